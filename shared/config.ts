@@ -1,0 +1,276 @@
+import { z } from 'zod';
+
+/**
+ * Configuration, parsed once at start-up from the environment (DESIGN §3). A bad value stops
+ * start-up with a message that names the variable and the expected form.
+ */
+
+export interface CacheTier {
+  name: string;
+  ttlSeconds: number;
+}
+
+export interface TimingConfig {
+  profile: 'production' | 'dev';
+  cacheTiers: CacheTier[];
+  replicationBoundSeconds: number;
+  safetyBufferSeconds: number;
+  clockSkewSeconds: number;
+  prelockLeaseSeconds: number;
+  prelockMaxSeconds: number;
+  hardDeleteLeaseSeconds: number;
+  writeLeaseSeconds: number;
+  writeBudgetSeconds: number;
+  retryAfterMaxSeconds: number;
+  /** max cache TTL across the declared tiers + replication bound. */
+  convergenceDelaySeconds: number;
+  /** TTL of the service-local tier: what a route view may be cached for, and the router's own cache. */
+  localCacheTtlSeconds: number;
+}
+
+export type StoreConfig =
+  | { kind: 'sqlite'; path: string }
+  | {
+      kind: 'cosmos';
+      endpoint: string;
+      /** Present only for local emulators; in Azure the managed identity is used. */
+      key: string | undefined;
+      disableTlsVerify: boolean;
+      database: string;
+      container: string;
+      /** Region whose replica counts as "nearest" (defaults to the Functions host's REGION_NAME). */
+      preferredRegion: string | undefined;
+    };
+
+export interface Config {
+  timing: TimingConfig;
+  store: StoreConfig;
+}
+
+const profiles = {
+  production: {
+    ROUTELOCK_CACHE_TIERS: 'edge=7200,regional=1800,local=60',
+    ROUTELOCK_REPLICATION_BOUND_SECONDS: '300',
+    ROUTELOCK_SAFETY_BUFFER_SECONDS: '600',
+    ROUTELOCK_CLOCK_SKEW_SECONDS: '5',
+    ROUTELOCK_PRELOCK_LEASE_SECONDS: '172800',
+    ROUTELOCK_PRELOCK_MAX_SECONDS: '259200',
+    ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '21600',
+    ROUTELOCK_WRITE_LEASE_SECONDS: '300',
+    ROUTELOCK_WRITE_BUDGET_SECONDS: '900',
+    ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '5',
+  },
+  dev: {
+    ROUTELOCK_CACHE_TIERS: 'local=2',
+    ROUTELOCK_REPLICATION_BOUND_SECONDS: '1',
+    ROUTELOCK_SAFETY_BUFFER_SECONDS: '1',
+    ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
+    ROUTELOCK_PRELOCK_LEASE_SECONDS: '600',
+    ROUTELOCK_PRELOCK_MAX_SECONDS: '3600',
+    ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '120',
+    ROUTELOCK_WRITE_LEASE_SECONDS: '30',
+    ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
+    ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
+  },
+} as const;
+
+export type TimingVariable = keyof (typeof profiles)['production'];
+/** Every timing variable with its production default: the Bicep and local settings mirror this list. */
+export const timingDefaults: Readonly<
+  Record<'production' | 'dev', Readonly<Record<TimingVariable, string>>>
+> = profiles;
+
+const seconds = (min: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, { message: 'expected a whole number of seconds' })
+    .transform(Number)
+    .refine((n) => Number.isSafeInteger(n) && n >= min, {
+      message: `expected a whole number of seconds, at least ${min}`,
+    });
+
+const tierName = /^[a-z][a-z0-9_-]{0,31}$/;
+const cacheTiers = z
+  .string()
+  .trim()
+  .transform((raw, ctx): CacheTier[] => {
+    const tiers: CacheTier[] = [];
+    for (const part of raw.split(',')) {
+      const match = /^\s*([^=\s]+)\s*=\s*(\d+)\s*$/.exec(part);
+      const name = match?.[1];
+      const ttl = Number(match?.[2]);
+      if (!match || name === undefined || !tierName.test(name) || !Number.isSafeInteger(ttl) || ttl < 1) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected comma-separated name=seconds pairs such as "edge=7200,local=60", got "${part.trim()}"`,
+        });
+        return z.NEVER;
+      }
+      if (tiers.some((t) => t.name === name)) {
+        ctx.addIssue({ code: 'custom', message: `tier "${name}" is declared twice` });
+        return z.NEVER;
+      }
+      tiers.push({ name, ttlSeconds: ttl });
+    }
+    return tiers;
+  });
+
+const flag = z
+  .string()
+  .trim()
+  .regex(/^(1|0|true|false)$/i, { message: 'expected 1, 0, true or false' })
+  .transform((v) => v === '1' || v.toLowerCase() === 'true');
+
+const timingSchema = z.object({
+  ROUTELOCK_CACHE_TIERS: cacheTiers,
+  ROUTELOCK_REPLICATION_BOUND_SECONDS: seconds(0),
+  ROUTELOCK_SAFETY_BUFFER_SECONDS: seconds(0),
+  ROUTELOCK_CLOCK_SKEW_SECONDS: seconds(0),
+  ROUTELOCK_PRELOCK_LEASE_SECONDS: seconds(1),
+  ROUTELOCK_PRELOCK_MAX_SECONDS: seconds(1),
+  ROUTELOCK_HARD_DELETE_LEASE_SECONDS: seconds(1),
+  ROUTELOCK_WRITE_LEASE_SECONDS: seconds(1),
+  ROUTELOCK_WRITE_BUDGET_SECONDS: seconds(1),
+  ROUTELOCK_RETRY_AFTER_MAX_SECONDS: seconds(1),
+});
+
+const storeSchema = z.object({
+  ROUTELOCK_STORE: z
+    .enum(['sqlite', 'cosmos'], { message: 'expected "sqlite" or "cosmos"' })
+    .default('sqlite'),
+  ROUTELOCK_SQLITE_PATH: z.string().trim().min(1).default('.routelock/routelock.db'),
+  COSMOS_ENDPOINT: z.url({ protocol: /^https?$/, message: 'expected an https:// URL' }).optional(),
+  COSMOS_KEY: z.string().min(1).optional(),
+  COSMOS_DISABLE_TLS_VERIFY: flag.default(false),
+  COSMOS_DATABASE: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,255}$/, { message: 'expected a database name' })
+    .default('routelock'),
+  COSMOS_CONTAINER: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,255}$/, { message: 'expected a container name' })
+    .default('locations'),
+  COSMOS_PREFERRED_REGION: z.string().min(1).optional(),
+  REGION_NAME: z.string().min(1).optional(),
+});
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n  ${problems.join('\n  ')}`);
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function issues(error: z.ZodError, env: Env): string[] {
+  return error.issues.map((issue) => {
+    const variable = String(issue.path[0] ?? '(environment)');
+    const got = env[variable];
+    return `${variable}: ${issue.message}${got === undefined ? '' : ` (got "${got}")`}`;
+  });
+}
+
+const isLoopback = (host: string) =>
+  host === 'localhost' || host === '[::1]' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
+
+/** Parse and check the whole configuration. Throws ConfigError naming every bad variable. */
+export function parseConfig(env: Env = process.env): Config {
+  const profileRaw = env.ROUTELOCK_PROFILE?.trim() || 'production';
+  if (profileRaw !== 'production' && profileRaw !== 'dev') {
+    throw new ConfigError([`ROUTELOCK_PROFILE: expected "production" or "dev" (got "${profileRaw}")`]);
+  }
+  const defaults = profiles[profileRaw];
+  const merged: Env = { ...defaults };
+  for (const key of Object.keys(defaults)) {
+    const value = env[key];
+    if (value !== undefined && value.trim() !== '') merged[key] = value;
+  }
+
+  const problems: string[] = [];
+  const timing = timingSchema.safeParse(merged);
+  if (!timing.success) problems.push(...issues(timing.error, merged));
+  const storeEnv = Object.fromEntries(
+    Object.keys(storeSchema.shape).map((k) => [k, env[k]?.trim() === '' ? undefined : env[k]]),
+  );
+  const store = storeSchema.safeParse(storeEnv);
+  if (!store.success) problems.push(...issues(store.error, storeEnv));
+  if (!timing.success || !store.success) throw new ConfigError(problems);
+
+  const t = timing.data;
+  const maxTtl = Math.max(...t.ROUTELOCK_CACHE_TIERS.map((tier) => tier.ttlSeconds));
+  const convergenceDelaySeconds = maxTtl + t.ROUTELOCK_REPLICATION_BOUND_SECONDS;
+  const localTier =
+    t.ROUTELOCK_CACHE_TIERS.find((tier) => tier.name === 'local') ??
+    t.ROUTELOCK_CACHE_TIERS.reduce((a, b) => (b.ttlSeconds < a.ttlSeconds ? b : a));
+
+  // A pre-lock must be able to outlive its own convergence wait, or no migration could ever escalate.
+  const earliestEscalation =
+    Math.max(convergenceDelaySeconds, t.ROUTELOCK_REPLICATION_BOUND_SECONDS) +
+    t.ROUTELOCK_SAFETY_BUFFER_SECONDS;
+  if (t.ROUTELOCK_PRELOCK_MAX_SECONDS <= earliestEscalation) {
+    problems.push(
+      `ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer (${earliestEscalation} s), got ${t.ROUTELOCK_PRELOCK_MAX_SECONDS}`,
+    );
+  }
+
+  const s = store.data;
+  let storeConfig: StoreConfig;
+  if (s.ROUTELOCK_STORE === 'cosmos') {
+    if (!s.COSMOS_ENDPOINT) {
+      problems.push('COSMOS_ENDPOINT: required when ROUTELOCK_STORE=cosmos (an https:// account endpoint)');
+    } else if (s.COSMOS_DISABLE_TLS_VERIFY && !isLoopback(new URL(s.COSMOS_ENDPOINT).hostname)) {
+      problems.push(
+        `COSMOS_DISABLE_TLS_VERIFY: only allowed for a loopback emulator endpoint, not ${new URL(s.COSMOS_ENDPOINT).host}`,
+      );
+    }
+    storeConfig = {
+      kind: 'cosmos',
+      endpoint: s.COSMOS_ENDPOINT ?? '',
+      key: s.COSMOS_KEY,
+      disableTlsVerify: s.COSMOS_DISABLE_TLS_VERIFY,
+      database: s.COSMOS_DATABASE,
+      container: s.COSMOS_CONTAINER,
+      preferredRegion: s.COSMOS_PREFERRED_REGION ?? s.REGION_NAME,
+    };
+  } else {
+    storeConfig = { kind: 'sqlite', path: s.ROUTELOCK_SQLITE_PATH };
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  return deepFreeze({
+    timing: {
+      profile: profileRaw,
+      cacheTiers: t.ROUTELOCK_CACHE_TIERS,
+      replicationBoundSeconds: t.ROUTELOCK_REPLICATION_BOUND_SECONDS,
+      safetyBufferSeconds: t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
+      clockSkewSeconds: t.ROUTELOCK_CLOCK_SKEW_SECONDS,
+      prelockLeaseSeconds: t.ROUTELOCK_PRELOCK_LEASE_SECONDS,
+      prelockMaxSeconds: t.ROUTELOCK_PRELOCK_MAX_SECONDS,
+      hardDeleteLeaseSeconds: t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS,
+      writeLeaseSeconds: t.ROUTELOCK_WRITE_LEASE_SECONDS,
+      writeBudgetSeconds: t.ROUTELOCK_WRITE_BUDGET_SECONDS,
+      retryAfterMaxSeconds: t.ROUTELOCK_RETRY_AFTER_MAX_SECONDS,
+      convergenceDelaySeconds,
+      localCacheTtlSeconds: localTier.ttlSeconds,
+    },
+    store: storeConfig,
+  });
+}
+
+let loaded: Config | undefined;
+
+/** The process-wide configuration, parsed on first use and never again. */
+export function getConfig(): Config {
+  loaded ??= parseConfig(process.env);
+  return loaded;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -1,0 +1,95 @@
+/** The location document (DESIGN §2): routing and lock state in one item per resource. */
+
+export interface Location {
+  region: string;
+  account?: string;
+}
+
+export const phases = ['prelock', 'hardDelete', 'write'] as const;
+export type Phase = (typeof phases)[number];
+
+export interface Lock {
+  /** SHA-256 (hex) of the fencing token. The token itself is never stored. */
+  tokenHash: string;
+  idempotencyKeyHash?: string;
+  migrationId: string;
+  owner: string;
+  target: Location;
+  /** Highest phase acquired so far (the write downgrade moves it back to hardDelete). */
+  phase: Phase;
+  acquiredAt: string;
+  /** acquiredAt + convergence delay: nothing is restricted before this instant. */
+  startsAt: string;
+  /** The parent (pre-lock) lease. A lock is live while now < expiresAt. */
+  expiresAt: string;
+  /** Cap on renewing the parent lease. */
+  maxExpiresAt: string;
+  hardDeleteAt?: string;
+  hardDeleteExpiresAt?: string;
+  writeAt?: string;
+  writeExpiresAt?: string;
+  convergenceDelaySeconds: number;
+}
+
+export type SecondaryRole = 'pendingTarget' | 'retiredSource';
+
+export interface Secondary {
+  location: Location;
+  /** Writes and deletes made through this location are refused. */
+  role: SecondaryRole;
+  writesBlockedUntil: string;
+}
+
+export interface LastMigration {
+  migrationId: string;
+  from: Location;
+  to: Location;
+  /** How the lock ended: swapped (cut over) or released (aborted, location unchanged). */
+  outcome: 'swapped' | 'released';
+  acquiredAt: string;
+  startsAt: string;
+  hardDeleteAt: string | null;
+  writeAt: string | null;
+  swappedAt: string | null;
+  releasedAt: string | null;
+  /** Lets a swap or release replayed with the token that completed it get 200 instead of 410. */
+  tokenHash: string;
+  convergenceDelaySeconds: number;
+}
+
+export interface LocationDocument {
+  id: string;
+  schemaVersion: 1;
+  location: Location;
+  lock: Lock | null;
+  secondary: Secondary | null;
+  lastMigration: LastMigration | null;
+}
+
+/** A document as a store returned it, with the ETag that versions it. */
+export interface StoredDocument {
+  doc: LocationDocument;
+  etag: string;
+}
+
+export function sameLocation(a: Location, b: Location): boolean {
+  return a.region === b.region && (a.account ?? null) === (b.account ?? null);
+}
+
+export function newLocationDocument(id: string, location: Location): LocationDocument {
+  return {
+    id,
+    schemaVersion: 1,
+    location: normalizeLocation(location),
+    lock: null,
+    secondary: null,
+    lastMigration: null,
+  };
+}
+
+/** Drop an absent account so that equal locations serialize identically. */
+export function normalizeLocation(location: Location): Location {
+  return location.account === undefined
+    ? { region: location.region }
+    : { region: location.region, account: location.account };
+}

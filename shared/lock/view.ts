@@ -1,0 +1,131 @@
+import type { TimingConfig } from '../config';
+import { retryAfterFromMs } from '../errors';
+import type { Location, Lock, LocationDocument, Phase, Secondary, StoredDocument } from './document';
+import { hardDeleteInForce, hasStarted, liveLock, phaseExpiresAt, writeLockInForce } from './rules';
+
+/**
+ * What callers see (DESIGN §4): the route view with its enforcement decision and Cache-Control,
+ * and the lock grant. Neither ever carries the token, its hash, or the idempotency key's hash.
+ */
+
+export type Operation = 'read' | 'write' | 'delete';
+
+export interface Enforcement {
+  read: 'allow';
+  write: 'allow' | 'deny';
+  delete: 'allow' | 'tombstone' | 'deny';
+  /** Present whenever something is denied. */
+  retryAfterSeconds?: number;
+}
+
+export interface LockView {
+  migrationId: string;
+  phase: Phase;
+  target: Location;
+  startsAt: string;
+  expiresAt: string;
+  hardDeleteExpiresAt?: string;
+  writeExpiresAt?: string;
+}
+
+export interface RouteView {
+  resourceId: string;
+  location: Location;
+  secondary: Secondary | null;
+  lock: LockView | null;
+  enforcement: Enforcement;
+  etag: string;
+}
+
+export interface LockGrant {
+  /** Only a pre-lock grant carries the token. */
+  token?: string;
+  migrationId: string;
+  phase: Phase;
+  startsAt: string;
+  expiresAt: string;
+  maxExpiresAt: string;
+  phaseExpiresAt: string;
+  convergenceDelaySeconds: number;
+  etag: string;
+}
+
+const ms = (iso: string): number => Date.parse(iso);
+
+export function enforcement(doc: LocationDocument, now: number, cfg: TimingConfig): Enforcement {
+  const lock = liveLock(doc, now);
+  // Nothing is restricted before startsAt, whatever the phase claims.
+  if (!lock || !hasStarted(lock, now)) return { read: 'allow', write: 'allow', delete: 'allow' };
+  if (writeLockInForce(lock, now)) {
+    const retryAfterSeconds = Math.min(
+      retryAfterFromMs(ms(lock.writeExpiresAt as string) - now),
+      cfg.retryAfterMaxSeconds,
+    );
+    return { read: 'allow', write: 'deny', delete: 'deny', retryAfterSeconds };
+  }
+  if (hardDeleteInForce(lock, now)) return { read: 'allow', write: 'allow', delete: 'tombstone' };
+  return { read: 'allow', write: 'allow', delete: 'allow' };
+}
+
+/** The secondary as it stands at `now`: a pending target lives with its lock, a retired source until its time. */
+export function secondaryInForce(doc: LocationDocument, now: number): Secondary | null {
+  const secondary = doc.secondary;
+  if (!secondary || now >= ms(secondary.writesBlockedUntil)) return null;
+  if (secondary.role === 'pendingTarget' && !liveLock(doc, now)) return null;
+  return secondary;
+}
+
+export function lockView(lock: Lock): LockView {
+  return {
+    migrationId: lock.migrationId,
+    phase: lock.phase,
+    target: lock.target,
+    startsAt: lock.startsAt,
+    expiresAt: lock.expiresAt,
+    ...(lock.hardDeleteExpiresAt === undefined ? {} : { hardDeleteExpiresAt: lock.hardDeleteExpiresAt }),
+    ...(lock.writeExpiresAt === undefined ? {} : { writeExpiresAt: lock.writeExpiresAt }),
+  };
+}
+
+export function routeView(stored: StoredDocument, now: number, cfg: TimingConfig): RouteView {
+  const { doc, etag } = stored;
+  const lock = liveLock(doc, now);
+  return {
+    resourceId: doc.id,
+    location: doc.location,
+    secondary: secondaryInForce(doc, now),
+    lock: lock ? lockView(lock) : null,
+    enforcement: enforcement(doc, now, cfg),
+    etag,
+  };
+}
+
+/**
+ * Cache-Control for a route view. A plain HTTP cache must never hold a document past the moment its
+ * lock starts: `no-store` once a live lock has started (within the clock-skew margin), otherwise the
+ * local tier's TTL, clamped to the time left before a pending lock starts.
+ */
+export function cacheControl(doc: LocationDocument, now: number, cfg: TimingConfig): string {
+  const lock = liveLock(doc, now);
+  const ttl = cfg.localCacheTtlSeconds;
+  if (!lock) return `private, max-age=${ttl}`;
+  if (hasStarted(lock, now, cfg.clockSkewSeconds)) return 'no-store';
+  const untilStart = Math.floor((ms(lock.startsAt) - cfg.clockSkewSeconds * 1000 - now) / 1000);
+  return `private, max-age=${Math.max(0, Math.min(ttl, untilStart))}`;
+}
+
+export function lockGrant(stored: StoredDocument, token?: string): LockGrant {
+  const lock = stored.doc.lock;
+  if (!lock) throw new Error(`lockGrant called on ${stored.doc.id} without a lock`);
+  return {
+    ...(token === undefined ? {} : { token }),
+    migrationId: lock.migrationId,
+    phase: lock.phase,
+    startsAt: lock.startsAt,
+    expiresAt: lock.expiresAt,
+    maxExpiresAt: lock.maxExpiresAt,
+    phaseExpiresAt: phaseExpiresAt(lock),
+    convergenceDelaySeconds: lock.convergenceDelaySeconds,
+    etag: stored.etag,
+  };
+}

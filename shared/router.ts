@@ -1,0 +1,297 @@
+import { LRUCache } from 'lru-cache';
+import { type Clock, systemClock } from './clock';
+import type { TimingConfig } from './config';
+import { RouteLockError, isRouteLockError } from './errors';
+import {
+  type Location,
+  type LocationDocument,
+  type StoredDocument,
+  newLocationDocument,
+  sameLocation,
+} from './lock/document';
+import {
+  type EscalateRequest,
+  type PrelockRequest,
+  type ReleaseRequest,
+  type RenewRequest,
+  type RuleResult,
+  type SwapRequest,
+  assertDeletable,
+  escalate,
+  prelock,
+  release,
+  renew,
+  swap,
+} from './lock/rules';
+import { newFencingToken } from './lock/token';
+import { type LockGrant, type RouteView, cacheControl, lockGrant, routeView } from './lock/view';
+import type { LocationStore } from './store/port';
+
+/**
+ * The router (DESIGN §5): resolves location documents through a local cache and performs every lock
+ * mutation as one ETag-conditional write.
+ *
+ * Read path:
+ *  - cache hit whose document has no lock that may be in force → returned, zero store reads;
+ *  - cache hit whose document carries a started lock → read from the write region, every time;
+ *  - miss → nearest replica; if that copy carries a started lock → read again from the write region.
+ */
+
+export interface RouterOptions {
+  store: LocationStore;
+  timing: TimingConfig;
+  clock?: Clock;
+  /** Most documents held in the local cache. */
+  cacheMax?: number;
+  /** Token source; tests pin it, production uses 32 random bytes. */
+  newToken?: () => string;
+}
+
+export interface MutationOptions {
+  /**
+   * The caller's If-Match. When it equals the cached copy's ETag the router skips its read (the
+   * orchestrator's read saving); when it differs from the stored ETag the result is 412.
+   */
+  ifMatch?: string | undefined;
+}
+
+interface VersionedCopy {
+  stored: StoredDocument;
+  /** True when the copy came from the If-Match cache rather than a read made for this request. */
+  fromCache: boolean;
+}
+
+interface CacheEntry {
+  stored: StoredDocument;
+  /** From this instant on, the cached copy may show stale lock state: read through to the write region. */
+  readThroughFrom: number;
+}
+
+const ms = (iso: string): number => Date.parse(iso);
+
+export class Router {
+  readonly store: LocationStore;
+  readonly timing: TimingConfig;
+  private readonly clock: Clock;
+  private readonly cache: LRUCache<string, CacheEntry>;
+  /**
+   * The last version this router wrote or read from the write region, by id, kept past the read
+   * cache's TTL. A mutation whose If-Match names it decides on it without a read: the write is
+   * conditional on that same ETag, so a stale copy can only produce a 412, never a wrong write.
+   */
+  private readonly versions: LRUCache<string, StoredDocument>;
+  private readonly newToken: () => string;
+  private readonly skewMs: number;
+
+  constructor(options: RouterOptions) {
+    this.store = options.store;
+    this.timing = options.timing;
+    this.clock = options.clock ?? systemClock;
+    this.newToken = options.newToken ?? newFencingToken;
+    this.skewMs = options.timing.clockSkewSeconds * 1000;
+    const clock = this.clock;
+    this.cache = new LRUCache<string, CacheEntry>({
+      max: options.cacheMax ?? 100_000,
+      // The local tier's TTL is part of the declared convergence delay, so an entry cached before a
+      // pre-lock is gone before that lock can start.
+      ttl: options.timing.localCacheTtlSeconds * 1000,
+      ttlResolution: 0,
+      perf: { now: clock },
+    });
+    this.versions = new LRUCache<string, StoredDocument>({ max: options.cacheMax ?? 100_000 });
+  }
+
+  now(): number {
+    return this.clock();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Read path
+  // ---------------------------------------------------------------------------------------------
+
+  async resolve(id: string): Promise<StoredDocument> {
+    const now = this.clock();
+    const hit = this.cache.get(id);
+    if (hit !== undefined && now < hit.readThroughFrom) return hit.stored;
+    if (hit !== undefined) return this.readAndCache(id, 'writeRegion');
+
+    const nearest = await this.store.read(id, { from: 'nearest' });
+    if (now >= this.readThroughFrom(nearest, now, false)) return this.readAndCache(id, 'writeRegion');
+    this.remember(nearest, now, false);
+    return nearest;
+  }
+
+  async view(id: string): Promise<{ view: RouteView; cacheControl: string }> {
+    const stored = await this.resolve(id);
+    const now = this.clock();
+    return {
+      view: routeView(stored, now, this.timing),
+      cacheControl: cacheControl(stored.doc, now, this.timing),
+    };
+  }
+
+  /** Drop a cached copy (tests, and callers that know the document changed elsewhere). */
+  forget(id: string): void {
+    this.cache.delete(id);
+  }
+
+  /**
+   * When a copy fetched at `fetchedAt` stops being safe to serve from cache. A lock whose start has
+   * come (within the skew margin) may have been escalated, renewed or released since the copy was
+   * taken, so from then on only the write region's copy will do. A lock the write region itself
+   * showed as dead (past its lease, with margin for clock skew on both sides) cannot come back: a new
+   * lock would have to start over, after this entry's TTL.
+   */
+  private readThroughFrom(stored: StoredDocument, fetchedAt: number, fromWriteRegion: boolean): number {
+    const lock = stored.doc.lock;
+    if (!lock) return Number.POSITIVE_INFINITY;
+    if (fromWriteRegion && ms(lock.expiresAt) + 2 * this.skewMs <= fetchedAt) return Number.POSITIVE_INFINITY;
+    return ms(lock.startsAt) - this.skewMs;
+  }
+
+  private async readAndCache(id: string, from: 'nearest' | 'writeRegion'): Promise<StoredDocument> {
+    const stored = await this.store.read(id, { from });
+    this.remember(stored, this.clock(), from === 'writeRegion');
+    return stored;
+  }
+
+  private remember(stored: StoredDocument, fetchedAt: number, fromWriteRegion: boolean): void {
+    this.cache.set(stored.doc.id, {
+      stored,
+      readThroughFrom: this.readThroughFrom(stored, fetchedAt, fromWriteRegion),
+    });
+    if (fromWriteRegion) this.versions.set(stored.doc.id, stored);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Routes
+  // ---------------------------------------------------------------------------------------------
+
+  /** PUT /routes/{id}: 201 when created, 200 when an identical route exists, 409 otherwise. */
+  async createRoute(id: string, location: Location): Promise<{ stored: StoredDocument; created: boolean }> {
+    try {
+      const stored = await this.store.create(newLocationDocument(id, location));
+      this.remember(stored, this.clock(), true);
+      return { stored, created: true };
+    } catch (error) {
+      if (!isRouteLockError(error, 'AlreadyExists')) throw error;
+      const existing = await this.readAndCache(id, 'writeRegion');
+      if (sameLocation(existing.doc.location, location)) return { stored: existing, created: false };
+      throw new RouteLockError('AlreadyExists', `Route ${id} already exists with another location.`, {
+        resourceId: id,
+      });
+    }
+  }
+
+  /** DELETE /routes/{id}: refused (423) while a live lock holds the route. */
+  async deleteRoute(id: string, options: MutationOptions = {}): Promise<void> {
+    let current = (await this.readForMutation(id, options.ifMatch)).stored;
+    for (let attempt = 0; ; attempt += 1) {
+      assertDeletable(current.doc, this.clock());
+      try {
+        await this.store.delete(id, current.etag);
+        this.cache.delete(id);
+        this.versions.delete(id);
+        return;
+      } catch (error) {
+        current = await this.afterConflict(id, error, attempt, options.ifMatch);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Lock mutations: token checked by the rule before any write, one conditional write, on 412 one
+  // re-read and re-decide (a losing racer then sees the winner's lock and gets 423).
+  // ---------------------------------------------------------------------------------------------
+
+  async prelock(
+    id: string,
+    req: Omit<PrelockRequest, 'newToken'>,
+    options: MutationOptions = {},
+  ): Promise<LockGrant> {
+    const token = this.newToken();
+    const stored = await this.mutate(
+      id,
+      (doc, now) => prelock(doc, { ...req, newToken: token }, now, this.timing),
+      options,
+    );
+    return lockGrant(stored, token);
+  }
+
+  async escalate(id: string, req: EscalateRequest, options: MutationOptions = {}): Promise<LockGrant> {
+    return lockGrant(await this.mutate(id, (doc, now) => escalate(doc, req, now, this.timing), options));
+  }
+
+  async renew(id: string, req: RenewRequest, options: MutationOptions = {}): Promise<LockGrant> {
+    return lockGrant(await this.mutate(id, (doc, now) => renew(doc, req, now, this.timing), options));
+  }
+
+  async swap(id: string, req: SwapRequest, options: MutationOptions = {}): Promise<RouteView> {
+    const stored = await this.mutate(id, (doc, now) => swap(doc, req, now), options);
+    return routeView(stored, this.clock(), this.timing);
+  }
+
+  async release(id: string, req: ReleaseRequest, options: MutationOptions = {}): Promise<RouteView> {
+    const stored = await this.mutate(id, (doc, now) => release(doc, req, now), options);
+    return routeView(stored, this.clock(), this.timing);
+  }
+
+  private async mutate(
+    id: string,
+    rule: (doc: LocationDocument, now: number) => RuleResult,
+    options: MutationOptions,
+  ): Promise<StoredDocument> {
+    const copy = await this.readForMutation(id, options.ifMatch);
+    let current = copy.stored;
+    for (let attempt = 0; ; attempt += 1) {
+      const { doc, changed } = rule(current.doc, this.clock());
+      if (!changed && copy.fromCache && attempt === 0) {
+        // A no-op answers without a write, so no ETag condition would catch a stale copy: confirm it.
+        current = await this.readAndCache(id, 'writeRegion');
+        if (current.etag !== options.ifMatch)
+          throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+        continue;
+      }
+      if (!changed) return current;
+      try {
+        const written = await this.store.replace(doc, current.etag);
+        this.remember(written, this.clock(), true);
+        return written;
+      } catch (error) {
+        current = await this.afterConflict(id, error, attempt, options.ifMatch);
+      }
+    }
+  }
+
+  /** The copy a mutation decides on: the cached one when the caller's If-Match names it, else the write region's. */
+  private async readForMutation(id: string, ifMatch: string | undefined): Promise<VersionedCopy> {
+    if (ifMatch !== undefined) {
+      const known = this.versions.get(id) ?? this.cache.get(id)?.stored;
+      if (known && known.etag === ifMatch) return { stored: known, fromCache: true };
+    }
+    const current = await this.readAndCache(id, 'writeRegion');
+    if (ifMatch !== undefined && current.etag !== ifMatch)
+      throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+    return { stored: current, fromCache: false };
+  }
+
+  /** After a failed conditional write: re-read once and let the caller re-decide; otherwise give up. */
+  private async afterConflict(
+    id: string,
+    error: unknown,
+    attempt: number,
+    ifMatch: string | undefined,
+  ): Promise<StoredDocument> {
+    if (!isRouteLockError(error, 'PreconditionFailed')) throw error;
+    this.cache.delete(id);
+    this.versions.delete(id);
+    // A caller's own If-Match is a precondition, not a hint: a changed document is its 412.
+    if (ifMatch !== undefined) throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+    if (attempt > 0) throw preconditionFailed(id, 'again while this request was deciding; retry it');
+    return this.readAndCache(id, 'writeRegion');
+  }
+}
+
+function preconditionFailed(id: string, why: string): RouteLockError {
+  return new RouteLockError('PreconditionFailed', `Route ${id} changed ${why}.`, { resourceId: id });
+}

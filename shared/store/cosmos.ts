@@ -1,0 +1,208 @@
+import { type Container, CosmosClient, type CosmosClientOptions, type ItemDefinition } from '@azure/cosmos';
+import { DefaultAzureCredential, type TokenCredential } from '@azure/identity';
+import { Agent } from 'node:https';
+import { RouteLockError, retryAfterFromMs } from '../errors';
+import type { LocationDocument, StoredDocument } from '../lock/document';
+import { type LocationStore, type ReadFrom, countRead, newCounters } from './port';
+
+/**
+ * Cosmos DB adapter. Point reads and ETag-conditional replaces on container `locations` (pk `/id`).
+ * Two clients so a "nearest" read goes to the preferred (local) region and a "writeRegion" read goes
+ * to the account's single write region, which the account description names.
+ *
+ * In Azure it authenticates with the managed identity (DefaultAzureCredential) and never a key; a key
+ * is accepted only for local emulators, and then (and only then) the database and container are
+ * created when missing: under managed identity the data-plane role cannot create them, Bicep does.
+ */
+
+export interface CosmosStoreOptions {
+  endpoint: string;
+  key?: string | undefined;
+  /** Accept a self-signed certificate. Only for loopback emulators (config refuses anything else). */
+  disableTlsVerify?: boolean;
+  database: string;
+  container: string;
+  preferredRegion?: string | undefined;
+  credential?: TokenCredential;
+}
+
+export interface CosmosAccountInfo {
+  writeRegion: string | undefined;
+  readRegions: string[];
+  multipleWriteLocations: boolean;
+  consistency: string | undefined;
+}
+
+type CosmosItem = LocationDocument & ItemDefinition & { _etag?: string };
+
+const systemProperties = ['_rid', '_self', '_etag', '_attachments', '_ts', '_lsn'] as const;
+
+export class CosmosStore implements LocationStore {
+  readonly kind = 'cosmos';
+  readonly counters = newCounters();
+
+  private constructor(
+    private readonly nearestClient: CosmosClient,
+    private readonly writeClient: CosmosClient,
+    private readonly nearest: Container,
+    private readonly writeRegion: Container,
+    readonly account: CosmosAccountInfo,
+  ) {}
+
+  static async connect(options: CosmosStoreOptions): Promise<CosmosStore> {
+    const base: CosmosClientOptions = {
+      endpoint: options.endpoint,
+      ...(options.key
+        ? { key: options.key }
+        : { aadCredentials: options.credential ?? new DefaultAzureCredential() }),
+      ...(options.disableTlsVerify
+        ? { agent: new Agent({ rejectUnauthorized: false, keepAlive: true }) }
+        : {}),
+      connectionPolicy: {
+        enableEndpointDiscovery: true,
+        requestTimeout: 10_000,
+        // The router sits on the request path: fail fast to 503 rather than queue behind throttling.
+        retryOptions: { maxRetryAttemptCount: 3, maxWaitTimeInSeconds: 5 },
+        ...(options.preferredRegion ? { preferredLocations: [options.preferredRegion] } : {}),
+      },
+    };
+    const nearestClient = new CosmosClient(base);
+    let account: CosmosAccountInfo;
+    try {
+      const { resource } = await nearestClient.getDatabaseAccount();
+      account = {
+        writeRegion: resource?.writableLocations[0]?.name,
+        readRegions: resource?.readableLocations.map((l) => l.name) ?? [],
+        multipleWriteLocations: resource?.enableMultipleWritableLocations ?? false,
+        consistency: resource?.consistencyPolicy,
+      };
+    } catch (error) {
+      throw storeError(error, '(account)');
+    }
+    const writeClient = new CosmosClient({
+      ...base,
+      connectionPolicy: {
+        ...base.connectionPolicy,
+        ...(account.writeRegion ? { preferredLocations: [account.writeRegion] } : {}),
+      },
+    });
+
+    try {
+      if (options.key) {
+        const { database } = await writeClient.databases.createIfNotExists({ id: options.database });
+        await database.containers.createIfNotExists({
+          id: options.container,
+          partitionKey: { paths: ['/id'] },
+        });
+      }
+    } catch (error) {
+      throw storeError(error, '(setup)');
+    }
+    const container = (client: CosmosClient) =>
+      client.database(options.database).container(options.container);
+    return new CosmosStore(
+      nearestClient,
+      writeClient,
+      container(nearestClient),
+      container(writeClient),
+      account,
+    );
+  }
+
+  async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {
+    countRead(this.counters, from);
+    const container = from === 'nearest' ? this.nearest : this.writeRegion;
+    try {
+      const response = await container.item(id, id).read<CosmosItem>();
+      if (response.statusCode === 404 || !response.resource) throw notFound(id);
+      return stored(response.resource, response.etag);
+    } catch (error) {
+      throw storeError(error, id);
+    }
+  }
+
+  async create(doc: LocationDocument): Promise<StoredDocument> {
+    this.counters.creates += 1;
+    try {
+      const response = await this.writeRegion.items.create<CosmosItem>(doc as CosmosItem);
+      return stored(response.resource ?? (doc as CosmosItem), response.etag);
+    } catch (error) {
+      throw storeError(error, doc.id);
+    }
+  }
+
+  async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+    this.counters.replaces += 1;
+    try {
+      const response = await this.writeRegion
+        .item(doc.id, doc.id)
+        .replace<CosmosItem>(doc as CosmosItem, { accessCondition: { type: 'IfMatch', condition: ifMatch } });
+      return stored(response.resource ?? (doc as CosmosItem), response.etag);
+    } catch (error) {
+      throw storeError(error, doc.id);
+    }
+  }
+
+  async delete(id: string, ifMatch: string): Promise<void> {
+    this.counters.deletes += 1;
+    try {
+      await this.writeRegion
+        .item(id, id)
+        .delete({ accessCondition: { type: 'IfMatch', condition: ifMatch } });
+    } catch (error) {
+      throw storeError(error, id);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.nearestClient.dispose();
+    this.writeClient.dispose();
+  }
+}
+
+function stored(item: CosmosItem, etag: string | undefined): StoredDocument {
+  const doc: Record<string, unknown> = { ...item };
+  for (const key of systemProperties) delete doc[key];
+  const version = etag ?? item._etag;
+  if (!version)
+    throw new RouteLockError('StoreUnavailable', `Cosmos DB returned ${item.id} without an ETag.`);
+  return { doc: doc as unknown as LocationDocument, etag: version };
+}
+
+function notFound(id: string): RouteLockError {
+  return new RouteLockError('NotFound', `No route for resource ${id}.`, { resourceId: id });
+}
+
+/** Map SDK and transport failures to the port's typed errors. */
+export function storeError(error: unknown, id: string): RouteLockError {
+  if (error instanceof RouteLockError) return error;
+  const e = (error ?? {}) as {
+    code?: unknown;
+    statusCode?: unknown;
+    retryAfterInMs?: unknown;
+    message?: string;
+  };
+  const status =
+    typeof e.statusCode === 'number' ? e.statusCode : typeof e.code === 'number' ? e.code : undefined;
+  const resourceId = id.startsWith('(') ? undefined : id;
+  switch (status) {
+    case 404:
+      return notFound(id);
+    case 409:
+      return new RouteLockError('AlreadyExists', `Route ${id} already exists.`, { resourceId });
+    case 412:
+      return new RouteLockError(
+        'PreconditionFailed',
+        `Route ${id} changed since it was read (ETag mismatch).`,
+        {
+          resourceId,
+        },
+      );
+  }
+  const retryAfterMs = typeof e.retryAfterInMs === 'number' ? e.retryAfterInMs : 1000;
+  return new RouteLockError(
+    'StoreUnavailable',
+    `Cosmos DB did not serve ${id}: ${status ?? (typeof e.code === 'string' ? e.code : 'error')} ${e.message ?? ''}`.trim(),
+    { resourceId, retryAfterSeconds: retryAfterFromMs(retryAfterMs), cause: error },
+  );
+}

@@ -1,0 +1,43 @@
+import type { LocationDocument, StoredDocument } from '../lock/document';
+
+/**
+ * The store port. Adapters: SQLite (embedded default) and Cosmos DB (production). Every failure is a
+ * RouteLockError: NotFound, AlreadyExists, PreconditionFailed, or StoreUnavailable (with retry-after).
+ */
+
+/** "nearest": the closest replica, possibly lagging. "writeRegion": the authoritative copy. */
+export type ReadFrom = 'nearest' | 'writeRegion';
+
+export interface StoreCounters {
+  nearestReads: number;
+  writeRegionReads: number;
+  creates: number;
+  replaces: number;
+  deletes: number;
+}
+
+export interface LocationStore {
+  /** Short name for logs and /health: "sqlite", "cosmos". */
+  readonly kind: string;
+  /** What this store has done since it was opened (or last reset): for tests and benchmarks. */
+  readonly counters: StoreCounters;
+  read(id: string, options: { from: ReadFrom }): Promise<StoredDocument>;
+  create(doc: LocationDocument): Promise<StoredDocument>;
+  /** Conditional on `ifMatch`: 412 PreconditionFailed when the stored ETag differs. */
+  replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument>;
+  delete(id: string, ifMatch: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function newCounters(): StoreCounters {
+  return { nearestReads: 0, writeRegionReads: 0, creates: 0, replaces: 0, deletes: 0 };
+}
+
+export function resetCounters(counters: StoreCounters): void {
+  Object.assign(counters, newCounters());
+}
+
+export function countRead(counters: StoreCounters, from: ReadFrom): void {
+  if (from === 'nearest') counters.nearestReads += 1;
+  else counters.writeRegionReads += 1;
+}

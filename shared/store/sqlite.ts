@@ -1,0 +1,138 @@
+import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { RouteLockError } from '../errors';
+import type { LocationDocument, StoredDocument } from '../lock/document';
+import { type LocationStore, type ReadFrom, countRead, newCounters } from './port';
+
+/**
+ * The embedded store: one SQLite file (or ":memory:"), WAL, and a fresh random ETag per write.
+ * Every mutation is `UPDATE … WHERE id = ? AND etag = ?`, the same compare-and-swap Cosmos DB does.
+ * There is one copy, so "nearest" and "writeRegion" reads hit the same row; they are counted apart.
+ */
+export class SqliteStore implements LocationStore {
+  readonly kind = 'sqlite';
+  readonly counters = newCounters();
+  private readonly db: Database.Database;
+  private readonly statements: ReturnType<SqliteStore['prepare']>;
+
+  constructor(readonly path: string) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+    // NORMAL in WAL mode survives a killed process (the only crash the embedded host must survive).
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('busy_timeout = 5000');
+    this.db.exec(
+      `CREATE TABLE IF NOT EXISTS locations (
+         id TEXT PRIMARY KEY,
+         etag TEXT NOT NULL,
+         doc TEXT NOT NULL,
+         updated_at INTEGER NOT NULL
+       )`,
+    );
+    this.statements = this.prepare();
+  }
+
+  /** The underlying database, for the embedded host's other tables (migrations, audit). */
+  get database(): Database.Database {
+    return this.db;
+  }
+
+  private prepare() {
+    return {
+      read: this.db.prepare<[string], { etag: string; doc: string }>(
+        'SELECT etag, doc FROM locations WHERE id = ?',
+      ),
+      exists: this.db.prepare<[string], { one: number }>('SELECT 1 AS one FROM locations WHERE id = ?'),
+      insert: this.db.prepare<[string, string, string, number]>(
+        'INSERT INTO locations (id, etag, doc, updated_at) VALUES (?, ?, ?, ?)',
+      ),
+      replace: this.db.prepare<[string, string, number, string, string]>(
+        'UPDATE locations SET doc = ?, etag = ?, updated_at = ? WHERE id = ? AND etag = ?',
+      ),
+      delete: this.db.prepare<[string, string]>('DELETE FROM locations WHERE id = ? AND etag = ?'),
+    };
+  }
+
+  async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {
+    countRead(this.counters, from);
+    const row = this.guard(() => this.statements.read.get(id));
+    if (!row) throw notFound(id);
+    return { doc: JSON.parse(row.doc) as LocationDocument, etag: row.etag };
+  }
+
+  async create(doc: LocationDocument): Promise<StoredDocument> {
+    this.counters.creates += 1;
+    const etag = newEtag();
+    try {
+      this.statements.insert.run(doc.id, etag, JSON.stringify(doc), Date.now());
+    } catch (error) {
+      if (isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) {
+        throw new RouteLockError('AlreadyExists', `Route ${doc.id} already exists.`, { resourceId: doc.id });
+      }
+      throw unavailable(error);
+    }
+    return { doc, etag };
+  }
+
+  async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+    this.counters.replaces += 1;
+    const etag = newEtag();
+    const result = this.guard(() =>
+      this.statements.replace.run(JSON.stringify(doc), etag, Date.now(), doc.id, ifMatch),
+    );
+    if (result.changes === 0) throw this.missOrConflict(doc.id);
+    return { doc, etag };
+  }
+
+  async delete(id: string, ifMatch: string): Promise<void> {
+    this.counters.deletes += 1;
+    const result = this.guard(() => this.statements.delete.run(id, ifMatch));
+    if (result.changes === 0) throw this.missOrConflict(id);
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  private missOrConflict(id: string): RouteLockError {
+    if (!this.statements.exists.get(id)) return notFound(id);
+    return new RouteLockError(
+      'PreconditionFailed',
+      `Route ${id} changed since it was read (ETag mismatch).`,
+      {
+        resourceId: id,
+      },
+    );
+  }
+
+  private guard<T>(action: () => T): T {
+    try {
+      return action();
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+}
+
+function newEtag(): string {
+  return randomBytes(12).toString('base64url');
+}
+
+function notFound(id: string): RouteLockError {
+  return new RouteLockError('NotFound', `No route for resource ${id}.`, { resourceId: id });
+}
+
+function isSqliteError(error: unknown, code: string): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
+}
+
+function unavailable(error: unknown): RouteLockError {
+  if (error instanceof RouteLockError) return error;
+  return new RouteLockError('StoreUnavailable', `SQLite store failed: ${(error as Error).message}`, {
+    retryAfterSeconds: 1,
+    cause: error,
+  });
+}

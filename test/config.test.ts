@@ -1,0 +1,123 @@
+import { ConfigError, parseConfig } from '../shared/config';
+
+function problemsOf(env: Record<string, string>): string[] {
+  try {
+    parseConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems;
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('config', () => {
+  test('production defaults follow DESIGN §3, and the convergence delay is max tier TTL + replication bound', () => {
+    const { timing, store } = parseConfig({});
+    expect(timing).toMatchObject({
+      profile: 'production',
+      cacheTiers: [
+        { name: 'edge', ttlSeconds: 7200 },
+        { name: 'regional', ttlSeconds: 1800 },
+        { name: 'local', ttlSeconds: 60 },
+      ],
+      replicationBoundSeconds: 300,
+      safetyBufferSeconds: 600,
+      clockSkewSeconds: 5,
+      prelockLeaseSeconds: 172800,
+      prelockMaxSeconds: 259200,
+      hardDeleteLeaseSeconds: 21600,
+      writeLeaseSeconds: 300,
+      writeBudgetSeconds: 900,
+      retryAfterMaxSeconds: 5,
+      convergenceDelaySeconds: 7500,
+      localCacheTtlSeconds: 60,
+    });
+    expect(store).toEqual({ kind: 'sqlite', path: '.routelock/routelock.db' });
+  });
+
+  test('the dev profile selects the dev column; an explicit variable overrides the profile', () => {
+    const { timing } = parseConfig({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_WRITE_LEASE_SECONDS: '45' });
+    expect(timing).toMatchObject({
+      profile: 'dev',
+      cacheTiers: [{ name: 'local', ttlSeconds: 2 }],
+      replicationBoundSeconds: 1,
+      convergenceDelaySeconds: 3,
+      writeLeaseSeconds: 45,
+      writeBudgetSeconds: 60,
+      localCacheTtlSeconds: 2,
+    });
+  });
+
+  test('without a tier named "local", the shortest tier is the local one', () => {
+    expect(parseConfig({ ROUTELOCK_CACHE_TIERS: 'edge=600,app=30' }).timing).toMatchObject({
+      localCacheTtlSeconds: 30,
+      convergenceDelaySeconds: 900,
+    });
+  });
+
+  test.each([
+    [
+      { ROUTELOCK_WRITE_LEASE_SECONDS: 'abc' },
+      /^ROUTELOCK_WRITE_LEASE_SECONDS: expected a whole number of seconds.*got "abc"/,
+    ],
+    [{ ROUTELOCK_WRITE_LEASE_SECONDS: '0' }, /^ROUTELOCK_WRITE_LEASE_SECONDS: .*at least 1/],
+    [{ ROUTELOCK_SAFETY_BUFFER_SECONDS: '-5' }, /^ROUTELOCK_SAFETY_BUFFER_SECONDS: /],
+    [{ ROUTELOCK_CACHE_TIERS: 'edge:7200' }, /^ROUTELOCK_CACHE_TIERS: expected comma-separated name=seconds/],
+    [{ ROUTELOCK_CACHE_TIERS: 'edge=10,edge=20' }, /^ROUTELOCK_CACHE_TIERS: tier "edge" is declared twice/],
+    [{ ROUTELOCK_PROFILE: 'staging' }, /^ROUTELOCK_PROFILE: expected "production" or "dev"/],
+    [{ ROUTELOCK_STORE: 'redis' }, /^ROUTELOCK_STORE: expected "sqlite" or "cosmos"/],
+    [{ ROUTELOCK_STORE: 'cosmos' }, /^COSMOS_ENDPOINT: required when ROUTELOCK_STORE=cosmos/],
+    [
+      { ROUTELOCK_STORE: 'cosmos', COSMOS_ENDPOINT: 'not a url' },
+      /^COSMOS_ENDPOINT: expected an https:\/\/ URL/,
+    ],
+    [
+      {
+        ROUTELOCK_STORE: 'cosmos',
+        COSMOS_ENDPOINT: 'https://acct.documents.azure.com:443/',
+        COSMOS_DISABLE_TLS_VERIFY: '1',
+      },
+      /^COSMOS_DISABLE_TLS_VERIFY: only allowed for a loopback emulator endpoint/,
+    ],
+    [{ COSMOS_DISABLE_TLS_VERIFY: 'yes' }, /^COSMOS_DISABLE_TLS_VERIFY: expected 1, 0, true or false/],
+    [
+      { ROUTELOCK_PRELOCK_MAX_SECONDS: '7000' },
+      /^ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer \(8100 s\)/,
+    ],
+  ])('%j is refused with a message naming the variable', (env, message) => {
+    const problems = problemsOf(env as Record<string, string>);
+    expect(problems.some((p) => message.test(p))).toBe(true);
+  });
+
+  test('every bad variable is named at once', () => {
+    const problems = problemsOf({ ROUTELOCK_WRITE_LEASE_SECONDS: 'x', ROUTELOCK_CLOCK_SKEW_SECONDS: 'y' });
+    expect(problems.map((p) => p.split(':')[0]).sort()).toEqual([
+      'ROUTELOCK_CLOCK_SKEW_SECONDS',
+      'ROUTELOCK_WRITE_LEASE_SECONDS',
+    ]);
+  });
+
+  test('cosmos with a loopback emulator may skip TLS verification', () => {
+    const { store } = parseConfig({
+      ROUTELOCK_STORE: 'cosmos',
+      COSMOS_ENDPOINT: 'https://127.0.0.1:8081',
+      COSMOS_KEY: 'a2V5',
+      COSMOS_DISABLE_TLS_VERIFY: 'true',
+      REGION_NAME: 'West Europe',
+    });
+    expect(store).toMatchObject({
+      kind: 'cosmos',
+      disableTlsVerify: true,
+      database: 'routelock',
+      container: 'locations',
+      preferredRegion: 'West Europe',
+    });
+  });
+
+  test('the parsed config is frozen', () => {
+    const config = parseConfig({});
+    expect(() => {
+      (config.timing as { writeLeaseSeconds: number }).writeLeaseSeconds = 1;
+    }).toThrow();
+  });
+});

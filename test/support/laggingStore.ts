@@ -1,0 +1,64 @@
+import type { Clock } from '../../shared/clock';
+import { RouteLockError } from '../../shared/errors';
+import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
+import { type LocationStore, type ReadFrom, countRead, newCounters } from '../../shared/store/port';
+
+/**
+ * A store whose "nearest" replica lags: it serves the newest version written at least `lagMs()` ago,
+ * as a bounded-staleness replica may. Write-region reads and all writes go to the inner store.
+ */
+export class LaggingStore implements LocationStore {
+  readonly kind: string;
+  readonly counters = newCounters();
+  private readonly history = new Map<string, { at: number; version: StoredDocument | null }[]>();
+
+  constructor(
+    private readonly inner: LocationStore,
+    private readonly clock: Clock,
+    private readonly lagMs: () => number,
+  ) {
+    this.kind = `lagging(${inner.kind})`;
+  }
+
+  async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {
+    countRead(this.counters, from);
+    if (from === 'writeRegion') return this.inner.read(id, { from });
+    const visibleAt = this.clock() - this.lagMs();
+    const versions = this.history.get(id) ?? [];
+    let seen: StoredDocument | null = null;
+    for (const v of versions) if (v.at <= visibleAt) seen = v.version;
+    if (!seen) throw new RouteLockError('NotFound', `No route for resource ${id}.`, { resourceId: id });
+    return seen;
+  }
+
+  async create(doc: LocationDocument): Promise<StoredDocument> {
+    this.counters.creates += 1;
+    return this.record(await this.inner.create(doc));
+  }
+
+  async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+    this.counters.replaces += 1;
+    return this.record(await this.inner.replace(doc, ifMatch));
+  }
+
+  async delete(id: string, ifMatch: string): Promise<void> {
+    this.counters.deletes += 1;
+    await this.inner.delete(id, ifMatch);
+    this.push(id, null);
+  }
+
+  async close(): Promise<void> {
+    await this.inner.close();
+  }
+
+  private record(stored: StoredDocument): StoredDocument {
+    this.push(stored.doc.id, stored);
+    return stored;
+  }
+
+  private push(id: string, version: StoredDocument | null): void {
+    const versions = this.history.get(id) ?? [];
+    versions.push({ at: this.clock(), version: version && structuredClone(version) });
+    this.history.set(id, versions);
+  }
+}

@@ -1,0 +1,9 @@
+import { type TimingConfig, parseConfig } from '../../shared/config';
+
+/** Production timing (DESIGN §3 defaults): the numbers the lock-rule tables are written against. */
+export const productionTiming: TimingConfig = parseConfig({}).timing;
+/** The dev profile: what the embedded host runs with. */
+export const devTiming: TimingConfig = parseConfig({ ROUTELOCK_PROFILE: 'dev' }).timing;
+
+export const T0 = Date.UTC(2026, 0, 1, 0, 0, 0);
+export const seconds = (n: number): number => n * 1000;
