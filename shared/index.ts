@@ -10,3 +10,5 @@ export * from './router';
 export * from './store/port';
 export * from './store/sqlite';
 export * from './store/cosmos';
+export * from './store/open';
+export * from './client';

@@ -3,7 +3,14 @@ import { DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import { Agent } from 'node:https';
 import { RouteLockError, retryAfterFromMs } from '../errors';
 import type { LocationDocument, StoredDocument } from '../lock/document';
-import { type LocationStore, type ReadFrom, countRead, newCounters } from './port';
+import {
+  type ListOptions,
+  type ListPage,
+  type LocationStore,
+  type ReadFrom,
+  countRead,
+  newCounters,
+} from './port';
 
 /**
  * Cosmos DB adapter. Point reads and ETag-conditional replaces on container `locations` (pk `/id`).
@@ -40,6 +47,8 @@ const systemProperties = ['_rid', '_self', '_etag', '_attachments', '_ts', '_lsn
 export class CosmosStore implements LocationStore {
   readonly kind = 'cosmos';
   readonly counters = newCounters();
+  /** Cosmos DB sends ETags quoted ("…"); the library keeps them bare and quotes them back on the wire. */
+  private quotedEtags = false;
 
   private constructor(
     private readonly nearestClient: CosmosClient,
@@ -115,7 +124,7 @@ export class CosmosStore implements LocationStore {
     try {
       const response = await container.item(id, id).read<CosmosItem>();
       if (response.statusCode === 404 || !response.resource) throw notFound(id);
-      return stored(response.resource, response.etag);
+      return this.stored(response.resource, response.etag);
     } catch (error) {
       throw storeError(error, id);
     }
@@ -125,7 +134,7 @@ export class CosmosStore implements LocationStore {
     this.counters.creates += 1;
     try {
       const response = await this.writeRegion.items.create<CosmosItem>(doc as CosmosItem);
-      return stored(response.resource ?? (doc as CosmosItem), response.etag);
+      return this.stored(response.resource ?? (doc as CosmosItem), response.etag);
     } catch (error) {
       throw storeError(error, doc.id);
     }
@@ -134,10 +143,10 @@ export class CosmosStore implements LocationStore {
   async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
     this.counters.replaces += 1;
     try {
-      const response = await this.writeRegion
-        .item(doc.id, doc.id)
-        .replace<CosmosItem>(doc as CosmosItem, { accessCondition: { type: 'IfMatch', condition: ifMatch } });
-      return stored(response.resource ?? (doc as CosmosItem), response.etag);
+      const response = await this.writeRegion.item(doc.id, doc.id).replace<CosmosItem>(doc as CosmosItem, {
+        accessCondition: { type: 'IfMatch', condition: this.wire(ifMatch) },
+      });
+      return this.stored(response.resource ?? (doc as CosmosItem), response.etag);
     } catch (error) {
       throw storeError(error, doc.id);
     }
@@ -154,19 +163,52 @@ export class CosmosStore implements LocationStore {
     }
   }
 
+  async list({ lockedOnly, limit, continuation }: ListOptions): Promise<ListPage> {
+    this.counters.lists += 1;
+    const query = lockedOnly
+      ? 'SELECT * FROM c WHERE IS_DEFINED(c.lock) AND NOT IS_NULL(c.lock) ORDER BY c.id'
+      : 'SELECT * FROM c ORDER BY c.id';
+    try {
+      const page = await this.nearest.items
+        .query<CosmosItem>(query, {
+          maxItemCount: limit,
+          ...(continuation ? { continuationToken: continuation } : {}),
+        })
+        .fetchNext();
+      return {
+        items: page.resources.map((item) => this.stored(item, item._etag)),
+        continuation: page.continuationToken ?? null,
+      };
+    } catch (error) {
+      throw storeError(error, '(list)');
+    }
+  }
+
   async close(): Promise<void> {
     this.nearestClient.dispose();
     this.writeClient.dispose();
   }
-}
 
-function stored(item: CosmosItem, etag: string | undefined): StoredDocument {
-  const doc: Record<string, unknown> = { ...item };
-  for (const key of systemProperties) delete doc[key];
-  const version = etag ?? item._etag;
-  if (!version)
-    throw new RouteLockError('StoreUnavailable', `Cosmos DB returned ${item.id} without an ETag.`);
-  return { doc: doc as unknown as LocationDocument, etag: version };
+  private stored(item: CosmosItem, etag: string | undefined): StoredDocument {
+    const doc: Record<string, unknown> = { ...item };
+    for (const key of systemProperties) delete doc[key];
+    const version = etag ?? item._etag;
+    if (!version)
+      throw new RouteLockError('StoreUnavailable', `Cosmos DB returned ${item.id} without an ETag.`);
+    return { doc: doc as unknown as LocationDocument, etag: this.bare(version) };
+  }
+
+  private bare(etag: string): string {
+    if (etag.length >= 2 && etag.startsWith('"') && etag.endsWith('"')) {
+      this.quotedEtags = true;
+      return etag.slice(1, -1);
+    }
+    return etag;
+  }
+
+  private wire(etag: string): string {
+    return this.quotedEtags ? `"${etag}"` : etag;
+  }
 }
 
 function notFound(id: string): RouteLockError {

@@ -10,6 +10,8 @@ export type ReadFrom = 'nearest' | 'writeRegion';
 
 export interface StoreCounters {
   nearestReads: number;
+  /** Pages listed (dashboards, sweeper); never on the request path. */
+  lists: number;
   writeRegionReads: number;
   creates: number;
   replaces: number;
@@ -26,11 +28,26 @@ export interface LocationStore {
   /** Conditional on `ifMatch`: 412 PreconditionFailed when the stored ETag differs. */
   replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument>;
   delete(id: string, ifMatch: string): Promise<void>;
+  /** A page of documents in a stable order; `lockedOnly` keeps those carrying lock state. */
+  list(options: ListOptions): Promise<ListPage>;
   close(): Promise<void>;
 }
 
+export interface ListOptions {
+  lockedOnly: boolean;
+  limit: number;
+  /** Opaque, from the previous page. */
+  continuation?: string | undefined;
+}
+
+export interface ListPage {
+  items: StoredDocument[];
+  /** Null on the last page. */
+  continuation: string | null;
+}
+
 export function newCounters(): StoreCounters {
-  return { nearestReads: 0, writeRegionReads: 0, creates: 0, replaces: 0, deletes: 0 };
+  return { nearestReads: 0, writeRegionReads: 0, creates: 0, replaces: 0, deletes: 0, lists: 0 };
 }
 
 export function resetCounters(counters: StoreCounters): void {

@@ -4,7 +4,14 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { RouteLockError } from '../errors';
 import type { LocationDocument, StoredDocument } from '../lock/document';
-import { type LocationStore, type ReadFrom, countRead, newCounters } from './port';
+import {
+  type ListOptions,
+  type ListPage,
+  type LocationStore,
+  type ReadFrom,
+  countRead,
+  newCounters,
+} from './port';
 
 /**
  * The embedded store: one SQLite file (or ":memory:"), WAL, and a fresh random ETag per write.
@@ -53,6 +60,11 @@ export class SqliteStore implements LocationStore {
         'UPDATE locations SET doc = ?, etag = ?, updated_at = ? WHERE id = ? AND etag = ?',
       ),
       delete: this.db.prepare<[string, string]>('DELETE FROM locations WHERE id = ? AND etag = ?'),
+      list: this.db.prepare<[number, string, number], { id: string; etag: string; doc: string }>(
+        `SELECT id, etag, doc FROM locations
+          WHERE (? = 0 OR json_extract(doc, '$.lock') IS NOT NULL) AND id > ?
+          ORDER BY id LIMIT ?`,
+      ),
     };
   }
 
@@ -91,6 +103,18 @@ export class SqliteStore implements LocationStore {
     this.counters.deletes += 1;
     const result = this.guard(() => this.statements.delete.run(id, ifMatch));
     if (result.changes === 0) throw this.missOrConflict(id);
+  }
+
+  async list({ lockedOnly, limit, continuation }: ListOptions): Promise<ListPage> {
+    this.counters.lists += 1;
+    const after = continuation === undefined ? '' : Buffer.from(continuation, 'base64url').toString('utf8');
+    const rows = this.guard(() => this.statements.list.all(lockedOnly ? 1 : 0, after, limit + 1));
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      items: page.map((row) => ({ doc: JSON.parse(row.doc) as LocationDocument, etag: row.etag })),
+      continuation: rows.length > limit && last ? Buffer.from(last.id, 'utf8').toString('base64url') : null,
+    };
   }
 
   async close(): Promise<void> {

@@ -124,7 +124,46 @@ describe.each(adapters)('store contract: %s', (_name, open) => {
       creates: 1,
       replaces: 1,
       deletes: 0,
+      lists: 0,
     });
+  });
+
+  test('list pages through every document, or only those carrying lock state', async () => {
+    for (let i = 0; i < 7; i += 1) await store.create(doc(`list-${i}`));
+    const locked = doc('list-3');
+    const current = await store.read('list-3', { from: 'writeRegion' });
+    await store.replace(
+      {
+        ...locked,
+        lock: {
+          tokenHash: 'h',
+          migrationId: 'm',
+          owner: 'o',
+          target: { region: 'eastus' },
+          phase: 'prelock',
+          acquiredAt: '2026-01-01T00:00:00.000Z',
+          startsAt: '2026-01-01T00:00:00.000Z',
+          expiresAt: '2026-01-01T00:00:00.000Z',
+          maxExpiresAt: '2026-01-01T00:00:00.000Z',
+          convergenceDelaySeconds: 1,
+        },
+      },
+      current.etag,
+    );
+    const ids: string[] = [];
+    let continuation: string | undefined;
+    let pages = 0;
+    do {
+      const page = await store.list({ lockedOnly: false, limit: 3, continuation });
+      expect(page.items.length).toBeLessThanOrEqual(3);
+      ids.push(...page.items.map((i) => i.doc.id));
+      continuation = page.continuation ?? undefined;
+      pages += 1;
+    } while (continuation && pages < 10);
+    expect(ids.sort()).toEqual(Array.from({ length: 7 }, (_, i) => `list-${i}`));
+    const lockedPage = await store.list({ lockedOnly: true, limit: 10 });
+    expect(lockedPage.items.map((i) => i.doc.id)).toEqual(['list-3']);
+    expect(lockedPage.items[0]!.etag).toEqual(expect.any(String));
   });
 
   test('ids with the characters the API allows round-trip', async () => {

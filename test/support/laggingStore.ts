@@ -1,7 +1,14 @@
 import type { Clock } from '../../shared/clock';
 import { RouteLockError } from '../../shared/errors';
 import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
-import { type LocationStore, type ReadFrom, countRead, newCounters } from '../../shared/store/port';
+import {
+  type ListOptions,
+  type ListPage,
+  type LocationStore,
+  type ReadFrom,
+  countRead,
+  newCounters,
+} from '../../shared/store/port';
 
 /**
  * A store whose "nearest" replica lags: it serves the newest version written at least `lagMs()` ago,
@@ -45,6 +52,11 @@ export class LaggingStore implements LocationStore {
     this.counters.deletes += 1;
     await this.inner.delete(id, ifMatch);
     this.push(id, null);
+  }
+
+  async list(options: ListOptions): Promise<ListPage> {
+    this.counters.lists += 1;
+    return this.inner.list(options);
   }
 
   async close(): Promise<void> {

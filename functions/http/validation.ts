@@ -1,0 +1,125 @@
+import type { HttpRequest } from '@azure/functions';
+import { z } from 'zod';
+import { HttpProblem } from './problem';
+
+/** Request validation (DESIGN §4). Bad input is a 4xx problem and changes nothing. */
+
+export const MAX_BODY_BYTES = 64 * 1024;
+
+export const resourceIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$/;
+export const regionPattern = /^[a-z][a-z0-9-]{1,49}$/;
+export const accountPattern = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+export const resourceId = z.string().regex(resourceIdPattern, {
+  message: 'must match ^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$',
+});
+export const location = z.strictObject({
+  region: z.string().regex(regionPattern, { message: 'must match ^[a-z][a-z0-9-]{1,49}$' }),
+  account: z.string().regex(accountPattern, { message: 'must match ^[a-z0-9][a-z0-9-]{0,62}$' }).optional(),
+});
+const token = z.string().min(1).max(512);
+const label = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[\x21-\x7e][\x20-\x7e]*$/, { message: 'must be printable ASCII' });
+
+export const putRouteBody = z.strictObject({ location });
+export const prelockBody = z.strictObject({ migrationId: resourceId, owner: label, target: location });
+export const escalateBody = z.strictObject({ token, phase: z.enum(['hardDelete', 'write']) });
+export const renewBody = z.strictObject({
+  token,
+  phase: z.enum(['prelock', 'hardDelete', 'write']).optional(),
+});
+export const swapBody = z.strictObject({ token });
+export const releaseBody = z.strictObject({ token, phase: z.literal('write').optional() });
+export const listQuery = z.strictObject({
+  locked: z.enum(['true', 'false']).optional(),
+  limit: z
+    .string()
+    .regex(/^\d{1,4}$/, { message: 'must be a whole number from 1 to 1000' })
+    .transform(Number)
+    .refine((n) => n >= 1 && n <= 1000, { message: 'must be a whole number from 1 to 1000' })
+    .optional(),
+  continuation: z.string().min(1).max(4096).optional(),
+});
+
+export const idempotencyKey = label;
+
+function describeIssues(error: z.ZodError, where: string): string[] {
+  return error.issues.map((issue) => {
+    const path = issue.path.length > 0 ? issue.path.join('.') : where;
+    if (issue.code === 'unrecognized_keys')
+      return `${path === where ? where : path}: unknown field(s) ${issue.keys.join(', ')}`;
+    return `${path}: ${issue.message}`;
+  });
+}
+
+export function parse<T extends z.ZodType>(schema: T, value: unknown, where: string): z.output<T> {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const errors = describeIssues(result.error, where);
+    throw new HttpProblem('BadRequest', `Invalid ${where}: ${errors.join('; ')}`, { errors });
+  }
+  return result.data;
+}
+
+export function routeId(request: HttpRequest): string {
+  return parse(resourceId, request.params.id ?? '', 'resource id');
+}
+
+/** Read a JSON body: at most 64 KiB, JSON media type when one is declared, an object at the top. */
+export async function readJson(request: HttpRequest): Promise<unknown> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null && Number(declared) > MAX_BODY_BYTES) throw tooLarge();
+  const contentType = request.headers.get('content-type');
+  if (contentType !== null && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType.trim())) {
+    throw new HttpProblem(
+      'UnsupportedMediaType',
+      `Content-Type must be application/json, not ${contentType}.`,
+    );
+  }
+  const bytes = Buffer.from(await request.arrayBuffer());
+  if (bytes.length > MAX_BODY_BYTES) throw tooLarge();
+  if (bytes.length === 0) throw new HttpProblem('BadRequest', 'A JSON body is required.');
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch {
+    throw new HttpProblem('BadRequest', 'The body is not valid JSON (UTF-8).');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new HttpProblem('BadRequest', 'The body must be a JSON object.');
+  }
+  return value;
+}
+
+/** Query parameters as a plain object; a repeated parameter is refused. */
+export function queryObject(request: HttpRequest): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of request.query.entries()) {
+    if (Object.prototype.hasOwnProperty.call(out, key)) {
+      throw new HttpProblem('BadRequest', `Query parameter ${key} is given more than once.`);
+    }
+    out[key] = value;
+  }
+  return out;
+}
+
+function tooLarge(): HttpProblem {
+  return new HttpProblem('PayloadTooLarge', `The body exceeds ${MAX_BODY_BYTES} bytes.`);
+}
+
+/** ETag values travel quoted in headers; the library keeps them bare. */
+export function quoteEtag(etag: string): string {
+  return etag.startsWith('"') || etag.startsWith('W/"') ? etag : `"${etag}"`;
+}
+
+export function ifMatch(request: HttpRequest): string | undefined {
+  const raw = request.headers.get('if-match');
+  if (raw === null || raw.trim() === '' || raw.trim() === '*') return undefined;
+  const value = raw.trim();
+  if (value.includes(',')) throw new HttpProblem('BadRequest', 'If-Match takes a single ETag.');
+  const match = /^(?:W\/)?"([^"]*)"$/.exec(value);
+  return match ? match[1] : value;
+}

@@ -1,0 +1,93 @@
+import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
+import { isLive } from '../shared/lock/rules';
+import { routeView } from '../shared/lock/view';
+import { type HttpEndpoint, handle, json, registerHttp } from './http/endpoint';
+import {
+  ifMatch,
+  listQuery,
+  parse,
+  putRouteBody,
+  queryObject,
+  quoteEtag,
+  readJson,
+  routeId,
+} from './http/validation';
+import type { Services } from './services';
+
+/** Route documents: create, resolve (the read path every service takes), delete, list. */
+
+export async function putRoute(
+  request: HttpRequest,
+  _context: InvocationContext,
+  { router, clock, config }: Services,
+): Promise<HttpResponseInit> {
+  const id = routeId(request);
+  const body = parse(putRouteBody, await readJson(request), 'body');
+  const { stored, created } = await router.createRoute(id, body.location);
+  const view = routeView(stored, clock(), config.timing);
+  return json(created ? 201 : 200, view, {
+    ETag: quoteEtag(view.etag),
+    ...(created ? { Location: `/api/routes/${encodeURIComponent(id)}` } : {}),
+  });
+}
+
+export async function getRoute(
+  request: HttpRequest,
+  _context: InvocationContext,
+  { router }: Services,
+): Promise<HttpResponseInit> {
+  const { view, cacheControl } = await router.view(routeId(request));
+  return json(200, view, { ETag: quoteEtag(view.etag), 'Cache-Control': cacheControl });
+}
+
+export async function deleteRoute(
+  request: HttpRequest,
+  _context: InvocationContext,
+  { router }: Services,
+): Promise<HttpResponseInit> {
+  await router.deleteRoute(routeId(request), { ifMatch: ifMatch(request) });
+  return { status: 204, headers: { 'Cache-Control': 'no-store' } };
+}
+
+/** GET /api/routes?locked=true — for dashboards and operators; `locked=true` keeps live locks only. */
+export async function listRoutes(
+  request: HttpRequest,
+  _context: InvocationContext,
+  { store, clock, config }: Services,
+): Promise<HttpResponseInit> {
+  const query = parse(listQuery, queryObject(request), 'query');
+  const lockedOnly = query.locked === 'true';
+  const page = await store.list({ lockedOnly, limit: query.limit ?? 100, continuation: query.continuation });
+  const now = clock();
+  const items = page.items
+    .filter((stored) => !lockedOnly || isLive(stored.doc.lock, now))
+    .map((stored) => routeView(stored, now, config.timing));
+  return json(200, { items, continuation: page.continuation });
+}
+
+export const routeEndpoints: HttpEndpoint[] = [
+  {
+    name: 'putRoute',
+    methods: ['PUT'],
+    route: 'routes/{id}',
+    authLevel: 'function',
+    handler: handle(putRoute),
+  },
+  {
+    name: 'getRoute',
+    methods: ['GET'],
+    route: 'routes/{id}',
+    authLevel: 'function',
+    handler: handle(getRoute),
+  },
+  {
+    name: 'deleteRoute',
+    methods: ['DELETE'],
+    route: 'routes/{id}',
+    authLevel: 'function',
+    handler: handle(deleteRoute),
+  },
+  { name: 'listRoutes', methods: ['GET'], route: 'routes', authLevel: 'admin', handler: handle(listRoutes) },
+];
+
+registerHttp(routeEndpoints);

@@ -1,0 +1,211 @@
+import {
+  HttpRequest,
+  HttpResponse,
+  type HttpResponseInit,
+  InvocationContext,
+  type LogLevel,
+} from '@azure/functions';
+import { randomUUID } from 'node:crypto';
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { HttpEndpoint } from '../functions/http/endpoint';
+import { problemResponse } from '../functions/http/problem';
+
+/**
+ * The embedded host: serves the very handlers Azure runs, on a plain node:http server under `/api`.
+ * Each request becomes a real `HttpRequest` and `InvocationContext`, as the Functions worker builds them.
+ * Auth levels are not enforced here (as under `func start`); the host binds loopback by default.
+ */
+
+/** The host stops reading a body past this; the handlers themselves refuse anything over 64 KiB. */
+const HOST_BODY_LIMIT = 1024 * 1024;
+
+export type { LogLevel };
+export type LogLine = (level: LogLevel, message: string, fields: Record<string, unknown>) => void;
+
+export interface ExtraRoute {
+  /** Exact path outside `/api` (e.g. `/` for the status page). */
+  path: string;
+  handle: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+}
+
+export interface LocalServerOptions {
+  endpoints: HttpEndpoint[];
+  log: LogLine;
+  extraRoutes?: ExtraRoute[];
+}
+
+interface CompiledEndpoint {
+  endpoint: HttpEndpoint;
+  pattern: RegExp;
+  params: string[];
+}
+
+export function compileRoute(route: string): { pattern: RegExp; params: string[] } {
+  const params: string[] = [];
+  const source = route
+    .split('/')
+    .map((segment) => {
+      const param = /^\{(\w+)\}$/.exec(segment);
+      if (param?.[1]) {
+        params.push(param[1]);
+        return '([^/]+)';
+      }
+      return segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    })
+    .join('/');
+  return { pattern: new RegExp(`^${source}$`), params };
+}
+
+export function createLocalServer(options: LocalServerOptions): Server {
+  const compiled: CompiledEndpoint[] = options.endpoints.map((endpoint) => ({
+    endpoint,
+    ...compileRoute(endpoint.route),
+  }));
+  const extras = new Map((options.extraRoutes ?? []).map((r) => [r.path, r]));
+
+  return createServer((req, res) => {
+    serve(req, res).catch((error: unknown) => {
+      options.log('error', 'request failed inside the host', { error: (error as Error).message });
+      if (!res.headersSent)
+        send(res, problemResponse('InternalError', 'The host failed to handle the request.'));
+      else res.destroy();
+    });
+  });
+
+  async function serve(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+    const started = process.hrtime.bigint();
+    const method = (req.method ?? 'GET').toUpperCase();
+    const url = new URL(req.url ?? '/', `http://${req.headers.host ?? '127.0.0.1'}`);
+    const extra = extras.get(url.pathname);
+    if (extra) return extra.handle(req, res);
+
+    if (!url.pathname.startsWith('/api/')) {
+      drain(req);
+      return send(
+        res,
+        problemResponse('NotFound', `No endpoint at ${url.pathname}; the API lives under /api/.`),
+      );
+    }
+    const path = url.pathname.slice('/api/'.length);
+    let matched: { entry: CompiledEndpoint; values: string[] } | undefined;
+    const allowed = new Set<string>();
+    for (const entry of compiled) {
+      const match = entry.pattern.exec(path);
+      if (!match) continue;
+      entry.endpoint.methods.forEach((m) => allowed.add(m));
+      if (entry.endpoint.methods.includes(method as never)) matched = { entry, values: match.slice(1) };
+    }
+    if (!matched) {
+      drain(req);
+      if (allowed.size === 0)
+        return send(res, problemResponse('NotFound', `No endpoint at ${url.pathname}.`));
+      return send(
+        res,
+        problemResponse('MethodNotAllowed', `${method} is not allowed on ${url.pathname}.`, {
+          headers: { Allow: [...allowed].join(', ') },
+        }),
+      );
+    }
+
+    const params: Record<string, string> = {};
+    try {
+      matched.entry.params.forEach((name, i) => (params[name] = decodeURIComponent(matched.values[i] ?? '')));
+    } catch {
+      drain(req);
+      return send(res, problemResponse('BadRequest', 'The path is not valid percent-encoding.'));
+    }
+
+    const body = await readBody(req);
+    if (body === 'tooLarge')
+      return send(res, problemResponse('PayloadTooLarge', `The body exceeds ${HOST_BODY_LIMIT} bytes.`));
+
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+    }
+    let request: HttpRequest;
+    try {
+      request = new HttpRequest({
+        method,
+        url: url.href,
+        headers,
+        params,
+        ...(body.length > 0 ? { body: { bytes: body } } : {}),
+      });
+    } catch (error) {
+      return send(
+        res,
+        problemResponse('BadRequest', `The request cannot be parsed: ${(error as Error).message}`),
+      );
+    }
+
+    const { endpoint } = matched.entry;
+    const invocationId = randomUUID();
+    const context = new InvocationContext({
+      invocationId,
+      functionName: endpoint.name,
+      logHandler: (level, ...args) =>
+        options.log(level, args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a))).join(' '), {
+          function: endpoint.name,
+          invocationId,
+        }),
+    });
+    const result = await endpoint.handler(request, context);
+    const status = await send(res, result ?? { status: 204 });
+    options.log('information', `${method} ${url.pathname} ${status}`, {
+      function: endpoint.name,
+      invocationId,
+      status,
+      ms: Number(process.hrtime.bigint() - started) / 1e6,
+    });
+  }
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer | 'tooLarge'> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > HOST_BODY_LIMIT) tooLarge = true;
+      else chunks.push(chunk);
+    });
+    req.on('end', () => resolve(tooLarge ? 'tooLarge' : Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+function drain(req: IncomingMessage): void {
+  req.resume();
+}
+
+async function send(res: ServerResponse, result: HttpResponseInit | HttpResponse): Promise<number> {
+  let status: number;
+  let headers: [string, string][];
+  let payload: string | Buffer;
+  if (
+    !(result instanceof HttpResponse) &&
+    (typeof result.body === 'string' || result.body == null) &&
+    result.jsonBody === undefined
+  ) {
+    // The handlers' own shape: a string body and plain headers. Written directly: no copies.
+    status = result.status ?? 200;
+    headers = Object.entries((result.headers ?? {}) as Record<string, string>);
+    payload = result.body ?? '';
+  } else {
+    const response = result instanceof HttpResponse ? result : new HttpResponse(result);
+    status = response.status;
+    headers = [...response.headers.entries()];
+    payload = Buffer.from(await response.arrayBuffer());
+  }
+  res.statusCode = status;
+  for (const [name, value] of headers) res.setHeader(name, value);
+  if (status === 204 || status === 304) {
+    res.end();
+  } else {
+    res.setHeader('Content-Length', Buffer.byteLength(payload));
+    res.end(payload);
+  }
+  return status;
+}

@@ -1,0 +1,145 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { LockGrant } from '../../shared/lock/view';
+import { runHostToExit, spawnHost } from '../support/spawnHost';
+
+/** The embedded host as a process: restarts, signals, bad configuration. */
+
+const dir = mkdtempSync(join(tmpdir(), 'routelock-process-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const json = (body: unknown) => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify(body),
+});
+
+test('SIGKILL loses nothing: after a restart on the same file, the live lock and its token still work', async () => {
+  const env = { ROUTELOCK_SQLITE_PATH: join(dir, 'kill.db'), ROUTELOCK_PROFILE: 'dev' };
+  const first = await spawnHost(env);
+  const api = `${first.url}/api`;
+  await fetch(`${api}/routes/conv-9`, { ...json({ location: { region: 'westeurope' } }), method: 'PUT' });
+  const grant = (await (
+    await fetch(
+      `${api}/routes/conv-9/prelock`,
+      json({ migrationId: 'm-9', owner: 'o', target: { region: 'eastus' } }),
+    )
+  ).json()) as LockGrant;
+  expect(grant.token).toBeDefined();
+  first.child.kill('SIGKILL');
+  expect(await first.exited).toEqual({ code: null, signal: 'SIGKILL' });
+
+  const second = await spawnHost(env);
+  try {
+    const api2 = `${second.url}/api`;
+    const view = await (await fetch(`${api2}/routes/conv-9`)).json();
+    expect(view).toMatchObject({ lock: { migrationId: 'm-9', phase: 'prelock' } });
+    const other = await fetch(
+      `${api2}/routes/conv-9/prelock`,
+      json({ migrationId: 'm-10', owner: 'o2', target: { region: 'eastus' } }),
+    );
+    expect(other.status).toBe(423);
+    const wait = Date.parse(grant.startsAt) - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait + 50));
+    const escalated = await fetch(
+      `${api2}/routes/conv-9/escalate`,
+      json({ token: grant.token, phase: 'hardDelete' }),
+    );
+    expect(escalated.status).toBe(200);
+    expect(second.output()).not.toContain(grant.token!);
+    expect(first.output()).not.toContain(grant.token!);
+  } finally {
+    second.child.kill('SIGTERM');
+    await second.exited;
+  }
+});
+
+test('SIGTERM and SIGINT shut down cleanly (exit 0)', async () => {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    const host = await spawnHost({ ROUTELOCK_SQLITE_PATH: join(dir, `${signal}.db`) });
+    expect((await fetch(`${host.url}/api/health`)).status).toBe(200);
+    host.child.kill(signal);
+    expect(await host.exited).toEqual({ code: 0, signal: null });
+    expect(host.output()).toContain(`${signal}, shutting down`);
+  }
+});
+
+test('bad configuration exits non-zero and names the variable', async () => {
+  const bad = await runHostToExit({
+    ROUTELOCK_WRITE_LEASE_SECONDS: 'soon',
+    ROUTELOCK_SQLITE_PATH: join(dir, 'bad.db'),
+  });
+  expect(bad.code).toBe(2);
+  expect(bad.output).toContain('ROUTELOCK_WRITE_LEASE_SECONDS: expected a whole number of seconds');
+  const port = await runHostToExit({ PORT: 'eighty' });
+  expect(port.code).toBe(2);
+  expect(port.output).toContain('PORT: expected a TCP port number');
+});
+
+test('the banner prints the URL, the store, the timing profile and a curl walkthrough', async () => {
+  const host = await spawnHost({ ROUTELOCK_SQLITE_PATH: join(dir, 'banner.db') });
+  try {
+    const out = host.output();
+    expect(out).toContain(`store:   sqlite (${join(dir, 'banner.db')})`);
+    expect(out).toContain('timing:  dev (convergence delay 3 s');
+    expect(out).toMatch(/curl -s -X POST http:\/\/127\.0\.0\.1:\d+\/api\/routes\/conv-42\/swap/);
+  } finally {
+    host.child.kill('SIGTERM');
+    await host.exited;
+  }
+});
+
+test("the README's curl walkthrough works verbatim against a fresh host", async () => {
+  const { readFileSync } = await import('node:fs');
+  const { execFile } = await import('node:child_process');
+  const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
+  const block = /```sh\n(A=http:\/\/127\.0\.0\.1:7071\/api\n[\s\S]*?)```/.exec(readme)?.[1];
+  expect(block).toBeDefined();
+  const host = await spawnHost({ ROUTELOCK_SQLITE_PATH: join(dir, 'readme.db') });
+  try {
+    // Only the port differs: the host under test listens on a free one.
+    const script = `${block!.replace('A=http://127.0.0.1:7071/api', `A=${host.url}/api`)}\ncurl -s $A/routes/conv-42\n`;
+    const output = await new Promise<string>((resolve, reject) =>
+      execFile('bash', ['-euo', 'pipefail', '-c', script], { timeout: 30_000 }, (error, stdout, stderr) =>
+        error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout),
+      ),
+    );
+    const last = JSON.parse(output.slice(output.lastIndexOf('{"resourceId"'))) as {
+      location: unknown;
+      lock: unknown;
+    };
+    expect(last).toMatchObject({ location: { region: 'eastus' }, lock: null });
+    expect(output).toContain('"delete":"tombstone"');
+    expect(output).toContain('"write":"deny"');
+    expect(output).not.toContain('"code"'); // no problem responses along the way
+  } finally {
+    host.child.kill('SIGTERM');
+    await host.exited;
+  }
+});
+
+test('ROUTELOCK_STORE=cosmos runs the host on the Cosmos adapter (emulator on loopback)', async () => {
+  const { startCosmosServer } = await import('../support/cosmosServer');
+  const cosmos = await startCosmosServer();
+  const host = await spawnHost({
+    ROUTELOCK_STORE: 'cosmos',
+    COSMOS_ENDPOINT: cosmos.endpoint,
+    COSMOS_KEY: cosmos.key,
+    COSMOS_DISABLE_TLS_VERIFY: '1',
+  });
+  try {
+    expect(host.output()).toContain(`store:   cosmos (${cosmos.endpoint})`);
+    expect(await (await fetch(`${host.url}/api/health`)).json()).toEqual({ status: 'ok', store: 'cosmos' });
+    const put = await fetch(`${host.url}/api/routes/c-1`, {
+      ...json({ location: { region: 'westeurope' } }),
+      method: 'PUT',
+    });
+    expect(put.status).toBe(201);
+    expect((await fetch(`${host.url}/api/routes/c-1`)).status).toBe(200);
+  } finally {
+    host.child.kill('SIGTERM');
+    await host.exited;
+    await cosmos.close();
+  }
+});

@@ -1,0 +1,70 @@
+import { HttpRequest, HttpResponse, type HttpResponseInit, InvocationContext } from '@azure/functions';
+import { type Services, createServices, useServices } from '../../functions/services';
+import { ManualClock } from '../../shared/clock';
+import { parseConfig } from '../../shared/config';
+import type { LocationStore } from '../../shared/store/port';
+import { SqliteStore } from '../../shared/store/sqlite';
+import { allEndpoints } from '../../local/host';
+
+export interface Called {
+  status: number;
+  headers: Headers;
+  body: unknown;
+  text: string;
+  logs: string[];
+}
+
+export interface CallInit {
+  params?: Record<string, string>;
+  body?: unknown;
+  rawBody?: string | Buffer;
+  headers?: Record<string, string>;
+  query?: string;
+}
+
+/** Handler harness: real HttpRequest / InvocationContext objects, the registered (wrapped) handlers. */
+export async function handlerServices(
+  env: Record<string, string> = {},
+  store: LocationStore = new SqliteStore(':memory:'),
+): Promise<{ services: Services; clock: ManualClock; logs: string[] }> {
+  const clock = new ManualClock();
+  const services = await createServices(parseConfig(env), { clock: clock.now, store });
+  useServices(services);
+  return { services, clock, logs: [] };
+}
+
+export async function call(name: string, init: CallInit = {}, logs: string[] = []): Promise<Called> {
+  const endpoint = allEndpoints.find((e) => e.name === name);
+  if (!endpoint) throw new Error(`no endpoint ${name}`);
+  const params = init.params ?? {};
+  const path = endpoint.route.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(params[p] ?? ''));
+  const headers: Record<string, string> = { ...(init.headers ?? {}) };
+  let bytes: Buffer | undefined;
+  if (init.rawBody !== undefined) bytes = Buffer.from(init.rawBody);
+  else if (init.body !== undefined) {
+    bytes = Buffer.from(JSON.stringify(init.body));
+    headers['content-type'] ??= 'application/json';
+  }
+  const request = new HttpRequest({
+    method: endpoint.methods[0] ?? 'GET',
+    url: `http://localhost/api/${path}${init.query ? `?${init.query}` : ''}`,
+    headers,
+    params,
+    ...(bytes ? { body: { bytes } } : {}),
+  });
+  const context = new InvocationContext({
+    functionName: name,
+    logHandler: (level, ...args) =>
+      logs.push(`${level} ${args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a))).join(' ')}`),
+  });
+  const result = (await endpoint.handler(request, context)) as HttpResponseInit | HttpResponse;
+  const response = result instanceof HttpResponse ? result : new HttpResponse(result);
+  const text = await response.text();
+  return {
+    status: response.status,
+    headers: response.headers,
+    text,
+    body: text ? (JSON.parse(text) as unknown) : null,
+    logs,
+  };
+}
