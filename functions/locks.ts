@@ -1,4 +1,6 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
+import type { z } from 'zod';
+import type { MutationOptions, Router } from '../shared/router';
 import { type HttpEndpoint, handle, json, registerHttp } from './http/endpoint';
 import {
   escalateBody,
@@ -37,49 +39,31 @@ export async function prelock(
   return json(200, grant, { ETag: quoteEtag(grant.etag) });
 }
 
-export async function escalate(
-  request: HttpRequest,
-  _context: InvocationContext,
-  { router }: Services,
-): Promise<HttpResponseInit> {
-  const id = routeId(request);
-  const body = parse(escalateBody, await readJson(request), 'body');
-  const grant = await router.escalate(id, body, { ifMatch: ifMatch(request) });
-  return json(200, grant, { ETag: quoteEtag(grant.etag) });
+/** A token-bearing mutation: parse the body, run it through the router with the caller's If-Match. */
+function tokenMutation<S extends z.ZodType, R extends { etag: string }>(
+  schema: S,
+  run: (router: Router, id: string, body: z.output<S>, options: MutationOptions) => Promise<R>,
+) {
+  return async (
+    request: HttpRequest,
+    _context: InvocationContext,
+    { router }: Services,
+  ): Promise<HttpResponseInit> => {
+    const id = routeId(request);
+    const body = parse(schema, await readJson(request), 'body');
+    const result = await run(router, id, body, { ifMatch: ifMatch(request) });
+    return json(200, result, { ETag: quoteEtag(result.etag) });
+  };
 }
 
-export async function renew(
-  request: HttpRequest,
-  _context: InvocationContext,
-  { router }: Services,
-): Promise<HttpResponseInit> {
-  const id = routeId(request);
-  const body = parse(renewBody, await readJson(request), 'body');
-  const grant = await router.renew(id, body, { ifMatch: ifMatch(request) });
-  return json(200, grant, { ETag: quoteEtag(grant.etag) });
-}
-
-export async function swap(
-  request: HttpRequest,
-  _context: InvocationContext,
-  { router }: Services,
-): Promise<HttpResponseInit> {
-  const id = routeId(request);
-  const body = parse(swapBody, await readJson(request), 'body');
-  const view = await router.swap(id, body, { ifMatch: ifMatch(request) });
-  return json(200, view, { ETag: quoteEtag(view.etag) });
-}
-
-export async function release(
-  request: HttpRequest,
-  _context: InvocationContext,
-  { router }: Services,
-): Promise<HttpResponseInit> {
-  const id = routeId(request);
-  const body = parse(releaseBody, await readJson(request), 'body');
-  const view = await router.release(id, body, { ifMatch: ifMatch(request) });
-  return json(200, view, { ETag: quoteEtag(view.etag) });
-}
+export const escalate = tokenMutation(escalateBody, (router, id, body, options) =>
+  router.escalate(id, body, options),
+);
+export const renew = tokenMutation(renewBody, (router, id, body, options) => router.renew(id, body, options));
+export const swap = tokenMutation(swapBody, (router, id, body, options) => router.swap(id, body, options));
+export const release = tokenMutation(releaseBody, (router, id, body, options) =>
+  router.release(id, body, options),
+);
 
 const lock = (name: string, handler: Parameters<typeof handle>[0]): HttpEndpoint => ({
   name,

@@ -1,17 +1,19 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 
 const root = join(__dirname, '../..');
 
+type Exit = { code: number | null; signal: NodeJS.Signals | null };
+
 export interface SpawnedHost {
-  child: ChildProcess;
+  child: ReturnType<typeof launch>['child'];
   url: string;
   output: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  exited: Promise<Exit>;
 }
 
-/** Start the embedded host as `npm start` does (from source, so never a stale build) and wait for its URL. */
-export function spawnHost(env: Record<string, string>): Promise<SpawnedHost> {
+/** Run `local/main.ts` as `npm start` does, from source (so never a stale build), capturing its output. */
+function launch(env: Record<string, string>) {
   const child = spawn(
     process.execPath,
     ['-r', join(root, 'scripts/ts-register.js'), join(root, 'local/main.ts')],
@@ -21,48 +23,41 @@ export function spawnHost(env: Record<string, string>): Promise<SpawnedHost> {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
-  let output = '';
-  child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+  const captured = { text: '' };
+  child.stdout.on('data', (d: Buffer) => (captured.text += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (captured.text += d.toString()));
+  const exited = new Promise<Exit>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
+  return { child, captured, exited };
+}
+
+/** Start the host and wait for the URL its banner prints. */
+export function spawnHost(env: Record<string, string>): Promise<SpawnedHost> {
+  const { child, captured, exited } = launch(env);
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`host did not start:\n${output}`)), 20_000);
-    const check = () => {
-      const match = /listening on (http:\/\/\S+)\/api/.exec(output);
+    const timer = setTimeout(() => reject(new Error(`host did not start:\n${captured.text}`)), 20_000);
+    child.stdout.on('data', () => {
+      const match = /listening on (http:\/\/\S+)\/api/.exec(captured.text);
       if (match?.[1]) {
         clearTimeout(timer);
-        resolve({ child, url: match[1], output: () => output, exited });
+        resolve({ child, url: match[1], output: () => captured.text, exited });
       }
-    };
-    child.stdout?.on('data', check);
+    });
     void exited.then(() => {
       clearTimeout(timer);
-      reject(new Error(`host exited before listening:\n${output}`));
+      reject(new Error(`host exited before listening:\n${captured.text}`));
     });
   });
 }
 
 /** Run the host expecting it to exit (bad configuration); resolves with its exit code and output. */
-export function runHostToExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(
-    process.execPath,
-    ['-r', join(root, 'scripts/ts-register.js'), join(root, 'local/main.ts')],
-    {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+export async function runHostToExit(
+  env: Record<string, string>,
+): Promise<{ code: number | null; output: string }> {
+  const { child, captured, exited } = launch(env);
   const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-  return new Promise((resolve) =>
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    }),
-  );
+  const { code } = await exited;
+  clearTimeout(timer);
+  return { code, output: captured.text };
 }
