@@ -2,21 +2,41 @@ import type { AddressInfo } from 'node:net';
 import { healthEndpoints } from '../functions/health';
 import type { HttpEndpoint } from '../functions/http/endpoint';
 import { lockEndpoints } from '../functions/locks';
+import { handleMigrationMessage } from '../functions/migrationQueue';
+import { migrationEndpoints } from '../functions/migrations';
 import { routeEndpoints } from '../functions/routes';
 import { type Services, createServices, useServices } from '../functions/services';
 import type { Clock } from '../shared/clock';
 import { type Config, parseConfig } from '../shared/config';
+import { createActivities } from '../shared/migration/activities';
+import { InProcessRunner } from '../shared/migration/inProcess';
+import { SqliteMigrationState } from '../shared/migration/records';
+import { type Scheduler, realScheduler } from '../shared/migration/scheduler';
+import { InProcessMigrationService } from '../shared/migration/service';
+import type { HttpCall, HttpResult } from '../shared/migration/types';
+import { migrationSettings } from '../shared/migration/workflow';
+import { Router } from '../shared/router';
+import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/port';
 import { parseHostConfig } from './config';
+import { LocalQueueConsumer } from './queueConsumer';
 import { type LogLine, createLocalServer } from './server';
 
 /** Every HTTP endpoint the Functions app declares: the embedded host serves exactly these. */
-export const allEndpoints: HttpEndpoint[] = [...healthEndpoints, ...routeEndpoints, ...lockEndpoints];
+export const allEndpoints: HttpEndpoint[] = [
+  ...healthEndpoints,
+  ...routeEndpoints,
+  ...lockEndpoints,
+  ...migrationEndpoints,
+];
 
 export interface LocalHost {
   url: string;
   config: Config;
   services: Services;
+  runner: InProcessRunner;
+  state: SqliteMigrationState;
+  queue: LocalQueueConsumer | undefined;
   close(): Promise<void>;
 }
 
@@ -25,6 +45,12 @@ export interface LocalHostOptions {
   log?: LogLine;
   clock?: Clock;
   store?: LocationStore;
+  /** Timers of the in-process runner (a virtual scheduler in tests); defaults to real time. */
+  scheduler?: Scheduler;
+  /** Where the runner keeps migrations and its journal; defaults to the SQLite path. */
+  statePath?: string;
+  /** How participants are called (tests may intercept); defaults to HTTP with 202 polling. */
+  http?: (call: HttpCall) => Promise<HttpResult>;
 }
 
 /** The embedded host's defaults: the dev timing profile unless the environment says otherwise. */
@@ -40,16 +66,54 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   const env = localEnv(options.env ?? process.env);
   const config = parseConfig(env);
   const hostConfig = parseHostConfig(env);
-  const services = await createServices(config, {
-    ...(options.clock ? { clock: options.clock } : {}),
-    ...(options.store ? { store: options.store } : {}),
+  const log = options.log ?? jsonLog;
+  const scheduler = options.scheduler ?? realScheduler;
+  const clock = options.clock ?? (() => scheduler.now());
+
+  const store = options.store ?? (await openStore(config.store));
+  // An injected store (tests, embedding) keeps the runner's state in memory unless told otherwise.
+  const statePath =
+    options.statePath ??
+    (options.store
+      ? ':memory:'
+      : config.store.kind === 'sqlite'
+        ? config.store.path
+        : env.ROUTELOCK_SQLITE_PATH?.trim() || '.routelock/routelock.db');
+  const state = new SqliteMigrationState(statePath);
+  // The runner's activities go through their own router (its own cache), as an activity worker would.
+  const runnerRouter = new Router({ store, timing: config.timing, clock });
+  const runner = new InProcessRunner({
+    activities: createActivities(runnerRouter, config.timing, state),
+    state,
+    scheduler,
+    settings: migrationSettings(config),
+    ...(options.http ? { http: options.http } : {}),
+    log: (message, fields) => log('information', message, fields),
   });
+  const services = await createServices(config, { clock, store, records: state });
+  const migrations = new InProcessMigrationService(runner, services.router);
+  services.migrations = () => migrations;
   useServices(services);
-  const server = createLocalServer({ endpoints: allEndpoints, log: options.log ?? jsonLog });
+
+  const server = createLocalServer({ endpoints: allEndpoints, log });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(hostConfig.port, hostConfig.host, () => resolve());
   });
+  const resumed = runner.resumeAll();
+  if (resumed > 0) log('information', `resumed ${resumed} unfinished migration(s)`, {});
+
+  let queue: LocalQueueConsumer | undefined;
+  const storage = env.AzureWebJobsStorage?.trim();
+  if (storage) {
+    queue = new LocalQueueConsumer({
+      connectionString: storage,
+      handle: (item) => handleMigrationMessage(item, migrations),
+      log,
+    });
+    await queue.start();
+  }
+
   const { port } = server.address() as AddressInfo;
   const hostForUrl = hostConfig.host.includes(':') ? `[${hostConfig.host}]` : hostConfig.host;
   let closed = false;
@@ -57,14 +121,20 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     url: `http://${hostForUrl}:${port}`,
     config,
     services,
+    runner,
+    state,
+    queue,
     async close() {
       if (closed) return;
       closed = true;
+      runner.stop();
+      await queue?.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      await services.store.close();
+      await store.close();
+      state.close();
     },
   };
 }

@@ -38,13 +38,33 @@ export type StoreConfig =
       disableTlsVerify: boolean;
       database: string;
       container: string;
+      /** Container for migration records (id → instance, final status). */
+      migrationsContainer: string;
       /** Region whose replica counts as "nearest" (defaults to the Functions host's REGION_NAME). */
       preferredRegion: string | undefined;
     };
 
+export interface Participant {
+  name: string;
+  /** POST {migrationId, resourceId, from, to, step} → 200 done, or 202 + Location to poll. */
+  url: string;
+}
+
+export interface MigrationConfig {
+  participants: Participant[];
+  /** Write-lock attempts at the delta copy before the migration aborts. */
+  deltaAttempts: number;
+  /** Pause between a downgraded write lock and the next delta attempt. */
+  deltaRetryDelaySeconds: number;
+  /** Attempts for a transient failure (store 503, participant 5xx), and the first retry interval. */
+  retryAttempts: number;
+  retryIntervalSeconds: number;
+}
+
 export interface Config {
   timing: TimingConfig;
   store: StoreConfig;
+  migration: MigrationConfig;
 }
 
 const profiles = {
@@ -59,6 +79,10 @@ const profiles = {
     ROUTELOCK_WRITE_LEASE_SECONDS: '300',
     ROUTELOCK_WRITE_BUDGET_SECONDS: '900',
     ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '5',
+    ROUTELOCK_DELTA_ATTEMPTS: '3',
+    ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '60',
+    ROUTELOCK_RETRY_ATTEMPTS: '5',
+    ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
   },
   dev: {
     ROUTELOCK_CACHE_TIERS: 'local=2',
@@ -71,6 +95,10 @@ const profiles = {
     ROUTELOCK_WRITE_LEASE_SECONDS: '30',
     ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
     ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
+    ROUTELOCK_DELTA_ATTEMPTS: '3',
+    ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
+    ROUTELOCK_RETRY_ATTEMPTS: '5',
+    ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
   },
 } as const;
 
@@ -133,7 +161,51 @@ const timingSchema = z.object({
   ROUTELOCK_WRITE_LEASE_SECONDS: seconds(1),
   ROUTELOCK_WRITE_BUDGET_SECONDS: seconds(1),
   ROUTELOCK_RETRY_AFTER_MAX_SECONDS: seconds(1),
+  ROUTELOCK_DELTA_ATTEMPTS: seconds(1),
+  ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: seconds(0),
+  ROUTELOCK_RETRY_ATTEMPTS: seconds(1),
+  ROUTELOCK_RETRY_INTERVAL_SECONDS: seconds(1),
 });
+
+const participantsSchema = z
+  .string()
+  .trim()
+  .transform((raw, ctx): Participant[] => {
+    let value: unknown;
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'expected JSON: [{"name":"messages","url":"https://…/migrate"}]',
+      });
+      return z.NEVER;
+    }
+    const parsed = z
+      .array(
+        z.strictObject({
+          name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+          url: z.url({ protocol: /^https?$/ }),
+        }),
+      )
+      .safeParse(value);
+    if (!parsed.success) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected [{"name": "<letters, digits, - or _>", "url": "http(s)://…"}]: ${parsed.error.issues
+          .map((i) => `${i.path.join('.')}: ${i.message}`)
+          .join('; ')}`,
+      });
+      return z.NEVER;
+    }
+    const names = parsed.data.map((p) => p.name);
+    const duplicate = names.find((n, i) => names.indexOf(n) !== i);
+    if (duplicate) {
+      ctx.addIssue({ code: 'custom', message: `participant "${duplicate}" is declared twice` });
+      return z.NEVER;
+    }
+    return parsed.data;
+  });
 
 const storeSchema = z.object({
   ROUTELOCK_STORE: z
@@ -151,8 +223,13 @@ const storeSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,255}$/, { message: 'expected a container name' })
     .default('locations'),
+  COSMOS_MIGRATIONS_CONTAINER: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,255}$/, { message: 'expected a container name' })
+    .default('migrations'),
   COSMOS_PREFERRED_REGION: z.string().min(1).optional(),
   REGION_NAME: z.string().min(1).optional(),
+  ROUTELOCK_PARTICIPANTS: participantsSchema.default([]),
 });
 
 export class ConfigError extends Error {
@@ -232,6 +309,7 @@ export function parseConfig(env: Env = process.env): Config {
       disableTlsVerify: s.COSMOS_DISABLE_TLS_VERIFY,
       database: s.COSMOS_DATABASE,
       container: s.COSMOS_CONTAINER,
+      migrationsContainer: s.COSMOS_MIGRATIONS_CONTAINER,
       preferredRegion: s.COSMOS_PREFERRED_REGION ?? s.REGION_NAME,
     };
   } else {
@@ -256,6 +334,13 @@ export function parseConfig(env: Env = process.env): Config {
       localCacheTtlSeconds: localTier.ttlSeconds,
     },
     store: storeConfig,
+    migration: {
+      participants: s.ROUTELOCK_PARTICIPANTS,
+      deltaAttempts: t.ROUTELOCK_DELTA_ATTEMPTS,
+      deltaRetryDelaySeconds: t.ROUTELOCK_DELTA_RETRY_DELAY_SECONDS,
+      retryAttempts: t.ROUTELOCK_RETRY_ATTEMPTS,
+      retryIntervalSeconds: t.ROUTELOCK_RETRY_INTERVAL_SECONDS,
+    },
   });
 }
 

@@ -15,6 +15,7 @@ export const errorCodes = [
   'PreconditionFailed',
   'StoreUnavailable',
   'BadRequest',
+  'MigrationInProgress',
 ] as const;
 
 export type ErrorCode = (typeof errorCodes)[number];

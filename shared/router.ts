@@ -236,6 +236,23 @@ export class Router {
     return routeView(stored, this.clock(), this.timing);
   }
 
+  /**
+   * Apply one lock rule as one conditional write and return the stored result: for callers that
+   * need more of the document than a view shows (the migration's activities read its timestamps).
+   */
+  apply(
+    id: string,
+    rule: (doc: LocationDocument, now: number) => RuleResult,
+    options: MutationOptions = {},
+  ): Promise<StoredDocument> {
+    return this.mutate(id, rule, options);
+  }
+
+  /** The authoritative copy, from the write region (refreshes the cache). */
+  readAuthoritative(id: string): Promise<StoredDocument> {
+    return this.readAndCache(id, 'writeRegion');
+  }
+
   private async mutate(
     id: string,
     rule: (doc: LocationDocument, now: number) => RuleResult,

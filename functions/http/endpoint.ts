@@ -1,4 +1,5 @@
 import {
+  type FunctionInput,
   type HttpHandler,
   type HttpMethod,
   type HttpRequest,
@@ -20,6 +21,8 @@ export interface HttpEndpoint {
   route: string;
   authLevel: 'anonymous' | 'function' | 'admin';
   handler: HttpHandler;
+  /** Extra input bindings in Azure (the Durable client for the migration endpoints). */
+  extraInputs?: FunctionInput[];
 }
 
 export type ServiceHandler = (
@@ -89,6 +92,7 @@ export function registerHttp(endpoints: HttpEndpoint[], register: typeof app.htt
       route: endpoint.route,
       authLevel: endpoint.authLevel,
       handler: endpoint.handler,
+      ...(endpoint.extraInputs ? { extraInputs: endpoint.extraInputs } : {}),
     });
   }
   return endpoints.length;

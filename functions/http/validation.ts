@@ -46,6 +46,12 @@ export const listQuery = z.strictObject({
 
 export const idempotencyKey = label;
 
+export const startMigrationBody = z.strictObject({
+  resourceId,
+  target: location,
+  migrationId: resourceId.optional(),
+});
+
 function describeIssues(error: z.ZodError, where: string): string[] {
   return error.issues.map((issue) => {
     const path = issue.path.length > 0 ? issue.path.join('.') : where;

@@ -47,6 +47,10 @@ export interface LockGrant {
   maxExpiresAt: string;
   phaseExpiresAt: string;
   convergenceDelaySeconds: number;
+  /** The document's own phase timestamps (a migration's timeline copies them). */
+  acquiredAt: string;
+  hardDeleteAt?: string;
+  writeAt?: string;
   etag: string;
 }
 
@@ -126,6 +130,9 @@ export function lockGrant(stored: StoredDocument, token?: string): LockGrant {
     maxExpiresAt: lock.maxExpiresAt,
     phaseExpiresAt: phaseExpiresAt(lock),
     convergenceDelaySeconds: lock.convergenceDelaySeconds,
+    acquiredAt: lock.acquiredAt,
+    ...(lock.hardDeleteAt === undefined ? {} : { hardDeleteAt: lock.hardDeleteAt }),
+    ...(lock.writeAt === undefined ? {} : { writeAt: lock.writeAt }),
     etag: stored.etag,
   };
 }

@@ -29,6 +29,8 @@ export interface CosmosStoreOptions {
   disableTlsVerify?: boolean;
   database: string;
   container: string;
+  /** Further containers (partition key `/id`) created alongside `container` when a key is used. */
+  extraContainers?: string[];
   preferredRegion?: string | undefined;
   credential?: TokenCredential;
 }
@@ -56,6 +58,7 @@ export class CosmosStore implements LocationStore {
     private readonly nearest: Container,
     private readonly writeRegion: Container,
     readonly account: CosmosAccountInfo,
+    private readonly databaseName: string,
   ) {}
 
   static async connect(options: CosmosStoreOptions): Promise<CosmosStore> {
@@ -99,10 +102,9 @@ export class CosmosStore implements LocationStore {
     try {
       if (options.key) {
         const { database } = await writeClient.databases.createIfNotExists({ id: options.database });
-        await database.containers.createIfNotExists({
-          id: options.container,
-          partitionKey: { paths: ['/id'] },
-        });
+        for (const id of [options.container, ...(options.extraContainers ?? [])]) {
+          await database.containers.createIfNotExists({ id, partitionKey: { paths: ['/id'] } });
+        }
       }
     } catch (error) {
       throw storeError(error, '(setup)');
@@ -115,7 +117,13 @@ export class CosmosStore implements LocationStore {
       container(nearestClient),
       container(writeClient),
       account,
+      options.database,
     );
+  }
+
+  /** Another container of the same database, through the write-region client. */
+  containerNamed(name: string): Container {
+    return this.writeClient.database(this.databaseName).container(name);
   }
 
   async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {

@@ -82,6 +82,8 @@ test('registration hands every endpoint to app.http with its auth level', () => 
     renew: 'function',
     swap: 'function',
     release: 'function',
+    startMigration: 'function',
+    getMigration: 'function',
   });
   expect(new Set(registered.map((r) => r.name)).size).toBe(registered.length);
 });

@@ -1,0 +1,134 @@
+import * as df from 'durable-functions';
+import type { OrchestrationContext, Task, TimerTask } from 'durable-functions';
+import type {
+  ActivityName,
+  HttpResult,
+  MigrationSettings,
+  MigrationStatus,
+  TaskStep,
+} from '../../shared/migration/types';
+import type { Workflow } from '../../shared/migration/workflow';
+
+/**
+ * Runs the shared migration workflow on Durable Functions: each step becomes a Durable task
+ * (activity with RetryOptions, durable timer, callHttp with polling, Task.any), time comes from
+ * `currentUtcDateTime`, and status from `setCustomStatus`. Deterministic under replay because the
+ * workflow itself never looks outside the steps it yields.
+ */
+
+/** Function names of the activities (HTTP function names like `prelock` are taken). */
+export const activityFunctionName = (name: ActivityName): string =>
+  `migration${name[0]?.toUpperCase()}${name.slice(1)}`;
+
+export function retryOptions(settings: MigrationSettings): df.RetryOptions {
+  const options = new df.RetryOptions(settings.retryIntervalSeconds * 1000, settings.retryAttempts);
+  options.backoffCoefficient = 2;
+  return options;
+}
+
+interface Started {
+  task: Task;
+  step: TaskStep;
+}
+
+function toHttpResult(value: unknown): HttpResult {
+  const response = value as { statusCode?: number; content?: unknown };
+  let body: unknown = response.content ?? null;
+  if (typeof body === 'string') {
+    try {
+      body = JSON.parse(body);
+    } catch {
+      // keep text
+    }
+  }
+  return { status: response.statusCode ?? 0, body };
+}
+
+export function* runOnDurable(
+  context: OrchestrationContext,
+  workflow: Workflow,
+  settings: MigrationSettings,
+): Generator<Task, MigrationStatus, unknown> {
+  const retry = retryOptions(settings);
+  const started: Started[] = [];
+
+  const toTask = (step: TaskStep): Task => {
+    switch (step.kind) {
+      case 'activity':
+        return context.df.callActivityWithRetry(activityFunctionName(step.name), retry, step.input);
+      case 'timer':
+        return context.df.createTimer(new Date(step.fireAt));
+      case 'http':
+        return context.df.callHttp({
+          method: step.call.method,
+          url: step.call.url,
+          body: JSON.stringify(step.call.body),
+          headers: { 'Content-Type': 'application/json' },
+          enablePolling: true,
+        });
+    }
+  };
+  const result = (step: TaskStep, value: unknown): unknown =>
+    step.kind === 'http' ? toHttpResult(value) : step.kind === 'timer' ? null : value;
+  // A participant that cannot be reached is an answer (status 0, retried by the workflow), not a crash.
+  const failure = (step: TaskStep, error: unknown): { value: unknown } | { error: unknown } =>
+    step.kind === 'http' ? { value: { status: 0, body: (error as Error).message } } : { error };
+
+  let next = workflow.next();
+  while (!next.done) {
+    const step = next.value;
+    let outcome: { value: unknown } | { error: unknown };
+    switch (step.kind) {
+      case 'now':
+        outcome = { value: context.df.currentUtcDateTime.getTime() };
+        break;
+      case 'status':
+        context.df.setCustomStatus(step.status);
+        outcome = { value: undefined };
+        break;
+      case 'activity':
+      case 'timer':
+      case 'http':
+        try {
+          outcome = { value: result(step, yield toTask(step)) };
+        } catch (error) {
+          outcome = failure(step, error);
+        }
+        break;
+      case 'start':
+        started.push({ task: toTask(step.task), step: step.task });
+        outcome = { value: started.length - 1 };
+        break;
+      case 'any': {
+        const tasks = step.handles.map((h) => handle(started, h).task);
+        const winner = (yield context.df.Task.any(tasks)) as unknown as Task;
+        outcome = { value: tasks.indexOf(winner) };
+        break;
+      }
+      case 'await': {
+        const { task, step: inner } = handle(started, step.handle);
+        try {
+          outcome = { value: result(inner, yield task) };
+        } catch (error) {
+          outcome = failure(inner, error);
+        }
+        break;
+      }
+      case 'cancel': {
+        const { task } = handle(started, step.handle);
+        const timer = task as TimerTask;
+        if (!timer.isCompleted && !timer.isCanceled) timer.cancel();
+        outcome = { value: undefined };
+        break;
+      }
+    }
+    next = 'error' in outcome ? workflow.throw(outcome.error) : workflow.next(outcome.value);
+  }
+  return next.value;
+}
+
+function handle(started: Started[], id: number): Started {
+  const entry = started[id];
+  if (!entry) throw new Error(`workflow referenced unknown handle ${id}`);
+  return entry;
+}

@@ -1,0 +1,138 @@
+import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
+import { randomUUID } from 'node:crypto';
+import { RouteLockError } from '../../shared/errors';
+import { instanceIdFor } from '../../shared/migration/inProcess';
+import type { MigrationRecords } from '../../shared/migration/records';
+import {
+  type MigrationRequest,
+  type MigrationService,
+  type StartedMigration,
+  assertRouteExists,
+  joinRunning,
+} from '../../shared/migration/service';
+import type { MigrationInput, MigrationSettings, MigrationStatus } from '../../shared/migration/types';
+import type { Router } from '../../shared/router';
+
+export const ORCHESTRATOR = 'migrationOrchestrator';
+
+const running = new Set(['Pending', 'Running', 'ContinuedAsNew', 'Suspended']);
+
+/**
+ * Migrations on Durable Functions: one instance per resource (`migrate-{resourceId}`). `getStatus`
+ * (its 404 means absent), then `startNew` only when absent or terminal. host.json sets
+ * `overridableExistingInstanceStates: NonRunningStates`, so of two racing starts the second one's
+ * `startNew` fails and it returns the running migration instead of replacing it.
+ */
+export class DurableMigrationService implements MigrationService {
+  constructor(
+    private readonly client: DurableClient,
+    private readonly records: MigrationRecords,
+    private readonly router: Router,
+    private readonly settings: MigrationSettings,
+    private readonly now: () => number,
+  ) {}
+
+  private async instance(instanceId: string): Promise<DurableOrchestrationStatus | null> {
+    try {
+      return await this.client.getStatus(instanceId);
+    } catch (error) {
+      if (/HTTP 404/.test((error as Error).message)) return null;
+      throw new RouteLockError(
+        'StoreUnavailable',
+        `Durable status unavailable: ${(error as Error).message}`,
+        {
+          retryAfterSeconds: 1,
+          cause: error,
+        },
+      );
+    }
+  }
+
+  private async joinIfRunning(
+    instanceId: string,
+    request: MigrationRequest,
+  ): Promise<StartedMigration | null> {
+    const current = await this.instance(instanceId);
+    if (!current || !running.has(String(current.runtimeStatus))) return null;
+    const input = current.input as MigrationInput;
+    return joinRunning({ migrationId: input.migrationId, instanceId, target: input.target }, request);
+  }
+
+  async start(request: MigrationRequest): Promise<StartedMigration> {
+    await assertRouteExists(this.router, request.resourceId);
+    const instanceId = instanceIdFor(request.resourceId);
+    const joined = await this.joinIfRunning(instanceId, request);
+    if (joined) return joined;
+
+    const migrationId = request.migrationId ?? `m-${randomUUID()}`;
+    const input: MigrationInput = {
+      migrationId,
+      instanceId,
+      resourceId: request.resourceId,
+      target: request.target,
+      settings: this.settings,
+    };
+    const created = await this.records.create({
+      migrationId,
+      instanceId,
+      resourceId: request.resourceId,
+      target: request.target,
+      createdAt: new Date(this.now()).toISOString(),
+      input,
+      status: pending(input),
+      done: false,
+    });
+    if (!created) {
+      const existing = await this.records.get(migrationId);
+      if (existing && existing.resourceId === request.resourceId) {
+        return { migrationId, instanceId: existing.instanceId, created: false };
+      }
+      throw new RouteLockError('BadRequest', `Migration id ${migrationId} is already used.`);
+    }
+    try {
+      await this.client.startNew(ORCHESTRATOR, { instanceId, input });
+      return { migrationId, instanceId, created: true };
+    } catch (error) {
+      // Lost a race with another start: the instance is running now, so answer with it.
+      const raced = await this.joinIfRunning(instanceId, request);
+      if (raced) {
+        await this.records.saveStatus(
+          migrationId,
+          { ...pending(input), status: 'Conflict', error: `superseded by ${raced.migrationId}` },
+          true,
+        );
+        return raced;
+      }
+      throw error;
+    }
+  }
+
+  async status(migrationId: string): Promise<MigrationStatus> {
+    const record = await this.records.get(migrationId);
+    if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
+    if (record.done) return record.status;
+    const current = await this.instance(record.instanceId);
+    const input = current?.input as MigrationInput | undefined;
+    if (!current || input?.migrationId !== migrationId) return record.status;
+    const custom = current.customStatus as MigrationStatus | undefined;
+    if (String(current.runtimeStatus) === 'Failed' || String(current.runtimeStatus) === 'Terminated') {
+      return {
+        ...(custom ?? record.status),
+        status: 'Failed',
+        error: `orchestration ${String(current.runtimeStatus).toLowerCase()}`,
+      };
+    }
+    return custom ?? record.status;
+  }
+}
+
+function pending(input: MigrationInput): MigrationStatus {
+  return {
+    migrationId: input.migrationId,
+    resourceId: input.resourceId,
+    status: 'Pending',
+    phase: 'starting',
+    target: input.target,
+    timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
+  };
+}

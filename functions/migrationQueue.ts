@@ -1,0 +1,84 @@
+import { type InvocationContext, app, output } from '@azure/functions';
+import * as df from 'durable-functions';
+import { isRouteLockError } from '../shared/errors';
+import type { MigrationService } from '../shared/migration/service';
+import { inFunctionsHost } from './http/endpoint';
+import { startMigrationBody } from './http/validation';
+import { services } from './services';
+
+/**
+ * Queue trigger on `migrations`: messages are base64 JSON `{resourceId, target, migrationId?}` (the
+ * host decodes them). An invalid message, or one for a route that does not exist, is logged with the
+ * reason and sent to `migrations-poison` at once: retrying cannot fix it. A transient failure throws,
+ * so the host retries it and, after `maxDequeueCount` (5), moves it to the poison queue itself.
+ */
+
+export const QUEUE = 'migrations';
+export const POISON_QUEUE = 'migrations-poison';
+
+export const poisonOutput = output.storageQueue({
+  queueName: POISON_QUEUE,
+  connection: 'AzureWebJobsStorage',
+});
+
+export type MessageOutcome =
+  | { kind: 'started' | 'joined'; migrationId: string }
+  | { kind: 'poison'; reason: string }
+  | { kind: 'skipped'; reason: string };
+
+/** Decode what the host hands over: an object when the message was JSON, else a string. */
+function asObject(item: unknown): unknown {
+  if (typeof item !== 'string') return item;
+  try {
+    return JSON.parse(item);
+  } catch {
+    return undefined;
+  }
+}
+
+export async function handleMigrationMessage(
+  item: unknown,
+  migrations: MigrationService,
+): Promise<MessageOutcome> {
+  const value = asObject(item);
+  if (value === undefined) return { kind: 'poison', reason: 'the message is not JSON' };
+  const parsed = startMigrationBody.safeParse(value);
+  if (!parsed.success) {
+    return {
+      kind: 'poison',
+      reason: `invalid migration message: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; ')}`,
+    };
+  }
+  try {
+    const started = await migrations.start(parsed.data);
+    return { kind: started.created ? 'started' : 'joined', migrationId: started.migrationId };
+  } catch (error) {
+    if (isRouteLockError(error, 'NotFound') || isRouteLockError(error, 'BadRequest')) {
+      return { kind: 'poison', reason: error.message };
+    }
+    if (isRouteLockError(error, 'MigrationInProgress')) return { kind: 'skipped', reason: error.message };
+    throw error; // transient: let the queue retry it
+  }
+}
+
+export async function migrationQueueHandler(item: unknown, context: InvocationContext): Promise<void> {
+  const outcome = await handleMigrationMessage(item, (await services()).migrations(context));
+  if (outcome.kind === 'poison') {
+    context.warn(`migration message rejected: ${outcome.reason}`);
+    context.extraOutputs.set(poisonOutput, { reason: outcome.reason, message: item });
+  } else if (outcome.kind === 'skipped') {
+    context.warn(`migration message skipped: ${outcome.reason}`);
+  } else {
+    context.log(`migration ${outcome.kind}: ${outcome.migrationId}`);
+  }
+}
+
+if (inFunctionsHost()) {
+  app.storageQueue('migrationQueue', {
+    queueName: QUEUE,
+    connection: 'AzureWebJobsStorage',
+    extraInputs: [df.input.durableClient()],
+    extraOutputs: [poisonOutput],
+    handler: migrationQueueHandler,
+  });
+}

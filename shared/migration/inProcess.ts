@@ -1,0 +1,279 @@
+import { RouteLockError } from '../errors';
+import type { Location } from '../lock/document';
+import type { Activities } from './activities';
+import { callParticipant } from './participantHttp';
+import type { JournalEntry, MigrationRecord, SqliteMigrationState } from './records';
+import type { Scheduler } from './scheduler';
+import {
+  type HttpCall,
+  type HttpResult,
+  type MigrationInput,
+  type MigrationSettings,
+  type MigrationStatus,
+  type Step,
+  type TaskStep,
+  terminalStates,
+} from './types';
+import { migrationWorkflow } from './workflow';
+
+/**
+ * The embedded host's runner: the same workflow as Durable Functions, on real (or virtual) timers.
+ *
+ * Like Durable, it is event-sourced: each step's result is appended to a journal in SQLite, and a
+ * migration interrupted by a crash is resumed on start by replaying the workflow from the beginning,
+ * feeding journaled results back until the journal runs out. Statuses are written as they change, so
+ * `GET /migrations/{id}` answers across restarts.
+ */
+
+export interface StartRequest {
+  resourceId: string;
+  target: Location;
+  migrationId?: string;
+}
+
+export interface StartResult {
+  record: MigrationRecord;
+  /** False when the resource already had an unfinished migration (returned instead), or the id existed. */
+  created: boolean;
+}
+
+export interface InProcessRunnerOptions {
+  activities: Activities;
+  state: SqliteMigrationState;
+  scheduler: Scheduler;
+  settings: MigrationSettings;
+  http?: (call: HttpCall) => Promise<HttpResult>;
+  newId?: () => string;
+  log?: (message: string, fields: Record<string, unknown>) => void;
+}
+
+type Outcome = JournalEntry;
+
+interface LiveHandle {
+  promise: Promise<Outcome>;
+  cancel?: () => void;
+}
+
+class RunnerStopped extends Error {}
+
+export const instanceIdFor = (resourceId: string): string => `migrate-${resourceId}`;
+
+export class InProcessRunner {
+  private readonly running = new Map<string, Promise<MigrationStatus | null>>();
+  private readonly liveTimers = new Set<() => void>();
+  private stopped = false;
+  private readonly http: (call: HttpCall) => Promise<HttpResult>;
+
+  constructor(private readonly options: InProcessRunnerOptions) {
+    this.http = options.http ?? ((call) => callParticipant(call, options.scheduler));
+  }
+
+  /** Start a migration, or return the one this resource already runs (never a duplicate). */
+  start(request: StartRequest): StartResult {
+    const migrationId = request.migrationId ?? this.options.newId?.() ?? `m-${crypto.randomUUID()}`;
+    const instanceId = instanceIdFor(request.resourceId);
+    const input: MigrationInput = {
+      migrationId,
+      instanceId,
+      resourceId: request.resourceId,
+      target: request.target,
+      settings: this.options.settings,
+    };
+    const createdAt = new Date(this.options.scheduler.now()).toISOString();
+    const result = this.options.state.createUnlessActive({
+      migrationId,
+      instanceId,
+      resourceId: request.resourceId,
+      target: request.target,
+      createdAt,
+      input,
+      status: {
+        migrationId,
+        resourceId: request.resourceId,
+        status: 'Pending',
+        phase: 'starting',
+        target: request.target,
+        timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
+      },
+      done: false,
+    });
+    if (result.created) this.launch(result.record.input);
+    return result;
+  }
+
+  /** Resume every migration a previous process left unfinished. */
+  resumeAll(): number {
+    let resumed = 0;
+    for (const record of this.options.state.unfinished()) {
+      if (this.running.has(record.migrationId)) continue;
+      this.launch(record.input);
+      resumed += 1;
+    }
+    return resumed;
+  }
+
+  async status(migrationId: string): Promise<MigrationStatus> {
+    const record = await this.options.state.get(migrationId);
+    if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
+    return record.status;
+  }
+
+  /** Wait until every running migration has finished (tests, drills). */
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.all([...this.running.values()]);
+  }
+
+  get activeCount(): number {
+    return this.running.size;
+  }
+
+  /** Stop driving migrations (host shutdown): timers are cancelled, the journal keeps what happened. */
+  stop(): void {
+    this.stopped = true;
+    for (const cancel of this.liveTimers) cancel();
+    this.liveTimers.clear();
+  }
+
+  private launch(input: MigrationInput): void {
+    const run = this.execute(input)
+      .catch((error: unknown) => {
+        if (error instanceof RunnerStopped) return null;
+        this.options.log?.('migration runner failed', {
+          migrationId: input.migrationId,
+          error: (error as Error).message,
+        });
+        return null;
+      })
+      .finally(() => this.running.delete(input.migrationId));
+    this.running.set(input.migrationId, run);
+  }
+
+  private async execute(input: MigrationInput): Promise<MigrationStatus> {
+    const id = input.migrationId;
+    const journal = this.options.state.journal(id);
+    const replayUntil = Math.max(-1, ...[...journal.keys()].map((k) => Number(k.replace(/^h/, ''))));
+    const handles = new Map<number, LiveHandle>();
+    const workflow = migrationWorkflow(input);
+    let seq = 0;
+    let next = workflow.next();
+    while (!next.done) {
+      if (this.stopped) throw new RunnerStopped();
+      const current = seq;
+      seq += 1;
+      const outcome = await this.perform(id, current, next.value, journal, handles, current <= replayUntil);
+      next =
+        'error' in outcome ? workflow.throw(new Error(outcome.error.message)) : workflow.next(outcome.value);
+    }
+    return next.value;
+  }
+
+  private async perform(
+    id: string,
+    seq: number,
+    step: Step,
+    journal: Map<string, JournalEntry>,
+    handles: Map<number, LiveHandle>,
+    replaying: boolean,
+  ): Promise<Outcome> {
+    const key = String(seq);
+    const recorded = journal.get(key);
+    const record = (outcome: Outcome): Outcome => {
+      if (!this.stopped) this.options.state.append(id, key, outcome);
+      return outcome;
+    };
+    switch (step.kind) {
+      case 'status': {
+        // A replay re-publishes old statuses; only the live part of the run is written.
+        if (!replaying) {
+          const done = terminalStates.has(step.status.status);
+          await this.options.state.saveStatus(id, step.status, done);
+          this.options.log?.(`migration ${step.status.status} (${step.status.phase})`, { migrationId: id });
+        }
+        return { value: undefined };
+      }
+      case 'now':
+        return recorded ?? record({ value: this.options.scheduler.now() });
+      case 'activity':
+      case 'timer':
+      case 'http':
+        return recorded ?? record(await this.task(step));
+      case 'start': {
+        const done = journal.get(`h${key}`);
+        if (done) {
+          handles.set(seq, { promise: Promise.resolve(done) });
+        } else {
+          const live = this.startTask(step.task);
+          const promise = live.promise.then((outcome) => {
+            if (!this.stopped) this.options.state.append(id, `h${key}`, outcome);
+            return outcome;
+          });
+          handles.set(seq, { promise, ...(live.cancel ? { cancel: live.cancel } : {}) });
+        }
+        return { value: seq };
+      }
+      case 'any': {
+        if (recorded) return recorded;
+        const racers = step.handles.map((h, index) => this.handle(handles, h).promise.then(() => index));
+        return record({ value: await Promise.race(racers) });
+      }
+      case 'await':
+        return this.handle(handles, step.handle).promise;
+      case 'cancel':
+        handles.get(step.handle)?.cancel?.();
+        return { value: undefined };
+    }
+  }
+
+  private handle(handles: Map<number, LiveHandle>, id: number): LiveHandle {
+    const handle = handles.get(id);
+    if (!handle) throw new Error(`workflow referenced unknown handle ${id}`);
+    return handle;
+  }
+
+  private startTask(task: TaskStep): { promise: Promise<Outcome>; cancel?: () => void } {
+    if (task.kind !== 'timer') return { promise: this.task(task) };
+    const timer = this.options.scheduler.timer(task.fireAt);
+    this.liveTimers.add(timer.cancel);
+    return {
+      promise: timer.promise.then(() => {
+        this.liveTimers.delete(timer.cancel);
+        return { value: null };
+      }),
+      cancel: () => {
+        timer.cancel();
+        this.liveTimers.delete(timer.cancel);
+      },
+    };
+  }
+
+  private async task(task: TaskStep): Promise<Outcome> {
+    if (task.kind === 'timer') {
+      const timer = this.options.scheduler.timer(task.fireAt);
+      this.liveTimers.add(timer.cancel);
+      await timer.promise;
+      this.liveTimers.delete(timer.cancel);
+      return { value: null };
+    }
+    if (task.kind === 'http') return { value: await this.http(task.call) };
+    // Activities: transient failures (store outage) are retried with backoff, as Durable's RetryOptions do.
+    const { retryAttempts, retryIntervalSeconds } = this.options.settings;
+    const run = this.options.activities[task.name] as (input: unknown) => Promise<unknown>;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return { value: await run(task.input) };
+      } catch (error) {
+        if (attempt >= retryAttempts || this.stopped) {
+          const code = (error as { code?: unknown }).code;
+          return {
+            error: { message: (error as Error).message, ...(typeof code === 'string' ? { code } : {}) },
+          };
+        }
+        const backoff = retryIntervalSeconds * 1000 * 2 ** (attempt - 1);
+        const timer = this.options.scheduler.timer(this.options.scheduler.now() + backoff);
+        this.liveTimers.add(timer.cancel);
+        await timer.promise;
+        this.liveTimers.delete(timer.cancel);
+      }
+    }
+  }
+}

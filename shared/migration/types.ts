@@ -1,0 +1,160 @@
+import type { Participant } from '../config';
+import type { Location } from '../lock/document';
+import type { LockGrant, RouteView } from '../lock/view';
+
+/**
+ * The migration workflow's vocabulary (DESIGN §6). The workflow is a generator that yields `Step`s;
+ * a runner (Durable Functions, or the in-process runner of the embedded host) performs each step and
+ * sends back its result. Steps are plain JSON so both runners can record and replay them.
+ */
+
+export interface MigrationSettings {
+  replicationBoundSeconds: number;
+  safetyBufferSeconds: number;
+  hardDeleteLeaseSeconds: number;
+  writeLeaseSeconds: number;
+  writeBudgetSeconds: number;
+  deltaAttempts: number;
+  deltaRetryDelaySeconds: number;
+  retryAttempts: number;
+  retryIntervalSeconds: number;
+  participants: Participant[];
+}
+
+/** What starts a migration: a queue message or `POST /migrations`, completed by the starter. */
+export interface MigrationInput {
+  migrationId: string;
+  instanceId: string;
+  resourceId: string;
+  target: Location;
+  /** Captured at start so a redeploy with other settings cannot change a running migration's replay. */
+  settings: MigrationSettings;
+}
+
+export type MigrationState = 'Pending' | 'Running' | 'Completed' | 'Failed' | 'Conflict' | 'NoOp';
+export type MigrationPhase =
+  'starting' | 'prelock' | 'converging' | 'hardDelete' | 'write' | 'swapped' | 'released';
+
+export interface MigrationTimeline {
+  prelockAt: string | null;
+  hardDeleteAt: string | null;
+  writeAt: string | null;
+  swappedAt: string | null;
+}
+
+/** DESIGN §6 status, as `GET /migrations/{id}` returns it. */
+export interface MigrationStatus {
+  migrationId: string;
+  resourceId: string;
+  status: MigrationState;
+  phase: MigrationPhase;
+  target: Location;
+  timeline: MigrationTimeline;
+  error?: string;
+  /** Write-lock attempts used at the delta copy (more than one when a delta overran the budget). */
+  deltaAttempts?: number;
+}
+
+export const terminalStates: ReadonlySet<MigrationState> = new Set([
+  'Completed',
+  'Failed',
+  'Conflict',
+  'NoOp',
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Activities: the lock operations, run against the routing library by either runner
+// ---------------------------------------------------------------------------------------------
+
+export interface ActivityInputs {
+  prelock: {
+    resourceId: string;
+    migrationId: string;
+    owner: string;
+    target: Location;
+    idempotencyKey: string;
+  };
+  escalate: { resourceId: string; token: string; phase: 'hardDelete' | 'write'; ifMatch?: string };
+  renew: { resourceId: string; token: string; phase?: 'prelock' | 'hardDelete' | 'write'; ifMatch?: string };
+  swap: { resourceId: string; token: string; ifMatch?: string };
+  release: { resourceId: string; token: string; phase?: 'write'; ifMatch?: string };
+  /** `writeRegion`: the authoritative copy. `readPath`: what a service resolving the route sees. */
+  readRoute: { resourceId: string; from: 'writeRegion' | 'readPath' };
+  /** Durable only: the final status, kept after the instance id is reused by a later migration. */
+  recordOutcome: { status: MigrationStatus };
+}
+
+export interface SwapOutcome {
+  view: RouteView;
+  swappedAt: string | null;
+}
+
+export interface ActivityOutputs {
+  prelock: LockGrant;
+  escalate: LockGrant;
+  renew: LockGrant;
+  swap: SwapOutcome;
+  release: RouteView;
+  readRoute: RouteView;
+  recordOutcome: null;
+}
+
+export type ActivityName = keyof ActivityInputs;
+
+/**
+ * Lock errors come back as values, so a runner's retry policy only ever sees transient failures
+ * (a store outage is thrown and retried; a 410 or 423 is an answer, never retried blindly).
+ */
+export type ActivityResult<T> =
+  { ok: true; value: T } | { ok: false; code: string; message: string; retryAfterSeconds?: number };
+
+// ---------------------------------------------------------------------------------------------
+// Participants
+// ---------------------------------------------------------------------------------------------
+
+export type CopyStep = 'bulkCopy' | 'deltaCopy';
+
+export interface ParticipantRequest {
+  migrationId: string;
+  resourceId: string;
+  from: Location;
+  to: Location;
+  step: CopyStep;
+}
+
+export interface HttpCall {
+  method: 'POST';
+  url: string;
+  body: ParticipantRequest;
+}
+
+/** A participant's final answer (after any 202 polling), or a transport failure (status 0). */
+export interface HttpResult {
+  status: number;
+  body: unknown;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+// ---------------------------------------------------------------------------------------------
+
+export type Handle = number;
+
+export type TaskStep =
+  | { kind: 'activity'; name: ActivityName; input: ActivityInputs[ActivityName] }
+  | { kind: 'timer'; fireAt: number }
+  | { kind: 'http'; call: HttpCall };
+
+export type Step =
+  | TaskStep
+  /** Current time, from the runner (Durable: currentUtcDateTime). */
+  | { kind: 'now' }
+  | { kind: 'status'; status: MigrationStatus }
+  /** Begin a task without waiting; the result is a handle. */
+  | { kind: 'start'; task: TaskStep }
+  /** Wait for the first of these handles to finish; the result is its index. */
+  | { kind: 'any'; handles: Handle[] }
+  /** The result of a handle (waits if it is still running). */
+  | { kind: 'await'; handle: Handle }
+  /** Cancel a timer handle that lost a race. */
+  | { kind: 'cancel'; handle: Handle };

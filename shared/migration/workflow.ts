@@ -1,0 +1,342 @@
+import type { Config } from '../config';
+import { type Location, sameLocation } from '../lock/document';
+import type { LockGrant, RouteView } from '../lock/view';
+import type {
+  ActivityInputs,
+  ActivityName,
+  ActivityOutputs,
+  ActivityResult,
+  CopyStep,
+  Handle,
+  HttpResult,
+  MigrationInput,
+  MigrationSettings,
+  MigrationState,
+  MigrationStatus,
+  Step,
+  TaskStep,
+} from './types';
+
+/**
+ * The migration, written once (DESIGN §6). A generator over `Step`s: it never reads a clock, draws a
+ * random number or does I/O; the runner performs each step and sends its result back. Durable Functions
+ * replays it from history; the in-process runner replays it from its journal.
+ *
+ * 1. pre-lock (Idempotency-Key = migration id, so a retried activity never locks itself out)
+ * 2. re-read the route; already at the target → release, NoOp
+ * 3. durable timer until max(startsAt, acquiredAt + replication bound) + safety buffer
+ * 4. confirm the lock is visible on the read path
+ * 5. hard-delete lock; every participant's bulkCopy, renewing the hard-delete lease on a timer
+ * 6. write lock; deltaCopy, renewing the write lock; swap. A delta that overruns the write budget:
+ *    release the write lock (writes resume), wait, try again; after the last attempt, abort
+ * 7. any failure: release with the token; Failed with the reason. Never a partial cutover: the swap is
+ *    one conditional write.
+ */
+
+export type Workflow = Generator<Step, MigrationStatus, unknown>;
+
+export function migrationSettings(config: Config): MigrationSettings {
+  return {
+    replicationBoundSeconds: config.timing.replicationBoundSeconds,
+    safetyBufferSeconds: config.timing.safetyBufferSeconds,
+    hardDeleteLeaseSeconds: config.timing.hardDeleteLeaseSeconds,
+    writeLeaseSeconds: config.timing.writeLeaseSeconds,
+    writeBudgetSeconds: config.timing.writeBudgetSeconds,
+    deltaAttempts: config.migration.deltaAttempts,
+    deltaRetryDelaySeconds: config.migration.deltaRetryDelaySeconds,
+    retryAttempts: config.migration.retryAttempts,
+    retryIntervalSeconds: config.migration.retryIntervalSeconds,
+    participants: config.migration.participants,
+  };
+}
+
+/** When the orchestrator may escalate: after every cache tier and replica has seen the pre-lock. */
+export function convergenceWaitUntil(grant: LockGrant, settings: MigrationSettings): number {
+  const acquiredAt = Date.parse(grant.acquiredAt);
+  return (
+    Math.max(Date.parse(grant.startsAt), acquiredAt + settings.replicationBoundSeconds * 1000) +
+    settings.safetyBufferSeconds * 1000
+  );
+}
+
+/** Renew a phase lock a few times per lease, so one lost renewal never lets it lapse. */
+export const renewEveryMs = (leaseSeconds: number): number =>
+  Math.max(1000, Math.floor((leaseSeconds * 1000) / 3));
+
+class MigrationAbort extends Error {
+  constructor(
+    readonly state: MigrationState,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function* step<T>(value: Step): Generator<Step, T, unknown> {
+  return (yield value) as T;
+}
+
+function* activity<K extends ActivityName>(
+  name: K,
+  input: ActivityInputs[K],
+): Generator<Step, ActivityResult<ActivityOutputs[K]>, unknown> {
+  return yield* step<ActivityResult<ActivityOutputs[K]>>({ kind: 'activity', name, input });
+}
+
+function* now(): Generator<Step, number, unknown> {
+  return yield* step<number>({ kind: 'now' });
+}
+
+function* sleepUntil(fireAt: number): Generator<Step, void, unknown> {
+  yield* step({ kind: 'timer', fireAt });
+}
+
+function* sleep(ms: number): Generator<Step, void, unknown> {
+  yield* sleepUntil((yield* now()) + ms);
+}
+
+function participantCall(input: MigrationInput, from: Location, url: string, copy: CopyStep): TaskStep {
+  return {
+    kind: 'http',
+    call: {
+      method: 'POST',
+      url,
+      body: {
+        migrationId: input.migrationId,
+        resourceId: input.resourceId,
+        from,
+        to: input.target,
+        step: copy,
+      },
+    },
+  };
+}
+
+export function* migrationWorkflow(input: MigrationInput): Workflow {
+  const s = input.settings;
+  const { resourceId, migrationId } = input;
+  const status: MigrationStatus = {
+    migrationId,
+    resourceId,
+    status: 'Running',
+    phase: 'starting',
+    target: input.target,
+    timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
+  };
+  function* publish(patch: Partial<MigrationStatus> = {}): Generator<Step, MigrationStatus, unknown> {
+    Object.assign(status, patch);
+    const snapshot = structuredClone(status);
+    yield* step({ kind: 'status', status: snapshot });
+    return snapshot;
+  }
+  yield* publish();
+
+  // 1. pre-lock. A swap moments ago (ConvergencePending) is waited out, a few times at most.
+  let pre = yield* activity('prelock', {
+    resourceId,
+    migrationId,
+    owner: input.instanceId,
+    target: input.target,
+    idempotencyKey: migrationId,
+  });
+  for (
+    let attempt = 1;
+    !pre.ok && pre.code === 'ConvergencePending' && attempt < s.retryAttempts;
+    attempt += 1
+  ) {
+    yield* sleep((pre.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
+    pre = yield* activity('prelock', {
+      resourceId,
+      migrationId,
+      owner: input.instanceId,
+      target: input.target,
+      idempotencyKey: migrationId,
+    });
+  }
+  if (!pre.ok) {
+    const state: MigrationState =
+      pre.code === 'Locked' || pre.code === 'ConvergencePending'
+        ? 'Conflict'
+        : pre.code === 'AlreadyAtTarget'
+          ? 'NoOp'
+          : 'Failed';
+    return yield* publish({ status: state, error: `${pre.code}: ${pre.message}` });
+  }
+  const token = pre.value.token as string;
+  let etag = pre.value.etag;
+  yield* publish({ phase: 'prelock', timeline: { ...status.timeline, prelockAt: pre.value.acquiredAt } });
+
+  const renewLock = function* (phase: 'hardDelete' | 'write') {
+    const renewed = yield* activity('renew', { resourceId, token, phase, ifMatch: etag });
+    if (renewed.ok) etag = renewed.value.etag;
+    return renewed;
+  };
+
+  /**
+   * Run one copy step at every participant at once, renewing `phase` on a timer raced against the
+   * copies (cancelled when the last one ends). 5xx and transport failures are retried with backoff.
+   */
+  const copyAll = function* (
+    copy: CopyStep,
+    phase: 'hardDelete' | 'write',
+    leaseSeconds: number,
+    from: Location,
+  ): Generator<Step, ActivityResult<null>, unknown> {
+    const attempts = new Map<string, number>();
+    const pending: { name: string; url: string; handle: Handle }[] = [];
+    for (const participant of s.participants) {
+      attempts.set(participant.name, 1);
+      const handle = yield* step<Handle>({
+        kind: 'start',
+        task: participantCall(input, from, participant.url, copy),
+      });
+      pending.push({ ...participant, handle });
+    }
+    let timer: Handle | null = null;
+    while (pending.length > 0) {
+      if (timer === null) {
+        const fireAt = (yield* now()) + renewEveryMs(leaseSeconds);
+        timer = yield* step<Handle>({ kind: 'start', task: { kind: 'timer', fireAt } });
+      }
+      const first = yield* step<number>({ kind: 'any', handles: [...pending.map((p) => p.handle), timer] });
+      if (first === pending.length) {
+        timer = null;
+        const renewed = yield* renewLock(phase);
+        if (!renewed.ok) return renewed;
+        continue;
+      }
+      const [done] = pending.splice(first, 1);
+      if (!done) throw new Error('any() answered an index out of range');
+      const result = yield* step<HttpResult>({ kind: 'await', handle: done.handle });
+      if (result.status >= 200 && result.status < 300) continue;
+      const used = attempts.get(done.name) ?? 1;
+      if ((result.status === 0 || result.status >= 500) && used < s.retryAttempts) {
+        attempts.set(done.name, used + 1);
+        yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (used - 1));
+        const handle = yield* step<Handle>({
+          kind: 'start',
+          task: participantCall(input, from, done.url, copy),
+        });
+        pending.push({ ...done, handle });
+        continue;
+      }
+      return {
+        ok: false,
+        code: 'ParticipantFailed',
+        message: `participant ${done.name} answered ${result.status || 'nothing'} to ${copy} (attempt ${used})`,
+      };
+    }
+    if (timer !== null) yield* step({ kind: 'cancel', handle: timer });
+    return { ok: true, value: null };
+  };
+
+  try {
+    // 2. re-read the route: a stale location read upstream may have sent us a resource already moved.
+    const route = expect(yield* activity('readRoute', { resourceId, from: 'writeRegion' }), 'read the route');
+    if (sameLocation(route.location, input.target)) {
+      expect(yield* activity('release', { resourceId, token }), 'release');
+      return yield* publish({
+        status: 'NoOp',
+        phase: 'released',
+        error: 'the resource already sits at the target',
+      });
+    }
+    const from = route.location;
+
+    // 3. wait out cache convergence on a durable timer.
+    yield* publish({ phase: 'converging' });
+    yield* sleepUntil(convergenceWaitUntil(pre.value, s));
+
+    // 4. the lock must be visible where services look before anything is restricted.
+    let visible: RouteView | null = null;
+    for (let attempt = 1; attempt <= s.retryAttempts; attempt += 1) {
+      const seen = expect(yield* activity('readRoute', { resourceId, from: 'readPath' }), 'read the route');
+      if (seen.lock?.migrationId === migrationId) {
+        visible = seen;
+        break;
+      }
+      yield* sleep(s.retryIntervalSeconds * 1000);
+    }
+    if (!visible) throw new MigrationAbort('Failed', 'the pre-lock never became visible on the read path');
+
+    // 5. hard-delete lock and the bulk copy.
+    const hd = expect(
+      yield* activity('escalate', { resourceId, token, phase: 'hardDelete', ifMatch: etag }),
+      'escalate to hardDelete',
+    );
+    etag = hd.etag;
+    yield* publish({
+      phase: 'hardDelete',
+      timeline: { ...status.timeline, hardDeleteAt: hd.hardDeleteAt ?? null },
+    });
+    const bulk = yield* copyAll('bulkCopy', 'hardDelete', s.hardDeleteLeaseSeconds, from);
+    if (!bulk.ok) throw new MigrationAbort('Failed', `bulkCopy: ${bulk.code}: ${bulk.message}`);
+
+    // 6. write lock, delta copy, swap, within the write budget.
+    let lastOverrun = '';
+    for (let attempt = 1; attempt <= s.deltaAttempts; attempt += 1) {
+      const w = expect(
+        yield* activity('escalate', { resourceId, token, phase: 'write', ifMatch: etag }),
+        'escalate to write',
+      );
+      etag = w.etag;
+      yield* publish({
+        phase: 'write',
+        deltaAttempts: attempt,
+        timeline: { ...status.timeline, writeAt: w.writeAt ?? null },
+      });
+      const delta = yield* copyAll(
+        'deltaCopy',
+        'write',
+        Math.min(s.writeLeaseSeconds, s.writeBudgetSeconds),
+        from,
+      );
+      if (delta.ok) {
+        const swapped = yield* activity('swap', { resourceId, token, ifMatch: etag });
+        if (swapped.ok) {
+          return yield* publish({
+            status: 'Completed',
+            phase: 'swapped',
+            timeline: { ...status.timeline, swappedAt: swapped.value.swappedAt },
+          });
+        }
+        if (swapped.code !== 'InvalidTransition')
+          throw new MigrationAbort('Failed', `swap: ${swapped.code}: ${swapped.message}`);
+        lastOverrun = `swap: ${swapped.message}`; // the write lock lapsed before the swap
+      } else if (delta.code === 'FreezeBudgetExceeded' || delta.code === 'LockExpired') {
+        lastOverrun = `deltaCopy: ${delta.message}`;
+      } else {
+        throw new MigrationAbort('Failed', `deltaCopy: ${delta.code}: ${delta.message}`);
+      }
+      // The delta overran: let writes resume (the hard-delete lock stays), then try again.
+      const down = expect(
+        yield* activity('release', { resourceId, token, phase: 'write', ifMatch: etag }),
+        'release the write lock',
+      );
+      etag = down.etag;
+      yield* publish({ phase: 'hardDelete' });
+      if (attempt < s.deltaAttempts) yield* sleep(s.deltaRetryDelaySeconds * 1000);
+    }
+    throw new MigrationAbort(
+      'Failed',
+      `write budget exceeded on all ${s.deltaAttempts} attempts (${lastOverrun})`,
+    );
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    const state = error instanceof MigrationAbort ? error.state : 'Failed';
+    let released = 'released';
+    try {
+      const rel = yield* activity('release', { resourceId, token });
+      if (!rel.ok && rel.code !== 'LockExpired')
+        released = `release refused (${rel.code}); the lease will free it`;
+    } catch (releaseError) {
+      released = `release failed (${(releaseError as Error).message}); the lease will free it`;
+    }
+    return yield* publish({ status: state, phase: 'released', error: `${reason}; lock ${released}` });
+  }
+}
+
+function expect<T>(result: ActivityResult<T>, what: string): T {
+  if (!result.ok) throw new MigrationAbort('Failed', `${what}: ${result.code}: ${result.message}`);
+  return result.value;
+}

@@ -1,0 +1,44 @@
+import { ManualClock } from '../../shared/clock';
+import { type Config, parseConfig } from '../../shared/config';
+import { createActivities } from '../../shared/migration/activities';
+import { InProcessRunner } from '../../shared/migration/inProcess';
+import { SqliteMigrationState } from '../../shared/migration/records';
+import { VirtualScheduler } from '../../shared/migration/scheduler';
+import type { HttpCall, HttpResult } from '../../shared/migration/types';
+import { migrationSettings } from '../../shared/migration/workflow';
+import { Router } from '../../shared/router';
+import type { LocationStore } from '../../shared/store/port';
+import { SqliteStore } from '../../shared/store/sqlite';
+
+/** The in-process runner on virtual time over a real store: migrations of hours finish in milliseconds. */
+export function virtualRunner(
+  options: {
+    env?: Record<string, string>;
+    store?: LocationStore;
+    statePath?: string;
+    http?: (call: HttpCall) => Promise<HttpResult>;
+    config?: Config;
+  } = {},
+) {
+  const config = options.config ?? parseConfig(options.env ?? {});
+  const clock = new ManualClock();
+  const scheduler = new VirtualScheduler(clock);
+  const store = options.store ?? new SqliteStore(':memory:');
+  const router = new Router({ store, timing: config.timing, clock: clock.now });
+  const state = new SqliteMigrationState(options.statePath ?? ':memory:');
+  const activities = createActivities(router, config.timing, state);
+  let n = 0;
+  const runner = new InProcessRunner({
+    activities,
+    state,
+    scheduler,
+    settings: migrationSettings(config),
+    newId: () => `m-${++n}`,
+    ...(options.http ? { http: options.http } : {}),
+  });
+  const settle = async () => {
+    await scheduler.runUntilIdle();
+    await runner.idle();
+  };
+  return { config, clock, scheduler, store, router, state, activities, runner, settle };
+}
