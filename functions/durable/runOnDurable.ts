@@ -1,5 +1,5 @@
 import * as df from 'durable-functions';
-import type { OrchestrationContext, Task, TimerTask } from 'durable-functions';
+import type { OrchestrationContext, Task } from 'durable-functions';
 import type {
   ActivityName,
   HttpResult,
@@ -26,11 +26,6 @@ export function retryOptions(settings: MigrationSettings): df.RetryOptions {
   return options;
 }
 
-interface Started {
-  task: Task;
-  step: TaskStep;
-}
-
 function toHttpResult(value: unknown): HttpResult {
   const response = value as { statusCode?: number; content?: unknown };
   let body: unknown = response.content ?? null;
@@ -50,7 +45,6 @@ export function* runOnDurable(
   settings: MigrationSettings,
 ): Generator<Task, MigrationStatus, unknown> {
   const retry = retryOptions(settings);
-  const started: Started[] = [];
 
   const toTask = (step: TaskStep): Task => {
     switch (step.kind) {
@@ -95,40 +89,25 @@ export function* runOnDurable(
           outcome = failure(step, error);
         }
         break;
-      case 'start':
-        started.push({ task: toTask(step.task), step: step.task });
-        outcome = { value: started.length - 1 };
-        break;
-      case 'any': {
-        const tasks = step.handles.map((h) => handle(started, h).task);
-        const winner = (yield context.df.Task.any(tasks)) as unknown as Task;
-        outcome = { value: tasks.indexOf(winner) };
-        break;
-      }
-      case 'await': {
-        const { task, step: inner } = handle(started, step.handle);
-        try {
-          outcome = { value: result(inner, yield task) };
-        } catch (error) {
-          outcome = failure(inner, error);
-        }
-        break;
-      }
-      case 'cancel': {
-        const { task } = handle(started, step.handle);
-        const timer = task as TimerTask;
-        if (!timer.isCompleted && !timer.isCanceled) timer.cancel();
-        outcome = { value: undefined };
+      case 'race': {
+        const tasks = step.tasks.map(toTask);
+        const timer = context.df.createTimer(new Date(step.deadline));
+        const winner = (yield context.df.Task.any([context.df.Task.all(tasks), timer])) as unknown as Task;
+        const deadlineFirst = winner === timer;
+        if (!deadlineFirst) timer.cancel();
+        const settled = tasks.map((task, i) => {
+          const inner = step.tasks[i] as TaskStep;
+          if (task.isFaulted) {
+            const failed = failure(inner, task.result);
+            return 'value' in failed ? failed.value : null;
+          }
+          return task.isCompleted ? result(inner, task.result) : null;
+        });
+        outcome = { value: { deadlineFirst, settled } };
         break;
       }
     }
     next = 'error' in outcome ? workflow.throw(outcome.error) : workflow.next(outcome.value);
   }
   return next.value;
-}
-
-function handle(started: Started[], id: number): Started {
-  const entry = started[id];
-  if (!entry) throw new Error(`workflow referenced unknown handle ${id}`);
-  return entry;
 }

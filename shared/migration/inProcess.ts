@@ -49,11 +49,6 @@ export interface InProcessRunnerOptions {
 
 type Outcome = JournalEntry;
 
-interface LiveHandle {
-  promise: Promise<Outcome>;
-  cancel?: () => void;
-}
-
 class RunnerStopped extends Error {}
 
 export const instanceIdFor = (resourceId: string): string => `migrate-${resourceId}`;
@@ -151,8 +146,7 @@ export class InProcessRunner {
   private async execute(input: MigrationInput): Promise<MigrationStatus> {
     const id = input.migrationId;
     const journal = this.options.state.journal(id);
-    const replayUntil = Math.max(-1, ...[...journal.keys()].map((k) => Number(k.replace(/^h/, ''))));
-    const handles = new Map<number, LiveHandle>();
+    const replayUntil = Math.max(-1, ...[...journal.keys()].map(Number));
     const workflow = migrationWorkflow(input);
     let seq = 0;
     let next = workflow.next();
@@ -160,19 +154,19 @@ export class InProcessRunner {
       if (this.stopped) throw new RunnerStopped();
       const current = seq;
       seq += 1;
-      const outcome = await this.perform(id, current, next.value, journal, handles, current <= replayUntil);
+      const outcome = await this.perform(id, current, next.value, journal, current <= replayUntil);
       next =
         'error' in outcome ? workflow.throw(new Error(outcome.error.message)) : workflow.next(outcome.value);
     }
     return next.value;
   }
 
+  /** Perform one step, or answer it from the journal when a resumed migration replays it. */
   private async perform(
     id: string,
     seq: number,
     step: Step,
     journal: Map<string, JournalEntry>,
-    handles: Map<number, LiveHandle>,
     replaying: boolean,
   ): Promise<Outcome> {
     const key = String(seq);
@@ -197,47 +191,31 @@ export class InProcessRunner {
       case 'timer':
       case 'http':
         return recorded ?? record(await this.task(step));
-      case 'start': {
-        const done = journal.get(`h${key}`);
-        if (done) {
-          handles.set(seq, { promise: Promise.resolve(done) });
-        } else {
-          const live = this.startTask(step.task);
-          const promise = live.promise.then((outcome) => {
-            if (!this.stopped) this.options.state.append(id, `h${key}`, outcome);
-            return outcome;
-          });
-          handles.set(seq, { promise, ...(live.cancel ? { cancel: live.cancel } : {}) });
-        }
-        return { value: seq };
-      }
-      case 'any': {
+      case 'race': {
         if (recorded) return recorded;
-        const racers = step.handles.map((h, index) => this.handle(handles, h).promise.then(() => index));
-        return record({ value: await Promise.race(racers) });
+        const settled: unknown[] = step.tasks.map(() => null);
+        const all = Promise.all(
+          step.tasks.map((task, i) =>
+            this.task(task).then((outcome) => {
+              if ('value' in outcome) settled[i] = outcome.value;
+            }),
+          ),
+        );
+        const timer = this.timer(step.deadline);
+        const deadlineFirst = await Promise.race([all.then(() => false), timer.promise.then(() => true)]);
+        timer.cancel();
+        return record({ value: { deadlineFirst, settled: [...settled] } });
       }
-      case 'await':
-        return this.handle(handles, step.handle).promise;
-      case 'cancel':
-        handles.get(step.handle)?.cancel?.();
-        return { value: undefined };
     }
   }
 
-  private handle(handles: Map<number, LiveHandle>, id: number): LiveHandle {
-    const handle = handles.get(id);
-    if (!handle) throw new Error(`workflow referenced unknown handle ${id}`);
-    return handle;
-  }
-
-  private startTask(task: TaskStep): { promise: Promise<Outcome>; cancel?: () => void } {
-    if (task.kind !== 'timer') return { promise: this.task(task) };
-    const timer = this.options.scheduler.timer(task.fireAt);
+  /** A scheduler timer that `stop()` cancels. */
+  private timer(fireAt: number): { promise: Promise<void>; cancel: () => void } {
+    const timer = this.options.scheduler.timer(fireAt);
     this.liveTimers.add(timer.cancel);
     return {
       promise: timer.promise.then(() => {
         this.liveTimers.delete(timer.cancel);
-        return { value: null };
       }),
       cancel: () => {
         timer.cancel();
@@ -248,10 +226,7 @@ export class InProcessRunner {
 
   private async task(task: TaskStep): Promise<Outcome> {
     if (task.kind === 'timer') {
-      const timer = this.options.scheduler.timer(task.fireAt);
-      this.liveTimers.add(timer.cancel);
-      await timer.promise;
-      this.liveTimers.delete(timer.cancel);
+      await this.timer(task.fireAt).promise;
       return { value: null };
     }
     if (task.kind === 'http') return { value: await this.http(task.call) };
@@ -268,11 +243,8 @@ export class InProcessRunner {
             error: { message: (error as Error).message, ...(typeof code === 'string' ? { code } : {}) },
           };
         }
-        const backoff = retryIntervalSeconds * 1000 * 2 ** (attempt - 1);
-        const timer = this.options.scheduler.timer(this.options.scheduler.now() + backoff);
-        this.liveTimers.add(timer.cancel);
-        await timer.promise;
-        this.liveTimers.delete(timer.cancel);
+        await this.timer(this.options.scheduler.now() + retryIntervalSeconds * 1000 * 2 ** (attempt - 1))
+          .promise;
       }
     }
   }

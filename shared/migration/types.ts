@@ -138,23 +138,28 @@ export interface HttpResult {
 // Steps
 // ---------------------------------------------------------------------------------------------
 
-export type Handle = number;
-
 export type TaskStep =
   | { kind: 'activity'; name: ActivityName; input: ActivityInputs[ActivityName] }
   | { kind: 'timer'; fireAt: number }
   | { kind: 'http'; call: HttpCall };
+
+/**
+ * What a race answers: whether the deadline came first, and the result of every task that had
+ * finished by then (`null` for one still running, which the workflow abandons).
+ */
+export interface RaceResult {
+  deadlineFirst: boolean;
+  settled: unknown[];
+}
 
 export type Step =
   | TaskStep
   /** Current time, from the runner (Durable: currentUtcDateTime). */
   | { kind: 'now' }
   | { kind: 'status'; status: MigrationStatus }
-  /** Begin a task without waiting; the result is a handle. */
-  | { kind: 'start'; task: TaskStep }
-  /** Wait for the first of these handles to finish; the result is its index. */
-  | { kind: 'any'; handles: Handle[] }
-  /** The result of a handle (waits if it is still running). */
-  | { kind: 'await'; handle: Handle }
-  /** Cancel a timer handle that lost a race. */
-  | { kind: 'cancel'; handle: Handle };
+  /**
+   * Run these tasks together against a timer (Durable: Task.any([Task.all(tasks), timer]), the timer
+   * cancelled when the tasks win). Every race uses fresh tasks: Durable Functions for JavaScript would
+   * schedule a task again if it were raced a second time.
+   */
+  | { kind: 'race'; tasks: TaskStep[]; deadline: number };

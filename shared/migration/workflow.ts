@@ -7,12 +7,12 @@ import type {
   ActivityOutputs,
   ActivityResult,
   CopyStep,
-  Handle,
   HttpResult,
   MigrationInput,
   MigrationSettings,
   MigrationState,
   MigrationStatus,
+  RaceResult,
   Step,
   TaskStep,
 } from './types';
@@ -173,8 +173,10 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
   };
 
   /**
-   * Run one copy step at every participant at once, renewing `phase` on a timer raced against the
-   * copies (cancelled when the last one ends). 5xx and transport failures are retried with backoff.
+   * Run one copy step at every participant at once, in rounds raced against a renewal timer. When the
+   * timer wins, the phase lock is renewed and the participants still copying are asked again: the
+   * participant contract makes `POST` idempotent per (migration, step), answering 202 while the job
+   * runs. 5xx and transport failures are retried with backoff, up to the retry attempts.
    */
   const copyAll = function* (
     copy: CopyStep,
@@ -182,51 +184,41 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     leaseSeconds: number,
     from: Location,
   ): Generator<Step, ActivityResult<null>, unknown> {
-    const attempts = new Map<string, number>();
-    const pending: { name: string; url: string; handle: Handle }[] = [];
-    for (const participant of s.participants) {
-      attempts.set(participant.name, 1);
-      const handle = yield* step<Handle>({
-        kind: 'start',
-        task: participantCall(input, from, participant.url, copy),
-      });
-      pending.push({ ...participant, handle });
-    }
-    let timer: Handle | null = null;
+    let pending = s.participants.map((p) => ({ ...p, attempt: 1 }));
     while (pending.length > 0) {
-      if (timer === null) {
-        const fireAt = (yield* now()) + renewEveryMs(leaseSeconds);
-        timer = yield* step<Handle>({ kind: 'start', task: { kind: 'timer', fireAt } });
+      const deadline = (yield* now()) + renewEveryMs(leaseSeconds);
+      const race = yield* step<RaceResult>({
+        kind: 'race',
+        tasks: pending.map((p) => participantCall(input, from, p.url, copy)),
+        deadline,
+      });
+      const next: typeof pending = [];
+      let backoffMs = 0;
+      for (const [i, participant] of pending.entries()) {
+        const result = race.settled[i] as HttpResult | null | undefined;
+        if (result == null) {
+          next.push(participant); // still copying
+        } else if (result.status >= 200 && result.status < 300) {
+          continue;
+        } else if ((result.status === 0 || result.status >= 500) && participant.attempt < s.retryAttempts) {
+          backoffMs = Math.max(backoffMs, s.retryIntervalSeconds * 1000 * 2 ** (participant.attempt - 1));
+          next.push({ ...participant, attempt: participant.attempt + 1 });
+        } else {
+          return {
+            ok: false,
+            code: 'ParticipantFailed',
+            message: `participant ${participant.name} answered ${result.status || 'nothing'} to ${copy} (attempt ${participant.attempt})`,
+          };
+        }
       }
-      const first = yield* step<number>({ kind: 'any', handles: [...pending.map((p) => p.handle), timer] });
-      if (first === pending.length) {
-        timer = null;
+      if (race.deadlineFirst) {
         const renewed = yield* renewLock(phase);
         if (!renewed.ok) return renewed;
-        continue;
+      } else if (backoffMs > 0) {
+        yield* sleep(backoffMs);
       }
-      const [done] = pending.splice(first, 1);
-      if (!done) throw new Error('any() answered an index out of range');
-      const result = yield* step<HttpResult>({ kind: 'await', handle: done.handle });
-      if (result.status >= 200 && result.status < 300) continue;
-      const used = attempts.get(done.name) ?? 1;
-      if ((result.status === 0 || result.status >= 500) && used < s.retryAttempts) {
-        attempts.set(done.name, used + 1);
-        yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (used - 1));
-        const handle = yield* step<Handle>({
-          kind: 'start',
-          task: participantCall(input, from, done.url, copy),
-        });
-        pending.push({ ...done, handle });
-        continue;
-      }
-      return {
-        ok: false,
-        code: 'ParticipantFailed',
-        message: `participant ${done.name} answered ${result.status || 'nothing'} to ${copy} (attempt ${used})`,
-      };
+      pending = next;
     }
-    if (timer !== null) yield* step({ kind: 'cancel', handle: timer });
     return { ok: true, value: null };
   };
 
