@@ -120,6 +120,11 @@ export interface ParticipantRequest {
   from: Location;
   to: Location;
   step: CopyStep;
+  /**
+   * Which run of the step this is (1 for the bulk copy; the write-lock attempt for the delta).
+   * A participant treats (migrationId, step, attempt) as one job: a repeated POST answers for it.
+   */
+  attempt: number;
 }
 
 export interface HttpCall {

@@ -95,7 +95,13 @@ function* sleep(ms: number): Generator<Step, void, unknown> {
   yield* sleepUntil((yield* now()) + ms);
 }
 
-function participantCall(input: MigrationInput, from: Location, url: string, copy: CopyStep): TaskStep {
+function participantCall(
+  input: MigrationInput,
+  from: Location,
+  url: string,
+  copy: CopyStep,
+  attempt: number,
+): TaskStep {
   return {
     kind: 'http',
     call: {
@@ -107,6 +113,7 @@ function participantCall(input: MigrationInput, from: Location, url: string, cop
         from,
         to: input.target,
         step: copy,
+        attempt,
       },
     },
   };
@@ -175,21 +182,29 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
   /**
    * Run one copy step at every participant at once, in rounds raced against a renewal timer. When the
    * timer wins, the phase lock is renewed and the participants still copying are asked again: the
-   * participant contract makes `POST` idempotent per (migration, step), answering 202 while the job
-   * runs. 5xx and transport failures are retried with backoff, up to the retry attempts.
+   * participant contract makes `POST` idempotent per (migration, step, attempt), answering 202 while
+   * the job runs. When the lock can be renewed no further (the write budget, the parent's cap), the
+   * copy may still finish before the lock's own end; a copy still running then has overrun. 5xx and
+   * transport failures are retried with backoff, up to the retry attempts.
    */
   const copyAll = function* (
     copy: CopyStep,
+    copyAttempt: number,
     phase: 'hardDelete' | 'write',
+    grant: LockGrant,
     leaseSeconds: number,
     from: Location,
   ): Generator<Step, ActivityResult<null>, unknown> {
     let pending = s.participants.map((p) => ({ ...p, attempt: 1 }));
+    let phaseEndsAt = Date.parse(grant.phaseExpiresAt);
+    let renewable = true;
     while (pending.length > 0) {
-      const deadline = (yield* now()) + renewEveryMs(leaseSeconds);
+      const deadline = renewable
+        ? Math.min((yield* now()) + renewEveryMs(leaseSeconds), phaseEndsAt)
+        : phaseEndsAt;
       const race = yield* step<RaceResult>({
         kind: 'race',
-        tasks: pending.map((p) => participantCall(input, from, p.url, copy)),
+        tasks: pending.map((p) => participantCall(input, from, p.url, copy, copyAttempt)),
         deadline,
       });
       const next: typeof pending = [];
@@ -211,13 +226,23 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
           };
         }
       }
-      if (race.deadlineFirst) {
+      pending = next;
+      if (race.deadlineFirst && pending.length > 0) {
+        if (deadline >= phaseEndsAt) {
+          return {
+            ok: false,
+            code: 'LockExpired',
+            message: `the ${phase} lock ran out at ${new Date(phaseEndsAt).toISOString()} with ${copy} still running`,
+          };
+        }
         const renewed = yield* renewLock(phase);
-        if (!renewed.ok) return renewed;
+        if (renewed.ok) phaseEndsAt = Date.parse(renewed.value.phaseExpiresAt);
+        else if (renewed.code === 'FreezeBudgetExceeded' || renewed.code === 'MaxLeaseReached')
+          renewable = false;
+        else return renewed;
       } else if (backoffMs > 0) {
         yield* sleep(backoffMs);
       }
-      pending = next;
     }
     return { ok: true, value: null };
   };
@@ -261,7 +286,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
       phase: 'hardDelete',
       timeline: { ...status.timeline, hardDeleteAt: hd.hardDeleteAt ?? null },
     });
-    const bulk = yield* copyAll('bulkCopy', 'hardDelete', s.hardDeleteLeaseSeconds, from);
+    const bulk = yield* copyAll('bulkCopy', 1, 'hardDelete', hd, s.hardDeleteLeaseSeconds, from);
     if (!bulk.ok) throw new MigrationAbort('Failed', `bulkCopy: ${bulk.code}: ${bulk.message}`);
 
     // 6. write lock, delta copy, swap, within the write budget.
@@ -279,7 +304,9 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
       });
       const delta = yield* copyAll(
         'deltaCopy',
+        attempt,
         'write',
+        w,
         Math.min(s.writeLeaseSeconds, s.writeBudgetSeconds),
         from,
       );
@@ -295,7 +322,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
         if (swapped.code !== 'InvalidTransition')
           throw new MigrationAbort('Failed', `swap: ${swapped.code}: ${swapped.message}`);
         lastOverrun = `swap: ${swapped.message}`; // the write lock lapsed before the swap
-      } else if (delta.code === 'FreezeBudgetExceeded' || delta.code === 'LockExpired') {
+      } else if (delta.code === 'LockExpired') {
         lastOverrun = `deltaCopy: ${delta.message}`;
       } else {
         throw new MigrationAbort('Failed', `deltaCopy: ${delta.code}: ${delta.message}`);
