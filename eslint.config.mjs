@@ -31,8 +31,9 @@ export default tseslint.config(
     },
   },
   {
-    // The lock rules are pure: time comes in as an argument, randomness from the caller.
-    files: ['shared/lock/**/*.ts'],
+    // The lock rules and the migration workflow are pure: time comes in as an argument (or a step the
+    // runner answers), randomness and I/O from the caller. Durable replay depends on it.
+    files: ['shared/lock/**/*.ts', 'shared/migration/workflow.ts', 'shared/migration/types.ts'],
     rules: {
       'no-restricted-properties': [
         'error',
@@ -44,6 +45,36 @@ export default tseslint.config(
         {
           selector: "NewExpression[callee.name='Date'][arguments.length=0]",
           message: 'Lock rules take `now` as an argument.',
+        },
+        {
+          selector: "CallExpression[callee.name='setTimeout']",
+          message: 'Use a timer step; the runner owns time.',
+        },
+        {
+          selector: "MemberExpression[object.name='crypto']",
+          message: 'Ids and randomness come from the runner.',
+        },
+        { selector: 'AwaitExpression', message: 'The workflow yields steps; it never awaits I/O.' },
+      ],
+    },
+  },
+  {
+    files: ['shared/migration/workflow.ts', 'shared/migration/types.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['node:*', 'fs', 'http', 'https', 'crypto'], message: 'The workflow does no I/O.' },
+            {
+              group: ['@azure/*', 'durable-functions'],
+              message: 'The workflow is runner-neutral (DESIGN §1).',
+            },
+            {
+              group: ['../store/*', '../router', './activities', './inProcess', './records'],
+              message: 'The workflow only yields steps.',
+            },
+          ],
         },
       ],
     },

@@ -24,6 +24,10 @@ function banner(host: LocalHost): string {
     `  curl -s ${api}/routes/conv-42`,
     `  curl -s -X POST ${api}/routes/conv-42/swap ${json} -d '{"token":"'$TOKEN'"}'`,
     '',
+    'Or let the orchestration do all four phases:',
+    `  curl -s -X PUT ${api}/routes/conv-7 ${json} -d '{"location":{"region":"westeurope"}}'`,
+    `  curl -s -X POST ${api}/migrations ${json} -d '{"resourceId":"conv-7","target":{"region":"eastus"}}'`,
+    '',
   ].join('\n');
 }
 

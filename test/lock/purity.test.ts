@@ -5,21 +5,48 @@ import { escalate, prelock, swap } from '../../shared/lock/rules';
 import { routeView } from '../../shared/lock/view';
 import { T0, productionTiming as cfg } from '../support/timing';
 
-/** The lock rules are pure functions of (document, request, now, config). */
-describe('lock rules are pure', () => {
-  const dir = join(__dirname, '../../shared/lock');
-  const ruleFiles = ['rules.ts', 'view.ts', 'document.ts'];
+/** What a pure module must not contain: a clock, randomness, timers, awaited I/O, I/O imports. */
+function impurities(source: string): string[] {
+  const patterns: [string, RegExp][] = [
+    ['clock', /Date\.now\(|new Date\(\)|performance\.now/],
+    ['randomness', /Math\.random|randomBytes|randomUUID/],
+    ['timers', /setTimeout|setInterval|setImmediate/],
+    ['awaited I/O', /\bawait\b|\bfetch\(/],
+    [
+      'I/O imports',
+      /from ['"]node:(fs|net|http|https|child_process)['"]|from ['"]better-sqlite3|from ['"]@azure\//,
+    ],
+  ];
+  return patterns.filter(([, pattern]) => pattern.test(source)).map(([name]) => name);
+}
 
-  test.each(ruleFiles)('%s reads no clock, no randomness and does no I/O', (file) => {
-    const source = readFileSync(join(dir, file), 'utf8');
-    expect(source).not.toMatch(/Date\.now\(|new Date\(\)|Math\.random|randomBytes|performance\.now/);
-    expect(source).not.toMatch(
-      /from ['"]node:(fs|net|http|https|child_process)['"]|from ['"]better-sqlite3|@azure\//,
-    );
+/**
+ * The lock rules are pure functions of (document, request, now, config), and the migration workflow
+ * only yields steps (Durable replay depends on it). ESLint enforces the same on these files.
+ */
+describe('lock rules and the migration workflow are pure', () => {
+  const lockDir = join(__dirname, '../../shared/lock');
+  const ruleFiles = ['rules.ts', 'view.ts', 'document.ts'];
+  const pureFiles = [
+    ...ruleFiles.map((f) => join(lockDir, f)),
+    join(__dirname, '../../shared/migration/workflow.ts'),
+    join(__dirname, '../../shared/migration/types.ts'),
+  ];
+
+  test.each(pureFiles)('%s reads no clock, no randomness, sets no timer and does no I/O', (file) => {
+    expect(impurities(readFileSync(file, 'utf8'))).toEqual([]);
+  });
+
+  test('negative control: the scan catches each kind of impurity', () => {
+    expect(impurities('const t = Date.now();')).toEqual(['clock']);
+    expect(impurities('const id = crypto.randomUUID();')).toEqual(['randomness']);
+    expect(impurities('setTimeout(done, 5);')).toEqual(['timers']);
+    expect(impurities('const r = await fetch(url);')).toEqual(['awaited I/O']);
+    expect(impurities("import { readFileSync } from 'node:fs';")).toEqual(['I/O imports']);
   });
 
   test('the scan sees every rule module', () => {
-    const modules = readdirSync(dir).filter((f) => f.endsWith('.ts'));
+    const modules = readdirSync(lockDir).filter((f) => f.endsWith('.ts'));
     expect(modules.sort()).toEqual([...ruleFiles, 'token.ts'].sort());
   });
 

@@ -1,0 +1,176 @@
+import { InvocationContext } from '@azure/functions';
+import type { DurableClient } from 'durable-functions';
+import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/service';
+import { migrationQueueHandler, poisonOutput } from '../../functions/migrationQueue';
+import { createServices, useServices } from '../../functions/services';
+import { ManualClock } from '../../shared/clock';
+import { parseConfig } from '../../shared/config';
+import { RouteLockError } from '../../shared/errors';
+import { SqliteMigrationState } from '../../shared/migration/records';
+import type { MigrationInput } from '../../shared/migration/types';
+import { migrationSettings } from '../../shared/migration/workflow';
+import { Router } from '../../shared/router';
+import { SqliteStore } from '../../shared/store/sqlite';
+
+/**
+ * Starting migrations on Durable Functions, against a fake DurableClient that behaves as the extension
+ * does with `overridableExistingInstanceStates: NonRunningStates`: getStatus 404s for an unknown
+ * instance, and startNew refuses an instance id that is running.
+ */
+
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'eastus' };
+
+class FakeDurableClient {
+  instances = new Map<string, { runtimeStatus: string; input: MigrationInput; customStatus?: unknown }>();
+  starts = 0;
+  /** Let two concurrent starts both see "absent" before either has started. */
+  delayStart = 0;
+  async getStatus(instanceId: string) {
+    const instance = this.instances.get(instanceId);
+    if (!instance)
+      throw new Error(
+        `DurableClient error: Durable Functions extension replied with HTTP 404 response. ${instanceId}`,
+      );
+    return { instanceId, ...instance };
+  }
+  async startNew(name: string, options: { instanceId: string; input: MigrationInput }) {
+    expect(name).toBe(ORCHESTRATOR);
+    if (this.delayStart) await new Promise((r) => setTimeout(r, this.delayStart));
+    const existing = this.instances.get(options.instanceId);
+    if (existing && ['Pending', 'Running'].includes(existing.runtimeStatus)) {
+      throw new Error(`An instance with ID '${options.instanceId}' already exists.`);
+    }
+    this.starts += 1;
+    this.instances.set(options.instanceId, { runtimeStatus: 'Running', input: options.input });
+    return options.instanceId;
+  }
+}
+
+async function setup() {
+  const config = parseConfig({});
+  const clock = new ManualClock();
+  const store = new SqliteStore(':memory:');
+  const router = new Router({ store, timing: config.timing, clock: clock.now });
+  await router.createRoute('conv-d', SOURCE);
+  const records = new SqliteMigrationState(':memory:');
+  const client = new FakeDurableClient();
+  const service = new DurableMigrationService(
+    client as unknown as DurableClient,
+    records,
+    router,
+    migrationSettings(config),
+    clock.now,
+  );
+  return { config, clock, store, router, records, client, service };
+}
+
+describe('DurableMigrationService', () => {
+  test('absent instance: startNew with migrate-{resourceId} and the settings in the input; a record is kept', async () => {
+    const h = await setup();
+    const started = await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d1' });
+    expect(started).toEqual({ migrationId: 'm-d1', instanceId: 'migrate-conv-d', created: true });
+    const instance = h.client.instances.get('migrate-conv-d')!;
+    expect(instance.input).toMatchObject({
+      migrationId: 'm-d1',
+      resourceId: 'conv-d',
+      target: TARGET,
+      settings: { retryAttempts: 5 },
+    });
+    expect(await h.records.get('m-d1')).toMatchObject({ instanceId: 'migrate-conv-d', done: false });
+  });
+
+  test('running to the same target: the running migration is returned; to another target: MigrationInProgress', async () => {
+    const h = await setup();
+    await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d1' });
+    expect(await h.service.start({ resourceId: 'conv-d', target: TARGET })).toEqual({
+      migrationId: 'm-d1',
+      instanceId: 'migrate-conv-d',
+      created: false,
+    });
+    await expect(
+      h.service.start({ resourceId: 'conv-d', target: { region: 'northeurope' } }),
+    ).rejects.toMatchObject({ code: 'MigrationInProgress' });
+    expect(h.client.starts).toBe(1);
+  });
+
+  test('a terminal instance is replaced by a new migration', async () => {
+    const h = await setup();
+    await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d1' });
+    h.client.instances.get('migrate-conv-d')!.runtimeStatus = 'Completed';
+    const second = await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d2' });
+    expect(second).toMatchObject({ migrationId: 'm-d2', created: true });
+    expect(h.client.starts).toBe(2);
+  });
+
+  test('two concurrent starts: the loser of startNew answers with the winner, never a duplicate', async () => {
+    const h = await setup();
+    h.client.delayStart = 10;
+    const [a, b] = await Promise.all([
+      h.service.start({ resourceId: 'conv-d', target: TARGET }),
+      h.service.start({ resourceId: 'conv-d', target: TARGET }),
+    ]);
+    expect(h.client.starts).toBe(1);
+    expect(a.migrationId).toBe(b.migrationId);
+    expect([a.created, b.created].sort()).toEqual([false, true]);
+  });
+
+  test('status: from the running instance custom status, from the record once done, 404 when unknown', async () => {
+    const h = await setup();
+    await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d1' });
+    expect(await h.service.status('m-d1')).toMatchObject({ status: 'Pending' });
+    const instance = h.client.instances.get('migrate-conv-d')!;
+    instance.customStatus = { migrationId: 'm-d1', status: 'Running', phase: 'hardDelete' };
+    expect(await h.service.status('m-d1')).toMatchObject({ status: 'Running', phase: 'hardDelete' });
+    instance.runtimeStatus = 'Failed';
+    expect(await h.service.status('m-d1')).toMatchObject({ status: 'Failed', error: 'orchestration failed' });
+    await h.records.saveStatus(
+      'm-d1',
+      {
+        migrationId: 'm-d1',
+        resourceId: 'conv-d',
+        status: 'Completed',
+        phase: 'swapped',
+        target: TARGET,
+        timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
+      },
+      true,
+    );
+    expect(await h.service.status('m-d1')).toMatchObject({ status: 'Completed' });
+    await expect(h.service.status('m-nope')).rejects.toBeInstanceOf(RouteLockError);
+  });
+
+  test('a missing route is NotFound and starts nothing', async () => {
+    const h = await setup();
+    await expect(h.service.start({ resourceId: 'ghost', target: TARGET })).rejects.toMatchObject({
+      code: 'NotFound',
+    });
+    expect(h.client.starts).toBe(0);
+  });
+});
+
+describe('the Functions queue trigger handler', () => {
+  test('valid message starts; invalid message goes to the poison output with the reason', async () => {
+    const h = await setup();
+    const services = await createServices(h.config, {
+      store: h.store,
+      records: h.records,
+      clock: h.clock.now,
+      migrations: () => h.service,
+    });
+    useServices(services);
+    const outputs = new Map<unknown, unknown>();
+    const context = () => {
+      const c = new InvocationContext({ functionName: 'migrationQueue', logHandler: () => undefined });
+      c.extraOutputs.set = (output: unknown, value: unknown) => void outputs.set(output, value);
+      return c;
+    };
+    await migrationQueueHandler({ resourceId: 'conv-d', target: TARGET }, context());
+    expect(h.client.starts).toBe(1);
+    await migrationQueueHandler('{"resourceId": 7}', context());
+    expect(outputs.get(poisonOutput)).toMatchObject({
+      reason: expect.stringMatching(/invalid migration message: resourceId/),
+    });
+    expect(h.client.starts).toBe(1);
+  });
+});

@@ -1,0 +1,111 @@
+import { QueueClient } from '@azure/storage-queue';
+import { type LocalHost, startLocalHost } from '../../local/host';
+import { decodeBase64 } from '../../local/queueConsumer';
+import { SqliteStore } from '../../shared/store/sqlite';
+import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';
+import { FaultyStore } from '../support/faultyStore';
+
+/**
+ * The `migrations` queue on Azurite, consumed by the embedded host with the Functions host's
+ * semantics: base64 JSON messages, invalid ones to `migrations-poison` at once, failing ones retried
+ * until their fifth dequeue and then poisoned.
+ */
+
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'eastus' };
+let azurite: AzuriteQueue;
+let host: LocalHost;
+let store: FaultyStore;
+let logs: string[] = [];
+
+beforeAll(async () => {
+  azurite = await startAzuriteQueue();
+}, 60_000);
+afterAll(async () => {
+  await azurite?.close();
+});
+beforeEach(async () => {
+  store = new FaultyStore(new SqliteStore(':memory:'));
+  logs = [];
+  host = await startLocalHost({
+    env: {
+      PORT: '0',
+      AzureWebJobsStorage: azurite.connectionString,
+      ROUTELOCK_CACHE_TIERS: 'local=1',
+      ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
+      ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+    },
+    store,
+    log: (_level, message) => logs.push(message),
+  });
+  await host.services.router.createRoute('conv-q', SOURCE);
+});
+afterEach(async () => {
+  await host?.close();
+  // empty both queues between tests
+  for (const name of ['migrations', 'migrations-poison']) await queue(name).clearMessages();
+});
+
+const queue = (name: string) => new QueueClient(azurite.connectionString, name);
+const send = (text: string) => queue('migrations').sendMessage(text);
+const b64 = (value: unknown) =>
+  Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
+
+async function poll<T>(read: () => Promise<T> | T, until: (v: T) => boolean, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (until(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out; last ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function poisoned(): Promise<string[]> {
+  const { peekedMessageItems } = await queue('migrations-poison').peekMessages({ numberOfMessages: 32 });
+  return peekedMessageItems.map((m) => m.messageText);
+}
+
+test('an enqueued base64 JSON message runs a migration to Completed', async () => {
+  await send(b64({ resourceId: 'conv-q', target: TARGET, migrationId: 'm-queue-1' }));
+  const record = await poll(
+    () => host.state.get('m-queue-1'),
+    (r) => r?.done === true,
+  );
+  expect(record?.status).toMatchObject({ status: 'Completed', resourceId: 'conv-q' });
+  const doc = (await store.read('conv-q', { from: 'writeRegion' })).doc;
+  expect(doc).toMatchObject({ location: TARGET, lock: null });
+  expect(await poisoned()).toEqual([]);
+}, 30_000);
+
+test.each([
+  ['not base64', 'this is not base64!'],
+  ['base64 of text that is not JSON', b64('hello')],
+  ['JSON without a target', b64({ resourceId: 'conv-q' })],
+  ['an unknown field', b64({ resourceId: 'conv-q', target: TARGET, priority: 'high' })],
+  ['a route that does not exist', b64({ resourceId: 'ghost', target: TARGET })],
+])('a malformed message (%s) lands in migrations-poison and starts nothing', async (_name, text) => {
+  await send(text);
+  const poison = await poll(poisoned, (p) => p.length === 1);
+  expect(poison).toEqual([text]);
+  expect(host.state.recent(10)).toHaveLength(0);
+  const { peekedMessageItems } = await queue('migrations').peekMessages();
+  expect(peekedMessageItems).toHaveLength(0);
+});
+
+test('a message that keeps failing (store down) is retried and poisoned after its fifth dequeue', async () => {
+  store.down = true;
+  const text = b64({ resourceId: 'conv-q', target: TARGET });
+  await send(text);
+  const poison = await poll(poisoned, (p) => p.length === 1, 40_000);
+  expect(poison).toEqual([text]);
+  expect(host.state.recent(10)).toHaveLength(0);
+  const failures = logs.filter((l) => l.startsWith('migration message failed'));
+  expect(failures).toEqual([1, 2, 3, 4, 5].map((n) => `migration message failed (dequeue ${n} of 5)`));
+}, 60_000);
+
+test('base64 decoding follows the host: only valid base64 decodes', () => {
+  expect(decodeBase64(b64({ a: 1 }))).toBe('{"a":1}');
+  expect(decodeBase64('abc')).toBeUndefined();
+  expect(decodeBase64('a b=')).toBeUndefined();
+});
