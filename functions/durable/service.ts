@@ -1,8 +1,7 @@
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
-import { instanceIdFor } from '../../shared/migration/inProcess';
-import type { MigrationRecords } from '../../shared/migration/records';
+import { type MigrationRecords, newMigrationRecord } from '../../shared/migration/records';
 import {
   type MigrationRequest,
   type MigrationService,
@@ -10,7 +9,13 @@ import {
   assertRouteExists,
   joinRunning,
 } from '../../shared/migration/service';
-import type { MigrationInput, MigrationSettings, MigrationStatus } from '../../shared/migration/types';
+import {
+  type MigrationInput,
+  type MigrationSettings,
+  type MigrationStatus,
+  instanceIdFor,
+  pendingStatus,
+} from '../../shared/migration/types';
 import type { Router } from '../../shared/router';
 
 export const ORCHESTRATOR = 'migrationOrchestrator';
@@ -72,16 +77,7 @@ export class DurableMigrationService implements MigrationService {
       target: request.target,
       settings: this.settings,
     };
-    const created = await this.records.create({
-      migrationId,
-      instanceId,
-      resourceId: request.resourceId,
-      target: request.target,
-      createdAt: new Date(this.now()).toISOString(),
-      input,
-      status: pending(input),
-      done: false,
-    });
+    const created = await this.records.create(newMigrationRecord(input, new Date(this.now()).toISOString()));
     if (!created) {
       const existing = await this.records.get(migrationId);
       if (existing && existing.resourceId === request.resourceId) {
@@ -98,7 +94,7 @@ export class DurableMigrationService implements MigrationService {
       if (raced) {
         await this.records.saveStatus(
           migrationId,
-          { ...pending(input), status: 'Conflict', error: `superseded by ${raced.migrationId}` },
+          { ...pendingStatus(input), status: 'Conflict', error: `superseded by ${raced.migrationId}` },
           true,
         );
         return raced;
@@ -124,15 +120,4 @@ export class DurableMigrationService implements MigrationService {
     }
     return custom ?? record.status;
   }
-}
-
-function pending(input: MigrationInput): MigrationStatus {
-  return {
-    migrationId: input.migrationId,
-    resourceId: input.resourceId,
-    status: 'Pending',
-    phase: 'starting',
-    target: input.target,
-    timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
-  };
 }

@@ -2,7 +2,12 @@ import { RouteLockError } from '../errors';
 import type { Location } from '../lock/document';
 import type { Activities } from './activities';
 import { callParticipant } from './participantHttp';
-import type { JournalEntry, MigrationRecord, SqliteMigrationState } from './records';
+import {
+  type JournalEntry,
+  type MigrationRecord,
+  type SqliteMigrationState,
+  newMigrationRecord,
+} from './records';
 import type { Scheduler } from './scheduler';
 import {
   type HttpCall,
@@ -12,6 +17,7 @@ import {
   type MigrationStatus,
   type Step,
   type TaskStep,
+  instanceIdFor,
   terminalStates,
 } from './types';
 import { migrationWorkflow } from './workflow';
@@ -51,8 +57,6 @@ type Outcome = JournalEntry;
 
 class RunnerStopped extends Error {}
 
-export const instanceIdFor = (resourceId: string): string => `migrate-${resourceId}`;
-
 export class InProcessRunner {
   private readonly running = new Map<string, Promise<MigrationStatus | null>>();
   private readonly liveTimers = new Set<() => void>();
@@ -74,24 +78,9 @@ export class InProcessRunner {
       target: request.target,
       settings: this.options.settings,
     };
-    const createdAt = new Date(this.options.scheduler.now()).toISOString();
-    const result = this.options.state.createUnlessActive({
-      migrationId,
-      instanceId,
-      resourceId: request.resourceId,
-      target: request.target,
-      createdAt,
-      input,
-      status: {
-        migrationId,
-        resourceId: request.resourceId,
-        status: 'Pending',
-        phase: 'starting',
-        target: request.target,
-        timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
-      },
-      done: false,
-    });
+    const result = this.options.state.createUnlessActive(
+      newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString()),
+    );
     if (result.created) this.launch(result.record.input);
     return result;
   }

@@ -5,7 +5,7 @@ import { dirname } from 'node:path';
 import { RouteLockError } from '../errors';
 import type { Location } from '../lock/document';
 import { storeError } from '../store/cosmos';
-import type { MigrationInput, MigrationStatus } from './types';
+import { type MigrationInput, type MigrationStatus, pendingStatus } from './types';
 
 /**
  * Migration records: migrationId → the instance that runs it, its input and its latest status. The
@@ -24,6 +24,19 @@ export interface MigrationRecord {
   status: MigrationStatus;
   /** True once the status is terminal. */
   done: boolean;
+}
+
+export function newMigrationRecord(input: MigrationInput, createdAt: string): MigrationRecord {
+  return {
+    migrationId: input.migrationId,
+    instanceId: input.instanceId,
+    resourceId: input.resourceId,
+    target: input.target,
+    createdAt,
+    input,
+    status: pendingStatus(input),
+    done: false,
+  };
 }
 
 export interface MigrationRecords {

@@ -62,6 +62,21 @@ export const terminalStates: ReadonlySet<MigrationState> = new Set([
   'NoOp',
 ]);
 
+/** One orchestration instance per resource: a second start finds it instead of racing it. */
+export const instanceIdFor = (resourceId: string): string => `migrate-${resourceId}`;
+
+/** A migration's status before its first step. */
+export function pendingStatus(input: MigrationInput): MigrationStatus {
+  return {
+    migrationId: input.migrationId,
+    resourceId: input.resourceId,
+    status: 'Pending',
+    phase: 'starting',
+    target: input.target,
+    timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Activities: the lock operations, run against the routing library by either runner
 // ---------------------------------------------------------------------------------------------

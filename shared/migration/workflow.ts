@@ -16,6 +16,7 @@ import type {
   Step,
   TaskStep,
 } from './types';
+import { pendingStatus } from './types';
 
 /**
  * The migration, written once (DESIGN §6). A generator over `Step`s: it never reads a clock, draws a
@@ -122,14 +123,7 @@ function participantCall(
 export function* migrationWorkflow(input: MigrationInput): Workflow {
   const s = input.settings;
   const { resourceId, migrationId } = input;
-  const status: MigrationStatus = {
-    migrationId,
-    resourceId,
-    status: 'Running',
-    phase: 'starting',
-    target: input.target,
-    timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
-  };
+  const status: MigrationStatus = { ...pendingStatus(input), status: 'Running' };
   function* publish(patch: Partial<MigrationStatus> = {}): Generator<Step, MigrationStatus, unknown> {
     Object.assign(status, patch);
     const snapshot = structuredClone(status);

@@ -28,3 +28,35 @@ describe('in-process runner on virtual time (production timing)', () => {
     });
   });
 });
+
+describe('the re-read after pre-lock', () => {
+  test('a route already at the target (a stale read upstream) is released and reported NoOp', async () => {
+    const h = virtualRunner();
+    await h.router.createRoute('r-2', SOURCE);
+    const readRoute = h.activities.readRoute;
+    // The write region shows the resource at the target, as after another instance's swap.
+    h.activities.readRoute = async (input) => {
+      const result = await readRoute(input);
+      return result.ok && input.from === 'writeRegion' ? { ok: true, value: { ...result.value, location: TARGET } } : result;
+    };
+    const { record } = h.runner.start({ resourceId: 'r-2', target: TARGET });
+    await h.settle();
+    expect(await h.runner.status(record.migrationId)).toMatchObject({ status: 'NoOp', phase: 'released' });
+    const doc = (await h.store.read('r-2', { from: 'writeRegion' })).doc;
+    expect(doc).toMatchObject({ location: SOURCE, lock: null, lastMigration: { outcome: 'released' } });
+  });
+});
+
+describe('statuses survive the runner', () => {
+  test('the journal is dropped once a migration is done; its status stays', async () => {
+    const h = virtualRunner();
+    await h.router.createRoute('r-3', SOURCE);
+    const { record } = h.runner.start({ resourceId: 'r-3', target: TARGET });
+    for (let i = 0; i < 5; i += 1) await new Promise((r) => setImmediate(r)); // up to the convergence timer
+    expect(h.scheduler.pendingTimers).toBe(1);
+    expect(h.state.journal(record.migrationId).size).toBeGreaterThan(0);
+    await h.settle();
+    expect(h.state.journal(record.migrationId).size).toBe(0);
+    expect(await h.state.get(record.migrationId)).toMatchObject({ done: true, status: { status: 'Completed' } });
+  });
+});
