@@ -3,6 +3,7 @@ import { isLive } from '../shared/lock/rules';
 import { routeView } from '../shared/lock/view';
 import { type HttpEndpoint, handle, json, registerHttp } from './http/endpoint';
 import {
+  auditQuery,
   ifMatch,
   listQuery,
   parse,
@@ -65,6 +66,17 @@ export async function listRoutes(
   return json(200, { items, continuation: page.continuation });
 }
 
+/** GET /api/routes/{id}/audit — the residency evidence: every swap, release, force-release, reclaim. */
+export async function getAudit(
+  request: HttpRequest,
+  _context: InvocationContext,
+  { audit }: Services,
+): Promise<HttpResponseInit> {
+  const id = routeId(request);
+  const query = parse(auditQuery, queryObject(request), 'query');
+  return json(200, { resourceId: id, items: await audit.list(id, query.limit ?? 100) });
+}
+
 export const routeEndpoints: HttpEndpoint[] = [
   {
     name: 'putRoute',
@@ -88,6 +100,13 @@ export const routeEndpoints: HttpEndpoint[] = [
     handler: handle(deleteRoute),
   },
   { name: 'listRoutes', methods: ['GET'], route: 'routes', authLevel: 'admin', handler: handle(listRoutes) },
+  {
+    name: 'getAudit',
+    methods: ['GET'],
+    route: 'routes/{id}/audit',
+    authLevel: 'admin',
+    handler: handle(getAudit),
+  },
 ];
 
 registerHttp(routeEndpoints);

@@ -1,7 +1,9 @@
 import type { InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
+import { type AuditStore, CosmosAuditStore, SqliteAuditStore } from '../shared/audit';
 import { type Clock, systemClock } from '../shared/clock';
 import { type Config, getConfig } from '../shared/config';
+import { ForceReleaseService } from '../shared/forceRelease';
 import { type Activities, createActivities } from '../shared/migration/activities';
 import {
   CosmosMigrationRecords,
@@ -14,12 +16,18 @@ import { Router } from '../shared/router';
 import { CosmosStore } from '../shared/store/cosmos';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/port';
+import {
+  type MetricsRecorder,
+  type TelemetrySink,
+  applicationInsightsSink,
+  nullSink,
+} from '../shared/telemetry/sink';
 import { DurableMigrationService } from './durable/service';
 
 /**
- * The composition root: configuration, store, router, migration records and activities, built once
- * per process. In Azure the first invocation builds them; the embedded host and the tests hand in
- * their own with `useServices`.
+ * The composition root: configuration, store, router, migration records, audit ledger, telemetry,
+ * built once per process. In Azure the first invocation builds them; the embedded host and the tests
+ * hand in their own with `useServices`.
  */
 export interface Services {
   config: Config;
@@ -28,6 +36,15 @@ export interface Services {
   clock: Clock;
   records: MigrationRecords;
   activities: Activities;
+  audit: AuditStore;
+  forceRelease: ForceReleaseService;
+  sink: TelemetrySink;
+  /** Startup findings worth an operator's attention (e.g. a dedicated-gateway endpoint). */
+  warnings: string[];
+  /** The embedded host accepts an `actor` body field for operator endpoints; Azure only the principal. */
+  bodyActorAllowed: boolean;
+  /** The embedded host's in-memory metrics (`GET /api/metrics`); in Azure, Application Insights has them. */
+  metrics?: MetricsRecorder;
   /** Who runs migrations for this invocation: Durable Functions in Azure, the in-process runner locally. */
   migrations: (context: InvocationContext) => MigrationService;
 }
@@ -38,21 +55,67 @@ export interface ServiceOverrides {
   clock?: Clock;
   store?: LocationStore;
   records?: MigrationRecords;
+  audit?: AuditStore;
+  sink?: TelemetrySink;
+  bodyActorAllowed?: boolean;
+  metrics?: MetricsRecorder;
   migrations?: (context: InvocationContext) => MigrationService;
 }
 
-function defaultRecords(config: Config, store: LocationStore): MigrationRecords {
-  if (store instanceof CosmosStore && config.store.kind === 'cosmos') {
-    return new CosmosMigrationRecords(store.containerNamed(config.store.migrationsContainer));
+function sqlitePath(config: Config): string {
+  return config.store.kind === 'sqlite' ? config.store.path : ':memory:';
+}
+
+/**
+ * Guards on the Cosmos account (DESIGN §2 assumes one write region): with several, ETag
+ * compare-and-swap is not linearizable across regions, so lock mutations are refused outright.
+ */
+export function accountGuards(
+  store: LocationStore,
+  endpoint: string | undefined,
+): { unsafe?: string; warnings: string[] } {
+  const warnings: string[] = [];
+  let unsafe: string | undefined;
+  if (store instanceof CosmosStore) {
+    if (store.account.multipleWriteLocations) {
+      unsafe =
+        'the Cosmos DB account has more than one write region; ETag compare-and-swap is not linearizable across write regions. Use a single write region.';
+    }
   }
-  return new SqliteMigrationState(config.store.kind === 'sqlite' ? config.store.path : ':memory:');
+  if (endpoint && /\.sqlx\.cosmos\.azure\.com/i.test(endpoint)) {
+    warnings.push(
+      'COSMOS_ENDPOINT is a dedicated-gateway (integrated cache) endpoint: its cached reads can be stale beyond the replication bound. Point the router at the account endpoint.',
+    );
+  }
+  if (unsafe) warnings.push(`lock mutations disabled: ${unsafe}`);
+  return { ...(unsafe ? { unsafe } : {}), warnings };
 }
 
 export async function createServices(config: Config, overrides: ServiceOverrides = {}): Promise<Services> {
   const clock = overrides.clock ?? systemClock;
   const store = overrides.store ?? (await openStore(config.store));
-  const router = new Router({ store, timing: config.timing, clock });
-  const records = overrides.records ?? defaultRecords(config, store);
+  const guards = accountGuards(store, config.store.kind === 'cosmos' ? config.store.endpoint : undefined);
+  const sink = overrides.sink ?? (await applicationInsightsSink(process.env)) ?? nullSink;
+  const router = new Router({
+    store,
+    timing: config.timing,
+    clock,
+    unsafeForLocks: guards.unsafe,
+    onClockSkew: (resourceId, skewSeconds) =>
+      sink.event({ name: 'ClockSkewHigh', properties: { resourceId }, measurements: { skewSeconds } }),
+  });
+  const cosmos =
+    store instanceof CosmosStore && config.store.kind === 'cosmos' ? { store, cfg: config.store } : undefined;
+  const records =
+    overrides.records ??
+    (cosmos
+      ? new CosmosMigrationRecords(cosmos.store.containerNamed(cosmos.cfg.migrationsContainer))
+      : new SqliteMigrationState(sqlitePath(config)));
+  const audit =
+    overrides.audit ??
+    (cosmos
+      ? new CosmosAuditStore(cosmos.store.containerNamed(cosmos.cfg.auditContainer))
+      : new SqliteAuditStore(sqlitePath(config)));
   const settings = migrationSettings(config);
   return {
     config,
@@ -61,6 +124,12 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     clock,
     records,
     activities: createActivities(router, config.timing, records),
+    audit,
+    forceRelease: new ForceReleaseService(router, audit, clock),
+    sink,
+    warnings: guards.warnings,
+    bodyActorAllowed: overrides.bodyActorAllowed ?? false,
+    ...(overrides.metrics ? { metrics: overrides.metrics } : {}),
     migrations:
       overrides.migrations ??
       ((context) => new DurableMigrationService(df.getClient(context), records, router, settings, clock)),

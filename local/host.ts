@@ -4,6 +4,11 @@ import type { HttpEndpoint } from '../functions/http/endpoint';
 import { lockEndpoints } from '../functions/locks';
 import { handleMigrationMessage } from '../functions/migrationQueue';
 import { migrationEndpoints } from '../functions/migrations';
+import { operationsEndpoints } from '../functions/operations';
+import { SqliteAuditStore } from '../shared/audit';
+import { SqliteStore } from '../shared/store/sqlite';
+import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
+import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
 import { routeEndpoints } from '../functions/routes';
 import { type Services, createServices, useServices } from '../functions/services';
 import type { Clock } from '../shared/clock';
@@ -19,16 +24,21 @@ import { Router } from '../shared/router';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/port';
 import { parseHostConfig } from './config';
+import { metricsEndpoints } from './metrics';
 import { LocalQueueConsumer } from './queueConsumer';
 import { type LogLine, createLocalServer } from './server';
 
-/** Every HTTP endpoint the Functions app declares: the embedded host serves exactly these. */
-export const allEndpoints: HttpEndpoint[] = [
+/** Every HTTP endpoint the Functions app declares (and registers in Azure). */
+export const functionEndpoints: HttpEndpoint[] = [
   ...healthEndpoints,
   ...routeEndpoints,
   ...lockEndpoints,
   ...migrationEndpoints,
+  ...operationsEndpoints,
 ];
+
+/** What the embedded host serves: exactly the Functions endpoints, plus its own metrics. */
+export const allEndpoints: HttpEndpoint[] = [...functionEndpoints, ...metricsEndpoints];
 
 export interface LocalHost {
   url: string;
@@ -90,7 +100,36 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     ...(options.http ? { http: options.http } : {}),
     log: (message, fields) => log('information', message, fields),
   });
-  const services = await createServices(config, { clock, store, records: state });
+  // Telemetry goes to structured log lines and the recorder behind GET /api/metrics.
+  const metrics = new MetricsRecorder();
+  const sink = new FanOutSink([
+    new LogSink((message, fields) => log('information', message, fields)),
+    metrics,
+  ]);
+  const audit = new SqliteAuditStore(statePath);
+  const services = await createServices(config, {
+    clock,
+    store,
+    records: state,
+    audit,
+    sink,
+    metrics,
+    bodyActorAllowed: true,
+  });
+  for (const warning of services.warnings) log('warning', warning, {});
+  // The embedded store's change stream feeds the same handler as the Cosmos DB change feed in Azure.
+  const unsubscribe =
+    store instanceof SqliteStore
+      ? store.onChange((doc) => {
+          handleDocumentVersions([doc], {
+            sink,
+            audit,
+            declaredConvergenceDelaySeconds: config.timing.convergenceDelaySeconds,
+          }).catch((error: unknown) =>
+            log('error', 'change handler failed', { error: (error as Error).message }),
+          );
+        })
+      : () => undefined;
   const migrations = new InProcessMigrationService(runner, services.router);
   services.migrations = () => migrations;
   useServices(services);
@@ -128,6 +167,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       if (closed) return;
       closed = true;
       runner.stop();
+      unsubscribe();
       await queue?.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -135,6 +175,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       });
       await store.close();
       state.close();
+      audit.close();
     },
   };
 }

@@ -40,6 +40,8 @@ export type StoreConfig =
       container: string;
       /** Container for migration records (id → instance, final status). */
       migrationsContainer: string;
+      /** Container for the audit ledger and force-release requests. */
+      auditContainer: string;
       /** Region whose replica counts as "nearest" (defaults to the Functions host's REGION_NAME). */
       preferredRegion: string | undefined;
     };
@@ -61,10 +63,19 @@ export interface MigrationConfig {
   retryIntervalSeconds: number;
 }
 
+export interface OperationsConfig {
+  /** Region whose `probe-{region}` resource the synthetic probe cycles. */
+  probeRegion: string;
+  /** NCRONTAB schedules the Functions host reads (validated here so a typo stops start-up). */
+  probeSchedule: string;
+  sweepSchedule: string;
+}
+
 export interface Config {
   timing: TimingConfig;
   store: StoreConfig;
   migration: MigrationConfig;
+  operations: OperationsConfig;
 }
 
 const profiles = {
@@ -150,6 +161,14 @@ const flag = z
   .regex(/^(1|0|true|false)$/i, { message: 'expected 1, 0, true or false' })
   .transform((v) => v === '1' || v.toLowerCase() === 'true');
 
+/** NCRONTAB as the Functions timer trigger takes it: six fields, seconds first. */
+const ncrontab = z
+  .string()
+  .trim()
+  .regex(/^(\S+\s+){5}\S+$/, {
+    message: 'expected an NCRONTAB expression with six fields, e.g. "0 */5 * * * *"',
+  });
+
 const timingSchema = z.object({
   ROUTELOCK_CACHE_TIERS: cacheTiers,
   ROUTELOCK_REPLICATION_BOUND_SECONDS: seconds(0),
@@ -230,6 +249,16 @@ const storeSchema = z.object({
   COSMOS_PREFERRED_REGION: z.string().min(1).optional(),
   REGION_NAME: z.string().min(1).optional(),
   ROUTELOCK_PARTICIPANTS: participantsSchema.default([]),
+  COSMOS_AUDIT_CONTAINER: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,255}$/, { message: 'expected a container name' })
+    .default('audit'),
+  ROUTELOCK_PROBE_REGION: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{1,49}$/, { message: 'expected a region like westeurope' })
+    .optional(),
+  ROUTELOCK_PROBE_SCHEDULE: ncrontab.default('0 */5 * * * *'),
+  ROUTELOCK_SWEEP_SCHEDULE: ncrontab.default('0 */15 * * * *'),
 });
 
 export class ConfigError extends Error {
@@ -310,6 +339,7 @@ export function parseConfig(env: Env = process.env): Config {
       database: s.COSMOS_DATABASE,
       container: s.COSMOS_CONTAINER,
       migrationsContainer: s.COSMOS_MIGRATIONS_CONTAINER,
+      auditContainer: s.COSMOS_AUDIT_CONTAINER,
       preferredRegion: s.COSMOS_PREFERRED_REGION ?? s.REGION_NAME,
     };
   } else {
@@ -341,7 +371,18 @@ export function parseConfig(env: Env = process.env): Config {
       retryAttempts: t.ROUTELOCK_RETRY_ATTEMPTS,
       retryIntervalSeconds: t.ROUTELOCK_RETRY_INTERVAL_SECONDS,
     },
+    operations: {
+      probeRegion: s.ROUTELOCK_PROBE_REGION ?? probeRegionFrom(s.REGION_NAME),
+      probeSchedule: s.ROUTELOCK_PROBE_SCHEDULE,
+      sweepSchedule: s.ROUTELOCK_SWEEP_SCHEDULE,
+    },
   });
+}
+
+/** "West Europe" (the host's REGION_NAME) → "westeurope"; "local" off Azure. */
+function probeRegionFrom(regionName: string | undefined): string {
+  const compact = (regionName ?? '').toLowerCase().replace(/[^a-z0-9]/g, '');
+  return /^[a-z][a-z0-9]{1,49}$/.test(compact) ? compact : 'local';
 }
 
 let loaded: Config | undefined;

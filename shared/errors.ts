@@ -16,6 +16,11 @@ export const errorCodes = [
   'StoreUnavailable',
   'BadRequest',
   'MigrationInProgress',
+  'NotLocked',
+  'UnsafeConfiguration',
+  'Forbidden',
+  'DuplicateApproval',
+  'RequestExpired',
 ] as const;
 
 export type ErrorCode = (typeof errorCodes)[number];

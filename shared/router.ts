@@ -45,6 +45,13 @@ export interface RouterOptions {
   cacheMax?: number;
   /** Token source; tests pin it, production uses 32 random bytes. */
   newToken?: () => string;
+  /**
+   * Set when the store cannot give compare-and-swap its meaning (several write regions): every lock
+   * mutation is then refused with this reason.
+   */
+  unsafeForLocks?: string | undefined;
+  /** Told when a write's store timestamp and this process's clock disagree by more than the skew bound. */
+  onClockSkew?: (resourceId: string, skewSeconds: number) => void;
 }
 
 export interface MutationOptions {
@@ -82,8 +89,10 @@ export class Router {
   private readonly versions: LRUCache<string, StoredDocument>;
   private readonly newToken: () => string;
   private readonly skewMs: number;
+  private readonly options: RouterOptions;
 
   constructor(options: RouterOptions) {
+    this.options = options;
     this.store = options.store;
     this.timing = options.timing;
     this.clock = options.clock ?? systemClock;
@@ -258,6 +267,15 @@ export class Router {
     rule: (doc: LocationDocument, now: number) => RuleResult,
     options: MutationOptions,
   ): Promise<StoredDocument> {
+    if (this.options.unsafeForLocks) {
+      throw new RouteLockError(
+        'UnsafeConfiguration',
+        `Lock mutations are refused: ${this.options.unsafeForLocks}`,
+        {
+          resourceId: id,
+        },
+      );
+    }
     const copy = await this.readForMutation(id, options.ifMatch);
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
@@ -272,12 +290,21 @@ export class Router {
       if (!changed) return current;
       try {
         const written = await this.store.replace(doc, current.etag);
-        this.remember(written, this.clock(), true);
+        const now = this.clock();
+        this.remember(written, now, true);
+        this.checkSkew(id, written, now);
         return written;
       } catch (error) {
         current = await this.afterConflict(id, error, attempt, options.ifMatch);
       }
     }
+  }
+
+  /** The store stamps whole seconds, so a second of difference is resolution, not skew. */
+  private checkSkew(id: string, written: StoredDocument, now: number): void {
+    if (written.storedAt === undefined || !this.options.onClockSkew) return;
+    const skewSeconds = Math.max(0, Math.abs(now - written.storedAt) / 1000 - 1);
+    if (skewSeconds > this.timing.clockSkewSeconds) this.options.onClockSkew(id, Math.round(skewSeconds));
   }
 
   /** The copy a mutation decides on: the cached one when the caller's If-Match names it, else the write region's. */

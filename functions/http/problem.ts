@@ -11,6 +11,7 @@ export type ProblemCode = ErrorCode | HttpOnlyCode;
 
 export const statusByCode: Record<ProblemCode, number> = {
   BadRequest: 400,
+  Forbidden: 403,
   NotFound: 404,
   MethodNotAllowed: 405,
   AlreadyExists: 409,
@@ -20,17 +21,26 @@ export const statusByCode: Record<ProblemCode, number> = {
   MaxLeaseReached: 409,
   FreezeBudgetExceeded: 409,
   MigrationInProgress: 409,
+  NotLocked: 409,
+  DuplicateApproval: 409,
   LockExpired: 410,
+  RequestExpired: 410,
   PreconditionFailed: 412,
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415,
   Locked: 423,
   InternalError: 500,
   StoreUnavailable: 503,
+  UnsafeConfiguration: 503,
 };
 
 const titles: Record<ProblemCode, string> = {
   BadRequest: 'The request is not valid',
+  Forbidden: 'Not allowed for this identity',
+  NotLocked: 'The resource holds no live lock',
+  DuplicateApproval: 'This approver has already approved',
+  RequestExpired: 'The request has expired',
+  UnsafeConfiguration: 'The store is configured unsafely for locks',
   NotFound: 'Not found',
   MethodNotAllowed: 'Method not allowed',
   AlreadyExists: 'The route already exists',

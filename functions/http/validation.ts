@@ -46,6 +46,21 @@ export const listQuery = z.strictObject({
 
 export const idempotencyKey = label;
 
+export const actorName = label;
+export const forceReleaseBody = z.strictObject({
+  reason: z.string().trim().min(1).max(1000),
+  actor: label.optional(),
+});
+export const approveBody = z.strictObject({ actor: label.optional() });
+export const auditQuery = z.strictObject({
+  limit: z
+    .string()
+    .regex(/^\d{1,4}$/, { message: 'must be a whole number from 1 to 1000' })
+    .transform(Number)
+    .refine((n) => n >= 1 && n <= 1000, { message: 'must be a whole number from 1 to 1000' })
+    .optional(),
+});
+
 export const startMigrationBody = z.strictObject({
   resourceId,
   target: location,
@@ -98,6 +113,17 @@ export async function readJson(request: HttpRequest): Promise<unknown> {
     throw new HttpProblem('BadRequest', 'The body must be a JSON object.');
   }
   return value;
+}
+
+/** Like readJson, but an empty body (no Content-Length, nothing sent) is `{}`. */
+export async function readOptionalJson(request: HttpRequest): Promise<unknown> {
+  const length = request.headers.get('content-length');
+  if ((length === null || length === '0') && !request.headers.get('transfer-encoding')) {
+    const text = await request.text();
+    if (text.trim() === '') return {};
+    return JSON.parse(text) as unknown;
+  }
+  return readJson(request);
 }
 
 /** Query parameters as a plain object; a repeated parameter is refused. */

@@ -45,7 +45,7 @@ export interface LastMigration {
   from: Location;
   to: Location;
   /** How the lock ended: swapped (cut over) or released (aborted, location unchanged). */
-  outcome: 'swapped' | 'released';
+  outcome: 'swapped' | 'released' | 'forceReleased' | 'reclaimed';
   acquiredAt: string;
   startsAt: string;
   hardDeleteAt: string | null;
@@ -57,6 +57,23 @@ export interface LastMigration {
   convergenceDelaySeconds: number;
 }
 
+export type ChangeOp =
+  'create' | 'prelock' | 'escalate' | 'renew' | 'downgrade' | 'swap' | 'release' | 'forceRelease' | 'reclaim';
+
+/**
+ * What the write that produced this version did (an addition to DESIGN §2). The change feed may
+ * coalesce versions, so telemetry and the audit ledger derive everything from one version alone.
+ */
+export interface LastChange {
+  op: ChangeOp;
+  at: string;
+  actor?: string;
+  reason?: string;
+  requestId?: string;
+  /** Reclaim: seconds the lock had been expired. */
+  ageSeconds?: number;
+}
+
 export interface LocationDocument {
   id: string;
   schemaVersion: 1;
@@ -64,19 +81,22 @@ export interface LocationDocument {
   lock: Lock | null;
   secondary: Secondary | null;
   lastMigration: LastMigration | null;
+  lastChange?: LastChange;
 }
 
 /** A document as a store returned it, with the ETag that versions it. */
 export interface StoredDocument {
   doc: LocationDocument;
   etag: string;
+  /** The store's own time of the write (Cosmos `_ts`), when the store reports it: for skew checks. */
+  storedAt?: number;
 }
 
 export function sameLocation(a: Location, b: Location): boolean {
   return a.region === b.region && (a.account ?? null) === (b.account ?? null);
 }
 
-export function newLocationDocument(id: string, location: Location): LocationDocument {
+export function newLocationDocument(id: string, location: Location, now?: number): LocationDocument {
   return {
     id,
     schemaVersion: 1,
@@ -84,6 +104,7 @@ export function newLocationDocument(id: string, location: Location): LocationDoc
     lock: null,
     secondary: null,
     lastMigration: null,
+    ...(now === undefined ? {} : { lastChange: { op: 'create' as const, at: new Date(now).toISOString() } }),
   };
 }
 

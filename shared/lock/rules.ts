@@ -1,6 +1,7 @@
 import type { TimingConfig } from '../config';
 import { RouteLockError, retryAfterFromMs } from '../errors';
 import {
+  type LastChange,
   type LastMigration,
   type Location,
   type Lock,
@@ -101,12 +102,7 @@ export function phaseExpiresAt(lock: Lock): string {
 // Pre-lock
 // ---------------------------------------------------------------------------------------------
 
-export function prelock(
-  doc: LocationDocument,
-  req: PrelockRequest,
-  now: number,
-  cfg: TimingConfig,
-): RuleResult {
+function prelockRule(doc: LocationDocument, req: PrelockRequest, now: number, cfg: TimingConfig): RuleResult {
   const target = normalizeLocation(req.target);
   const current = liveLock(doc, now);
   const keyHash = req.idempotencyKey === undefined ? undefined : sha256Hex(req.idempotencyKey);
@@ -173,7 +169,7 @@ export function prelock(
 // Escalate and renew
 // ---------------------------------------------------------------------------------------------
 
-export function escalate(
+function escalateRule(
   doc: LocationDocument,
   req: EscalateRequest,
   now: number,
@@ -241,7 +237,7 @@ export function escalate(
   };
 }
 
-export function renew(doc: LocationDocument, req: RenewRequest, now: number, cfg: TimingConfig): RuleResult {
+function renewRule(doc: LocationDocument, req: RenewRequest, now: number, cfg: TimingConfig): RuleResult {
   const lock = heldLock(doc, req.token, now);
   const phase = req.phase ?? lock.phase;
   const cap = ms(lock.maxExpiresAt);
@@ -305,7 +301,7 @@ export function renew(doc: LocationDocument, req: RenewRequest, now: number, cfg
 // Swap and release
 // ---------------------------------------------------------------------------------------------
 
-export function swap(doc: LocationDocument, req: SwapRequest, now: number): RuleResult {
+function swapRule(doc: LocationDocument, req: SwapRequest, now: number): RuleResult {
   if (completedBy(doc, req.token, now, 'swapped')) return { doc, changed: false };
   const lock = heldLock(doc, req.token, now);
   if (!writeLockInForce(lock, now)) {
@@ -334,7 +330,7 @@ export function swap(doc: LocationDocument, req: SwapRequest, now: number): Rule
   };
 }
 
-export function release(doc: LocationDocument, req: ReleaseRequest, now: number): RuleResult {
+function releaseRule(doc: LocationDocument, req: ReleaseRequest, now: number): RuleResult {
   if (completedBy(doc, req.token, now, 'any')) return { doc, changed: false };
   const lock = heldLock(doc, req.token, now);
 
@@ -353,6 +349,96 @@ export function release(doc: LocationDocument, req: ReleaseRequest, now: number)
     },
     changed: true,
   };
+}
+
+export function prelock(
+  doc: LocationDocument,
+  req: PrelockRequest,
+  now: number,
+  cfg: TimingConfig,
+): RuleResult {
+  return stamp(prelockRule(doc, req, now, cfg), { op: 'prelock' }, now);
+}
+
+export function escalate(
+  doc: LocationDocument,
+  req: EscalateRequest,
+  now: number,
+  cfg: TimingConfig,
+): RuleResult {
+  return stamp(escalateRule(doc, req, now, cfg), { op: 'escalate' }, now);
+}
+
+export function renew(doc: LocationDocument, req: RenewRequest, now: number, cfg: TimingConfig): RuleResult {
+  return stamp(renewRule(doc, req, now, cfg), { op: 'renew' }, now);
+}
+
+export function swap(doc: LocationDocument, req: SwapRequest, now: number): RuleResult {
+  return stamp(swapRule(doc, req, now), { op: 'swap' }, now);
+}
+
+export function release(doc: LocationDocument, req: ReleaseRequest, now: number): RuleResult {
+  return stamp(releaseRule(doc, req, now), { op: req.phase === 'write' ? 'downgrade' : 'release' }, now);
+}
+
+/**
+ * Force-release (operators, after two approvals): the lock goes without its token; the location stays.
+ * The document records who and why, for the audit ledger.
+ */
+export function forceRelease(
+  doc: LocationDocument,
+  req: { actor: string; reason: string; requestId: string; migrationId?: string },
+  now: number,
+): RuleResult {
+  const lock = liveLock(doc, now);
+  if (!lock) {
+    throw new RouteLockError('NotLocked', `Resource ${doc.id} holds no live lock.`, { resourceId: doc.id });
+  }
+  if (req.migrationId !== undefined && lock.migrationId !== req.migrationId) {
+    // The approvals were for another lock; a later migration's lock is not theirs to remove.
+    throw new RouteLockError(
+      'NotLocked',
+      `The lock of migration ${req.migrationId} on ${doc.id} is gone; ${lock.migrationId} holds it now.`,
+      { resourceId: doc.id },
+    );
+  }
+  return stamp(
+    {
+      doc: {
+        ...doc,
+        lock: null,
+        secondary: doc.secondary?.role === 'pendingTarget' ? null : doc.secondary,
+        lastMigration: lastMigrationOf(lock, doc.location, 'forceReleased', now),
+      },
+      changed: true,
+    },
+    { op: 'forceRelease', actor: req.actor, reason: req.reason, requestId: req.requestId },
+    now,
+  );
+}
+
+/**
+ * Reclaim an orphan: a lock whose parent lease has expired already restricts nothing; clearing it
+ * keeps the documents (and the dashboards) honest. Refused while the lock is live.
+ */
+export function reclaim(doc: LocationDocument, now: number): RuleResult {
+  const lock = doc.lock;
+  if (!lock) return { doc, changed: false };
+  if (now < ms(lock.expiresAt)) throw lockedError(doc.id, lock, now, 'the lease is still live');
+  const ageSeconds = Math.floor((now - ms(lock.expiresAt)) / 1000);
+  return stamp(
+    {
+      doc: {
+        ...doc,
+        lock: null,
+        secondary: doc.secondary?.role === 'pendingTarget' ? null : doc.secondary,
+        lastMigration: lastMigrationOf(lock, doc.location, 'reclaimed', now),
+      },
+      changed: true,
+    },
+    { op: 'reclaim', actor: 'sweeper', ageSeconds },
+    now,
+  );
 }
 
 /** DELETE of a route is refused while a live lock holds it. */
@@ -383,6 +469,12 @@ function completedBy(doc: LocationDocument, token: string, now: number, outcome:
   if (outcome === 'swapped' && last.outcome !== 'swapped') return false;
   const current = liveLock(doc, now);
   return current === null || !tokenMatches(token, current.tokenHash);
+}
+
+/** Record what a write did, so each document version explains itself (telemetry, audit). */
+function stamp(result: RuleResult, change: Omit<LastChange, 'at'>, now: number): RuleResult {
+  if (!result.changed) return result;
+  return { doc: { ...result.doc, lastChange: { ...change, at: iso(now) } }, changed: true };
 }
 
 /** The parent lease needed to cover `wanted`, never shorter than now and never past the cap. */

@@ -142,7 +142,7 @@ export class CosmosStore implements LocationStore {
     this.counters.creates += 1;
     try {
       const response = await this.writeRegion.items.create<CosmosItem>(doc as CosmosItem);
-      return this.stored(response.resource ?? (doc as CosmosItem), response.etag);
+      return this.written(response.resource ?? (doc as CosmosItem), response.etag);
     } catch (error) {
       throw storeError(error, doc.id);
     }
@@ -154,7 +154,7 @@ export class CosmosStore implements LocationStore {
       const response = await this.writeRegion.item(doc.id, doc.id).replace<CosmosItem>(doc as CosmosItem, {
         accessCondition: { type: 'IfMatch', condition: this.wire(ifMatch) },
       });
-      return this.stored(response.resource ?? (doc as CosmosItem), response.etag);
+      return this.written(response.resource ?? (doc as CosmosItem), response.etag);
     } catch (error) {
       throw storeError(error, doc.id);
     }
@@ -204,6 +204,12 @@ export class CosmosStore implements LocationStore {
     if (!version)
       throw new RouteLockError('StoreUnavailable', `Cosmos DB returned ${item.id} without an ETag.`);
     return { doc: doc as unknown as LocationDocument, etag: this.bare(version) };
+  }
+
+  /** A write's result, with the service's own timestamp for the clock-skew check. */
+  private written(item: CosmosItem & { _ts?: number }, etag: string | undefined): StoredDocument {
+    const stored = this.stored(item, etag);
+    return typeof item._ts === 'number' ? { ...stored, storedAt: item._ts * 1000 } : stored;
   }
 
   private bare(etag: string): string {

@@ -12,7 +12,7 @@ export async function openStore(config: StoreConfig): Promise<LocationStore> {
     disableTlsVerify: config.disableTlsVerify,
     database: config.database,
     container: config.container,
-    extraContainers: [config.migrationsContainer],
+    extraContainers: [config.migrationsContainer, config.auditContainer],
     preferredRegion: config.preferredRegion,
   });
 }

@@ -23,6 +23,7 @@ export class SqliteStore implements LocationStore {
   readonly counters = newCounters();
   private readonly db: Database.Database;
   private readonly statements: ReturnType<SqliteStore['prepare']>;
+  private readonly listeners = new Set<(doc: LocationDocument) => void>();
 
   constructor(readonly path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -40,6 +41,25 @@ export class SqliteStore implements LocationStore {
        )`,
     );
     this.statements = this.prepare();
+  }
+
+  /**
+   * The embedded store's change stream: every created or replaced document version, after its write
+   * committed (the embedded host feeds it to the same handler as the Cosmos DB change feed).
+   */
+  onChange(listener: (doc: LocationDocument) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private publish(doc: LocationDocument): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(doc);
+      } catch {
+        // a listener's failure never fails the write that already committed
+      }
+    }
   }
 
   /** The underlying database, for the embedded host's other tables (migrations, audit). */
@@ -86,6 +106,7 @@ export class SqliteStore implements LocationStore {
       }
       throw unavailable(error);
     }
+    this.publish(doc);
     return { doc, etag };
   }
 
@@ -96,6 +117,7 @@ export class SqliteStore implements LocationStore {
       this.statements.replace.run(JSON.stringify(doc), etag, Date.now(), doc.id, ifMatch),
     );
     if (result.changes === 0) throw this.missOrConflict(doc.id);
+    this.publish(doc);
     return { doc, etag };
   }
 

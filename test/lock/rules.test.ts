@@ -1,6 +1,15 @@
 import { RouteLockError } from '../../shared/errors';
 import { type LocationDocument, newLocationDocument } from '../../shared/lock/document';
-import { assertDeletable, escalate, prelock, release, renew, swap } from '../../shared/lock/rules';
+import {
+  assertDeletable,
+  escalate,
+  forceRelease,
+  prelock,
+  reclaim,
+  release,
+  renew,
+  swap,
+} from '../../shared/lock/rules';
 import { sha256Hex, tokenMatches } from '../../shared/lock/token';
 import { cacheControl, enforcement, lockGrant, routeView } from '../../shared/lock/view';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
@@ -289,6 +298,7 @@ describe('swap and release', () => {
     expect(next).toEqual({
       id: 'conv-42',
       schemaVersion: 1,
+      lastChange: { op: 'swap', at: new Date(at).toISOString() },
       location: TARGET,
       lock: null,
       secondary: {
@@ -349,6 +359,66 @@ describe('swap and release', () => {
     const { doc } = walk('prelock');
     expect(codeOf(() => assertDeletable(doc, T0 + 1))).toBe('Locked');
     expect(codeOf(() => assertDeletable(doc, Date.parse(doc.lock!.expiresAt)))).toBe('ok');
+  });
+});
+
+describe('every write says what it did (lastChange)', () => {
+  test.each([
+    ['prelock', () => walk('prelock').doc],
+    ['escalate', () => walk('hardDelete').doc],
+    ['renew', () => renew(walk('write').doc, { token: 'tok-1' }, walk('write').w + seconds(100), cfg).doc],
+    [
+      'downgrade',
+      () => release(walk('write').doc, { token: 'tok-1', phase: 'write' }, walk('write').w + 1).doc,
+    ],
+    ['swap', () => swap(walk('write').doc, { token: 'tok-1' }, walk('write').w + 1).doc],
+    ['release', () => release(walk('prelock').doc, { token: 'tok-1' }, T0 + 1).doc],
+  ] as const)('%s', (op, make) => {
+    expect(make().lastChange?.op).toBe(op);
+  });
+
+  test('a no-op write changes nothing, lastChange included', () => {
+    const { doc } = walk('hardDelete');
+    const replay = escalate(doc, { token: 'tok-1', phase: 'hardDelete' }, T0 + delay + seconds(5), cfg);
+    expect(replay).toEqual({ doc, changed: false });
+  });
+});
+
+describe('force-release and reclaim', () => {
+  test('force-release clears a live lock without its token, keeps the location, and records who and why', () => {
+    const { doc } = walk('write');
+    const now = Date.parse(doc.lock!.writeAt!) + 1000;
+    const next = forceRelease(doc, { actor: 'ops-a', reason: 'stuck', requestId: 'fr-1' }, now).doc;
+    expect(next).toMatchObject({
+      location: SOURCE,
+      lock: null,
+      secondary: null,
+      lastMigration: { outcome: 'forceReleased' },
+    });
+    expect(next.lastChange).toEqual({
+      op: 'forceRelease',
+      at: new Date(now).toISOString(),
+      actor: 'ops-a',
+      reason: 'stuck',
+      requestId: 'fr-1',
+    });
+    expect(codeOf(() => forceRelease(next, { actor: 'x', reason: 'y', requestId: 'z' }, now))).toBe(
+      'NotLocked',
+    );
+  });
+
+  test('reclaim clears an expired lock with its age, refuses a live one, and leaves a lockless document alone', () => {
+    const { doc } = walk('prelock');
+    const expired = Date.parse(doc.lock!.expiresAt) + seconds(90);
+    const next = reclaim(doc, expired).doc;
+    expect(next).toMatchObject({
+      lock: null,
+      secondary: null,
+      lastChange: { op: 'reclaim', ageSeconds: 90 },
+      lastMigration: { outcome: 'reclaimed' },
+    });
+    expect(codeOf(() => reclaim(doc, T0 + 1))).toBe('Locked');
+    expect(reclaim(next, expired)).toEqual({ doc: next, changed: false });
   });
 });
 

@@ -37,7 +37,9 @@ describe('the re-read after pre-lock', () => {
     // The write region shows the resource at the target, as after another instance's swap.
     h.activities.readRoute = async (input) => {
       const result = await readRoute(input);
-      return result.ok && input.from === 'writeRegion' ? { ok: true, value: { ...result.value, location: TARGET } } : result;
+      return result.ok && input.from === 'writeRegion'
+        ? { ok: true, value: { ...result.value, location: TARGET } }
+        : result;
     };
     const { record } = h.runner.start({ resourceId: 'r-2', target: TARGET });
     await h.settle();
@@ -57,6 +59,9 @@ describe('statuses survive the runner', () => {
     expect(h.state.journal(record.migrationId).size).toBeGreaterThan(0);
     await h.settle();
     expect(h.state.journal(record.migrationId).size).toBe(0);
-    expect(await h.state.get(record.migrationId)).toMatchObject({ done: true, status: { status: 'Completed' } });
+    expect(await h.state.get(record.migrationId)).toMatchObject({
+      done: true,
+      status: { status: 'Completed' },
+    });
   });
 });

@@ -1,0 +1,25 @@
+import { type InvocationContext, type Timer, app } from '@azure/functions';
+import { runProbe } from '../shared/probe';
+import { inFunctionsHost } from './http/endpoint';
+import { services } from './services';
+
+/**
+ * Timer trigger (`ROUTELOCK_PROBE_SCHEDULE`, default every 5 minutes): the whole lock cycle on
+ * `probe-{region}`, enforcement checked on the read path at each phase, reported as availability.
+ */
+export async function syntheticProbeHandler(_timer: Timer, context: InvocationContext): Promise<void> {
+  const { store, clock, sink, config } = await services();
+  const result = await runProbe({
+    store,
+    region: config.operations.probeRegion,
+    clock,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    sink,
+  });
+  if (result.success) context.log(`probe ${result.resourceId}: ok in ${result.durationMs} ms`);
+  else context.warn(`probe ${result.resourceId} FAILED at ${result.failedPhase}: ${result.failedAssertion}`);
+}
+
+if (inFunctionsHost()) {
+  app.timer('syntheticProbe', { schedule: '%ROUTELOCK_PROBE_SCHEDULE%', handler: syntheticProbeHandler });
+}

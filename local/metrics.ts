@@ -1,0 +1,27 @@
+import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
+import { type HttpEndpoint, handle, json } from '../functions/http/endpoint';
+import { HttpProblem } from '../functions/http/problem';
+import type { Services } from '../functions/services';
+
+/**
+ * GET /api/metrics — the embedded host's lock metrics, from its own change stream:
+ * `{writeLockSeconds: {count,p50,p75,p99,max}, convergenceWaitSeconds, migrationSeconds,
+ * hardDeleteSeconds, events: {name: count}, convergenceShortfalls, probes}`. Not registered in Azure,
+ * where Application Insights holds the same events and metrics.
+ */
+export async function getMetrics(
+  _request: HttpRequest,
+  _context: InvocationContext,
+  services: Services,
+): Promise<HttpResponseInit> {
+  if (!services.metrics)
+    throw new HttpProblem(
+      'NotFound',
+      'Metrics are served by the embedded host; in Azure, see Application Insights.',
+    );
+  return json(200, services.metrics.snapshot());
+}
+
+export const metricsEndpoints: HttpEndpoint[] = [
+  { name: 'metrics', methods: ['GET'], route: 'metrics', authLevel: 'function', handler: handle(getMetrics) },
+];

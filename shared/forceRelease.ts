@@ -1,0 +1,146 @@
+import { type AuditStore, type ForceReleaseRequest, requestAuditRecord } from './audit';
+import type { Clock } from './clock';
+import { RouteLockError } from './errors';
+import { forceRelease, liveLock } from './lock/rules';
+import { type RouteView, routeView } from './lock/view';
+import type { Router } from './router';
+
+/**
+ * Force-release with two approvals (paper §8: stuck locks were the failure it learned most from).
+ * One operator opens a request with a reason; it runs only when two distinct approvers, neither of them
+ * the requester, have approved within one hour. The release is one conditional write that clears the
+ * lock of the migration the request named, leaves the location alone, and is audited like every step.
+ */
+
+export const APPROVAL_WINDOW_MS = 60 * 60 * 1000;
+export const REQUIRED_APPROVALS = 2;
+
+export function openRequest(input: {
+  id: string;
+  resourceId: string;
+  migrationId: string;
+  actor: string;
+  reason: string;
+  now: number;
+}): ForceReleaseRequest & { migrationId: string } {
+  return {
+    id: input.id,
+    kind: 'forceReleaseRequest',
+    resourceId: input.resourceId,
+    migrationId: input.migrationId,
+    requestedBy: input.actor,
+    reason: input.reason,
+    requestedAt: new Date(input.now).toISOString(),
+    expiresAt: new Date(input.now + APPROVAL_WINDOW_MS).toISOString(),
+    approvals: [],
+    status: 'pending',
+    releasedAt: null,
+    version: 1,
+  };
+}
+
+/** Add an approval; `ready` once two distinct approvers other than the requester have approved in time. */
+export function approveRequest<R extends ForceReleaseRequest>(
+  request: R,
+  actor: string,
+  now: number,
+): { request: R; ready: boolean } {
+  if (request.status !== 'pending') {
+    throw new RouteLockError('InvalidTransition', `Force-release request ${request.id} has already run.`);
+  }
+  if (now > Date.parse(request.expiresAt)) {
+    throw new RouteLockError(
+      'RequestExpired',
+      `Force-release request ${request.id} expired at ${request.expiresAt}; open a new one.`,
+    );
+  }
+  if (actor === request.requestedBy) {
+    throw new RouteLockError('Forbidden', 'The requester cannot approve their own force-release.');
+  }
+  if (request.approvals.some((a) => a.actor === actor)) {
+    throw new RouteLockError('DuplicateApproval', `${actor} has already approved request ${request.id}.`);
+  }
+  const next = { ...request, approvals: [...request.approvals, { actor, at: new Date(now).toISOString() }] };
+  return { request: next, ready: next.approvals.length >= REQUIRED_APPROVALS };
+}
+
+export interface ApprovalOutcome {
+  request: ForceReleaseRequest;
+  released: boolean;
+  route?: RouteView;
+}
+
+export class ForceReleaseService {
+  constructor(
+    private readonly router: Router,
+    private readonly audit: AuditStore,
+    private readonly clock: Clock,
+    private readonly newId: () => string = () => `fr-${crypto.randomUUID()}`,
+  ) {}
+
+  async open(resourceId: string, actor: string, reason: string): Promise<ForceReleaseRequest> {
+    const stored = await this.router.readAuthoritative(resourceId);
+    const now = this.clock();
+    const lock = liveLock(stored.doc, now);
+    if (!lock)
+      throw new RouteLockError(
+        'NotLocked',
+        `Resource ${resourceId} holds no live lock; nothing to release.`,
+        { resourceId },
+      );
+    const request = openRequest({
+      id: this.newId(),
+      resourceId,
+      migrationId: lock.migrationId,
+      actor,
+      reason,
+      now,
+    });
+    await this.audit.createRequest(request);
+    await this.audit.append(
+      requestAuditRecord(request, 'forceReleaseRequested', actor, request.requestedAt, lock.migrationId),
+    );
+    return request;
+  }
+
+  async get(requestId: string): Promise<ForceReleaseRequest> {
+    const request = await this.audit.getRequest(requestId);
+    if (!request) throw new RouteLockError('NotFound', `No force-release request ${requestId}.`);
+    return request;
+  }
+
+  async approve(requestId: string, actor: string): Promise<ApprovalOutcome> {
+    const current = (await this.get(requestId)) as ForceReleaseRequest & { migrationId?: string };
+    const now = this.clock();
+    const { request, ready } = approveRequest(current, actor, now);
+    let saved = await this.audit.saveRequest(request);
+    await this.audit.append(
+      requestAuditRecord(
+        saved,
+        'forceReleaseApproved',
+        actor,
+        new Date(now).toISOString(),
+        current.migrationId ?? null,
+      ),
+    );
+    if (!ready) return { request: saved, released: false };
+    const stored = await this.router.apply(saved.resourceId, (doc, at) =>
+      forceRelease(
+        doc,
+        {
+          actor: [saved.requestedBy, ...saved.approvals.map((a) => a.actor)].join(','),
+          reason: saved.reason,
+          requestId: saved.id,
+          ...(current.migrationId ? { migrationId: current.migrationId } : {}),
+        },
+        at,
+      ),
+    );
+    saved = await this.audit.saveRequest({
+      ...saved,
+      status: 'released',
+      releasedAt: new Date(this.clock()).toISOString(),
+    });
+    return { request: saved, released: true, route: routeView(stored, this.clock(), this.router.timing) };
+  }
+}

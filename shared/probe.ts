@@ -1,0 +1,170 @@
+import type { Clock } from './clock';
+import { type TimingConfig, parseConfig } from './config';
+import { isRouteLockError } from './errors';
+import { type Location, sameLocation } from './lock/document';
+import { reclaim } from './lock/rules';
+import type { RouteView } from './lock/view';
+import { Router } from './router';
+import type { LocationStore } from './store/port';
+import type { TelemetrySink } from './telemetry/sink';
+
+/**
+ * The synthetic probe (paper §5.4): on `probe-{region}`, run the whole lock cycle through the real
+ * library and check enforcement on the read path at each phase, so an enforcement regression shows as
+ * a probe failure rather than a data anomaly. It uses its own short timings, and only ever on
+ * `probe-` resources.
+ */
+
+export const PROBE_PREFIX = 'probe-';
+
+/** Short timings for probe resources only (one-second convergence). */
+export const probeTiming: TimingConfig = parseConfig({
+  ROUTELOCK_CACHE_TIERS: 'local=1',
+  ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
+  ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+  ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
+  ROUTELOCK_PRELOCK_LEASE_SECONDS: '120',
+  ROUTELOCK_PRELOCK_MAX_SECONDS: '300',
+  ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '60',
+  ROUTELOCK_WRITE_LEASE_SECONDS: '30',
+  ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
+  ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
+}).timing;
+
+export interface ProbeStep {
+  phase: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface ProbeResult {
+  success: boolean;
+  resourceId: string;
+  region: string;
+  durationMs: number;
+  /** The phase and the assertion that failed, when one did. */
+  failedPhase?: string;
+  failedAssertion?: string;
+  steps: ProbeStep[];
+}
+
+export interface ProbeOptions {
+  store: LocationStore;
+  region: string;
+  clock: Clock;
+  /** Waits out the probe's convergence delay (virtual in tests). */
+  sleep: (ms: number) => Promise<void>;
+  sink?: TelemetrySink;
+}
+
+class ProbeFailure extends Error {
+  constructor(
+    readonly phase: string,
+    readonly assertion: string,
+  ) {
+    super(`${phase}: ${assertion}`);
+  }
+}
+
+export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
+  const resourceId = `${PROBE_PREFIX}${options.region}`;
+  if (!resourceId.startsWith(PROBE_PREFIX)) throw new Error('the probe only touches probe- resources');
+  const started = options.clock();
+  const steps: ProbeStep[] = [];
+  // The orchestrator side, and a reader whose cache sees what a service resolving the route sees.
+  const router = new Router({ store: options.store, timing: probeTiming, clock: options.clock });
+  const reader = new Router({ store: options.store, timing: probeTiming, clock: options.clock });
+  const a: Location = { region: options.region, account: 'probe-a' };
+  const b: Location = { region: options.region, account: 'probe-b' };
+  let token: string | undefined;
+
+  const check = async (phase: string, assertions: [string, (view: RouteView) => boolean][]) => {
+    const { view } = await reader.view(resourceId);
+    for (const [assertion, holds] of assertions) {
+      if (!holds(view)) throw new ProbeFailure(phase, assertion);
+    }
+    steps.push({ phase, ok: true, detail: JSON.stringify(view.enforcement) });
+    return view;
+  };
+
+  let result: ProbeResult;
+  try {
+    const { stored } = await router.createRoute(resourceId, a).catch(async (error: unknown) => {
+      if (!isRouteLockError(error, 'AlreadyExists')) throw error;
+      return { stored: await router.readAuthoritative(resourceId) };
+    });
+    if (stored.doc.lock) {
+      // A previous probe that died: its short lease is over by now, or the probe reports it.
+      const cleared = await router.apply(resourceId, (doc, now) => reclaim(doc, now)).catch(() => null);
+      if (!cleared) throw new ProbeFailure('setup', 'a previous probe lock is still live');
+    }
+    const current = (await router.readAuthoritative(resourceId)).doc.location;
+    const target = sameLocation(current, a) ? b : a;
+
+    const grant = await router.prelock(resourceId, {
+      migrationId: `probe-${started}`,
+      owner: 'routelock-probe',
+      target,
+    });
+    token = grant.token as string;
+    await check('prelock', [
+      ['pre-lock restricts nothing: writes allowed', (v) => v.enforcement.write === 'allow'],
+      ['pre-lock restricts nothing: deletes allowed', (v) => v.enforcement.delete === 'allow'],
+      ['the lock is visible on the read path', (v) => v.lock?.migrationId === grant.migrationId],
+    ]);
+
+    await options.sleep(Math.max(0, Date.parse(grant.startsAt) - options.clock()) + 50);
+    await router.escalate(resourceId, { token, phase: 'hardDelete' });
+    await check('hardDelete', [
+      ['hard-delete lock: deletes become tombstones', (v) => v.enforcement.delete === 'tombstone'],
+      ['hard-delete lock: writes still allowed', (v) => v.enforcement.write === 'allow'],
+    ]);
+
+    await router.escalate(resourceId, { token, phase: 'write' });
+    await check('write', [
+      ['write lock: writes are refused', (v) => v.enforcement.write === 'deny'],
+      ['write lock: refusals carry Retry-After', (v) => (v.enforcement.retryAfterSeconds ?? 0) > 0],
+      ['write lock: reads are allowed', (v) => v.enforcement.read === 'allow'],
+    ]);
+
+    await router.swap(resourceId, { token });
+    token = undefined;
+    await check('swap', [
+      ['swap: the location moved to the target', (v) => sameLocation(v.location, target)],
+      ['swap: every lock is gone', (v) => v.lock === null],
+    ]);
+    result = {
+      success: true,
+      resourceId,
+      region: options.region,
+      durationMs: options.clock() - started,
+      steps,
+    };
+  } catch (error) {
+    const phase = error instanceof ProbeFailure ? error.phase : (steps.at(-1)?.phase ?? 'setup');
+    const assertion = error instanceof ProbeFailure ? error.assertion : `error: ${(error as Error).message}`;
+    steps.push({ phase, ok: false, detail: assertion });
+    if (token) await router.release(resourceId, { token }).catch(() => undefined);
+    result = {
+      success: false,
+      resourceId,
+      region: options.region,
+      durationMs: options.clock() - started,
+      failedPhase: phase,
+      failedAssertion: assertion,
+      steps,
+    };
+  }
+  options.sink?.availability({
+    name: 'routelock-probe',
+    success: result.success,
+    durationMs: result.durationMs,
+    runLocation: options.region,
+    message: result.success
+      ? 'lock cycle enforced at every phase'
+      : `${result.failedPhase}: ${result.failedAssertion}`,
+    properties: { resourceId, ...(result.failedPhase ? { failedPhase: result.failedPhase } : {}) },
+  });
+  await options.sink?.flush();
+  return result;
+}

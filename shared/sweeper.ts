@@ -1,0 +1,38 @@
+import type { Clock } from './clock';
+import { isRouteLockError } from './errors';
+import { reclaim } from './lock/rules';
+import type { Router } from './router';
+import type { LocationStore } from './store/port';
+
+/**
+ * The orphan sweeper: finds locks whose parent lease has expired and clears them with a conditional
+ * write (`lastChange: reclaim`, which the change feed turns into OrphanedLockReclaimed and an audit
+ * record). Expired locks already restrict nothing; this keeps the documents and dashboards honest.
+ */
+export async function sweepOrphans(options: {
+  store: LocationStore;
+  router: Router;
+  clock: Clock;
+  pageSize?: number;
+}): Promise<{ scanned: number; reclaimed: { resourceId: string; ageSeconds: number }[] }> {
+  let scanned = 0;
+  const reclaimed: { resourceId: string; ageSeconds: number }[] = [];
+  let continuation: string | undefined;
+  do {
+    const page = await options.store.list({ lockedOnly: true, limit: options.pageSize ?? 100, continuation });
+    for (const { doc, etag } of page.items) {
+      scanned += 1;
+      if (!doc.lock || options.clock() < Date.parse(doc.lock.expiresAt)) continue;
+      try {
+        const stored = await options.router.apply(doc.id, (current, now) => reclaim(current, now));
+        if (stored.etag === etag || stored.doc.lastChange?.op !== 'reclaim') continue; // nothing written
+        reclaimed.push({ resourceId: doc.id, ageSeconds: stored.doc.lastChange.ageSeconds ?? 0 });
+      } catch (error) {
+        // Renewed or re-locked since the page was read: not an orphan any more.
+        if (!isRouteLockError(error, 'Locked') && !isRouteLockError(error, 'PreconditionFailed')) throw error;
+      }
+    }
+    continuation = page.continuation ?? undefined;
+  } while (continuation);
+  return { scanned, reclaimed };
+}

@@ -1,0 +1,112 @@
+import type { LocationDocument } from '../lock/document';
+
+/**
+ * Lock telemetry derived from one document version alone (DESIGN §7): the change feed may coalesce
+ * versions, so nothing here looks at a previous one. `lastChange` says what the write did; the phase
+ * timestamps and `lastMigration` carry the durations. Properties are an allowlist: never a token,
+ * its hash, or the idempotency key's hash.
+ */
+
+export interface TelemetryEvent {
+  name: string;
+  properties: Record<string, string>;
+  measurements?: Record<string, number>;
+}
+
+export interface TelemetryMetric {
+  name: string;
+  value: number;
+  properties: Record<string, string>;
+}
+
+export interface LockTelemetry {
+  events: TelemetryEvent[];
+  metrics: TelemetryMetric[];
+}
+
+const seconds = (from: string | null | undefined, to: string | null | undefined): number | undefined =>
+  from && to ? Math.round((Date.parse(to) - Date.parse(from)) / 10) / 100 : undefined;
+
+const region = (location: { region: string; account?: string } | undefined): string =>
+  location ? (location.account ? `${location.region}/${location.account}` : location.region) : '';
+
+/**
+ * @param declaredConvergenceDelaySeconds the delay the service declares now (its cache tiers and
+ *   replication bound); a wait shorter than this, or than the lock's own, is a shortfall.
+ */
+export function lockTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds = 0): LockTelemetry {
+  const change = doc.lastChange;
+  const events: TelemetryEvent[] = [];
+  const metrics: TelemetryMetric[] = [];
+  if (!change) return { events, metrics };
+  const base: Record<string, string> = { resourceId: doc.id, op: change.op, at: change.at };
+
+  if ((change.op === 'prelock' || change.op === 'escalate') && doc.lock) {
+    events.push({
+      name: 'LockAcquired',
+      properties: {
+        ...base,
+        phase: doc.lock.phase,
+        migrationId: doc.lock.migrationId,
+        target: region(doc.lock.target),
+      },
+    });
+    return { events, metrics };
+  }
+  if (change.op === 'downgrade' && doc.lock) {
+    events.push({
+      name: 'LockReleased',
+      properties: { ...base, phase: 'write', reason: 'downgrade', migrationId: doc.lock.migrationId },
+    });
+    return { events, metrics };
+  }
+
+  const last = doc.lastMigration;
+  if (!last) return { events, metrics };
+  const properties = { ...base, migrationId: last.migrationId, from: region(last.from), to: region(last.to) };
+  const reason = { swap: 'swap', release: 'release', forceRelease: 'forceRelease', reclaim: 'reclaim' }[
+    change.op as 'swap' | 'release' | 'forceRelease' | 'reclaim'
+  ];
+  if (!reason) return { events, metrics };
+  events.push({
+    name: 'LockReleased',
+    properties: {
+      ...properties,
+      reason,
+      ...(change.actor ? { actor: change.actor } : {}),
+      ...(change.reason ? { detail: change.reason } : {}),
+    },
+  });
+  if (change.op === 'forceRelease')
+    events.push({ name: 'ForceReleased', properties: { ...properties, actor: change.actor ?? '' } });
+  if (change.op === 'reclaim') {
+    events.push({
+      name: 'OrphanedLockReclaimed',
+      properties,
+      measurements: { ageSeconds: change.ageSeconds ?? 0 },
+    });
+  }
+
+  const convergenceWait = seconds(last.acquiredAt, last.hardDeleteAt);
+  if (convergenceWait !== undefined) {
+    metrics.push({ name: 'convergenceWaitSeconds', value: convergenceWait, properties });
+    const declared = Math.max(last.convergenceDelaySeconds, declaredConvergenceDelaySeconds);
+    if (convergenceWait < declared) {
+      events.push({
+        name: 'ConvergenceShortfall',
+        properties,
+        measurements: { convergenceWaitSeconds: convergenceWait, convergenceDelaySeconds: declared },
+      });
+    }
+  }
+  if (change.op === 'swap') {
+    events.push({ name: 'MigrationSwapped', properties });
+    const metric = (name: string, value: number | undefined) => {
+      if (value !== undefined) metrics.push({ name, value, properties });
+    };
+    metric('writeLockSeconds', seconds(last.writeAt, last.swappedAt));
+    metric('hardDeleteSeconds', seconds(last.hardDeleteAt, last.swappedAt));
+    metric('migrationSeconds', seconds(last.acquiredAt, last.swappedAt));
+  }
+  return { events, metrics };
+}
