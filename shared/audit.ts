@@ -147,7 +147,7 @@ export class SqliteAuditStore implements AuditStore {
         'INSERT OR REPLACE INTO audit (id, resource_id, at, record) VALUES (?, ?, ?, ?)',
       ),
       list: this.db.prepare<[string, number], { record: string }>(
-        'SELECT record FROM audit WHERE resource_id = ? ORDER BY at, id LIMIT ?',
+        'SELECT record FROM audit WHERE resource_id = ? ORDER BY at, rowid LIMIT ?',
       ),
       createRequest: this.db.prepare<[string, number, string]>(
         'INSERT INTO force_release_requests (id, version, request) VALUES (?, ?, ?)',

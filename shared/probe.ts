@@ -101,10 +101,12 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
     const current = (await router.readAuthoritative(resourceId)).doc.location;
     const target = sameLocation(current, a) ? b : a;
 
-    const grant = await router.prelock(resourceId, {
-      migrationId: `probe-${started}`,
-      owner: 'routelock-probe',
-      target,
+    const request = { migrationId: `probe-${started}`, owner: 'routelock-probe', target };
+    const grant = await router.prelock(resourceId, request).catch(async (error: unknown) => {
+      // The previous run's swap retired the other location a moment ago: wait it out once.
+      if (!isRouteLockError(error, 'ConvergencePending')) throw error;
+      await options.sleep((error.retryAfterSeconds ?? 1) * 1000);
+      return router.prelock(resourceId, request);
     });
     token = grant.token as string;
     await check('prelock', [

@@ -179,7 +179,7 @@ export class Router {
   /** PUT /routes/{id}: 201 when created, 200 when an identical route exists, 409 otherwise. */
   async createRoute(id: string, location: Location): Promise<{ stored: StoredDocument; created: boolean }> {
     try {
-      const stored = await this.store.create(newLocationDocument(id, location));
+      const stored = await this.store.create(newLocationDocument(id, location, this.clock()));
       this.remember(stored, this.clock(), true);
       return { stored, created: true };
     } catch (error) {

@@ -1,0 +1,203 @@
+import { type AuditStore, CosmosAuditStore, SqliteAuditStore } from '../../shared/audit';
+import { ManualClock } from '../../shared/clock';
+import { parseConfig } from '../../shared/config';
+import { RouteLockError } from '../../shared/errors';
+import {
+  APPROVAL_WINDOW_MS,
+  ForceReleaseService,
+  approveRequest,
+  openRequest,
+} from '../../shared/forceRelease';
+import { Router } from '../../shared/router';
+import type { LocationStore } from '../../shared/store/port';
+import { SqliteStore } from '../../shared/store/sqlite';
+import { sweepOrphans } from '../../shared/sweeper';
+import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
+import { MetricsRecorder } from '../../shared/telemetry/sink';
+import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'eastus' };
+
+function codeOf(run: () => unknown): string {
+  try {
+    run();
+  } catch (error) {
+    return (error as RouteLockError).code;
+  }
+  return 'ok';
+}
+
+describe('force-release rules', () => {
+  const T = Date.UTC(2026, 5, 1);
+  const request = openRequest({
+    id: 'fr-1',
+    resourceId: 'r',
+    migrationId: 'm',
+    actor: 'alice',
+    reason: 'stuck',
+    now: T,
+  });
+
+  test('two distinct approvers, neither the requester, within one hour', () => {
+    const one = approveRequest(request, 'bob', T + 1000);
+    expect(one.ready).toBe(false);
+    const two = approveRequest(one.request, 'carol', T + 2000);
+    expect(two.ready).toBe(true);
+    expect(two.request.approvals.map((a) => a.actor)).toEqual(['bob', 'carol']);
+  });
+
+  test.each([
+    ['the requester approving', (r: typeof request) => approveRequest(r, 'alice', T + 1), 'Forbidden'],
+    [
+      'a duplicate approver',
+      (r: typeof request) => approveRequest(approveRequest(r, 'bob', T + 1).request, 'bob', T + 2),
+      'DuplicateApproval',
+    ],
+    [
+      'an approval after the hour',
+      (r: typeof request) => approveRequest(r, 'bob', T + APPROVAL_WINDOW_MS + 1),
+      'RequestExpired',
+    ],
+    [
+      'an approval after the release',
+      (r: typeof request) => approveRequest({ ...r, status: 'released' }, 'bob', T + 1),
+      'InvalidTransition',
+    ],
+  ])('refused: %s', (_name, run, code) => {
+    expect(codeOf(() => run(request))).toBe(code);
+  });
+});
+
+let cosmos: CosmosTestServer;
+beforeAll(async () => {
+  cosmos = await startCosmosServer();
+});
+afterAll(async () => {
+  await cosmos.close();
+});
+
+describe.each([
+  [
+    'sqlite',
+    async (): Promise<{ store: LocationStore; audit: AuditStore }> => ({
+      store: new SqliteStore(':memory:'),
+      audit: new SqliteAuditStore(':memory:'),
+    }),
+  ],
+  [
+    'cosmos',
+    async (): Promise<{ store: LocationStore; audit: AuditStore }> => {
+      const store = await cosmos.connect();
+      return {
+        store,
+        audit: new CosmosAuditStore(store.containerNamed('locations' + Math.random().toString(36).slice(2))),
+      };
+    },
+  ],
+])('force-release, sweeper and audit on %s', (name, open) => {
+  async function setup() {
+    const { store, audit } = await open();
+    if (name === 'cosmos') {
+      // the audit container, as Bicep would create it
+      const container = (
+        audit as unknown as {
+          container: {
+            database: { containers: { createIfNotExists: (b: object) => Promise<unknown> } };
+            id: string;
+          };
+        }
+      ).container;
+      await container.database.containers.createIfNotExists({
+        id: container.id,
+        partitionKey: { paths: ['/id'] },
+      });
+    }
+    const clock = new ManualClock();
+    const timing = parseConfig({}).timing;
+    const router = new Router({ store, timing, clock: clock.now });
+    const service = new ForceReleaseService(router, audit, clock.now);
+    await router.createRoute('stuck-1', SOURCE);
+    return { store, audit, clock, router, service, timing };
+  }
+
+  test('a stuck lock is released after two approvals; location unchanged; every step audited', async () => {
+    const h = await setup();
+    await h.router.prelock('stuck-1', { migrationId: 'm-stuck', owner: 'o', target: TARGET });
+    const request = await h.service.open('stuck-1', 'alice', 'orchestrator gone since Tuesday');
+    expect(request).toMatchObject({ status: 'pending', requestedBy: 'alice', migrationId: 'm-stuck' });
+    h.clock.advance(60_000);
+    const first = await h.service.approve(request.id, 'bob');
+    expect(first.released).toBe(false);
+    expect((await h.store.read('stuck-1', { from: 'writeRegion' })).doc.lock).not.toBeNull();
+    h.clock.advance(60_000);
+    const second = await h.service.approve(request.id, 'carol');
+    expect(second).toMatchObject({
+      released: true,
+      request: { status: 'released' },
+      route: { location: SOURCE, lock: null },
+    });
+    const doc = (await h.store.read('stuck-1', { from: 'writeRegion' })).doc;
+    expect(doc).toMatchObject({
+      location: SOURCE,
+      lock: null,
+      lastChange: { op: 'forceRelease', reason: 'orchestrator gone since Tuesday', requestId: request.id },
+    });
+    // the change feed writes the release itself to the ledger
+    await handleDocumentVersions([doc], {
+      sink: new MetricsRecorder(),
+      audit: h.audit,
+      declaredConvergenceDelaySeconds: 0,
+    });
+    const records = await h.audit.list('stuck-1', 20);
+    expect(records.map((r) => `${r.op}:${r.actor}`)).toEqual([
+      'forceReleaseRequested:alice',
+      'forceReleaseApproved:bob',
+      'forceReleaseApproved:carol',
+      'forceRelease:alice,bob,carol',
+    ]);
+    await expect(h.service.approve(request.id, 'dave')).rejects.toMatchObject({ code: 'InvalidTransition' });
+  });
+
+  test('an unlocked resource cannot be force-released; a request outlives neither its hour nor its lock', async () => {
+    const h = await setup();
+    await expect(h.service.open('stuck-1', 'alice', 'why not')).rejects.toMatchObject({ code: 'NotLocked' });
+    const grant = await h.router.prelock('stuck-1', { migrationId: 'm-a', owner: 'o', target: TARGET });
+    const request = await h.service.open('stuck-1', 'alice', 'stuck');
+    await h.service.approve(request.id, 'bob');
+    h.clock.advance(APPROVAL_WINDOW_MS + 1);
+    await expect(h.service.approve(request.id, 'carol')).rejects.toMatchObject({ code: 'RequestExpired' });
+    // A second request: the lock it names is released normally, a new migration locks the resource,
+    // and the approvals can no longer touch the new lock.
+    const again = await h.service.open('stuck-1', 'alice', 'stuck again');
+    await h.router.release('stuck-1', { token: grant.token! });
+    await h.router.prelock('stuck-1', { migrationId: 'm-b', owner: 'o2', target: TARGET });
+    await h.service.approve(again.id, 'bob');
+    await expect(h.service.approve(again.id, 'carol')).rejects.toMatchObject({ code: 'NotLocked' });
+    expect((await h.store.read('stuck-1', { from: 'writeRegion' })).doc.lock?.migrationId).toBe('m-b');
+  });
+
+  test('the sweeper reclaims only expired locks, with their age, and the ledger records it', async () => {
+    const h = await setup();
+    await h.router.createRoute('live-1', SOURCE);
+    const stale = await h.router.prelock('stuck-1', { migrationId: 'm-old', owner: 'o', target: TARGET });
+    h.clock.set(Date.parse(stale.expiresAt) + 120_000);
+    await h.router.prelock('live-1', { migrationId: 'm-live', owner: 'o', target: TARGET });
+    const recorder = new MetricsRecorder();
+    const result = await sweepOrphans({ store: h.store, router: h.router, clock: h.clock.now });
+    expect(result).toEqual({ scanned: 2, reclaimed: [{ resourceId: 'stuck-1', ageSeconds: 120 }] });
+    const reclaimed = (await h.store.read('stuck-1', { from: 'writeRegion' })).doc;
+    await handleDocumentVersions([reclaimed], {
+      sink: recorder,
+      audit: h.audit,
+      declaredConvergenceDelaySeconds: 0,
+    });
+    expect(recorder.snapshot().events).toMatchObject({ OrphanedLockReclaimed: 1, LockReleased: 1 });
+    expect((await h.audit.list('stuck-1', 10)).map((r) => r.op)).toEqual(['reclaim']);
+    expect((await h.store.read('live-1', { from: 'writeRegion' })).doc.lock?.migrationId).toBe('m-live');
+    expect(await sweepOrphans({ store: h.store, router: h.router, clock: h.clock.now })).toEqual({
+      scanned: 1,
+      reclaimed: [],
+    });
+  });
+});

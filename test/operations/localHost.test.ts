@@ -1,0 +1,128 @@
+import { type LocalHost, startLocalHost } from '../../local/host';
+import type { MigrationStatus } from '../../shared/migration/types';
+import { SqliteStore } from '../../shared/store/sqlite';
+import type { MetricsSnapshot } from '../../shared/telemetry/sink';
+import { assertNoSecrets } from '../support/secrets';
+
+/** Operating the embedded host over HTTP: metrics, audit, force-release, the probe, and clean logs. */
+
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'eastus' };
+let host: LocalHost;
+let api: string;
+const logs: string[] = [];
+
+beforeEach(async () => {
+  host = await startLocalHost({
+    env: {
+      PORT: '0',
+      ROUTELOCK_CACHE_TIERS: 'local=1',
+      ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
+      ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+    },
+    store: new SqliteStore(':memory:'),
+    log: (level, message, fields) => logs.push(JSON.stringify({ level, message, ...fields })),
+  });
+  api = `${host.url}/api`;
+});
+afterEach(async () => {
+  await host.close();
+});
+
+const send = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+  const res = await fetch(`${api}${path}`, {
+    method,
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : null, text };
+};
+
+test('after a migration: /api/metrics shows its write lock, the audit lists it, and no log line holds the token', async () => {
+  await send('PUT', '/routes/conv-m', { location: SOURCE });
+  const started = await send('POST', '/migrations', { resourceId: 'conv-m', target: TARGET });
+  const statusUrl = (started.body as { statusUrl: string }).statusUrl;
+  const migrationId = (started.body as { migrationId: string }).migrationId;
+  // The pre-lock token lives in the runner's journal while the migration runs (it must survive a restart).
+  const tokens = new Set<string>();
+  let status: MigrationStatus;
+  for (;;) {
+    for (const entry of host.state.journal(migrationId).values()) {
+      const token = /"token":"([A-Za-z0-9_-]{43})"/.exec(JSON.stringify(entry))?.[1];
+      if (token) tokens.add(token);
+    }
+    status = (await (await fetch(`${host.url}${statusUrl}`)).json()) as MigrationStatus;
+    if (status.status !== 'Running' && status.status !== 'Pending') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  expect(status.status).toBe('Completed');
+  const metrics = (await send('GET', '/metrics')).body as unknown as MetricsSnapshot;
+  expect(metrics.writeLockSeconds.count).toBe(1);
+  expect(metrics.migrationSeconds.count).toBe(1);
+  expect(metrics.convergenceWaitSeconds.max).toBeGreaterThanOrEqual(1);
+  expect(metrics.events).toMatchObject({ LockAcquired: 3, LockReleased: 1, MigrationSwapped: 1 });
+  const audit = (await send('GET', '/routes/conv-m/audit')).body as {
+    items: { op: string; migrationId: string }[];
+  };
+  expect(audit.items).toEqual([expect.objectContaining({ op: 'swap', migrationId: status.migrationId })]);
+  // the telemetry also went to structured log lines
+  expect(logs.some((l) => l.includes('"telemetry":"metric"') && l.includes('writeLockSeconds'))).toBe(true);
+  expect(tokens.size).toBe(1);
+  for (const line of logs) assertNoSecrets(line, [...tokens]);
+});
+
+test('force-release over HTTP: actor from the body on the embedded host, two approvals, then released', async () => {
+  await send('PUT', '/routes/conv-f', { location: SOURCE });
+  const grant = await send('POST', '/routes/conv-f/prelock', {
+    migrationId: 'm-f',
+    owner: 'o',
+    target: TARGET,
+  });
+  const token = (grant.body as { token: string }).token;
+  const noActor = await send('POST', '/ops/routes/conv-f/force-release', { reason: 'stuck' });
+  expect(noActor).toMatchObject({ status: 403, body: { code: 'Forbidden' } });
+  const opened = await send('POST', '/ops/routes/conv-f/force-release', { reason: 'stuck', actor: 'alice' });
+  expect(opened.status).toBe(201);
+  const id = (opened.body as { id: string }).id;
+  expect((await send('POST', `/ops/force-release/${id}/approve`, { actor: 'alice' })).body).toMatchObject({
+    code: 'Forbidden',
+  });
+  expect((await send('POST', `/ops/force-release/${id}/approve`, { actor: 'bob' })).body).toMatchObject({
+    released: false,
+  });
+  expect((await send('POST', `/ops/force-release/${id}/approve`, { actor: 'bob' })).body).toMatchObject({
+    code: 'DuplicateApproval',
+  });
+  // the principal header works as well (App Service authentication sets it in Azure)
+  const done = await send('POST', `/ops/force-release/${id}/approve`, undefined, {
+    'x-ms-client-principal-name': 'carol@contoso',
+  });
+  expect(done.body).toMatchObject({ released: true, route: { location: SOURCE, lock: null } });
+  expect((await send('GET', `/ops/force-release/${id}`)).body).toMatchObject({
+    status: 'released',
+    approvals: [{ actor: 'bob' }, { actor: 'carol@contoso' }],
+  });
+  expect(
+    (await send('POST', '/ops/routes/conv-f/force-release', { reason: 'again', actor: 'alice' })).body,
+  ).toMatchObject({ code: 'NotLocked' });
+  await new Promise((r) => setTimeout(r, 50)); // the change stream is asynchronous
+  const ops = ((await send('GET', '/routes/conv-f/audit')).body as { items: { op: string }[] }).items.map(
+    (r) => r.op,
+  );
+  expect(ops).toEqual([
+    'forceReleaseRequested',
+    'forceReleaseApproved',
+    'forceReleaseApproved',
+    'forceRelease',
+  ]);
+  // the old holder's token is dead
+  expect((await send('POST', '/routes/conv-f/swap', { token })).status).toBe(410);
+  for (const line of logs) assertNoSecrets(line, [token]);
+});
+
+test('POST /api/ops/probe runs the probe and the metrics count it', async () => {
+  const result = await send('POST', '/ops/probe');
+  expect(result.body).toMatchObject({ success: true, resourceId: 'probe-local' });
+  expect(((await send('GET', '/metrics')).body as { probes: { runs: number } }).probes.runs).toBe(1);
+}, 20_000);

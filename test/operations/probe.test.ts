@@ -1,0 +1,83 @@
+import { ManualClock } from '../../shared/clock';
+import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
+import { runProbe } from '../../shared/probe';
+import type { LocationStore } from '../../shared/store/port';
+import { SqliteStore } from '../../shared/store/sqlite';
+import { MetricsRecorder } from '../../shared/telemetry/sink';
+import { FaultyStore } from '../support/faultyStore';
+
+/** The synthetic probe: green on a healthy store; on a broken one, it names the phase and the assertion. */
+
+/** A store with a bug: it silently drops the write lock from whatever it stores. */
+class DropsWriteLock extends FaultyStore {
+  override async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+    if (doc.lock?.phase === 'write') {
+      const { writeAt: _a, writeExpiresAt: _b, ...lock } = doc.lock;
+      return super.replace({ ...doc, lock: { ...lock, phase: 'hardDelete' } }, ifMatch);
+    }
+    return super.replace(doc, ifMatch);
+  }
+}
+
+function probeWith(store: LocationStore) {
+  const clock = new ManualClock();
+  const sink = new MetricsRecorder();
+  return {
+    sink,
+    run: () =>
+      runProbe({
+        store,
+        region: 'westeurope',
+        clock: clock.now,
+        sleep: async (ms) => void clock.advance(ms),
+        sink,
+      }),
+  };
+}
+
+test('a healthy store passes every phase, and the next run migrates back', async () => {
+  const store = new SqliteStore(':memory:');
+  const probe = probeWith(store);
+  const first = await probe.run();
+  expect(first).toMatchObject({ success: true, resourceId: 'probe-westeurope' });
+  expect(first.steps.map((s) => s.phase)).toEqual(['prelock', 'hardDelete', 'write', 'swap']);
+  expect((await store.read('probe-westeurope', { from: 'writeRegion' })).doc.location).toEqual({
+    region: 'westeurope',
+    account: 'probe-b',
+  });
+  expect(await probe.run()).toMatchObject({ success: true });
+  expect((await store.read('probe-westeurope', { from: 'writeRegion' })).doc.location).toEqual({
+    region: 'westeurope',
+    account: 'probe-a',
+  });
+  expect(probe.sink.snapshot().probes).toMatchObject({
+    runs: 2,
+    failures: 0,
+    last: { success: true, runLocation: 'westeurope' },
+  });
+});
+
+test('a store that drops the write lock fails the probe at the write phase, naming the assertion', async () => {
+  const store = new DropsWriteLock(new SqliteStore(':memory:'));
+  const probe = probeWith(store);
+  const result = await probe.run();
+  expect(result).toMatchObject({
+    success: false,
+    failedPhase: 'write',
+    failedAssertion: 'write lock: writes are refused',
+  });
+  expect(probe.sink.snapshot().probes.last).toMatchObject({
+    success: false,
+    message: 'write: write lock: writes are refused',
+  });
+  // it released its lock on the way out: the next probe can run
+  expect((await store.read('probe-westeurope', { from: 'writeRegion' })).doc.lock).toBeNull();
+});
+
+test('a store outage fails the probe with the error, not a crash', async () => {
+  const store = new FaultyStore(new SqliteStore(':memory:'));
+  store.down = true;
+  const result = await probeWith(store).run();
+  expect(result).toMatchObject({ success: false, failedPhase: 'setup' });
+  expect(result.failedAssertion).toMatch(/StoreUnavailable|throttled/);
+});
