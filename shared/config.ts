@@ -261,6 +261,13 @@ const storeSchema = z.object({
   ROUTELOCK_SWEEP_SCHEDULE: ncrontab.default('0 */15 * * * *'),
 });
 
+/** Every environment variable this schema reads (the Bicep and local settings are checked against it). */
+export const configVariables: readonly string[] = [
+  'ROUTELOCK_PROFILE',
+  ...Object.keys(timingSchema.shape),
+  ...Object.keys(storeSchema.shape),
+];
+
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
   constructor(readonly problems: string[]) {

@@ -1,0 +1,79 @@
+// The routing store. One write region (compare-and-swap on ETags is only linearizable there), read
+// replicas elsewhere, bounded staleness so a replica's lag has a bound the convergence delay covers.
+// Local (key) auth is disabled: the app's identity gets the built-in Data Contributor role.
+param name string
+param tags object
+@minLength(2)
+@description('Regions of the account; the first is the single write region.')
+param locations array
+@minValue(300)
+param maxStalenessIntervalSeconds int = 300
+@minValue(100000)
+param maxStalenessPrefix int = 100000
+param databaseName string = 'routelock'
+param principalId string
+
+resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
+  name: name
+  location: locations[0]
+  tags: tags
+  kind: 'GlobalDocumentDB'
+  properties: {
+    databaseAccountOfferType: 'Standard'
+    disableLocalAuth: true
+    enableMultipleWriteLocations: false
+    enableAutomaticFailover: true
+    consistencyPolicy: {
+      defaultConsistencyLevel: 'BoundedStaleness'
+      maxIntervalInSeconds: maxStalenessIntervalSeconds
+      maxStalenessPrefix: maxStalenessPrefix
+    }
+    locations: [
+      for (region, i) in locations: {
+        locationName: region
+        failoverPriority: i
+        isZoneRedundant: false
+      }
+    ]
+  }
+}
+
+resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-05-15' = {
+  parent: account
+  name: databaseName
+  properties: { resource: { id: databaseName } }
+}
+
+// locations: the routing documents; leases: the change feed trigger's checkpoints (created here, since
+// the identity cannot create containers); audit: the ledger; migrations: migration id → instance.
+var containerNames = ['locations', 'leases', 'audit', 'migrations']
+
+resource containers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = [
+  for container in containerNames: {
+    parent: database
+    name: container
+    properties: {
+      resource: {
+        id: container
+        partitionKey: { paths: ['/id'], kind: 'Hash' }
+      }
+    }
+  }
+]
+
+// Built-in "Cosmos DB Built-in Data Contributor".
+var dataContributor = '00000000-0000-0000-0000-000000000002'
+
+resource dataAccess 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = {
+  parent: account
+  name: guid(account.id, principalId, dataContributor)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributor}'
+    principalId: principalId
+    scope: account.id
+  }
+}
+
+output name string = account.name
+output endpoint string = account.properties.documentEndpoint
+output databaseName string = databaseName
