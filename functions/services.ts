@@ -11,6 +11,7 @@ import {
   SqliteMigrationState,
 } from '../shared/migration/records';
 import type { MigrationService } from '../shared/migration/service';
+import type { MigrationStatus } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/router';
 import { CosmosStore } from '../shared/store/cosmos';
@@ -45,6 +46,8 @@ export interface Services {
   bodyActorAllowed: boolean;
   /** The embedded host's in-memory metrics (`GET /api/metrics`); in Azure, Application Insights has them. */
   metrics?: MetricsRecorder;
+  /** The embedded host's recent migrations (`GET /api/migrations`, the status page). */
+  recentMigrations?: (limit: number) => MigrationStatus[];
   /** Who runs migrations for this invocation: Durable Functions in Azure, the in-process runner locally. */
   migrations: (context: InvocationContext) => MigrationService;
 }
@@ -59,6 +62,7 @@ export interface ServiceOverrides {
   sink?: TelemetrySink;
   bodyActorAllowed?: boolean;
   metrics?: MetricsRecorder;
+  recentMigrations?: (limit: number) => MigrationStatus[];
   migrations?: (context: InvocationContext) => MigrationService;
 }
 
@@ -130,6 +134,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     warnings: guards.warnings,
     bodyActorAllowed: overrides.bodyActorAllowed ?? false,
     ...(overrides.metrics ? { metrics: overrides.metrics } : {}),
+    ...(overrides.recentMigrations ? { recentMigrations: overrides.recentMigrations } : {}),
     migrations:
       overrides.migrations ??
       ((context) => new DurableMigrationService(df.getClient(context), records, router, settings, clock)),

@@ -25,6 +25,7 @@ import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/port';
 import { parseHostConfig } from './config';
 import { metricsEndpoints } from './metrics';
+import { serveStatusPage } from './statusPage';
 import { LocalQueueConsumer } from './queueConsumer';
 import { type LogLine, createLocalServer } from './server';
 
@@ -115,6 +116,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     sink,
     metrics,
     bodyActorAllowed: true,
+    recentMigrations: (limit) => state.recent(limit).map((record) => record.status),
   });
   for (const warning of services.warnings) log('warning', warning, {});
   // The embedded store's change stream feeds the same handler as the Cosmos DB change feed in Azure.
@@ -134,7 +136,11 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   services.migrations = () => migrations;
   useServices(services);
 
-  const server = createLocalServer({ endpoints: allEndpoints, log });
+  const server = createLocalServer({
+    endpoints: allEndpoints,
+    log,
+    extraRoutes: [{ path: '/', handle: serveStatusPage }],
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(hostConfig.port, hostConfig.host, () => resolve());

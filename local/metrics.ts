@@ -2,6 +2,7 @@ import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/fu
 import { type HttpEndpoint, handle, json } from '../functions/http/endpoint';
 import { HttpProblem } from '../functions/http/problem';
 import type { Services } from '../functions/services';
+import { auditQuery, parse, queryObject } from '../functions/http/validation';
 
 /**
  * GET /api/metrics — the embedded host's lock metrics, from its own change stream:
@@ -22,6 +23,25 @@ export async function getMetrics(
   return json(200, services.metrics.snapshot());
 }
 
+/** GET /api/migrations?limit=N — the embedded host's recent migrations, newest first (status page). */
+export async function listMigrations(
+  request: HttpRequest,
+  _context: InvocationContext,
+  services: Services,
+): Promise<HttpResponseInit> {
+  if (!services.recentMigrations)
+    throw new HttpProblem('NotFound', 'Listing migrations is served by the embedded host.');
+  const query = parse(auditQuery, queryObject(request), 'query');
+  return json(200, { items: services.recentMigrations(query.limit ?? 50) });
+}
+
 export const metricsEndpoints: HttpEndpoint[] = [
   { name: 'metrics', methods: ['GET'], route: 'metrics', authLevel: 'function', handler: handle(getMetrics) },
+  {
+    name: 'listMigrations',
+    methods: ['GET'],
+    route: 'migrations',
+    authLevel: 'function',
+    handler: handle(listMigrations),
+  },
 ];

@@ -50,6 +50,11 @@ export interface RouterOptions {
    * mutation is then refused with this reason.
    */
   unsafeForLocks?: string | undefined;
+  /**
+   * How long the cache may reuse one reading of the clock for TTL checks (lru-cache's ttlResolution).
+   * Default: 1 ms on the system clock, 0 (read every time) on an injected clock.
+   */
+  ttlResolutionMs?: number;
   /** Told when a write's store timestamp and this process's clock disagree by more than the skew bound. */
   onClockSkew?: (resourceId: string, skewSeconds: number) => void;
 }
@@ -104,7 +109,7 @@ export class Router {
       // The local tier's TTL is part of the declared convergence delay, so an entry cached before a
       // pre-lock is gone before that lock can start.
       ttl: options.timing.localCacheTtlSeconds * 1000,
-      ttlResolution: 0,
+      ttlResolution: options.ttlResolutionMs ?? (clock === systemClock ? 1 : 0),
       perf: { now: clock },
     });
     this.versions = new LRUCache<string, StoredDocument>({ max: options.cacheMax ?? 100_000 });
@@ -117,6 +122,19 @@ export class Router {
   // ---------------------------------------------------------------------------------------------
   // Read path
   // ---------------------------------------------------------------------------------------------
+
+  /**
+   * The document if the cache may serve it without any store read (no lock that may be in force),
+   * else undefined. Synchronous: the fast path of the read path, for callers that want it.
+   */
+  peek(id: string): StoredDocument | undefined {
+    const hit = this.cache.get(id);
+    if (hit === undefined) return undefined;
+    // An unlocked document (readThroughFrom = ∞) needs no clock at all.
+    return hit.readThroughFrom === Number.POSITIVE_INFINITY || this.clock() < hit.readThroughFrom
+      ? hit.stored
+      : undefined;
+  }
 
   async resolve(id: string): Promise<StoredDocument> {
     const now = this.clock();

@@ -56,10 +56,14 @@ export interface LockGrant {
 
 const ms = (iso: string): number => Date.parse(iso);
 
+/** The answer for an unlocked route: shared and frozen, so the hot path allocates nothing. */
+const ALLOW_ALL: Enforcement = Object.freeze({ read: 'allow', write: 'allow', delete: 'allow' });
+
 export function enforcement(doc: LocationDocument, now: number, cfg: TimingConfig): Enforcement {
+  if (doc.lock === null) return ALLOW_ALL;
   const lock = liveLock(doc, now);
   // Nothing is restricted before startsAt, whatever the phase claims.
-  if (!lock || !hasStarted(lock, now)) return { read: 'allow', write: 'allow', delete: 'allow' };
+  if (!lock || !hasStarted(lock, now)) return ALLOW_ALL;
   if (writeLockInForce(lock, now)) {
     const retryAfterSeconds = Math.min(
       retryAfterFromMs(ms(lock.writeExpiresAt as string) - now),
@@ -68,7 +72,7 @@ export function enforcement(doc: LocationDocument, now: number, cfg: TimingConfi
     return { read: 'allow', write: 'deny', delete: 'deny', retryAfterSeconds };
   }
   if (hardDeleteInForce(lock, now)) return { read: 'allow', write: 'allow', delete: 'tombstone' };
-  return { read: 'allow', write: 'allow', delete: 'allow' };
+  return ALLOW_ALL;
 }
 
 /** The secondary as it stands at `now`: a pending target lives with its lock, a retired source until its time. */

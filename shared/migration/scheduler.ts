@@ -72,6 +72,17 @@ export class VirtualScheduler implements Scheduler {
     return this.timers.filter((t) => !t.cancelled).length;
   }
 
+  /**
+   * Keep advancing while `busy()` says work remains: work in flight that has not yet armed its next
+   * timer gets macrotask turns; otherwise the next timer fires.
+   */
+  async runWhile(busy: () => boolean): Promise<void> {
+    while (busy()) {
+      await this.runUntilIdle();
+      if (busy() && this.pendingTimers === 0) await new Promise<void>((r) => setImmediate(r));
+    }
+  }
+
   /** Advance through every pending timer, in time order, until nothing is left waiting. */
   async runUntilIdle(options: { settleTurns?: number; maxTimers?: number } = {}): Promise<number> {
     const turns = options.settleTurns ?? 4;

@@ -37,9 +37,6 @@ export function virtualRunner(
     // Tests never reach a network: a participant without a stub answers 599 at once.
     http: options.http ?? (async () => ({ status: 599, body: 'no participant stub in this test' })),
   });
-  const settle = async () => {
-    await scheduler.runUntilIdle();
-    await runner.idle();
-  };
+  const settle = () => scheduler.runWhile(() => runner.activeCount > 0);
   return { config, clock, scheduler, store, router, state, activities, runner, settle };
 }

@@ -1,0 +1,184 @@
+import { startCosmosServer } from '../test/support/cosmosServer';
+import { ManualClock } from '../shared/clock';
+import { type Config, parseConfig } from '../shared/config';
+import { newLocationDocument } from '../shared/lock/document';
+import { type Activities, createActivities } from '../shared/migration/activities';
+import { InProcessRunner } from '../shared/migration/inProcess';
+import { SqliteMigrationState } from '../shared/migration/records';
+import { VirtualScheduler } from '../shared/migration/scheduler';
+import { migrationSettings } from '../shared/migration/workflow';
+import { Router } from '../shared/router';
+import { type LocationStore, resetCounters } from '../shared/store/port';
+import { SqliteStore } from '../shared/store/sqlite';
+import { heapMiB, median, settleGc, table } from './lib';
+
+/**
+ * Migration cost: store reads and writes per migration with and without the If-Match read saving, and
+ * full-lifecycle (lock-only) migrations per second through the in-process runner on a virtual clock,
+ * on SQLite and on the Cosmos adapter (@vercel/cosmosdb-server), at several concurrencies.
+ */
+
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'eastus' };
+
+/** The same activities with If-Match stripped: every mutation reads the write region first. */
+export function withoutIfMatch(activities: Activities): Activities {
+  const strip = <T extends { ifMatch?: string }>(input: T): T => {
+    const { ifMatch: _ifMatch, ...rest } = input;
+    return rest as T;
+  };
+  return {
+    ...activities,
+    escalate: (input) => activities.escalate(strip(input)),
+    renew: (input) => activities.renew(strip(input)),
+    swap: (input) => activities.swap(strip(input)),
+    release: (input) => activities.release(strip(input)),
+  };
+}
+
+async function runMigrations(
+  store: LocationStore,
+  count: number,
+  options: { saving: boolean; config: Config; prefix: string },
+) {
+  const clock = new ManualClock();
+  const scheduler = new VirtualScheduler(clock);
+  const router = new Router({ store, timing: options.config.timing, clock: clock.now, cacheMax: count + 10 });
+  const state = new SqliteMigrationState(':memory:');
+  const base = createActivities(router, options.config.timing, state);
+  const activities = options.saving ? base : withoutIfMatch(base);
+  let n = 0;
+  const runner = new InProcessRunner({
+    activities,
+    state,
+    scheduler,
+    settings: migrationSettings(options.config),
+    newId: () => `${options.prefix}-m-${++n}`,
+    http: async () => ({ status: 200, body: null }),
+  });
+  const ids = Array.from({ length: count }, (_, i) => `${options.prefix}-${i}`);
+  if (store instanceof SqliteStore) {
+    const insert = store.database.transaction(() => {
+      const statement = store.database.prepare(
+        'INSERT INTO locations (id, etag, doc, updated_at) VALUES (?, ?, ?, ?)',
+      );
+      for (const id of ids) statement.run(id, `e-${id}`, JSON.stringify(newLocationDocument(id, SOURCE)), 0);
+    });
+    insert();
+  } else {
+    for (let i = 0; i < ids.length; i += 50)
+      await Promise.all(ids.slice(i, i + 50).map((id) => store.create(newLocationDocument(id, SOURCE))));
+  }
+  resetCounters(store.counters);
+  await settleGc();
+  const heapBefore = heapMiB();
+  const started = process.hrtime.bigint();
+  for (const id of ids) runner.start({ resourceId: id, target: TARGET });
+  await scheduler.runWhile(() => runner.activeCount > 0);
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const heapAfter = heapMiB();
+  const completed = state.recent(count).filter((r) => r.status.status === 'Completed').length;
+  const c = store.counters;
+  state.close();
+  return {
+    count,
+    completed,
+    seconds,
+    migrationsPerSecond: count / seconds,
+    msPerMigration: (seconds * 1000) / count,
+    readsPerMigration: (c.nearestReads + c.writeRegionReads) / count,
+    writeRegionReadsPerMigration: c.writeRegionReads / count,
+    writesPerMigration: c.replaces / count,
+    heapDeltaMiB: Math.round((heapAfter - heapBefore) * 10) / 10,
+  };
+}
+
+export async function runMigration(options: { concurrency: number[]; repeats: number; cosmosCount: number }) {
+  const config = parseConfig({});
+  // Reads and writes per migration, with and without the saving (SQLite, 100 migrations each).
+  const withSaving = await runMigrations(new SqliteStore(':memory:'), 100, {
+    saving: true,
+    config,
+    prefix: 'cost-a',
+  });
+  const without = await runMigrations(new SqliteStore(':memory:'), 100, {
+    saving: false,
+    config,
+    prefix: 'cost-b',
+  });
+
+  // Throughput at each concurrency, SQLite; the median of the repeats.
+  const sqlite: Awaited<ReturnType<typeof runMigrations>>[] = [];
+  for (const count of options.concurrency) {
+    const runs = [];
+    for (let r = 0; r < options.repeats; r += 1) {
+      runs.push(
+        await runMigrations(new SqliteStore(':memory:'), count, {
+          saving: true,
+          config,
+          prefix: `tp-${count}-${r}`,
+        }),
+      );
+    }
+    const best = runs.sort((a, b) => a.migrationsPerSecond - b.migrationsPerSecond)[
+      Math.floor(runs.length / 2)
+    ] as (typeof runs)[number];
+    sqlite.push({ ...best, migrationsPerSecond: median(runs.map((x) => x.migrationsPerSecond)) });
+  }
+
+  // The Cosmos adapter against the wire-protocol emulator (HTTPS on loopback).
+  const server = await startCosmosServer();
+  let cosmos: Awaited<ReturnType<typeof runMigrations>>;
+  try {
+    cosmos = await runMigrations(await server.connect(), options.cosmosCount, {
+      saving: true,
+      config,
+      prefix: 'cosmos',
+    });
+  } finally {
+    await server.close();
+  }
+
+  const text = [
+    table(
+      ['per lock-only migration', 'store reads', 'write-region reads', 'writes'],
+      [
+        [
+          'with If-Match (orchestrator passes its ETag)',
+          withSaving.readsPerMigration,
+          withSaving.writeRegionReadsPerMigration,
+          withSaving.writesPerMigration,
+        ],
+        [
+          'without If-Match',
+          without.readsPerMigration,
+          without.writeRegionReadsPerMigration,
+          without.writesPerMigration,
+        ],
+      ],
+    ),
+    '',
+    table(
+      ['store', 'concurrent migrations', 'completed', 'migrations/s', 'ms per migration', 'heap Δ MiB'],
+      [
+        ...sqlite.map((r) => [
+          'SQLite',
+          r.count,
+          r.completed,
+          Math.round(r.migrationsPerSecond),
+          r.msPerMigration,
+          r.heapDeltaMiB,
+        ]),
+        [
+          'Cosmos (emulator)',
+          cosmos.count,
+          cosmos.completed,
+          Math.round(cosmos.migrationsPerSecond),
+          cosmos.msPerMigration,
+          cosmos.heapDeltaMiB,
+        ],
+      ],
+    ),
+  ].join('\n');
+  return { table: text, data: { withSaving, without, sqlite, cosmos } };
+}

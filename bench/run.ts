@@ -1,0 +1,87 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runGrowth } from './growth';
+import { runHttp } from './http';
+import { type Machine, machine, writeResult } from './lib';
+import { runMigration } from './migration';
+import { runReadPath } from './readPath';
+
+/**
+ * `npm run bench` (or `npm run bench -- --quick`): every benchmark, results in bench/results/<name>.json
+ * and a printed table. A full run also rewrites bench/README.md with the tables and the command.
+ * Options: --quick, --only <name>, --out <dir>.
+ */
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
+const out = args.includes('--out') ? (args[args.indexOf('--out') + 1] as string) : join(__dirname, 'results');
+const tiny = args.includes('--tiny'); // the smoke test: checks they run and write JSON, nothing more
+
+const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>> = {
+  'read-path': () =>
+    runReadPath({
+      resources: tiny ? 100 : 1000,
+      fractions: [0, 0.001, 0.01, 0.1, 1],
+      ops: tiny ? 2000 : quick ? 50_000 : 300_000,
+      repeats: tiny ? 1 : quick ? 2 : 5,
+    }),
+  http: () =>
+    runHttp(
+      tiny
+        ? { seconds: 1, warmupSeconds: 1, rounds: 1, connections: 4 }
+        : quick
+          ? { seconds: 3, warmupSeconds: 1, rounds: 1, connections: 32 }
+          : { seconds: 10, warmupSeconds: 2, rounds: 3, connections: 32 },
+    ),
+  migration: () =>
+    runMigration(
+      tiny
+        ? { concurrency: [1, 5], repeats: 1, cosmosCount: 3 }
+        : quick
+          ? { concurrency: [1, 10, 100], repeats: 1, cosmosCount: 20 }
+          : { concurrency: [1, 10, 100, 1000], repeats: 3, cosmosCount: 100 },
+    ),
+  growth: () =>
+    runGrowth(
+      tiny
+        ? { sizes: [100], ops: 1000 }
+        : quick
+          ? { sizes: [1000, 10_000], ops: 50_000 }
+          : { sizes: [1000, 10_000, 100_000, 1_000_000], ops: 300_000 },
+    ),
+};
+
+async function main(): Promise<void> {
+  const info: Machine = machine();
+  const header = `${info.cores} cores (${info.cpu}), ${info.memoryGiB} GiB, Node ${info.node}, ${info.platform}, ${info.date}`;
+  process.stdout.write(`routelock benchmarks — ${header}${quick ? ' — quick' : ''}\n\n`);
+  const sections: string[] = [];
+  for (const [name, run] of Object.entries(benchmarks)) {
+    if (only && only !== name) continue;
+    const started = Date.now();
+    const result = await run();
+    const path = writeResult(out, {
+      name,
+      machine: info,
+      quick: quick || tiny,
+      table: result.table,
+      data: result.data,
+    });
+    const section = `### ${name}\n\n${result.table}\n`;
+    sections.push(section);
+    process.stdout.write(`${section}\n(${((Date.now() - started) / 1000).toFixed(1)} s, ${path})\n\n`);
+  }
+  if (!quick && !tiny && !only) {
+    const command = 'npm run bench';
+    writeFileSync(
+      join(__dirname, 'README.md'),
+      `# Benchmarks\n\nProduced by \`${command}\` on ${header}.\nQuick version: \`npm run bench -- --quick\`. Raw results: \`bench/results/*.json\`. What each measures and how: the comments at the top of \`bench/*.ts\`.\n\n${sections.join('\n')}`,
+    );
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,326 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MessageStore } from '../examples/message-store/service';
+import { type LocalHost, startLocalHost } from '../local/host';
+import type { MigrationStatus } from '../shared/migration/types';
+import type { Distribution, MetricsSnapshot } from '../shared/telemetry/sink';
+
+/**
+ * The migration drill: the embedded host and a two-region message store, user traffic (reads, writes,
+ * deletes; refused writes retried after Retry-After), and migrations of a set of conversations from one
+ * region to the other through POST /api/migrations. At the end it checks that nothing was lost:
+ *  - every acknowledged write is present at the conversation's final location;
+ *  - no write was accepted at the source after its write lock began (beyond the in-flight bound);
+ *  - no conversation has messages in both regions after its swap;
+ *  - no partial cutover (Completed ⇔ at the target and unlocked; otherwise at the source, unlocked).
+ */
+
+export interface DrillOptions {
+  resources: number;
+  migrations: number;
+  /** User operations per second. */
+  rate: number;
+  /** Seconds of traffic (migrations start in the first half). */
+  duration: number;
+  /** The negative control: a message store that accepts writes during the write lock. */
+  ignoreWriteLock?: boolean;
+  /** Called about twice a second with progress. */
+  onProgress?: (progress: DrillProgress) => void;
+  /** A port for the host (0: any free one). */
+  port?: number;
+  log?: (line: string) => void;
+}
+
+export interface DrillProgress {
+  elapsedSeconds: number;
+  duration: number;
+  operations: number;
+  phases: Record<string, number>;
+  statuses: Record<string, number>;
+}
+
+export interface DrillSummary {
+  migrations: {
+    requested: number;
+    completed: number;
+    failed: number;
+    conflict: number;
+    noop: number;
+    running: number;
+  };
+  writeLockSeconds: Distribution;
+  operations: {
+    reads: number;
+    writes: number;
+    deletes: number;
+    writesRefusedThenAccepted: number;
+    refusals: number;
+    deletesTombstoned: number;
+    misdirected: number;
+  };
+  violations: string[];
+  url: string;
+}
+
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'eastus' };
+/** A write decided just before the write lock may still commit right after it: the in-flight bound. */
+export const IN_FLIGHT_GRACE_MS = 250;
+
+export async function runDrill(
+  options: DrillOptions,
+  hooks: { onHost?: (host: LocalHost) => void } = {},
+): Promise<DrillSummary> {
+  const dir = mkdtempSync(join(tmpdir(), 'routelock-drill-'));
+  const log = options.log ?? (() => undefined);
+  let host: LocalHost | undefined;
+  let messages: MessageStore | undefined;
+  try {
+    // The message store needs the host's URL, the host needs the store's: start the store's server first.
+    messages = new MessageStore({
+      regions: { westeurope: join(dir, 'westeurope.db'), eastus: join(dir, 'eastus.db') },
+      ignoreWriteLock: options.ignoreWriteLock ?? false,
+      copyDelayMs: 150,
+    });
+    const storeUrl = await messages.listen();
+    host = await startLocalHost({
+      env: {
+        PORT: String(options.port ?? 0),
+        ROUTELOCK_SQLITE_PATH: join(dir, 'routes.db'),
+        ROUTELOCK_PROFILE: 'dev',
+        ROUTELOCK_CACHE_TIERS: 'local=1',
+        ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
+        ROUTELOCK_SAFETY_BUFFER_SECONDS: '1',
+        ROUTELOCK_WRITE_LEASE_SECONDS: '5',
+        ROUTELOCK_WRITE_BUDGET_SECONDS: '10',
+        ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
+        ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'messages', url: `${storeUrl}/migrate` }]),
+      },
+      log: (level, message) => {
+        if (level === 'error' || level === 'warning') log(`${level}: ${message}`);
+      },
+    });
+    hooks.onHost?.(host);
+    const api = `${host.url}/api`;
+    messages.useRouting(api);
+
+    // Seed conversations in the source region.
+    const ids = Array.from({ length: options.resources }, (_, i) => `conv-${String(i).padStart(4, '0')}`);
+    const json = { 'content-type': 'application/json' };
+    for (const id of ids) {
+      await fetch(`${api}/routes/${id}`, {
+        method: 'PUT',
+        headers: json,
+        body: JSON.stringify({ location: SOURCE }),
+      });
+      for (let m = 0; m < 3; m += 1) await messages.write(SOURCE.region, id, `seed-${m}`, 'hello');
+    }
+
+    // Bookkeeping for the checks.
+    const acked = new Map<string, Map<string, 'present' | 'deleted'>>(ids.map((id) => [id, new Map()]));
+    for (const id of ids) for (let m = 0; m < 3; m += 1) acked.get(id)?.set(`seed-${m}`, 'present');
+    const ops = { reads: 0, writes: 0, deletes: 0, writesRefusedThenAccepted: 0, refusals: 0 };
+    const pending: Promise<unknown>[] = [];
+    let sequence = 0;
+
+    /** One user operation, retried after Retry-After when refused, and re-resolved when misdirected. */
+    const operate = async (id: string, kind: 'read' | 'write' | 'delete') => {
+      const messageId =
+        kind === 'write'
+          ? `m-${++sequence}`
+          : [...(acked.get(id)?.entries() ?? [])].find(([, s]) => s === 'present')?.[0];
+      if (kind === 'delete' && !messageId) return;
+      let refused = false;
+      for (let attempt = 0; attempt < 60; attempt += 1) {
+        const view = await (messages as MessageStore).resolve(id);
+        const region = view.location.region;
+        const outcome =
+          kind === 'read'
+            ? await (messages as MessageStore).read(region, id)
+            : kind === 'write'
+              ? await (messages as MessageStore).write(region, id, messageId as string, 'payload')
+              : await (messages as MessageStore).remove(region, id, messageId as string);
+        if (outcome.status === 'locked') {
+          refused = true;
+          ops.refusals += 1;
+          await new Promise((r) => setTimeout(r, outcome.retryAfterSeconds * 1000));
+          (messages as MessageStore).forget(id);
+          continue;
+        }
+        if (outcome.status === 'notHere') {
+          (messages as MessageStore).forget(id);
+          await new Promise((r) => setTimeout(r, 50));
+          continue;
+        }
+        if (kind === 'read') ops.reads += 1;
+        if (kind === 'write') {
+          ops.writes += 1;
+          if (refused) ops.writesRefusedThenAccepted += 1;
+          acked.get(id)?.set(messageId as string, 'present');
+        }
+        if (kind === 'delete') {
+          ops.deletes += 1;
+          acked.get(id)?.set(messageId as string, 'deleted');
+        }
+        return;
+      }
+      throw new Error(`operation ${kind} on ${id} never went through`);
+    };
+
+    // Start migrations during the first half of the traffic.
+    const toMigrate = ids.slice(0, Math.min(options.migrations, ids.length));
+    const migrationIds = new Map<string, string>();
+    const started = Date.now();
+    const startMigrations = (async () => {
+      const spread = (options.duration * 1000) / 2 / Math.max(1, toMigrate.length);
+      for (const id of toMigrate) {
+        const res = await fetch(`${api}/migrations`, {
+          method: 'POST',
+          headers: json,
+          body: JSON.stringify({ resourceId: id, target: TARGET }),
+        });
+        const body = (await res.json()) as { migrationId: string };
+        migrationIds.set(id, body.migrationId);
+        await new Promise((r) => setTimeout(r, spread));
+      }
+    })();
+
+    // User traffic at the requested rate, for the requested duration.
+    let random = 12345;
+    const next = () => (random = (random * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const interval = 1000 / options.rate;
+    let lastProgress = 0;
+    let operations = 0;
+    while (Date.now() - started < options.duration * 1000) {
+      const id = ids[Math.floor(next() * ids.length)] as string;
+      const roll = next();
+      pending.push(operate(id, roll < 0.5 ? 'read' : roll < 0.85 ? 'write' : 'delete'));
+      operations += 1;
+      if (Date.now() - lastProgress > 500 && options.onProgress) {
+        lastProgress = Date.now();
+        options.onProgress(await progress(host, options, started, operations));
+      }
+      await new Promise((r) => setTimeout(r, interval));
+    }
+    await startMigrations;
+    await Promise.all(pending);
+
+    // Wait for every migration to end.
+    const deadline = Date.now() + 60_000;
+    let statuses: MigrationStatus[] = [];
+    for (;;) {
+      statuses = await Promise.all(
+        [...migrationIds.values()].map(
+          async (m) => (await (await fetch(`${api}/migrations/${m}`)).json()) as MigrationStatus,
+        ),
+      );
+      if (options.onProgress) options.onProgress(await progress(host, options, started, operations));
+      if (statuses.every((s) => !['Pending', 'Running'].includes(s.status)) || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    await messages.janitor();
+
+    // The checks.
+    const violations: string[] = [];
+    for (const id of ids) {
+      const route = (await (await fetch(`${api}/routes/${id}`)).json()) as {
+        location: { region: string };
+        lock: unknown;
+      };
+      const status = statuses.find((s) => s.resourceId === id);
+      if (status) {
+        const atTarget = route.location.region === TARGET.region;
+        if (status.status === 'Completed' && (!atTarget || route.lock !== null))
+          violations.push(
+            `partial cutover: ${id} Completed but route at ${route.location.region}, lock ${route.lock ? 'held' : 'none'}`,
+          );
+        if (status.status !== 'Completed' && status.status !== 'Running' && (atTarget || route.lock !== null))
+          violations.push(`partial cutover: ${id} ${status.status} but route at ${route.location.region}`);
+        // no write accepted at the source after its write lock began
+        if (status.status === 'Completed' && status.timeline.writeAt) {
+          const writeAt = Date.parse(status.timeline.writeAt);
+          const late = messages.accepted.filter(
+            (a) =>
+              a.conversationId === id &&
+              a.region === SOURCE.region &&
+              a.kind === 'write' &&
+              a.at > writeAt + IN_FLIGHT_GRACE_MS,
+          );
+          for (const a of late)
+            violations.push(
+              `write accepted at the source after the write lock: ${id}/${a.messageId} ${a.at - writeAt} ms after writeAt`,
+            );
+        }
+      }
+      // every acknowledged write is present at the final location; acknowledged deletes are gone
+      const here = new Map(
+        messages.stores
+          .get(route.location.region)
+          ?.list(id)
+          .map((m) => [m.messageId, m]) ?? [],
+      );
+      for (const [messageId, state] of acked.get(id) ?? []) {
+        const row = here.get(messageId);
+        if (state === 'present' && (!row || row.deleted))
+          violations.push(`lost write: ${id}/${messageId} missing at ${route.location.region}`);
+        if (state === 'deleted' && row && !row.deleted)
+          violations.push(`lost delete: ${id}/${messageId} back at ${route.location.region}`);
+      }
+      // no conversation in both regions after its swap
+      const elsewhere = [...messages.stores.entries()].filter(
+        ([region, store]) => region !== route.location.region && store.list(id).length > 0,
+      );
+      if (status?.status === 'Completed' && elsewhere.length > 0)
+        violations.push(`${id} has messages in both regions after its swap`);
+    }
+
+    const metrics = (await (await fetch(`${api}/metrics`)).json()) as MetricsSnapshot;
+    const count = (s: string) => statuses.filter((x) => x.status === s).length;
+    return {
+      migrations: {
+        requested: toMigrate.length,
+        completed: count('Completed'),
+        failed: count('Failed'),
+        conflict: count('Conflict'),
+        noop: count('NoOp'),
+        running: count('Running') + count('Pending'),
+      },
+      writeLockSeconds: metrics.writeLockSeconds,
+      operations: {
+        ...ops,
+        deletesTombstoned: messages.counters.deletesTombstoned,
+        misdirected: messages.counters.misdirected,
+      },
+      violations,
+      url: host.url,
+    };
+  } finally {
+    await host?.close();
+    await messages?.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function progress(
+  host: LocalHost,
+  options: DrillOptions,
+  started: number,
+  operations: number,
+): Promise<DrillProgress> {
+  const recent = host.state.recent(Math.max(1, options.migrations));
+  const phases: Record<string, number> = {};
+  const statuses: Record<string, number> = {};
+  for (const record of recent) {
+    statuses[record.status.status] = (statuses[record.status.status] ?? 0) + 1;
+    if (record.status.status === 'Running')
+      phases[record.status.phase] = (phases[record.status.phase] ?? 0) + 1;
+  }
+  return {
+    elapsedSeconds: (Date.now() - started) / 1000,
+    duration: options.duration,
+    operations,
+    phases,
+    statuses,
+  };
+}

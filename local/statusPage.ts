@@ -1,0 +1,107 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/**
+ * `GET /` on the embedded host: a status page with no build step. Resources with their location and lock
+ * phase, migrations in flight and recent ones with their phase timeline drawn as bars (pre-lock /
+ * hard-delete / write), and the metrics of /api/metrics. It refreshes itself every second.
+ */
+
+export const statusPageHtml = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>routelock — status</title>
+<style>
+  :root { --bg:#f6f7f9; --card:#fff; --ink:#1d2330; --muted:#6b7385; --line:#e3e6ec;
+          --prelock:#8fb3ff; --hardDelete:#f5b14c; --write:#e8685a; --ok:#2f9e6e; --bad:#d64545; --run:#3b6fd8; }
+  * { box-sizing: border-box; }
+  body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; background:var(--bg); color:var(--ink); }
+  header { padding:18px 28px; background:#1d2330; color:#fff; display:flex; align-items:baseline; gap:16px; }
+  header h1 { margin:0; font-size:20px; font-weight:650; letter-spacing:.2px; }
+  header span { color:#aab3c5; font-size:13px; }
+  main { padding:20px 28px; display:grid; gap:18px; grid-template-columns: minmax(0,3fr) minmax(0,2fr); }
+  section { background:var(--card); border:1px solid var(--line); border-radius:10px; padding:14px 16px; }
+  section.wide { grid-column: 1 / -1; }
+  h2 { margin:0 0 10px; font-size:15px; }
+  table { width:100%; border-collapse:collapse; }
+  th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line); vertical-align:middle; white-space:nowrap; }
+  th { color:var(--muted); font-weight:600; font-size:12px; text-transform:uppercase; letter-spacing:.4px; }
+  td.bar { width:40%; min-width:200px; }
+  td.id { max-width:170px; overflow:hidden; text-overflow:ellipsis; }
+  .badge { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px; font-weight:600; color:#fff; }
+  .Completed { background:var(--ok); } .Failed, .Conflict { background:var(--bad); } .Running, .Pending { background:var(--run); } .NoOp { background:var(--muted); }
+  .phase-prelock { background:var(--prelock); color:#1d2330; } .phase-hardDelete { background:var(--hardDelete); color:#1d2330; } .phase-write { background:var(--write); }
+  .none { color:var(--muted); }
+  .track { display:flex; height:14px; border-radius:7px; overflow:hidden; background:#eef0f4; }
+  .seg { height:100%; min-width:2px; }
+  .seg.prelock { background:var(--prelock); } .seg.hardDelete { background:var(--hardDelete); } .seg.write { background:var(--write); }
+  .legend { display:flex; gap:14px; color:var(--muted); font-size:12px; margin-bottom:8px; }
+  .legend i { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:5px; vertical-align:-1px; }
+  .metrics { display:grid; grid-template-columns: repeat(3, minmax(0,1fr)); gap:10px; }
+  .metric { border:1px solid var(--line); border-radius:8px; padding:10px; }
+  .metric b { display:block; font-size:18px; white-space:nowrap; }
+  .metric small { color:var(--muted); }
+  .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size:12.5px; }
+  .empty { color:var(--muted); padding:10px 0; }
+</style>
+</head>
+<body>
+<header><h1>routelock</h1><span id="updated">loading…</span></header>
+<main>
+  <section>
+    <h2>Migrations</h2>
+    <div class="legend"><span><i style="background:var(--prelock)"></i>pre-lock (convergence)</span><span><i style="background:var(--hardDelete)"></i>hard-delete lock</span><span><i style="background:var(--write)"></i>write lock</span></div>
+    <table><thead><tr><th>migration</th><th>resource</th><th>status</th><th>phase</th><th>timeline</th><th>took</th></tr></thead><tbody id="migrations"></tbody></table>
+  </section>
+  <section>
+    <h2>Lock metrics</h2>
+    <div class="metrics" id="metrics"></div>
+    <h2 style="margin-top:14px">Events</h2>
+    <div id="events" class="mono"></div>
+  </section>
+  <section class="wide">
+    <h2>Resources</h2>
+    <table><thead><tr><th>resource</th><th>location</th><th>lock</th><th>write</th><th>delete</th><th>secondary</th></tr></thead><tbody id="routes"></tbody></table>
+  </section>
+</main>
+<script>
+const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));
+const where = (l) => l ? esc(l.region + (l.account ? '/' + l.account : '')) : '';
+const secs = (a, b) => (Date.parse(b) - Date.parse(a)) / 1000;
+function bar(m) {
+  const t = m.timeline; if (!t.prelockAt) return '<span class="none">—</span>';
+  const end = t.swappedAt || (m.status === 'Running' ? new Date().toISOString() : (t.writeAt || t.hardDeleteAt || t.prelockAt));
+  const parts = [['prelock', t.prelockAt, t.hardDeleteAt || end], ['hardDelete', t.hardDeleteAt, t.writeAt || end], ['write', t.writeAt, end]]
+    .filter(([, a, b]) => a && b).map(([k, a, b]) => [k, Math.max(0, secs(a, b))]);
+  const total = parts.reduce((s, [, d]) => s + d, 0) || 1;
+  return '<div class="track">' + parts.map(([k, d]) => '<div class="seg ' + k + '" title="' + k + ' ' + d.toFixed(1) + ' s" style="width:' + (100 * d / total).toFixed(2) + '%"></div>').join('') + '</div>';
+}
+function took(m) { const t = m.timeline; return t.prelockAt && t.swappedAt ? secs(t.prelockAt, t.swappedAt).toFixed(1) + ' s' : ''; }
+function metric(name, d) { return '<div class="metric"><small>' + name + ' p50 / p99</small><b>' + (d.count ? d.p50.toFixed(2) + ' / ' + d.p99.toFixed(2) + ' s' : '—') + '</b><small>' + d.count + ' samples, max ' + (d.max ?? 0).toFixed(2) + ' s</small></div>'; }
+async function refresh() {
+  try {
+    const [routes, migrations, metrics] = await Promise.all(['/api/routes?limit=200', '/api/migrations?limit=30', '/api/metrics'].map((u) => fetch(u).then((r) => r.json())));
+    document.getElementById('migrations').innerHTML = migrations.items.length ? migrations.items.map((m) =>
+      '<tr data-migration="' + esc(m.migrationId) + '" data-status="' + esc(m.status) + '"><td class="mono id" title="' + esc(m.migrationId) + '">' + esc(m.migrationId) + '</td><td class="mono">' + esc(m.resourceId) + '</td><td><span class="badge ' + esc(m.status) + '">' + esc(m.status) + '</span></td><td>' + esc(m.phase) + '</td><td class="bar">' + bar(m) + '</td><td>' + took(m) + '</td></tr>').join('')
+      : '<tr><td colspan="6" class="empty">No migrations yet: POST /api/migrations</td></tr>';
+    document.getElementById('routes').innerHTML = routes.items.length ? routes.items.map((r) =>
+      '<tr><td class="mono">' + esc(r.resourceId) + '</td><td>' + where(r.location) + '</td><td>' + (r.lock ? '<span class="badge phase-' + esc(r.lock.phase) + '">' + esc(r.lock.phase) + '</span> → ' + where(r.lock.target) : '<span class="none">unlocked</span>') +
+      '</td><td>' + esc(r.enforcement.write) + '</td><td>' + esc(r.enforcement.delete) + '</td><td>' + (r.secondary ? esc(r.secondary.role) + ' ' + where(r.secondary.location) : '') + '</td></tr>').join('')
+      : '<tr><td colspan="6" class="empty">No routes yet: PUT /api/routes/{id}</td></tr>';
+    document.getElementById('metrics').innerHTML = metric('write lock', metrics.writeLockSeconds) + metric('convergence wait', metrics.convergenceWaitSeconds) + metric('migration', metrics.migrationSeconds);
+    const events = Object.entries(metrics.events);
+    document.getElementById('events').innerHTML = (events.length ? events.map(([k, v]) => esc(k) + ' ' + v).join(' · ') : 'none yet') + (metrics.convergenceShortfalls ? ' · <b style="color:var(--bad)">' + metrics.convergenceShortfalls + ' convergence shortfall(s)</b>' : '');
+    document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
+  } catch (e) { document.getElementById('updated').textContent = 'cannot reach the host: ' + e.message; }
+}
+refresh(); setInterval(refresh, 1000);
+</script>
+</body>
+</html>
+`;
+
+export function serveStatusPage(_req: IncomingMessage, res: ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(statusPageHtml);
+}
