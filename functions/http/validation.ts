@@ -33,14 +33,17 @@ export const renewBody = z.strictObject({
 });
 export const swapBody = z.strictObject({ token });
 export const releaseBody = z.strictObject({ token, phase: z.literal('write').optional() });
+/** `limit` in a query string: a whole number from 1 to 1000. */
+const limitParam = z
+  .string()
+  .regex(/^\d{1,4}$/, { message: 'must be a whole number from 1 to 1000' })
+  .transform(Number)
+  .refine((n) => n >= 1 && n <= 1000, { message: 'must be a whole number from 1 to 1000' })
+  .optional();
+
 export const listQuery = z.strictObject({
   locked: z.enum(['true', 'false']).optional(),
-  limit: z
-    .string()
-    .regex(/^\d{1,4}$/, { message: 'must be a whole number from 1 to 1000' })
-    .transform(Number)
-    .refine((n) => n >= 1 && n <= 1000, { message: 'must be a whole number from 1 to 1000' })
-    .optional(),
+  limit: limitParam,
   continuation: z.string().min(1).max(4096).optional(),
 });
 
@@ -52,14 +55,7 @@ export const forceReleaseBody = z.strictObject({
   actor: label.optional(),
 });
 export const approveBody = z.strictObject({ actor: label.optional() });
-export const auditQuery = z.strictObject({
-  limit: z
-    .string()
-    .regex(/^\d{1,4}$/, { message: 'must be a whole number from 1 to 1000' })
-    .transform(Number)
-    .refine((n) => n >= 1 && n <= 1000, { message: 'must be a whole number from 1 to 1000' })
-    .optional(),
-});
+export const auditQuery = z.strictObject({ limit: limitParam });
 
 export const startMigrationBody = z.strictObject({
   resourceId,

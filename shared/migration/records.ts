@@ -1,10 +1,9 @@
 import type { Container } from '@azure/cosmos';
-import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import type Database from 'better-sqlite3';
 import { RouteLockError } from '../errors';
 import type { Location } from '../lock/document';
 import { storeError } from '../store/cosmos';
+import { openSqlite } from '../store/sqlite';
 import { type MigrationInput, type MigrationStatus, pendingStatus } from './types';
 
 /**
@@ -54,11 +53,7 @@ export class SqliteMigrationState implements MigrationRecords {
   private readonly statements;
 
   constructor(path: string) {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    this.db = new Database(path);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = NORMAL');
-    this.db.pragma('busy_timeout = 5000');
+    this.db = openSqlite(path);
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS migrations (
         migration_id TEXT PRIMARY KEY,

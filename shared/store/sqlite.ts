@@ -18,6 +18,19 @@ import {
  * Every mutation is `UPDATE … WHERE id = ? AND etag = ?`, the same compare-and-swap Cosmos DB does.
  * There is one copy, so "nearest" and "writeRegion" reads hit the same row; they are counted apart.
  */
+/**
+ * Open an embedded SQLite database: the parent folder created, WAL, and NORMAL sync (which in WAL mode
+ * survives a killed process, the only crash the embedded host must survive).
+ */
+export function openSqlite(path: string): Database.Database {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('busy_timeout = 5000');
+  return db;
+}
+
 export class SqliteStore implements LocationStore {
   readonly kind = 'sqlite';
   readonly counters = newCounters();
@@ -26,12 +39,7 @@ export class SqliteStore implements LocationStore {
   private readonly listeners = new Set<(doc: LocationDocument) => void>();
 
   constructor(readonly path: string) {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    this.db = new Database(path);
-    this.db.pragma('journal_mode = WAL');
-    // NORMAL in WAL mode survives a killed process (the only crash the embedded host must survive).
-    this.db.pragma('synchronous = NORMAL');
-    this.db.pragma('busy_timeout = 5000');
+    this.db = openSqlite(path);
     this.db.exec(
       `CREATE TABLE IF NOT EXISTS locations (
          id TEXT PRIMARY KEY,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { type SpawnedHost, spawnHost } from '../support/spawnHost';
+import { poll } from '../support/poll';
 
 /** SIGKILL the embedded host in the middle of the hard-delete phase; the restarted host resumes. */
 
@@ -16,16 +17,6 @@ afterAll(async () => {
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };
-
-async function poll<T>(read: () => Promise<T>, until: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (until(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out; last ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 test('killed mid-hard-delete: the restarted host resumes the migration from its journal, never a half-moved route', async () => {
   participant = await startParticipant();

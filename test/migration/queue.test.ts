@@ -4,6 +4,7 @@ import { decodeBase64 } from '../../local/queueConsumer';
 import { SqliteStore } from '../../shared/store/sqlite';
 import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';
 import { FaultyStore } from '../support/faultyStore';
+import { poll } from '../support/poll';
 
 /**
  * The `migrations` queue on Azurite, consumed by the embedded host with the Functions host's
@@ -50,16 +51,6 @@ const queue = (name: string) => new QueueClient(azurite.connectionString, name);
 const send = (text: string) => queue('migrations').sendMessage(text);
 const b64 = (value: unknown) =>
   Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
-
-async function poll<T>(read: () => Promise<T> | T, until: (v: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (until(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out; last ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function poisoned(): Promise<string[]> {
   const { peekedMessageItems } = await queue('migrations-poison').peekMessages({ numberOfMessages: 32 });

@@ -1,4 +1,4 @@
-import type { Activities } from '../../shared/migration/activities';
+import { withoutIfMatch } from '../../bench/migration';
 import { parseConfig } from '../../shared/config';
 import { resetCounters } from '../../shared/store/port';
 import { virtualRunner } from '../support/migrationHarness';
@@ -10,20 +10,6 @@ import { virtualRunner } from '../support/migrationHarness';
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };
-
-function withoutIfMatch(activities: Activities): Activities {
-  const strip = <T extends { ifMatch?: string }>(input: T): T => {
-    const { ifMatch: _ifMatch, ...rest } = input;
-    return rest as T;
-  };
-  return {
-    ...activities,
-    escalate: (input) => activities.escalate(strip(input)),
-    renew: (input) => activities.renew(strip(input)),
-    swap: (input) => activities.swap(strip(input)),
-    release: (input) => activities.release(strip(input)),
-  };
-}
 
 async function measure(saving: boolean, participants: number) {
   const config = parseConfig({
