@@ -55,6 +55,11 @@ export interface RouterOptions {
    * Default: 1 ms on the system clock, 0 (read every time) on an injected clock.
    */
   ttlResolutionMs?: number;
+  /**
+   * The lock rules. Only the verification harness replaces them, to plant the bugs its negative
+   * controls must catch (a skipped token check, say); production always uses the real ones.
+   */
+  rules?: Partial<LockRules>;
   /** Told when a write's store timestamp and this process's clock disagree by more than the skew bound. */
   onClockSkew?: (resourceId: string, skewSeconds: number) => void;
 }
@@ -66,6 +71,16 @@ export interface MutationOptions {
    */
   ifMatch?: string | undefined;
 }
+
+export interface LockRules {
+  prelock: typeof prelock;
+  escalate: typeof escalate;
+  renew: typeof renew;
+  swap: typeof swap;
+  release: typeof release;
+}
+
+const defaultRules: LockRules = { prelock, escalate, renew, swap, release };
 
 interface VersionedCopy {
   stored: StoredDocument;
@@ -95,9 +110,11 @@ export class Router {
   private readonly newToken: () => string;
   private readonly skewMs: number;
   private readonly options: RouterOptions;
+  private readonly rules: LockRules;
 
   constructor(options: RouterOptions) {
     this.options = options;
+    this.rules = { ...defaultRules, ...options.rules };
     this.store = options.store;
     this.timing = options.timing;
     this.clock = options.clock ?? systemClock;
@@ -239,27 +256,31 @@ export class Router {
     const token = this.newToken();
     const stored = await this.mutate(
       id,
-      (doc, now) => prelock(doc, { ...req, newToken: token }, now, this.timing),
+      (doc, now) => this.rules.prelock(doc, { ...req, newToken: token }, now, this.timing),
       options,
     );
     return lockGrant(stored, token);
   }
 
   async escalate(id: string, req: EscalateRequest, options: MutationOptions = {}): Promise<LockGrant> {
-    return lockGrant(await this.mutate(id, (doc, now) => escalate(doc, req, now, this.timing), options));
+    return lockGrant(
+      await this.mutate(id, (doc, now) => this.rules.escalate(doc, req, now, this.timing), options),
+    );
   }
 
   async renew(id: string, req: RenewRequest, options: MutationOptions = {}): Promise<LockGrant> {
-    return lockGrant(await this.mutate(id, (doc, now) => renew(doc, req, now, this.timing), options));
+    return lockGrant(
+      await this.mutate(id, (doc, now) => this.rules.renew(doc, req, now, this.timing), options),
+    );
   }
 
   async swap(id: string, req: SwapRequest, options: MutationOptions = {}): Promise<RouteView> {
-    const stored = await this.mutate(id, (doc, now) => swap(doc, req, now), options);
+    const stored = await this.mutate(id, (doc, now) => this.rules.swap(doc, req, now), options);
     return routeView(stored, this.clock(), this.timing);
   }
 
   async release(id: string, req: ReleaseRequest, options: MutationOptions = {}): Promise<RouteView> {
-    const stored = await this.mutate(id, (doc, now) => release(doc, req, now), options);
+    const stored = await this.mutate(id, (doc, now) => this.rules.release(doc, req, now), options);
     return routeView(stored, this.clock(), this.timing);
   }
 

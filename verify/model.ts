@@ -1,0 +1,361 @@
+import { ManualClock } from '../shared/clock';
+import { type TimingConfig, parseConfig } from '../shared/config';
+import { RouteLockError } from '../shared/errors';
+import {
+  type LocationDocument,
+  type StoredDocument,
+  newLocationDocument,
+  sameLocation,
+} from '../shared/lock/document';
+import { hasStarted, isLive, writeLockInForce } from '../shared/lock/rules';
+import { sha256Hex, tokenMatches } from '../shared/lock/token';
+import { enforcement } from '../shared/lock/view';
+import { type LockRules, Router } from '../shared/router';
+import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../shared/store/port';
+import { SqliteStore } from '../shared/store/sqlite';
+
+/**
+ * The lock protocol under test: several orchestrators (each with its own router, as separate service
+ * instances) racing on one resource through the real library and a real store, a clock that jumps to
+ * every boundary, stale If-Match, idempotent retries and crashes. After every step, and on every
+ * committed document version, the invariants are checked. Bugs are planted only through injection
+ * seams (the router's rules, the store wrapper), never by editing the library.
+ */
+
+export const ACTORS = ['A', 'B', 'C'] as const;
+export type ActorName = (typeof ACTORS)[number];
+export type Boundary = 'startsAt' | 'hardDelete' | 'write' | 'parent' | 'max' | 'next';
+
+export type Command =
+  | { kind: 'prelock'; actor: ActorName; replay: boolean }
+  | { kind: 'escalate'; actor: ActorName; phase: 'hardDelete' | 'write' }
+  | { kind: 'renew'; actor: ActorName; phase?: 'prelock' | 'hardDelete' | 'write' }
+  | { kind: 'swap'; actor: ActorName; staleIfMatch: boolean }
+  | { kind: 'release'; actor: ActorName; write: boolean }
+  | { kind: 'tick'; boundary: Boundary; offsetMs: -1 | 0 | 1 }
+  | { kind: 'crash'; actor: ActorName }
+  /** Several actors' commands at once: their store calls interleave (under fast-check's scheduler). */
+  | { kind: 'race'; commands: Command[] };
+
+export type Bug = 'none' | 'tokenCheckSkipped' | 'unconditionalWrite' | 'swapInTwoWrites';
+
+interface Actor {
+  token?: string;
+  etag?: string;
+  staleEtag?: string;
+  crashed: boolean;
+  migrations: number;
+}
+
+const SOURCE = { region: 'westeurope' };
+const TARGET_OF: Record<ActorName, { region: string }> = {
+  A: { region: 'eastus' },
+  B: { region: 'northeurope' },
+  C: { region: 'uksouth' },
+};
+const phaseOrder = { prelock: 0, hardDelete: 1, write: 2 } as const;
+
+/** A store that records every committed version (for the version-level invariants) and can drop If-Match. */
+/** The part of fast-check's scheduler the model uses: store calls go through it to interleave. */
+export interface Interleaver {
+  schedule<T>(task: Promise<T>, label?: string): Promise<T>;
+  waitFor<T>(task: Promise<T>): Promise<T>;
+}
+
+class ObservedStore implements LocationStore {
+  readonly kind = 'observed';
+  versions: LocationDocument[] = [];
+  constructor(
+    private readonly inner: SqliteStore,
+    private readonly unconditional: boolean,
+    private readonly interleaver?: Interleaver,
+  ) {}
+  private turn<T>(task: Promise<T>, label: string): Promise<T> {
+    return this.interleaver ? this.interleaver.schedule(task, label) : task;
+  }
+  get counters() {
+    return this.inner.counters;
+  }
+  read(id: string, options: { from: ReadFrom }) {
+    return this.turn(this.inner.read(id, options), 'read');
+  }
+  async create(doc: LocationDocument) {
+    const stored = await this.inner.create(doc);
+    this.versions.push(stored.doc);
+    return stored;
+  }
+  async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+    // The planted bug: last writer wins.
+    await this.turn(Promise.resolve(), 'replace');
+    const etag = this.unconditional ? (await this.inner.read(doc.id, { from: 'writeRegion' })).etag : ifMatch;
+    const stored = await this.inner.replace(doc, etag);
+    this.versions.push(stored.doc);
+    return stored;
+  }
+  delete(id: string, ifMatch: string) {
+    return this.inner.delete(id, ifMatch);
+  }
+  list(options: ListOptions): Promise<ListPage> {
+    return this.inner.list(options);
+  }
+  close() {
+    return this.inner.close();
+  }
+}
+
+function plantedRules(bug: Bug): Partial<LockRules> | undefined {
+  if (bug !== 'tokenCheckSkipped') return undefined;
+  // The planted bug: whatever token is presented is taken for the holder's.
+  const trust = (doc: LocationDocument, token: string): LocationDocument =>
+    doc.lock ? { ...doc, lock: { ...doc.lock, tokenHash: sha256Hex(token) } } : doc;
+  return {
+    escalate: (doc, req, now, cfg) => defaultRulesCall('escalate')(trust(doc, req.token), req, now, cfg),
+    swap: (doc, req, now) => defaultRulesCall('swap')(trust(doc, req.token), req, now),
+    renew: (doc, req, now, cfg) => defaultRulesCall('renew')(trust(doc, req.token), req, now, cfg),
+  };
+}
+
+// The real rules, for the planted variants to delegate to.
+import * as realRules from '../shared/lock/rules';
+const defaultRulesCall = <K extends 'escalate' | 'swap' | 'renew'>(name: K) =>
+  realRules[name] as LockRules[K];
+
+export interface RunResult {
+  violations: string[];
+  trace: string[];
+}
+
+export async function runCommands(
+  commands: Command[],
+  options: { bug?: Bug; timing?: TimingConfig; interleaver?: Interleaver } = {},
+): Promise<RunResult> {
+  const bug = options.bug ?? 'none';
+  const timing = options.timing ?? parseConfig({}).timing;
+  const clock = new ManualClock();
+  const inner = new SqliteStore(':memory:');
+  const store = new ObservedStore(inner, bug === 'unconditionalWrite', options.interleaver);
+  const routers = Object.fromEntries(
+    ACTORS.map((name) => {
+      const planted = plantedRules(bug);
+      return [
+        name,
+        new Router({ store, timing, clock: clock.now, cacheMax: 16, ...(planted ? { rules: planted } : {}) }),
+      ];
+    }),
+  ) as Record<ActorName, Router>;
+  const actors = Object.fromEntries(
+    ACTORS.map((n) => [n, { crashed: false, migrations: 0 } as Actor]),
+  ) as Record<ActorName, Actor>;
+  const issued = new Set<string>();
+  const violations: string[] = [];
+  const trace: string[] = [];
+  const id = 'res-1';
+  await inner.create(newLocationDocument(id, SOURCE, clock.now()));
+  store.versions.push((await inner.read(id, { from: 'writeRegion' })).doc);
+  let versionsChecked = store.versions.length;
+
+  const truth = async () => (await inner.read(id, { from: 'writeRegion' })).doc;
+  const secrets = () => [...issued, ...[...issued].map(sha256Hex)];
+  const leaks = (value: unknown) => {
+    const text = value instanceof Error ? `${value.message}` : JSON.stringify(value ?? null);
+    return secrets().some((s) => text.includes(s)) || /tokenHash|idempotencyKeyHash/.test(text);
+  };
+
+  interface Step {
+    command: Command;
+    outcome: string;
+    result?: unknown;
+    /** A pre-lock that granted a token. */
+    granted?: ActorName;
+    /** A swap that answered success, with the location it reported. */
+    swappedTo?: { region: string };
+    /** The token the command presented (an actor's token may change during a race). */
+    presented?: string;
+  }
+
+  const execute = async (command: Command, before: LocationDocument, now: number): Promise<Step[]> => {
+    if (command.kind === 'race') {
+      const steps = await Promise.all(command.commands.map((c) => execute(c, before, now)));
+      return steps.flat();
+    }
+    const step: Step = { command, outcome: 'ok' };
+    try {
+      if (command.kind === 'tick') {
+        const lock = before.lock;
+        const targets: Partial<Record<Boundary, number | undefined>> = lock
+          ? {
+              startsAt: Date.parse(lock.startsAt),
+              hardDelete: lock.hardDeleteExpiresAt ? Date.parse(lock.hardDeleteExpiresAt) : undefined,
+              write: lock.writeExpiresAt ? Date.parse(lock.writeExpiresAt) : undefined,
+              parent: Date.parse(lock.expiresAt),
+              max: Date.parse(lock.maxExpiresAt),
+            }
+          : {};
+        const at =
+          command.boundary === 'next'
+            ? Object.values(targets)
+                .filter((v): v is number => v !== undefined && v > now)
+                .sort((a, b) => a - b)[0]
+            : targets[command.boundary];
+        const next = at !== undefined && at + command.offsetMs > now ? at + command.offsetMs : now + 1000;
+        clock.set(next);
+        step.outcome = `clock → ${command.boundary}${command.offsetMs >= 0 ? '+' : ''}${command.offsetMs}`;
+        return [step];
+      }
+      const actor = actors[command.actor];
+      const router = routers[command.actor];
+      if (actor.crashed) {
+        step.outcome = 'crashed (no-op)';
+      } else if (command.kind === 'crash') {
+        actor.crashed = true;
+        step.outcome = 'crashed';
+      } else if (command.kind === 'prelock') {
+        if (!command.replay) actor.migrations += 1;
+        const grant = await router.prelock(id, {
+          migrationId: `m-${command.actor}-${actor.migrations}`,
+          owner: command.actor,
+          target: TARGET_OF[command.actor],
+          idempotencyKey: `key-${command.actor}-${actor.migrations}`,
+        });
+        step.result = { ...grant, token: undefined };
+        if (grant.token) {
+          if (issued.has(grant.token)) violations.push('token issued twice');
+          issued.add(grant.token);
+          actor.token = grant.token;
+          step.granted = command.actor;
+        }
+        actor.staleEtag = actor.etag;
+        actor.etag = grant.etag;
+      } else if (!actor.token) {
+        step.outcome = 'no token';
+      } else if ((step.presented = actor.token) === undefined) {
+        step.outcome = 'no token';
+      } else if (command.kind === 'escalate' || command.kind === 'renew') {
+        const grant =
+          command.kind === 'escalate'
+            ? await router.escalate(id, { token: actor.token, phase: command.phase })
+            : await router.renew(id, {
+                token: actor.token,
+                ...(command.phase ? { phase: command.phase } : {}),
+              });
+        step.result = grant;
+        actor.staleEtag = actor.etag;
+        actor.etag = grant.etag;
+      } else if (command.kind === 'swap') {
+        const ifMatch = command.staleIfMatch ? actor.staleEtag : undefined;
+        if (bug === 'swapInTwoWrites') {
+          // The planted bug: the location in one write, the lock in a second.
+          await router.apply(id, (doc) => ({
+            doc: doc.lock ? { ...doc, location: doc.lock.target } : doc,
+            changed: Boolean(doc.lock),
+          }));
+        }
+        const view = await router.swap(id, { token: actor.token }, { ifMatch });
+        step.result = view;
+        step.swappedTo = view.location;
+      } else if (command.kind === 'release') {
+        step.result = await router.release(id, {
+          token: actor.token,
+          ...(command.write ? { phase: 'write' as const } : {}),
+        });
+      }
+    } catch (error) {
+      if (!(error instanceof RouteLockError)) throw error;
+      step.outcome = error.code;
+      if (leaks(error)) violations.push(`an error carried a token or hash (${error.code})`);
+    }
+    if (step.result !== undefined && leaks(step.result))
+      violations.push(`a response carried a token or hash (${command.kind})`);
+    return [step];
+  };
+
+  for (const command of commands) {
+    const before = await truth();
+    const now = clock.now();
+    const running = execute(command, before, now);
+    const steps = options.interleaver ? await options.interleaver.waitFor(running) : await running;
+    for (const step of steps) trace.push(`${JSON.stringify(step.command)} → ${step.outcome}`);
+
+    // Invariants on the state after the step (or the race).
+    const after = await truth();
+    const t = clock.now();
+    const live = isLive(after.lock, t) ? after.lock : null;
+    const holders = ACTORS.filter(
+      (n) => actors[n].token && live && tokenMatches(actors[n].token as string, live.tokenHash),
+    );
+    if (holders.length > 1) violations.push(`two live tokens: ${holders.join(', ')}`);
+    // (one actor's own idempotent replay in the same race is one lock, re-tokened, not two)
+    const granted = [...new Set(steps.filter((x) => x.granted).map((x) => x.granted))];
+    if (granted.length > 1) violations.push(`two pre-locks granted at once: ${granted.join(', ')}`);
+    if (live) {
+      if (live.hardDeleteExpiresAt && Date.parse(live.hardDeleteExpiresAt) > Date.parse(live.expiresAt))
+        violations.push('hard-delete lease outlives the parent');
+      if (live.writeExpiresAt && Date.parse(live.writeExpiresAt) > Date.parse(live.expiresAt))
+        violations.push('write lease outlives the parent');
+      if (Date.parse(live.expiresAt) > Date.parse(live.maxExpiresAt))
+        violations.push('parent lease past maxExpiresAt');
+      if (!hasStarted(live, t)) {
+        const e = enforcement(after, t, timing);
+        if (e.write !== 'allow' || e.delete !== 'allow') violations.push('restricted before startsAt');
+      }
+    }
+    const prevLive = isLive(before.lock, now) ? before.lock : null;
+    if (
+      prevLive &&
+      live &&
+      prevLive.migrationId === live.migrationId &&
+      phaseOrder[live.phase] < phaseOrder[prevLive.phase]
+    ) {
+      const downgrade = steps.some(
+        (x) => x.command.kind === 'release' && x.command.write && x.outcome === 'ok',
+      );
+      if (!downgrade || prevLive.phase !== 'write' || live.phase !== 'hardDelete')
+        violations.push(`phase went back ${prevLive.phase} → ${live.phase}`);
+    }
+    if (!sameLocation(before.location, after.location)) {
+      const swappers = steps.filter((x) => x.swappedTo && x.command.kind === 'swap');
+      const legitimate = swappers.some((x) =>
+        Boolean(
+          prevLive &&
+          x.presented &&
+          tokenMatches(x.presented, prevLive.tokenHash) &&
+          writeLockInForce(prevLive, now),
+        ),
+      );
+      if (!legitimate)
+        violations.push('location changed without a swap by the live token holder during a write lock');
+    }
+    // Only the holder of the live token moves a lock forward (replays of a finished swap/release aside).
+    for (const x of steps) {
+      const c = x.command;
+      if (
+        x.outcome !== 'ok' ||
+        (c.kind !== 'escalate' && c.kind !== 'renew' && c.kind !== 'swap' && c.kind !== 'release')
+      )
+        continue;
+      const token = x.presented;
+      const held = Boolean(prevLive && token && tokenMatches(token, prevLive.tokenHash));
+      // DESIGN §2 step (0): a swap or release replayed with the token that completed it answers 200, unchanged.
+      const replay =
+        (c.kind === 'swap' || c.kind === 'release') &&
+        Boolean(token && before.lastMigration && tokenMatches(token, before.lastMigration.tokenHash));
+      if (!held && !replay) violations.push(`${c.actor} ${c.kind} succeeded without the live token`);
+    }
+    // A swap that answered success is the route's truth until another swap.
+    for (const x of steps) {
+      if (x.swappedTo && !sameLocation(x.swappedTo, after.location))
+        violations.push('a swap answered success but the route did not move (lost update)');
+    }
+    // Every committed version: a location change and the unlock happen together (no partial cutover).
+    for (; versionsChecked < store.versions.length; versionsChecked += 1) {
+      const prev = store.versions[versionsChecked - 1];
+      const version = store.versions[versionsChecked] as LocationDocument;
+      if (prev && !sameLocation(prev.location, version.location) && version.lock !== null) {
+        violations.push('partial cutover: a version with the new location still holds the lock');
+      }
+    }
+    if (violations.length > 0) break;
+  }
+  await store.close();
+  return { violations: [...new Set(violations)], trace };
+}

@@ -1,0 +1,58 @@
+import { type ScenarioResult, exhaustive, interleavings } from './scenarios';
+
+/**
+ * `npm run verify`: the lock protocol checked by machine. One table: scenario × runs × violations × seed.
+ * Exits non-zero on any violation, or on a negative control that was not caught. Each failure prints
+ * its seed and the shortest schedule fast-check found. `--quick` runs the slice `npm test` runs.
+ */
+
+export async function verify(options: { quick: boolean; seed: number }) {
+  const runs = options.quick ? 1000 : 10_000;
+  const results: ScenarioResult[] = [];
+  results.push(await interleavings(runs, options.seed));
+  results.push(await exhaustive(options.quick ? 2 : 3));
+  for (const bug of ['tokenCheckSkipped', 'unconditionalWrite', 'swapInTwoWrites'] as const) {
+    results.push(await interleavings(options.quick ? 2000 : 5000, options.seed, bug));
+  }
+  results.push(await exhaustive(2, 'swapInTwoWrites'));
+  return results;
+}
+
+export function report(results: ScenarioResult[]): { text: string; ok: boolean } {
+  const rows = results.map((r) => [
+    r.scenario,
+    String(r.runs),
+    r.caught === undefined ? String(r.violations) : r.caught ? 'caught' : 'NOT CAUGHT',
+    String(r.seed),
+  ]);
+  const headers = ['scenario', 'runs', 'violations', 'seed'];
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i] as number)).join(' | ')} |`;
+  const table = [
+    line(headers),
+    `| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |`,
+    ...rows.map(line),
+  ].join('\n');
+  const failures = results.filter((r) => (r.caught === undefined ? r.violations > 0 : !r.caught));
+  const details = results
+    .filter((r) => r.counterexample)
+    .map((r) => `${r.scenario} (seed ${r.seed}):\n    ${r.counterexample}`)
+    .join('\n\n');
+  return { text: `${table}\n${details ? `\n${details}\n` : ''}`, ok: failures.length === 0 };
+}
+
+if (require.main === module) {
+  const args = process.argv.slice(2);
+  const seedArg = args.indexOf('--seed');
+  const seed = seedArg >= 0 ? Number(args[seedArg + 1]) : Date.now() % 2 ** 31;
+  verify({ quick: args.includes('--quick'), seed })
+    .then((results) => {
+      const { text, ok } = report(results);
+      process.stdout.write(`${text}\n`);
+      process.exit(ok ? 0 : 1);
+    })
+    .catch((error: unknown) => {
+      process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
+      process.exit(1);
+    });
+}
