@@ -81,31 +81,34 @@ export class MessageStore {
     return this.routing.resolve(conversationId);
   }
 
-  async write(region: string, conversationId: string, messageId: string, text: string): Promise<Outcome> {
-    const decision = decide(await this.resolve(conversationId), 'write', region);
+  /** Resolve and decide a mutation; a refusal comes back as the outcome to answer with. */
+  private async gate(region: string, conversationId: string, operation: 'write' | 'delete') {
+    const decision = decide(await this.resolve(conversationId), operation, region);
     if (decision.kind === 'notHere') {
       this.counters.misdirected += 1;
-      return { status: 'notHere', location: decision.location };
+      return { refused: { status: 'notHere', location: decision.location } as Outcome, decision };
     }
     if (decision.kind === 'deny' && !this.options.ignoreWriteLock) {
       this.counters.writesRefused += 1;
-      return { status: 'locked', retryAfterSeconds: decision.retryAfterSeconds };
+      return {
+        refused: { status: 'locked', retryAfterSeconds: decision.retryAfterSeconds } as Outcome,
+        decision,
+      };
     }
+    return { decision };
+  }
+
+  async write(region: string, conversationId: string, messageId: string, text: string): Promise<Outcome> {
+    const { refused } = await this.gate(region, conversationId, 'write');
+    if (refused) return refused;
     this.store(region).put(conversationId, messageId, text, this.clock());
     this.accepted.push({ conversationId, messageId, region, at: this.clock(), kind: 'write' });
     return { status: 'ok' };
   }
 
   async remove(region: string, conversationId: string, messageId: string): Promise<Outcome> {
-    const decision = decide(await this.resolve(conversationId), 'delete', region);
-    if (decision.kind === 'notHere') {
-      this.counters.misdirected += 1;
-      return { status: 'notHere', location: decision.location };
-    }
-    if (decision.kind === 'deny' && !this.options.ignoreWriteLock) {
-      this.counters.writesRefused += 1;
-      return { status: 'locked', retryAfterSeconds: decision.retryAfterSeconds };
-    }
+    const { refused, decision } = await this.gate(region, conversationId, 'delete');
+    if (refused) return refused;
     const store = this.store(region);
     if (decision.kind === 'tombstone') {
       store.tombstone(conversationId, messageId, this.clock());
