@@ -130,7 +130,8 @@ export function createLocalServer(options: LocalServerOptions): Server {
         url: url.href,
         headers,
         params,
-        ...(body.length > 0 ? { body: { bytes: body } } : {}),
+        // GET and HEAD carry no body (the Request constructor would drop it, with a warning).
+        ...(body.length > 0 && method !== 'GET' && method !== 'HEAD' ? { body: { bytes: body } } : {}),
       });
     } catch (error) {
       return send(

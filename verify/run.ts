@@ -1,3 +1,4 @@
+import { httpFuzz } from './httpFuzz';
 import { type ScenarioResult, exhaustive, interleavings } from './scenarios';
 
 /**
@@ -15,6 +16,8 @@ export async function verify(options: { quick: boolean; seed: number }) {
     results.push(await interleavings(options.quick ? 2000 : 5000, options.seed, bug));
   }
   results.push(await exhaustive(2, 'swapInTwoWrites'));
+  results.push(await httpFuzz(options.quick ? 500 : 5000, options.seed));
+  results.push(await httpFuzz(options.quick ? 500 : 2000, options.seed, 'crashingStore'));
   return results;
 }
 

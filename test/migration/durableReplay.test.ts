@@ -184,13 +184,15 @@ describe('Durable orchestrator replayed through the real engine', () => {
     expect(result.runs).toBeGreaterThan(5);
   });
 
-  test('negative control: an orchestrator that reads the wall clock is caught as non-deterministic', async () => {
+  test('negative control: an orchestrator that draws a random number is caught as non-deterministic', async () => {
     const h = await setup();
     const { DurableReplay: Replay } = await import('../support/durableReplay');
     const leaky = function* (context: Parameters<typeof migrationOrchestrator>[0]) {
-      // the bug: time from Date.now() instead of context.df.currentUtcDateTime
-      yield context.df.createTimer(new Date(Date.now() + 1000));
-      yield context.df.createTimer(new Date(Date.now() + 1000));
+      // The bug: a delay drawn at random (Date.now() is the same bug, but two replays within one
+      // millisecond would hide it; a random draw differs on every replay).
+      const start = context.df.currentUtcDateTime.getTime();
+      yield context.df.createTimer(new Date(start + 1000 + Math.floor(Math.random() * 1e9)));
+      yield context.df.createTimer(new Date(start + 2000));
       return null;
     };
     const replay = new Replay({
@@ -201,8 +203,6 @@ describe('Durable orchestrator replayed through the real engine', () => {
       start: START,
       activity: async () => null,
     });
-    const wait = new Promise((r) => setTimeout(r, 5));
-    await wait;
     await expect(replay.run()).rejects.toThrow(/non-deterministic replay/);
   });
 });
