@@ -18,7 +18,12 @@ const quiet = () => undefined;
 async function main(): Promise<void> {
   if (mode === 'host') {
     const host = await startLocalHost({
-      env: { PORT: '0', ROUTELOCK_SQLITE_PATH: ':memory:', ROUTELOCK_PROFILE: 'production' },
+      // argv[3]: an SQLite file (the soak uses one, so stored data does not count as resident memory)
+      env: {
+        PORT: '0',
+        ROUTELOCK_SQLITE_PATH: process.argv[3] ?? ':memory:',
+        ROUTELOCK_PROFILE: 'production',
+      },
       log: quiet,
     });
     await host.services.router.createRoute('bench-1', { region: 'westeurope', account: 'acct01' });

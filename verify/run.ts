@@ -1,4 +1,5 @@
 import { httpFuzz } from './httpFuzz';
+import { soak } from './soak';
 import { type ScenarioResult, exhaustive, interleavings } from './scenarios';
 
 /**
@@ -7,7 +8,7 @@ import { type ScenarioResult, exhaustive, interleavings } from './scenarios';
  * its seed and the shortest schedule fast-check found. `--quick` runs the slice `npm test` runs.
  */
 
-export async function verify(options: { quick: boolean; seed: number }) {
+export async function verify(options: { quick: boolean; seed: number; soakSeconds: number }) {
   const runs = options.quick ? 1000 : 10_000;
   const results: ScenarioResult[] = [];
   results.push(await interleavings(runs, options.seed));
@@ -18,6 +19,16 @@ export async function verify(options: { quick: boolean; seed: number }) {
   results.push(await exhaustive(2, 'swapInTwoWrites'));
   results.push(await httpFuzz(options.quick ? 500 : 5000, options.seed));
   results.push(await httpFuzz(options.quick ? 500 : 2000, options.seed, 'crashingStore'));
+  // The soak needs its own host process and wall-clock time: full runs only.
+  if (!options.quick && options.soakSeconds > 0) {
+    results.push(
+      await soak({
+        seconds: options.soakSeconds,
+        warmupSeconds: Math.ceil(options.soakSeconds / 6),
+        workers: 16,
+      }),
+    );
+  }
   return results;
 }
 
@@ -48,7 +59,9 @@ if (require.main === module) {
   const args = process.argv.slice(2);
   const seedArg = args.indexOf('--seed');
   const seed = seedArg >= 0 ? Number(args[seedArg + 1]) : Date.now() % 2 ** 31;
-  verify({ quick: args.includes('--quick'), seed })
+  const soakArg = args.indexOf('--soak-seconds');
+  const soakSeconds = soakArg >= 0 ? Number(args[soakArg + 1]) : 60;
+  verify({ quick: args.includes('--quick'), seed, soakSeconds })
     .then((results) => {
       const { text, ok } = report(results);
       process.stdout.write(`${text}\n`);
