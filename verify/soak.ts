@@ -45,6 +45,7 @@ export async function soak(options: {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
+  const exited = new Promise((r) => child.once('exit', r));
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (d: Buffer) => {
@@ -52,7 +53,10 @@ export async function soak(options: {
       const match = /^READY (\S+)/m.exec(out);
       if (match?.[1]) resolve(match[1]);
     });
-    child.once('exit', () => reject(new Error('host exited')));
+    child.once('exit', () => {
+      rmSync(dataDir, { recursive: true, force: true });
+      reject(new Error('host exited before it was ready'));
+    });
   });
   const api = `${url}/api`;
   const json = { 'content-type': 'application/json' };
@@ -102,7 +106,6 @@ export async function soak(options: {
   const started = Date.now();
   let rssAfterWarmupMiB = 0;
   let rssAtEndMiB = 0;
-  const exited = new Promise((r) => child.once('exit', r));
   // RSS sampled every 500 ms; each end of the comparison is the median of 5 s of samples, so one GC
   // cycle landing on a single reading cannot decide the result.
   const samples: { at: number; mib: number }[] = [];
