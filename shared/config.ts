@@ -58,6 +58,12 @@ export interface MigrationConfig {
   deltaAttempts: number;
   /** Pause between a downgraded write lock and the next delta attempt. */
   deltaRetryDelaySeconds: number;
+  /**
+   * The longest a service request takes from resolving its route to landing its write or delete. Each
+   * copy starts this long after the lock that guards it commits, so a request decided just before the
+   * lock has landed before the copy takes its snapshot.
+   */
+  inFlightGraceSeconds: number;
   /** Attempts for a transient failure (store 503, participant 5xx), and the first retry interval. */
   retryAttempts: number;
   retryIntervalSeconds: number;
@@ -92,6 +98,7 @@ const profiles = {
     ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '5',
     ROUTELOCK_DELTA_ATTEMPTS: '3',
     ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '60',
+    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '5',
     ROUTELOCK_RETRY_ATTEMPTS: '5',
     ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
   },
@@ -108,6 +115,7 @@ const profiles = {
     ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
     ROUTELOCK_DELTA_ATTEMPTS: '3',
     ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
+    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0',
     ROUTELOCK_RETRY_ATTEMPTS: '5',
     ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
   },
@@ -182,6 +190,7 @@ const timingSchema = z.object({
   ROUTELOCK_RETRY_AFTER_MAX_SECONDS: seconds(1),
   ROUTELOCK_DELTA_ATTEMPTS: seconds(1),
   ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: seconds(0),
+  ROUTELOCK_INFLIGHT_GRACE_SECONDS: seconds(0),
   ROUTELOCK_RETRY_ATTEMPTS: seconds(1),
   ROUTELOCK_RETRY_INTERVAL_SECONDS: seconds(1),
 });
@@ -375,6 +384,7 @@ export function parseConfig(env: Env = process.env): Config {
       participants: s.ROUTELOCK_PARTICIPANTS,
       deltaAttempts: t.ROUTELOCK_DELTA_ATTEMPTS,
       deltaRetryDelaySeconds: t.ROUTELOCK_DELTA_RETRY_DELAY_SECONDS,
+      inFlightGraceSeconds: t.ROUTELOCK_INFLIGHT_GRACE_SECONDS,
       retryAttempts: t.ROUTELOCK_RETRY_ATTEMPTS,
       retryIntervalSeconds: t.ROUTELOCK_RETRY_INTERVAL_SECONDS,
     },

@@ -2,8 +2,10 @@ import { report, verify } from '../verify/run';
 
 /**
  * The smaller slice of `npm run verify` inside `npm test`: 1,000 fast-check runs of racing orchestrators
- * with every invariant checked, every interleaving of two whole migrations with two clock jumps, and the
- * negative controls (a skipped token check, unconditional writes, a swap in two writes) — each caught.
+ * with every invariant checked, every interleaving of two whole migrations with two clock jumps, 150
+ * migrations of the fleet simulation under 20 % store faults, and the negative controls (a skipped token
+ * check, unconditional writes, a swap in two writes; a convergence delay shorter than the edge cache's
+ * TTL, a router that does not read through, copies with no in-flight grace) — each caught.
  */
 test('the lock protocol holds under racing orchestrators, and every planted bug is caught', async () => {
   const results = await verify({ quick: true, seed: 20261130, soakSeconds: 0 });
@@ -16,4 +18,11 @@ test('the lock protocol holds under racing orchestrators, and every planted bug 
     runs: 500,
     violations: 0,
   });
-}, 240_000);
+  const fleet = results.find((r) => r.scenario.startsWith('fleet:'));
+  expect(fleet).toMatchObject({ runs: 150, violations: 0 });
+  expect(results.filter((r) => r.scenario.startsWith('control (fleet)')).map((r) => r.caught)).toEqual([
+    true,
+    true,
+    true,
+  ]);
+}, 420_000);

@@ -65,6 +65,8 @@ export interface ScenarioResult {
   /** For negative controls: whether the planted bug was caught. */
   caught?: boolean;
   counterexample?: string;
+  /** Figures worth printing under the table (the fleet's migrations, faults and crashes). */
+  summary?: string;
 }
 
 /** fast-check over command sequences, store calls interleaved by its scheduler. */

@@ -34,6 +34,9 @@ export async function soak(options: {
   const child = spawn(
     process.execPath,
     [
+      '--expose-gc',
+      '-r',
+      join(root, 'verify/gcOnSignal.js'),
       '-r',
       join(root, 'scripts/ts-register.js'),
       join(root, 'bench/servers.ts'),
@@ -63,6 +66,8 @@ export async function soak(options: {
   let requests = 0;
   let errors = 0;
   let stop = false;
+  // While paused, workers finish the request in hand and wait: memory is read with nothing in flight.
+  let resume: Promise<void> | null = null;
   const call = async (path: string, init: RequestInit = {}) => {
     try {
       const res = await fetch(`${api}${path}`, init);
@@ -83,6 +88,7 @@ export async function soak(options: {
       body: JSON.stringify({ location: { region: 'westeurope' } }),
     });
     for (let i = 0; !stop; i += 1) {
+      if (resume) await resume;
       if (i % 10 === 9) {
         // a lock cycle: pre-lock, read it on the read path, release
         const res = await call(`/routes/${id}/prelock`, {
@@ -103,33 +109,43 @@ export async function soak(options: {
       }
     }
   };
-  const started = Date.now();
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /**
+   * Resident memory at a settled point: traffic paused, two full collections in the host (SIGUSR2, see
+   * gcOnSignal.js), then the median of five readings. Under load RSS only says where V8's heap growth
+   * happens to stand (single readings swung -17 % to +29 % between runs); settled, it shows what is kept.
+   */
+  const settledRssMiB = async (): Promise<number> => {
+    let release = () => {};
+    resume = new Promise<void>((r) => (release = r));
+    await sleep(300);
+    const readings: number[] = [];
+    for (let i = 0; i < 2; i += 1) {
+      child.kill('SIGUSR2');
+      await sleep(200);
+    }
+    for (let i = 0; i < 5; i += 1) {
+      readings.push(rssMiB(child.pid as number));
+      await sleep(100);
+    }
+    resume = null;
+    release();
+    readings.sort((a, b) => a - b);
+    return readings[2] as number;
+  };
   let rssAfterWarmupMiB = 0;
   let rssAtEndMiB = 0;
-  // RSS sampled every 500 ms; each end of the comparison is the median of 5 s of samples, so one GC
-  // cycle landing on a single reading cannot decide the result.
-  const samples: { at: number; mib: number }[] = [];
-  const sampler = setInterval(
-    () => samples.push({ at: Date.now() - started, mib: rssMiB(child.pid as number) }),
-    500,
-  );
-  const median = (from: number, to: number) => {
-    const window = samples.filter((x) => x.at >= from && x.at < to).map((x) => x.mib);
-    window.sort((a, b) => a - b);
-    return window[Math.floor(window.length / 2)] ?? 0;
-  };
   try {
     const running = Array.from({ length: options.workers }, (_, w) => worker(w));
-    await new Promise((r) => setTimeout(r, options.seconds * 1000));
+    await sleep(options.warmupSeconds * 1000);
+    rssAfterWarmupMiB = await settledRssMiB();
+    await sleep((options.seconds - options.warmupSeconds) * 1000);
+    rssAtEndMiB = await settledRssMiB();
     stop = true;
     await Promise.all(running);
-    const warm = options.warmupSeconds * 1000;
-    rssAfterWarmupMiB = median(warm, warm + 5000);
-    rssAtEndMiB = median(options.seconds * 1000 - 5000, Infinity);
   } finally {
     // never leave the host running, even when a worker throws
     stop = true;
-    clearInterval(sampler);
     child.kill('SIGTERM');
     await exited;
     rmSync(dataDir, { recursive: true, force: true });

@@ -43,6 +43,8 @@ param writeBudgetSeconds int = 900
 param retryAfterMaxSeconds int = 5
 param deltaAttempts int = 3
 param deltaRetryDelaySeconds int = 60
+@description('Longest a service request takes from resolving its route to landing its write; copies start this long after each lock.')
+param inFlightGraceSeconds int = 5
 param retryAttempts int = 5
 param retryIntervalSeconds int = 5
 @description('Migration participants, JSON: [{"name":"messages","url":"https://…/migrate"}].')
@@ -155,6 +157,7 @@ module api 'modules/functionapp.bicep' = {
       ROUTELOCK_RETRY_AFTER_MAX_SECONDS: string(retryAfterMaxSeconds)
       ROUTELOCK_DELTA_ATTEMPTS: string(deltaAttempts)
       ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: string(deltaRetryDelaySeconds)
+      ROUTELOCK_INFLIGHT_GRACE_SECONDS: string(inFlightGraceSeconds)
       ROUTELOCK_RETRY_ATTEMPTS: string(retryAttempts)
       ROUTELOCK_RETRY_INTERVAL_SECONDS: string(retryIntervalSeconds)
       ROUTELOCK_PARTICIPANTS: participants

@@ -335,6 +335,13 @@ function releaseRule(doc: LocationDocument, req: ReleaseRequest, now: number): R
   const lock = heldLock(doc, req.token, now);
 
   if (req.phase === 'write') {
+    // A retried downgrade whose first answer was lost: the hard-delete lock it leaves is already there.
+    if (
+      lock.phase === 'hardDelete' &&
+      lock.hardDeleteExpiresAt !== undefined &&
+      now < ms(lock.hardDeleteExpiresAt)
+    )
+      return { doc, changed: false };
     if (lock.phase !== 'write') throw invalidTransition(doc.id, 'no write lock is held');
     const { writeAt: _writeAt, writeExpiresAt: _writeExpiresAt, ...rest } = lock;
     return { doc: withLock(doc, { ...rest, phase: 'hardDelete' }), changed: true };

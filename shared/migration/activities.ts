@@ -8,8 +8,9 @@ import type { ActivityInputs, ActivityName, ActivityOutputs, ActivityResult } fr
 
 /**
  * The workflow's activities, over the routing library. Both runners call these: the Durable activity
- * functions and the in-process runner. A lock error is returned as a value; a store outage is thrown,
- * so that only transient failures meet a retry policy.
+ * functions and the in-process runner. A lock error is returned as a value; a store outage or write
+ * contention (412 with no If-Match of the caller's left to blame) is thrown, so that only transient
+ * failures meet a retry policy.
  */
 export type Activities = {
   [K in ActivityName]: (input: ActivityInputs[K]) => Promise<ActivityResult<ActivityOutputs[K]>>;
@@ -24,7 +25,11 @@ export function createActivities(
     try {
       return { ok: true, value: await work() };
     } catch (error) {
-      if (isRouteLockError(error) && error.code !== 'StoreUnavailable') {
+      if (
+        isRouteLockError(error) &&
+        error.code !== 'StoreUnavailable' &&
+        error.code !== 'PreconditionFailed'
+      ) {
         return {
           ok: false,
           code: error.code,
@@ -35,24 +40,38 @@ export function createActivities(
       throw error;
     }
   };
+  /**
+   * The orchestrator's If-Match only saves a read; the token is the fence. So a 412 on it means the
+   * copy it remembered is stale, not that the step is wrong: decide again on the write region's copy.
+   * This is what lets a retried write whose first answer was lost (a timeout after the commit) land as
+   * the replay it is, instead of failing the migration.
+   */
+  const conditional = <T>(ifMatch: string | undefined, work: (ifMatch: string | undefined) => Promise<T>) =>
+    run(async () => {
+      try {
+        return await work(ifMatch);
+      } catch (error) {
+        if (ifMatch === undefined || !isRouteLockError(error, 'PreconditionFailed')) throw error;
+        return work(undefined);
+      }
+    });
   const opts = (ifMatch: string | undefined) => ({ ifMatch });
   return {
     prelock: ({ resourceId, ...req }) => run(() => router.prelock(resourceId, req)),
-    escalate: ({ resourceId, ifMatch, ...req }) => run(() => router.escalate(resourceId, req, opts(ifMatch))),
-    renew: ({ resourceId, ifMatch, ...req }) => run(() => router.renew(resourceId, req, opts(ifMatch))),
+    escalate: ({ resourceId, ifMatch, ...req }) =>
+      conditional(ifMatch, (m) => router.escalate(resourceId, req, opts(m))),
+    renew: ({ resourceId, ifMatch, ...req }) =>
+      conditional(ifMatch, (m) => router.renew(resourceId, req, opts(m))),
     swap: ({ resourceId, ifMatch, token }) =>
-      run(async () => {
-        const stored = await router.apply(
-          resourceId,
-          (doc, now) => swapRule(doc, { token }, now),
-          opts(ifMatch),
-        );
+      conditional(ifMatch, async (m) => {
+        const stored = await router.apply(resourceId, (doc, now) => swapRule(doc, { token }, now), opts(m));
         return {
           view: routeView(stored, router.now(), timing),
           swappedAt: stored.doc.lastMigration?.swappedAt ?? null,
         };
       }),
-    release: ({ resourceId, ifMatch, ...req }) => run(() => router.release(resourceId, req, opts(ifMatch))),
+    release: ({ resourceId, ifMatch, ...req }) =>
+      conditional(ifMatch, (m) => router.release(resourceId, req, opts(m))),
     readRoute: ({ resourceId, from }) =>
       run(async () =>
         from === 'readPath'

@@ -120,12 +120,17 @@ export class InProcessRunner {
 
   private launch(input: MigrationInput): void {
     const run = this.execute(input)
-      .catch((error: unknown) => {
+      .catch(async (error: unknown) => {
         if (error instanceof RunnerStopped) return null;
-        this.options.log?.('migration runner failed', {
-          migrationId: input.migrationId,
-          error: (error as Error).message,
-        });
+        const message = (error as Error).message;
+        this.options.log?.('migration runner failed', { migrationId: input.migrationId, error: message });
+        // The workflow handles every failure it knows of, so this is a bug; even so, a migration left
+        // unfinished would block its resource forever (and fail again on every resume): end it.
+        const record = await this.options.state.get(input.migrationId);
+        if (record && !terminalStates.has(record.status.status) && !this.stopped) {
+          const status = { ...record.status, status: 'Failed' as const, error: `runner failed: ${message}` };
+          await this.options.state.saveStatus(input.migrationId, status, true);
+        }
         return null;
       })
       .finally(() => this.running.delete(input.migrationId));

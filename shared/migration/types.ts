@@ -16,6 +16,8 @@ export interface MigrationSettings {
   writeBudgetSeconds: number;
   deltaAttempts: number;
   deltaRetryDelaySeconds: number;
+  /** Optional: inputs journaled before it existed replay without the wait. */
+  inFlightGraceSeconds?: number;
   retryAttempts: number;
   retryIntervalSeconds: number;
   participants: Participant[];

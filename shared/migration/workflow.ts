@@ -45,6 +45,7 @@ export function migrationSettings(config: Config): MigrationSettings {
     writeBudgetSeconds: config.timing.writeBudgetSeconds,
     deltaAttempts: config.migration.deltaAttempts,
     deltaRetryDelaySeconds: config.migration.deltaRetryDelaySeconds,
+    inFlightGraceSeconds: config.migration.inFlightGraceSeconds,
     retryAttempts: config.migration.retryAttempts,
     retryIntervalSeconds: config.migration.retryIntervalSeconds,
     participants: config.migration.participants,
@@ -132,26 +133,53 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
   }
   yield* publish();
 
-  // 1. pre-lock. A swap moments ago (ConvergencePending) is waited out, a few times at most.
-  let pre = yield* activity('prelock', {
-    resourceId,
-    migrationId,
-    owner: input.instanceId,
-    target: input.target,
-    idempotencyKey: migrationId,
-  });
-  for (
-    let attempt = 1;
-    !pre.ok && pre.code === 'ConvergencePending' && attempt < s.retryAttempts;
-    attempt += 1
-  ) {
-    yield* sleep((pre.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
+  // 1. pre-lock. A swap moments ago (ConvergencePending) is waited out, a few times at most. A store
+  // that stays down through every retry fails the migration here, never leaving it unfinished.
+  let pre: ActivityResult<LockGrant>;
+  try {
     pre = yield* activity('prelock', {
       resourceId,
       migrationId,
       owner: input.instanceId,
       target: input.target,
       idempotencyKey: migrationId,
+    });
+    for (
+      let attempt = 1;
+      !pre.ok && pre.code === 'ConvergencePending' && attempt < s.retryAttempts;
+      attempt += 1
+    ) {
+      yield* sleep((pre.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
+      pre = yield* activity('prelock', {
+        resourceId,
+        migrationId,
+        owner: input.instanceId,
+        target: input.target,
+        idempotencyKey: migrationId,
+      });
+    }
+  } catch (error) {
+    // A timed-out pre-lock may have committed unseen, and would hold the resource for its whole lease.
+    // Replaying it with its Idempotency-Key answers a fresh token for it (or takes it now): release that.
+    let left = 'no lock is held by this migration';
+    try {
+      const again = yield* activity('prelock', {
+        resourceId,
+        migrationId,
+        owner: input.instanceId,
+        target: input.target,
+        idempotencyKey: migrationId,
+      });
+      if (again.ok) {
+        const released = yield* activity('release', { resourceId, token: again.value.token as string });
+        if (!released.ok) left = `its pre-lock could not be released (${released.code}); the lease frees it`;
+      }
+    } catch {
+      left = 'a pre-lock that committed unseen lapses with its lease';
+    }
+    return yield* publish({
+      status: 'Failed',
+      error: `prelock: ${error instanceof Error ? error.message : String(error)}; ${left}`,
     });
   }
   if (!pre.ok) {
@@ -166,6 +194,11 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
   const token = pre.value.token as string;
   let etag = pre.value.etag;
   yield* publish({ phase: 'prelock', timeline: { ...status.timeline, prelockAt: pre.value.acquiredAt } });
+
+  /** Requests that resolved the route just before a lock committed land before any copy starts. */
+  const inFlightGrace = function* () {
+    if (s.inFlightGraceSeconds && s.participants.length > 0) yield* sleep(s.inFlightGraceSeconds * 1000);
+  };
 
   const renewLock = function* (phase: 'hardDelete' | 'write') {
     const renewed = yield* activity('renew', { resourceId, token, phase, ifMatch: etag });
@@ -280,6 +313,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
       phase: 'hardDelete',
       timeline: { ...status.timeline, hardDeleteAt: hd.hardDeleteAt ?? null },
     });
+    yield* inFlightGrace();
     const bulk = yield* copyAll('bulkCopy', 1, 'hardDelete', hd, s.hardDeleteLeaseSeconds, from);
     if (!bulk.ok) throw new MigrationAbort('Failed', `bulkCopy: ${bulk.code}: ${bulk.message}`);
 
@@ -296,6 +330,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
         deltaAttempts: attempt,
         timeline: { ...status.timeline, writeAt: w.writeAt ?? null },
       });
+      yield* inFlightGrace();
       const delta = yield* copyAll(
         'deltaCopy',
         attempt,

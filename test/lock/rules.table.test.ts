@@ -152,7 +152,7 @@ const table: Row[] = [
   ['release:write',       'prelock',    'afterStart',      'InvalidTransition',  'Locked',      'Locked'],
   ['release:write',       'prelock',    'afterParent',     'LockExpired',        'LockExpired', 'LockExpired'],
   ['release:write',       'prelock',    'pastMax',         'LockExpired',        'LockExpired', 'LockExpired'],
-  ['release:write',       'hardDelete', 'afterStart',      'InvalidTransition',  'Locked',      'Locked'],
+  ['release:write',       'hardDelete', 'afterStart',      'unchanged',          'Locked',      'Locked'],
   ['release:write',       'hardDelete', 'afterPhaseLease', 'InvalidTransition',  'Locked',      'Locked'],
   ['release:write',       'hardDelete', 'afterParent',     'LockExpired',        'LockExpired', 'LockExpired'],
   ['release:write',       'hardDelete', 'pastMax',         'LockExpired',        'LockExpired', 'LockExpired'],

@@ -196,8 +196,9 @@ describe('the Durable orchestrator, driven by hand', () => {
     });
     const kinds = log.map((l) => (l.kind === 'activity' ? l.name : l.kind));
     const hd = kinds.indexOf('escalate');
-    expect(kinds.slice(hd, hd + 8)).toEqual([
+    expect(kinds.slice(hd, hd + 9)).toEqual([
       'escalate',
+      'timer', // the in-flight grace before the copy
       'race',
       'http',
       'renew',

@@ -1,0 +1,167 @@
+import { RouteLockError } from '../../shared/errors';
+import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
+import type { HttpCall } from '../../shared/migration/types';
+import { SqliteStore } from '../../shared/store/sqlite';
+import { FaultyStore } from '../support/faultyStore';
+import { virtualRunner } from '../support/migrationHarness';
+
+/**
+ * What the fleet simulation (verify/fleet.ts) found, pinned down one case at a time: a pre-lock that
+ * never gets through, a write whose answer was lost, and requests still in flight when a lock commits.
+ */
+
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'eastus' };
+const PARTICIPANTS = JSON.stringify([{ name: 'messages', url: 'http://participant.invalid/migrate' }]);
+
+test('a store down through every retry of the pre-lock ends the migration Failed, not unfinished forever', async () => {
+  const store = new FaultyStore(new SqliteStore(':memory:'));
+  const h = virtualRunner({ store });
+  await h.router.createRoute('r-down', SOURCE);
+  store.down = true;
+  const { record } = h.runner.start({ resourceId: 'r-down', target: TARGET });
+  await h.settle();
+  const status = await h.runner.status(record.migrationId);
+  expect(status).toMatchObject({ status: 'Failed' });
+  expect(status.error).toMatch(/^prelock: Store throttled/);
+  expect(h.state.unfinished()).toEqual([]);
+  // and the resource can be migrated once the store is back
+  store.down = false;
+  const again = h.runner.start({ resourceId: 'r-down', target: TARGET });
+  expect(again.created).toBe(true);
+  await h.settle();
+  expect(await h.runner.status(again.record.migrationId)).toMatchObject({ status: 'Completed' });
+});
+
+/** The pre-lock commits but its answer is lost, then the store fails every retry. */
+class OrphaningStore extends SqliteStore {
+  private failReads = 0;
+  private armed = true;
+  override async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+    const stored = await super.replace(doc, ifMatch);
+    if (this.armed && doc.lock?.phase === 'prelock') {
+      this.armed = false;
+      this.failReads = 4; // the four retries left of five
+      throw new RouteLockError('StoreUnavailable', 'Store request timed out.', { retryAfterSeconds: 1 });
+    }
+    return stored;
+  }
+  override async read(id: string, options: { from: 'nearest' | 'writeRegion' }): Promise<StoredDocument> {
+    if (this.failReads > 0) {
+      this.failReads -= 1;
+      throw new RouteLockError('StoreUnavailable', 'Store unavailable (503).', { retryAfterSeconds: 1 });
+    }
+    return super.read(id, options);
+  }
+}
+
+test('a pre-lock that committed unseen is not left behind: replayed with its Idempotency-Key, then released', async () => {
+  const store = new OrphaningStore(':memory:');
+  const h = virtualRunner({ store });
+  await h.router.createRoute('r-orphan', SOURCE);
+  const { record } = h.runner.start({ resourceId: 'r-orphan', target: TARGET });
+  await h.settle();
+  const status = await h.runner.status(record.migrationId);
+  expect(status.status).toBe('Failed');
+  expect(status.error).toMatch(/^prelock: Store unavailable.*; no lock is held by this migration$/);
+  const doc = (await h.store.read('r-orphan', { from: 'writeRegion' })).doc;
+  // Without the clean-up the pre-lock would hold the resource for its 48 h lease.
+  expect(doc.lock).toBeNull();
+  expect(doc.lastMigration).toMatchObject({ migrationId: record.migrationId, outcome: 'released' });
+});
+
+/** Commits the first replace that matches, then answers as a timed-out request would. */
+class LostAnswerStore extends SqliteStore {
+  lose: ((doc: LocationDocument) => boolean) | undefined;
+  override async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+    const stored = await super.replace(doc, ifMatch);
+    if (this.lose?.(doc)) {
+      this.lose = undefined;
+      throw new RouteLockError('StoreUnavailable', 'Store request timed out.', { retryAfterSeconds: 1 });
+    }
+    return stored;
+  }
+}
+
+describe('a write whose answer was lost is retried as the replay it is', () => {
+  for (const phase of ['hardDelete', 'write'] as const) {
+    test(`escalation to ${phase}: the migration completes`, async () => {
+      const store = new LostAnswerStore(':memory:');
+      const h = virtualRunner({ store });
+      await h.router.createRoute('r-lost', SOURCE);
+      store.lose = (doc) => doc.lock?.phase === phase;
+      const { record } = h.runner.start({ resourceId: 'r-lost', target: TARGET });
+      await h.settle();
+      expect(store.lose).toBeUndefined(); // the fault did fire
+      expect(await h.runner.status(record.migrationId)).toMatchObject({ status: 'Completed' });
+    });
+  }
+
+  test('the activity decides again on a 412 of its own If-Match; the router alone answers 412', async () => {
+    const h = virtualRunner();
+    await h.router.createRoute('r-412', SOURCE);
+    const grant = await h.router.prelock('r-412', {
+      migrationId: 'm-412',
+      owner: 'test',
+      target: TARGET,
+      idempotencyKey: 'm-412',
+    });
+    h.clock.set(Date.parse(grant.startsAt) + 1);
+    const token = grant.token as string;
+    // The escalation committed, but its caller never heard: it still holds the pre-lock's ETag.
+    await h.router.escalate('r-412', { token, phase: 'hardDelete' });
+    await expect(
+      h.router.escalate('r-412', { token, phase: 'hardDelete' }, { ifMatch: grant.etag }),
+    ).rejects.toMatchObject({ code: 'PreconditionFailed' });
+    const retried = await h.activities.escalate({
+      resourceId: 'r-412',
+      token,
+      phase: 'hardDelete',
+      ifMatch: grant.etag,
+    });
+    expect(retried).toMatchObject({ ok: true, value: { phase: 'hardDelete' } });
+    // The token stays the fence: the same retry with a wrong token is still refused.
+    const wrong = await h.activities.escalate({
+      resourceId: 'r-412',
+      token: `${token}x`,
+      phase: 'hardDelete',
+      ifMatch: grant.etag,
+    });
+    expect(wrong).toMatchObject({ ok: false, code: 'Locked' });
+  });
+});
+
+describe('in-flight grace: each copy starts after requests decided before its lock have landed', () => {
+  const copyStarts = async (env: Record<string, string>) => {
+    const calls: { step: string; at: number }[] = [];
+    const h = virtualRunner({
+      env: { ROUTELOCK_PARTICIPANTS: PARTICIPANTS, ...env },
+      http: async (call: HttpCall) => {
+        calls.push({ step: call.body.step, at: h.clock.now() });
+        return { status: 200, body: {} };
+      },
+    });
+    await h.router.createRoute('r-grace', SOURCE);
+    const { record } = h.runner.start({ resourceId: 'r-grace', target: TARGET });
+    await h.settle();
+    const status = await h.runner.status(record.migrationId);
+    expect(status.status).toBe('Completed');
+    const bulk = calls.find((c) => c.step === 'bulkCopy')?.at as number;
+    const delta = calls.find((c) => c.step === 'deltaCopy')?.at as number;
+    return {
+      afterHardDelete: bulk - Date.parse(status.timeline.hardDeleteAt as string),
+      afterWrite: delta - Date.parse(status.timeline.writeAt as string),
+    };
+  };
+
+  test('production: 5 s after the hard-delete lock and after the write lock', async () => {
+    expect(await copyStarts({})).toEqual({ afterHardDelete: 5000, afterWrite: 5000 });
+  });
+
+  test('ROUTELOCK_INFLIGHT_GRACE_SECONDS=0: at once (the fleet simulation shows writes lost then)', async () => {
+    expect(await copyStarts({ ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0' })).toEqual({
+      afterHardDelete: 0,
+      afterWrite: 0,
+    });
+  });
+});
