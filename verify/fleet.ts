@@ -10,7 +10,7 @@ import {
   newLocationDocument,
   sameLocation,
 } from '../shared/lock/document';
-import { writeLockInForce } from '../shared/lock/rules';
+import { isLive, writeLockInForce } from '../shared/lock/rules';
 import {
   type Enforcement,
   type Operation,
@@ -83,11 +83,14 @@ export interface FleetStats {
     | 'tombstoned'
     | 'redirected'
     | 'unavailable'
-    | 'slow'
-    | 'acrossLock',
+    | 'raced'
+    | 'landedUnderLock',
     number
   >;
-  faults: Record<'throttled' | 'unavailable' | 'timeoutCommitted' | 'timeoutLost' | 'conflict', number>;
+  faults: Record<
+    'throttled' | 'unavailable' | 'readTimeout' | 'writeTimeoutLost' | 'writeTimeoutCommitted' | 'conflict',
+    number
+  >;
   storeCalls: number;
   crashes: number;
   /** Distinct journal positions (1..30) right after which a migration's process died. */
@@ -132,8 +135,9 @@ class FaultInjectingStore implements LocationStore {
   readonly faults: FleetStats['faults'] = {
     throttled: 0,
     unavailable: 0,
-    timeoutCommitted: 0,
-    timeoutLost: 0,
+    readTimeout: 0,
+    writeTimeoutLost: 0,
+    writeTimeoutCommitted: 0,
     conflict: 0,
   };
   enabled = true;
@@ -175,7 +179,7 @@ class FaultInjectingStore implements LocationStore {
       this.fail(fault);
     }
     if (fault === 'timeout') {
-      this.faults.timeoutLost += 1;
+      this.faults.readTimeout += 1;
       this.fail('timeout');
     }
     return work();
@@ -190,11 +194,11 @@ class FaultInjectingStore implements LocationStore {
     if (fault === 'timeout') {
       // The caller cannot tell a timeout that committed from one that did not.
       if (this.random() < 0.5) {
-        this.faults.timeoutLost += 1;
+        this.faults.writeTimeoutLost += 1;
         this.fail('timeout');
       }
-      this.faults.timeoutCommitted += 1;
-      await work();
+      await work(); // a refusal (412, 409) is answered as it is: nothing committed
+      this.faults.writeTimeoutCommitted += 1;
       this.fail('timeout');
     }
     if (fault === 'conflict') {
@@ -236,7 +240,8 @@ class CommitWatchingStore implements LocationStore {
   constructor(
     private readonly inner: LocationStore,
     private readonly now: () => number,
-    private readonly violation: (resourceId: string, message: string) => void,
+    private readonly violation: (resourceId: string, message: string, kind: ViolationKind) => void,
+    private readonly onSwap: (resourceId: string) => void,
   ) {
     this.kind = inner.kind;
   }
@@ -255,7 +260,7 @@ class CommitWatchingStore implements LocationStore {
     const stored = await this.inner.replace(doc, ifMatch);
     const before = this.last.get(doc.id);
     this.last.set(doc.id, stored.doc);
-    if (before && !sameLocation(before.location, stored.doc.location)) this.checkCutover(before, stored.doc);
+    if (before) this.checkVersion(before, stored.doc);
     return stored;
   }
   delete(id: string, ifMatch: string) {
@@ -268,9 +273,26 @@ class CommitWatchingStore implements LocationStore {
     return this.inner.close();
   }
 
-  private checkCutover(before: LocationDocument, after: LocationDocument): void {
+  private checkVersion(before: LocationDocument, after: LocationDocument): void {
     const now = this.now();
     const problems: string[] = [];
+    const lock = after.lock;
+    if (lock && Date.parse(lock.expiresAt) > Date.parse(lock.maxExpiresAt))
+      problems.push('a lock lease past its cap');
+    for (const phaseEnd of [lock?.hardDeleteExpiresAt, lock?.writeExpiresAt])
+      if (lock && phaseEnd && Date.parse(phaseEnd) > Date.parse(lock.expiresAt))
+        problems.push('a phase lease past its parent lease');
+    if (before.lock && lock && isLive(before.lock, now) && before.lock.migrationId !== lock.migrationId)
+      problems.push(`a live lock of ${before.lock.migrationId} replaced by one of ${lock.migrationId}`);
+    if (!sameLocation(before.location, after.location)) {
+      this.checkCutover(before, after, problems);
+      this.onSwap(after.id);
+    }
+    for (const p of problems) this.violation(after.id, p, 'version');
+  }
+
+  private checkCutover(before: LocationDocument, after: LocationDocument, problems: string[]): void {
+    const now = this.now();
     if (!before.lock || !writeLockInForce(before.lock, now))
       problems.push('the location changed without a write lock in force');
     else if (!sameLocation(after.location, before.lock.target))
@@ -278,9 +300,20 @@ class CommitWatchingStore implements LocationStore {
     if (after.lock !== null) problems.push('the location changed but the lock stayed (partial cutover)');
     if (after.secondary?.role !== 'retiredSource' || !sameLocation(after.secondary.location, before.location))
       problems.push('the location changed without retiring the source');
-    for (const p of problems) this.violation(after.id, p);
   }
 }
+
+/**
+ * What a violation is about: a service's decision at one request, the data at a committed location, a
+ * committed document version, a migration's end, or the harness itself. A control is caught only by the
+ * kinds its bug must produce.
+ */
+type ViolationKind = 'decision' | 'data' | 'version' | 'lifecycle' | 'harness';
+const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, ViolationKind[]> = {
+  convergenceShorterThanCacheTtl: ['decision', 'data'],
+  noReadThrough: ['decision', 'data'],
+  noInFlightGrace: ['data'],
+};
 
 /** What a tier answers: the real Router, or (negative control) a cache that never reads through. */
 interface Tier {
@@ -388,6 +421,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     ROUTELOCK_PARTICIPANTS: '[{"name":"data","url":"http://data.invalid/migrate"}]',
   });
   const timing = config.timing;
+  const inFlightBoundMs = config.migration.inFlightGraceSeconds * 1000;
   const edge = Math.max(...timing.cacheTiers.map((t) => t.ttlSeconds));
   // Control: the declaration forgot the largest tier (edge), as a service that added a CDN might.
   const orchestratorTiming: TimingConfig =
@@ -402,7 +436,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
 
   const clock = new ManualClock(Date.UTC(2026, 10, 30));
   const scheduler = new VirtualScheduler(clock);
-  const violations: string[] = [];
+  const violations: { kind: ViolationKind; text: string }[] = [];
   const trail = new Map<string, string[]>();
   const note = (resourceId: string, event: string) => {
     const events = trail.get(resourceId) ?? [];
@@ -411,13 +445,19 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     if (events.length > 25) events.shift();
     trail.set(resourceId, events);
   };
-  const violation = (resourceId: string, message: string) => {
+  const violation = (resourceId: string, message: string, kind: ViolationKind) => {
     note(resourceId, `VIOLATION ${message}`);
-    violations.push(`${resourceId} at ${new Date(clock.now()).toISOString()}: ${message}`);
+    violations.push({ kind, text: `${resourceId} at ${new Date(clock.now()).toISOString()}: ${message}` });
   };
 
   const writeRegion = new SqliteStore(':memory:');
-  const watched = new CommitWatchingStore(writeRegion, clock.now, violation);
+  // After a swap, once requests in flight have landed, the new location must hold what was acknowledged.
+  let checkData: (resourceId: string, when: string) => Promise<void> = async () => {};
+  const watched = new CommitWatchingStore(writeRegion, clock.now, violation, (resourceId) => {
+    void scheduler
+      .timer(clock.now() + inFlightBoundMs + 1)
+      .promise.then(() => checkData(resourceId, 'after its swap'));
+  });
   const replicas = new LaggingStore(watched, clock.now, () =>
     Math.floor(random() * timing.replicationBoundSeconds * 1000),
   );
@@ -452,6 +492,24 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   // Every replica has the routes before the first request.
   clock.advance(timing.replicationBoundSeconds * 1000 + 1);
   const truth = async (id: string) => (await writeRegion.read(id, { from: 'writeRegion' })).doc;
+  const reported = new Set<string>();
+  checkData = (id, when) =>
+    truth(id).then((doc) => {
+      const live = new Set(regionData(doc.location.region).shelf(id).live);
+      const want = expected.get(id) as Set<string>;
+      const lost = [...want].filter((item) => !live.has(item) && !reported.has(item));
+      const back = [...live].filter((item) => !want.has(item) && !reported.has(item));
+      for (const item of [...lost, ...back]) reported.add(item);
+      const at = `at ${doc.location.region} ${when}`;
+      if (lost.length > 0)
+        violation(
+          id,
+          `${lost.length} acknowledged write(s) missing ${at}: ${lost.slice(0, 3).join(', ')}`,
+          'data',
+        );
+      if (back.length > 0)
+        violation(id, `${back.length} deleted item(s) back ${at}: ${back.slice(0, 3).join(', ')}`, 'data');
+    });
 
   // Participants: copy one resource's data between regions, as a real data service would.
   const jobs = new Map<string, Promise<HttpResult>>();
@@ -518,8 +576,8 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
       tombstoned: 0,
       redirected: 0,
       unavailable: 0,
-      slow: 0,
-      acrossLock: 0,
+      raced: 0,
+      landedUnderLock: 0,
     },
     faults: store.faults,
     storeCalls: 0,
@@ -538,7 +596,6 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     control === 'noInFlightGrace'
       ? { ...migrationSettings(config), inFlightGraceSeconds: 0 }
       : migrationSettings(config);
-  const inFlightBoundMs = config.migration.inFlightGraceSeconds * 1000;
   let serial = 0;
   const newRunner = (migrationState: SqliteMigrationState, prefix: string) =>
     new InProcessRunner({
@@ -555,7 +612,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
       log: (message, fields) => {
         if (process.env.FLEET_PROGRESS) process.stderr.write(`${message} ${JSON.stringify(fields)}\n`);
         if (message === 'migration runner failed')
-          violation(String(fields.migrationId), `the runner failed: ${String(fields.error)}`);
+          violation(String(fields.migrationId), `the runner failed: ${String(fields.error)}`, 'harness');
       },
     });
   let runner: InProcessRunner | null = null;
@@ -613,7 +670,9 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
       const at = clock.now();
       // The write region's copy as the request begins: a lock committed after this is one the request
       // could not have seen; the in-flight grace, not the service, has to cover it.
-      const before = await truth(resourceId);
+      const beforeStored = await writeRegion.read(resourceId, { from: 'writeRegion' });
+      const before = beforeStored.doc;
+      const beforeEtag = beforeStored.etag;
       let view: RouteView;
       try {
         view = (await tier.view(resourceId)).view;
@@ -642,24 +701,44 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
         const after = enforcement(await truth(resourceId), at, timing);
         const verdict = (e: typeof inForce) => (op === 'write' ? e.write : e.delete);
         if (verdict(inForce) !== 'deny' && verdict(after) !== 'deny')
-          violation(resourceId, `${where} refused with no write lock in force (a lock outlived its lease)`);
+          violation(
+            resourceId,
+            `${where} refused with no write lock in force (a lock outlived its lease)`,
+            'decision',
+          );
         return;
       }
+      // A lock that committed while this request resolved its route is one it could not have seen:
+      // judged as the request began (`before`), and left to the in-flight grace and the data oracle.
+      if ((await writeRegion.read(resourceId, { from: 'writeRegion' })).etag !== beforeEtag)
+        stats.userOps.raced += 1;
       if (before.location.region !== serving)
-        violation(resourceId, `${where} accepted; the route is at ${before.location.region}`);
+        violation(resourceId, `${where} accepted; the route is at ${before.location.region}`, 'decision');
       if (op === 'write' && inForce.write !== 'allow')
-        violation(resourceId, `${where} accepted during the write lock`);
-      if (op === 'delete' && decision.kind === 'allow' && inForce.delete !== 'allow')
+        violation(resourceId, `${where} accepted during the write lock`, 'decision');
+      if (op === 'delete' && inForce.delete === 'deny')
+        violation(
+          resourceId,
+          `${where}: ${decision.kind === 'tombstone' ? 'tombstone' : 'delete'} accepted during the write lock`,
+          'decision',
+        );
+      else if (op === 'delete' && decision.kind === 'allow' && inForce.delete !== 'allow')
         violation(
           resourceId,
           `${where}: physical delete accepted while the ${before.lock?.phase} lock is in force`,
+          'decision',
         );
       // Requests take a while to land what they decided, within the declared in-flight bound.
       const land = () => apply(resourceId, serving, op, decision.kind === 'tombstone', where, at, inForce);
       const steps = Math.floor((0.9 * inFlightBoundMs) / LANDING_STEP_MS);
       if (steps > 0) {
         const landAt = at + LANDING_STEP_MS * (1 + Math.floor(random() * steps));
-        void scheduler.timer(landAt).promise.then(land);
+        void scheduler
+          .timer(landAt)
+          .promise.then(land)
+          .catch((error: unknown) => {
+            violation(resourceId, `unexpected error: ${(error as Error).stack ?? String(error)}`, 'harness');
+          });
       } else {
         await land();
       }
@@ -679,12 +758,12 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     const items = regionData(serving);
     let late = '';
     if (clock.now() > decidedAt) {
-      stats.userOps.slow += 1;
       late = ` (landed ${clock.now() - decidedAt} ms after its decision)`;
       const now = enforcement(await truth(resourceId), clock.now(), timing);
-      if ((op === 'write' ? now.write : now.delete) !== (op === 'write' ? decided.write : decided.delete)) {
-        stats.userOps.acrossLock += 1;
-        late += ' across a lock that committed meanwhile';
+      const verdict = (e: Enforcement) => (op === 'write' ? e.write : e.delete);
+      if (verdict(decided) === 'allow' && verdict(now) !== 'allow') {
+        stats.userOps.landedUnderLock += 1;
+        late += ', under a lock that committed meanwhile';
       }
     }
     if (op === 'write') {
@@ -782,7 +861,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
         await scheduler.timer(clock.now() + ms).promise;
         if (!done)
           await work().catch((error: unknown) => {
-            violation('fleet', `unexpected error: ${(error as Error).stack ?? String(error)}`);
+            violation('fleet', `unexpected error: ${(error as Error).stack ?? String(error)}`, 'harness');
           });
       }
     })();
@@ -810,31 +889,11 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
       stats.reasons[reason] = (stats.reasons[reason] ?? 0) + 1;
     }
     if (!terminalStates.has(outcome) && !options.stopAtFirstViolation)
-      violation(record.input.resourceId, `${record.migrationId} ended ${outcome}`);
+      violation(record.input.resourceId, `${record.migrationId} ended ${outcome}`, 'lifecycle');
   }
   stats.migrations = records.length;
   // The data, even after a control stopped early: whatever has swapped must hold what was acknowledged.
-  {
-    for (const id of resources) {
-      const doc = await truth(id);
-      if (doc.lock && Date.parse(doc.lock.expiresAt) > Date.parse(doc.lock.maxExpiresAt))
-        violation(id, 'a lock outlives its cap');
-      const live = new Set(regionData(doc.location.region).shelf(id).live);
-      const want = expected.get(id) as Set<string>;
-      const lost = [...want].filter((item) => !live.has(item));
-      const back = [...live].filter((item) => !want.has(item));
-      if (lost.length > 0)
-        violation(
-          id,
-          `${lost.length} acknowledged write(s) missing at ${doc.location.region}: ${lost.slice(0, 3).join(', ')}`,
-        );
-      if (back.length > 0)
-        violation(
-          id,
-          `${back.length} deleted item(s) back at ${doc.location.region}: ${back.slice(0, 3).join(', ')}`,
-        );
-    }
-  }
+  await Promise.all(resources.map((id) => checkData(id, 'at the end')));
   stats.storeCalls = store.calls;
   stats.crashSteps = crashedAt.size;
   const lengths = [...journalLength.values()].sort((a, b) => a - b);
@@ -844,20 +903,23 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   rivalState.close();
   await writeRegion.close();
 
-  const first = violations[0];
-  const firstResource = first?.split(' ')[0] ?? '';
+  // A control is caught by the kind of violation its bug must cause, not by any failure at all.
+  const caught =
+    control === 'none' ? undefined : violations.some((v) => controlCaughtBy[control].includes(v.kind));
+  const first = violations.find((v) => v.kind === 'harness') ?? violations[0];
+  const firstResource = first?.text.split(' ')[0] ?? '';
   return {
     scenario:
       control === 'none'
-        ? `fleet: ${options.faultRate * 100} % store faults, a crash at every step`
+        ? `fleet: ${options.faultRate * 100} % store faults, orchestrator crashes`
         : `control (fleet): ${control}`,
     runs: stats.migrations,
     violations: violations.length,
     seed: options.seed,
-    ...(control === 'none' ? {} : { caught: violations.length > 0 }),
+    ...(caught === undefined ? {} : { caught }),
     ...(first
       ? {
-          counterexample: `${violations.length} violation(s); first: ${first}\n    events of ${firstResource}:\n      ${(trail.get(firstResource) ?? []).join('\n      ')}`,
+          counterexample: `${violations.length} violation(s); first: ${first.text}\n    events of ${firstResource}:\n      ${(trail.get(firstResource) ?? []).join('\n      ')}`,
         }
       : {}),
     ...(control === 'none' ? { summary: summarize(stats) } : {}),
@@ -874,19 +936,22 @@ const counts = (record: Record<string, number>) =>
 
 function summarize(s: FleetStats): string {
   const f = s.faults;
-  const injected = f.throttled + f.unavailable + f.timeoutCommitted + f.timeoutLost + f.conflict;
+  const injected =
+    f.throttled + f.unavailable + f.readTimeout + f.writeTimeoutLost + f.writeTimeoutCommitted + f.conflict;
   const u = s.userOps;
   const lines = [
     `${n(s.migrations)} migrations (${counts(s.outcomes)}) in ${s.virtualHours.toFixed(1)} virtual hours; ${n(s.copies)} participant copies`,
     `store: ${n(s.storeCalls)} calls, ${n(injected)} faults injected (${((100 * injected) / s.storeCalls).toFixed(1)} %): ` +
-      `429 ${n(f.throttled)}, 503 ${n(f.unavailable)}, timeouts ${n(f.timeoutLost + f.timeoutCommitted)} ` +
-      `(${n(f.timeoutCommitted)} of them committed), 412 ${n(f.conflict)}`,
-    `orchestrator: ${n(s.crashes)} crashes, right after ${s.crashSteps} distinct journal positions (1–${CRASH_STEPS}; ` +
-      `a migration journals ${s.journalSteps.median} steps at the median, ${s.journalSteps.max} at most); migrations interrupted by phase: ` +
+      `429 ${n(f.throttled)}, 503 ${n(f.unavailable)}, read timeouts ${n(f.readTimeout)}, write timeouts ` +
+      `${n(f.writeTimeoutLost + f.writeTimeoutCommitted)} (${n(f.writeTimeoutCommitted)} of them committed), 412 ${n(f.conflict)}`,
+    `orchestrator: ${n(s.crashes)} process crashes, each right after the planned journal position (1–${CRASH_STEPS}) of ` +
+      `one migration — ${s.crashSteps} distinct positions hit (a migration journals ${s.journalSteps.median} steps at the ` +
+      `median, ${s.journalSteps.max} at most); migrations in flight at a crash, by phase: ` +
       `${counts(s.crashPhases)}; ${n(s.longOutages)} outages longer than the write lease`,
     `users: ${n(u.reads)} reads, ${n(u.writes)} writes, ${n(u.deletes)} deletes (${n(u.tombstoned)} tombstoned), ` +
       `${n(u.refused)} refused (423), ${n(u.redirected)} redirected, ${n(u.unavailable)} store-unavailable; ` +
-      `${n(u.slow)} landed after their decision, ${n(u.acrossLock)} of them across a lock that committed meanwhile`,
+      `every write and delete lands 0.5–4.5 s after its decision: ${n(u.landedUnderLock)} landed under a lock ` +
+      `that committed meanwhile; ${n(u.raced)} requests raced a commit while resolving their route`,
   ];
   if (Object.keys(s.reasons).length > 0) lines.push(`not completed: ${counts(s.reasons)}`);
   return lines.join('\n');

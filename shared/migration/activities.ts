@@ -1,6 +1,7 @@
 import type { TimingConfig } from '../config';
-import { isRouteLockError } from '../errors';
-import { swap as swapRule } from '../lock/rules';
+import { RouteLockError, isRouteLockError } from '../errors';
+import type { LocationDocument } from '../lock/document';
+import { type RuleResult, release as releaseRule, swap as swapRule } from '../lock/rules';
 import { routeView } from '../lock/view';
 import type { Router } from '../router';
 import type { MigrationRecords } from './records';
@@ -41,11 +42,23 @@ export function createActivities(
     }
   };
   /**
-   * The orchestrator's If-Match only saves a read; the token is the fence. So a 412 on it means the
-   * copy it remembered is stale, not that the step is wrong: decide again on the write region's copy.
-   * This is what lets a retried write whose first answer was lost (a timeout after the commit) land as
-   * the replay it is, instead of failing the migration.
+   * The orchestrator's If-Match only saves a read; the token is the fence. So a 412 on it means the copy
+   * it remembered is stale, not that the step is wrong: decide again on the write region's copy. That is
+   * what lets a retried write whose first answer was lost (a timeout after the commit) land as the replay
+   * it is, and a step outlast another writer's unrelated change. A swap or downgrade decided again is
+   * pinned to its own write-lock attempt (`writeAt`), so it never acts on a later attempt's lock.
    */
+  const pinned =
+    (writeAt: string | undefined, rule: (doc: LocationDocument, now: number) => RuleResult) =>
+    (doc: LocationDocument, now: number): RuleResult => {
+      if (writeAt !== undefined && doc.lock?.phase === 'write' && doc.lock.writeAt !== writeAt)
+        throw new RouteLockError(
+          'PreconditionFailed',
+          `Route ${doc.id} holds another write-lock attempt than the one this step belongs to.`,
+          { resourceId: doc.id },
+        );
+      return rule(doc, now);
+    };
   const conditional = <T>(ifMatch: string | undefined, work: (ifMatch: string | undefined) => Promise<T>) =>
     run(async () => {
       try {
@@ -62,16 +75,30 @@ export function createActivities(
       conditional(ifMatch, (m) => router.escalate(resourceId, req, opts(m))),
     renew: ({ resourceId, ifMatch, ...req }) =>
       conditional(ifMatch, (m) => router.renew(resourceId, req, opts(m))),
-    swap: ({ resourceId, ifMatch, token }) =>
+    swap: ({ resourceId, ifMatch, token, writeAt }) =>
       conditional(ifMatch, async (m) => {
-        const stored = await router.apply(resourceId, (doc, now) => swapRule(doc, { token }, now), opts(m));
+        const stored = await router.apply(
+          resourceId,
+          pinned(writeAt, (doc, now) => swapRule(doc, { token }, now)),
+          opts(m),
+        );
         return {
           view: routeView(stored, router.now(), timing),
           swappedAt: stored.doc.lastMigration?.swappedAt ?? null,
         };
       }),
-    release: ({ resourceId, ifMatch, ...req }) =>
-      conditional(ifMatch, (m) => router.release(resourceId, req, opts(m))),
+    release: ({ resourceId, ifMatch, writeAt, ...req }) =>
+      conditional(ifMatch, async (m) =>
+        routeView(
+          await router.apply(
+            resourceId,
+            pinned(writeAt, (doc, now) => releaseRule(doc, req, now)),
+            opts(m),
+          ),
+          router.now(),
+          timing,
+        ),
+      ),
     readRoute: ({ resourceId, from }) =>
       run(async () =>
         from === 'readPath'

@@ -84,13 +84,13 @@ export class SqliteMigrationState implements MigrationRecords {
         'UPDATE migrations SET record = ?, done = ?, updated_at = ? WHERE migration_id = ?',
       ),
       active: this.db.prepare<[string], { record: string }>(
-        'SELECT record FROM migrations WHERE resource_id = ? AND done = 0 ORDER BY created_at DESC LIMIT 1',
+        'SELECT record FROM migrations WHERE resource_id = ? AND done = 0 ORDER BY created_at DESC, rowid DESC LIMIT 1',
       ),
       unfinished: this.db.prepare<[], { record: string }>(
-        'SELECT record FROM migrations WHERE done = 0 ORDER BY created_at',
+        'SELECT record FROM migrations WHERE done = 0 ORDER BY created_at, rowid',
       ),
       recent: this.db.prepare<[number], { record: string }>(
-        'SELECT record FROM migrations ORDER BY updated_at DESC LIMIT ?',
+        'SELECT record FROM migrations ORDER BY updated_at DESC, rowid DESC LIMIT ?',
       ),
       journal: this.db.prepare<[string], { key: string; entry: string }>(
         'SELECT key, entry FROM migration_journal WHERE migration_id = ?',

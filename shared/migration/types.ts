@@ -93,8 +93,18 @@ export interface ActivityInputs {
   };
   escalate: { resourceId: string; token: string; phase: 'hardDelete' | 'write'; ifMatch?: string };
   renew: { resourceId: string; token: string; phase?: 'prelock' | 'hardDelete' | 'write'; ifMatch?: string };
-  swap: { resourceId: string; token: string; ifMatch?: string };
-  release: { resourceId: string; token: string; phase?: 'write'; ifMatch?: string };
+  /**
+   * `writeAt` names the write-lock attempt a swap or downgrade belongs to: deciding again after a 412,
+   * the activity refuses to act on another attempt's write lock.
+   */
+  swap: { resourceId: string; token: string; ifMatch?: string; writeAt?: string | undefined };
+  release: {
+    resourceId: string;
+    token: string;
+    phase?: 'write';
+    ifMatch?: string;
+    writeAt?: string | undefined;
+  };
   /** `writeRegion`: the authoritative copy. `readPath`: what a service resolving the route sees. */
   readRoute: { resourceId: string; from: 'writeRegion' | 'readPath' };
   /** Durable only: the final status, kept after the instance id is reused by a later migration. */

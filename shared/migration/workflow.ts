@@ -160,19 +160,26 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     }
   } catch (error) {
     // A timed-out pre-lock may have committed unseen, and would hold the resource for its whole lease.
-    // Replaying it with its Idempotency-Key answers a fresh token for it (or takes it now): release that.
+    // If the write region shows this migration's pre-lock, replaying it with its Idempotency-Key answers
+    // a fresh token for that same lock (never a new one): release it.
     let left = 'no lock is held by this migration';
     try {
-      const again = yield* activity('prelock', {
-        resourceId,
-        migrationId,
-        owner: input.instanceId,
-        target: input.target,
-        idempotencyKey: migrationId,
-      });
-      if (again.ok) {
-        const released = yield* activity('release', { resourceId, token: again.value.token as string });
-        if (!released.ok) left = `its pre-lock could not be released (${released.code}); the lease frees it`;
+      const seen = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
+      if (seen.ok && seen.value.lock?.migrationId === migrationId) {
+        left = 'its pre-lock committed unseen and could not be released; the lease frees it';
+        const again = yield* activity('prelock', {
+          resourceId,
+          migrationId,
+          owner: input.instanceId,
+          target: input.target,
+          idempotencyKey: migrationId,
+        });
+        if (again.ok) {
+          const released = yield* activity('release', { resourceId, token: again.value.token as string });
+          if (released.ok) left = 'its pre-lock, committed unseen, was released';
+        }
+      } else if (!seen.ok) {
+        left = 'a pre-lock that committed unseen lapses with its lease';
       }
     } catch {
       left = 'a pre-lock that committed unseen lapses with its lease';
@@ -340,7 +347,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
         from,
       );
       if (delta.ok) {
-        const swapped = yield* activity('swap', { resourceId, token, ifMatch: etag });
+        const swapped = yield* activity('swap', { resourceId, token, ifMatch: etag, writeAt: w.writeAt });
         if (swapped.ok) {
           return yield* publish({
             status: 'Completed',
@@ -358,7 +365,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
       }
       // The delta overran: let writes resume (the hard-delete lock stays), then try again.
       const down = expect(
-        yield* activity('release', { resourceId, token, phase: 'write', ifMatch: etag }),
+        yield* activity('release', { resourceId, token, phase: 'write', ifMatch: etag, writeAt: w.writeAt }),
         'release the write lock',
       );
       etag = down.etag;

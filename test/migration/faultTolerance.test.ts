@@ -25,8 +25,10 @@ test('a store down through every retry of the pre-lock ends the migration Failed
   expect(status).toMatchObject({ status: 'Failed' });
   expect(status.error).toMatch(/^prelock: Store throttled/);
   expect(h.state.unfinished()).toEqual([]);
-  // and the resource can be migrated once the store is back
   store.down = false;
+  // the clean-up never takes a lock of its own
+  expect((await h.store.read('r-down', { from: 'writeRegion' })).doc.lock).toBeNull();
+  // and the resource can be migrated once the store is back
   const again = h.runner.start({ resourceId: 'r-down', target: TARGET });
   expect(again.created).toBe(true);
   await h.settle();
@@ -63,7 +65,9 @@ test('a pre-lock that committed unseen is not left behind: replayed with its Ide
   await h.settle();
   const status = await h.runner.status(record.migrationId);
   expect(status.status).toBe('Failed');
-  expect(status.error).toMatch(/^prelock: Store unavailable.*; no lock is held by this migration$/);
+  expect(status.error).toMatch(
+    /^prelock: Store unavailable.*; its pre-lock, committed unseen, was released$/,
+  );
   const doc = (await h.store.read('r-orphan', { from: 'writeRegion' })).doc;
   // Without the clean-up the pre-lock would hold the resource for its 48 h lease.
   expect(doc.lock).toBeNull();
@@ -128,6 +132,55 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
       ifMatch: grant.etag,
     });
     expect(wrong).toMatchObject({ ok: false, code: 'Locked' });
+  });
+
+  test('decided again after a 412, a downgrade stays pinned to its own write-lock attempt', async () => {
+    const h = virtualRunner();
+    await h.router.createRoute('r-late', SOURCE);
+    const grant = await h.router.prelock('r-late', {
+      migrationId: 'm-late',
+      owner: 'test',
+      target: TARGET,
+      idempotencyKey: 'm-late',
+    });
+    h.clock.set(Date.parse(grant.startsAt) + 1);
+    const token = grant.token as string;
+    await h.router.escalate('r-late', { token, phase: 'hardDelete' });
+    const firstWrite = await h.router.escalate('r-late', { token, phase: 'write' });
+    // delta attempt 1 downgraded, attempt 2 holds a new write lock...
+    h.clock.advance(60_000);
+    await h.router.release('r-late', { token, phase: 'write' });
+    h.clock.advance(60_000);
+    const secondWrite = await h.router.escalate('r-late', { token, phase: 'write' });
+    // ...when attempt 1's downgrade arrives again, with the ETag it carried then
+    await expect(
+      h.activities.release({
+        resourceId: 'r-late',
+        token,
+        phase: 'write',
+        ifMatch: firstWrite.etag,
+        writeAt: firstWrite.writeAt,
+      }),
+    ).rejects.toMatchObject({ code: 'PreconditionFailed' });
+    const doc = (await h.store.read('r-late', { from: 'writeRegion' })).doc;
+    expect(doc.lock).toMatchObject({ phase: 'write', writeAt: secondWrite.writeAt });
+    // attempt 2's own downgrade, its answer lost and retried with the ETag it had: a replay, 200
+    const downgraded = await h.activities.release({
+      resourceId: 'r-late',
+      token,
+      phase: 'write',
+      ifMatch: secondWrite.etag,
+      writeAt: secondWrite.writeAt,
+    });
+    expect(downgraded).toMatchObject({ ok: true, value: { lock: { phase: 'hardDelete' } } });
+    const retried = await h.activities.release({
+      resourceId: 'r-late',
+      token,
+      phase: 'write',
+      ifMatch: secondWrite.etag,
+      writeAt: secondWrite.writeAt,
+    });
+    expect(retried).toMatchObject({ ok: true, value: { lock: { phase: 'hardDelete' } } });
   });
 });
 
