@@ -160,6 +160,9 @@ export async function soak(options: {
     errors,
     rssAfterWarmupMiB,
     rssAtEndMiB,
+    summary:
+      `${requests.toLocaleString('en-US')} requests, ${errors} errors; settled RSS ${rssAfterWarmupMiB} MiB after the ` +
+      `warm-up → ${rssAtEndMiB} MiB at the end (${rssAtEndMiB >= rssAfterWarmupMiB ? '+' : ''}${((100 * (rssAtEndMiB - rssAfterWarmupMiB)) / rssAfterWarmupMiB).toFixed(1)} %)`,
     ...(errors || grew
       ? { counterexample: `${errors} error(s); RSS ${rssAfterWarmupMiB} → ${rssAtEndMiB} MiB` }
       : {}),
