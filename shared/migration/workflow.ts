@@ -135,28 +135,23 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
 
   // 1. pre-lock. A swap moments ago (ConvergencePending) is waited out, a few times at most. A store
   // that stays down through every retry fails the migration here, never leaving it unfinished.
+  const prelockRequest = {
+    resourceId,
+    migrationId,
+    owner: input.instanceId,
+    target: input.target,
+    idempotencyKey: migrationId,
+  };
   let pre: ActivityResult<LockGrant>;
   try {
-    pre = yield* activity('prelock', {
-      resourceId,
-      migrationId,
-      owner: input.instanceId,
-      target: input.target,
-      idempotencyKey: migrationId,
-    });
+    pre = yield* activity('prelock', prelockRequest);
     for (
       let attempt = 1;
       !pre.ok && pre.code === 'ConvergencePending' && attempt < s.retryAttempts;
       attempt += 1
     ) {
       yield* sleep((pre.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
-      pre = yield* activity('prelock', {
-        resourceId,
-        migrationId,
-        owner: input.instanceId,
-        target: input.target,
-        idempotencyKey: migrationId,
-      });
+      pre = yield* activity('prelock', prelockRequest);
     }
   } catch (error) {
     // A timed-out pre-lock may have committed unseen, and would hold the resource for its whole lease.
@@ -167,13 +162,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
       const seen = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
       if (seen.ok && seen.value.lock?.migrationId === migrationId) {
         left = 'its pre-lock committed unseen and could not be released; the lease frees it';
-        const again = yield* activity('prelock', {
-          resourceId,
-          migrationId,
-          owner: input.instanceId,
-          target: input.target,
-          idempotencyKey: migrationId,
-        });
+        const again = yield* activity('prelock', prelockRequest);
         if (again.ok) {
           const released = yield* activity('release', { resourceId, token: again.value.token as string });
           if (released.ok) left = 'its pre-lock, committed unseen, was released';

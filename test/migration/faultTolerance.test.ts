@@ -87,6 +87,20 @@ class LostAnswerStore extends SqliteStore {
   }
 }
 
+/** A route pre-locked by hand, the clock just past the lock's start. */
+async function startedPrelock(resourceId: string) {
+  const h = virtualRunner();
+  await h.router.createRoute(resourceId, SOURCE);
+  const grant = await h.router.prelock(resourceId, {
+    migrationId: `m-${resourceId}`,
+    owner: 'test',
+    target: TARGET,
+    idempotencyKey: `m-${resourceId}`,
+  });
+  h.clock.set(Date.parse(grant.startsAt) + 1);
+  return { h, grant, token: grant.token as string };
+}
+
 describe('a write whose answer was lost is retried as the replay it is', () => {
   for (const phase of ['hardDelete', 'write'] as const) {
     test(`escalation to ${phase}: the migration completes`, async () => {
@@ -102,16 +116,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
   }
 
   test('the activity decides again on a 412 of its own If-Match; the router alone answers 412', async () => {
-    const h = virtualRunner();
-    await h.router.createRoute('r-412', SOURCE);
-    const grant = await h.router.prelock('r-412', {
-      migrationId: 'm-412',
-      owner: 'test',
-      target: TARGET,
-      idempotencyKey: 'm-412',
-    });
-    h.clock.set(Date.parse(grant.startsAt) + 1);
-    const token = grant.token as string;
+    const { h, grant, token } = await startedPrelock('r-412');
     // The escalation committed, but its caller never heard: it still holds the pre-lock's ETag.
     await h.router.escalate('r-412', { token, phase: 'hardDelete' });
     await expect(
@@ -135,16 +140,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
   });
 
   test('decided again after a 412, a downgrade stays pinned to its own write-lock attempt', async () => {
-    const h = virtualRunner();
-    await h.router.createRoute('r-late', SOURCE);
-    const grant = await h.router.prelock('r-late', {
-      migrationId: 'm-late',
-      owner: 'test',
-      target: TARGET,
-      idempotencyKey: 'm-late',
-    });
-    h.clock.set(Date.parse(grant.startsAt) + 1);
-    const token = grant.token as string;
+    const { h, token } = await startedPrelock('r-late');
     await h.router.escalate('r-late', { token, phase: 'hardDelete' });
     const firstWrite = await h.router.escalate('r-late', { token, phase: 'write' });
     // delta attempt 1 downgraded, attempt 2 holds a new write lock...
