@@ -610,7 +610,6 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
       http,
       newId: () => `${prefix}${++serial}`,
       log: (message, fields) => {
-        if (process.env.FLEET_PROGRESS) process.stderr.write(`${message} ${JSON.stringify(fields)}\n`);
         if (message === 'migration runner failed')
           violation(String(fields.migrationId), `the runner failed: ${String(fields.error)}`, 'harness');
       },
@@ -849,10 +848,6 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     const launchable = Math.min(options.concurrency - busy.size, options.migrations - started);
     for (let i = 0; i < launchable; i += 1) if (!(await startOne(busy))) break;
     if (started >= options.migrations && busy.size === 0) done = true;
-    if (process.env.FLEET_PROGRESS && clock.now() % (10 * 3600_000) < DRIVER_EVERY_MS)
-      process.stderr.write(
-        `${((clock.now() - startedAtMs) / 3600_000).toFixed(0)} h: started ${started}, busy ${[...busy].join(' ')}, runner ${runner ? 'up' : 'down'}\n`,
-      );
   };
 
   const every = (ms: number, work: () => Promise<void>): void => {
