@@ -1,3 +1,4 @@
+import { TokenKeyring } from '../shared/security/tokenKeys';
 import { startCosmosServer } from '../test/support/cosmosServer';
 import { ManualClock } from '../shared/clock';
 import { type Config, parseConfig } from '../shared/config';
@@ -45,11 +46,13 @@ async function runMigrations(
   const scheduler = new VirtualScheduler(clock);
   const router = new Router({ store, timing: options.config.timing, clock: clock.now, cacheMax: count + 10 });
   const state = new SqliteMigrationState(':memory:');
-  const base = createActivities(router, options.config.timing, state);
+  const keyring = TokenKeyring.ephemeral();
+  const base = createActivities(router, options.config.timing, { keyring, records: state });
   const activities = options.saving ? base : withoutIfMatch(base);
   let n = 0;
   const runner = new InProcessRunner({
     activities,
+    keyring,
     state,
     scheduler,
     settings: migrationSettings(options.config),

@@ -45,6 +45,7 @@ async function main(): Promise<void> {
           methods: ['GET'],
           route: 'routes/{id}',
           authLevel: 'function',
+          role: 'Routes.Read',
           handler: async () => ({ status: 200, headers, body }),
         },
       ],

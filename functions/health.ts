@@ -1,8 +1,8 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
-import { type HttpEndpoint, handle, json, registerHttp } from './http/endpoint';
+import { type HttpEndpoint, endpoint, json, registerHttp } from './http/endpoint';
 import type { Services } from './services';
 
-/** GET /api/health — anonymous; answers once the store is open. */
+/** GET /api/health — anonymous (the only endpoint without an app role); answers once the store is open. */
 export async function health(
   _request: HttpRequest,
   _context: InvocationContext,
@@ -12,7 +12,14 @@ export async function health(
 }
 
 export const healthEndpoints: HttpEndpoint[] = [
-  { name: 'health', methods: ['GET'], route: 'health', authLevel: 'anonymous', handler: handle(health) },
+  endpoint({
+    name: 'health',
+    methods: ['GET'],
+    route: 'health',
+    authLevel: 'anonymous',
+    role: 'anonymous',
+    handler: health,
+  }),
 ];
 
 registerHttp(healthEndpoints);

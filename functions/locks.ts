@@ -1,7 +1,8 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 import type { z } from 'zod';
 import type { MutationOptions, Router } from '../shared/router';
-import { type HttpEndpoint, handle, json, registerHttp } from './http/endpoint';
+import type { Caller } from './http/auth';
+import { type HttpEndpoint, type ServiceHandler, endpoint, json, registerHttp } from './http/endpoint';
 import {
   escalateBody,
   idempotencyKey,
@@ -22,18 +23,28 @@ import type { Services } from './services';
  * in request bodies and only in the pre-lock grant's response body: never in a header, a view or a log.
  */
 
+/**
+ * POST /routes/{id}/prelock. When callers are authenticated (ROUTELOCK_AUTH is not `none`), the lock
+ * records the caller's object id: a replay with the Idempotency-Key is honoured for that principal only.
+ */
 export async function prelock(
   request: HttpRequest,
   _context: InvocationContext,
-  { router }: Services,
+  { router, config }: Services,
+  caller?: Caller,
 ): Promise<HttpResponseInit> {
   const id = routeId(request);
   const body = parse(prelockBody, await readJson(request), 'body');
   const keyHeader = request.headers.get('idempotency-key');
   const key = keyHeader === null ? undefined : parse(idempotencyKey, keyHeader, 'Idempotency-Key header');
+  const principal = config.auth.mode !== 'none' && caller ? caller.objectId : undefined;
   const grant = await router.prelock(
     id,
-    { ...body, ...(key === undefined ? {} : { idempotencyKey: key }) },
+    {
+      ...body,
+      ...(key === undefined ? {} : { idempotencyKey: key }),
+      ...(principal === undefined ? {} : { principal }),
+    },
     { ifMatch: ifMatch(request) },
   );
   return json(200, grant, { ETag: quoteEtag(grant.etag) });
@@ -65,13 +76,15 @@ export const release = tokenMutation(releaseBody, (router, id, body, options) =>
   router.release(id, body, options),
 );
 
-const lock = (name: string, handler: Parameters<typeof handle>[0]): HttpEndpoint => ({
-  name,
-  methods: ['POST'],
-  route: `routes/{id}/${name}`,
-  authLevel: 'function',
-  handler: handle(handler),
-});
+const lock = (name: string, handler: ServiceHandler): HttpEndpoint =>
+  endpoint({
+    name,
+    methods: ['POST'],
+    route: `routes/{id}/${name}`,
+    authLevel: 'function',
+    role: 'Locks.Write',
+    handler,
+  });
 
 export const lockEndpoints: HttpEndpoint[] = [
   lock('prelock', prelock),

@@ -53,7 +53,11 @@ export async function handleMigrationMessage(
     const started = await migrations.start(parsed.data);
     return { kind: started.created ? 'started' : 'joined', migrationId: started.migrationId };
   } catch (error) {
-    if (isRouteLockError(error, 'NotFound') || isRouteLockError(error, 'BadRequest')) {
+    if (
+      isRouteLockError(error, 'NotFound') ||
+      isRouteLockError(error, 'BadRequest') ||
+      isRouteLockError(error, 'RegionNotAllowed')
+    ) {
       return { kind: 'poison', reason: error.message };
     }
     if (isRouteLockError(error, 'MigrationInProgress')) return { kind: 'skipped', reason: error.message };

@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
-import { type HttpEndpoint, handle, json, registerHttp } from './http/endpoint';
+import { type HttpEndpoint, endpoint, json, registerHttp } from './http/endpoint';
 import { parse, readJson, resourceId, startMigrationBody } from './http/validation';
 import type { Services } from './services';
 
@@ -31,22 +31,24 @@ export async function getMigration(
 }
 
 export const migrationEndpoints: HttpEndpoint[] = [
-  {
+  endpoint({
     name: 'startMigration',
     methods: ['POST'],
     route: 'migrations',
     authLevel: 'function',
-    handler: handle(startMigration),
+    role: 'Migrations.Write',
+    handler: startMigration,
     extraInputs: [df.input.durableClient()],
-  },
-  {
+  }),
+  endpoint({
     name: 'getMigration',
     methods: ['GET'],
     route: 'migrations/{migrationId}',
     authLevel: 'function',
-    handler: handle(getMigration),
+    role: 'Ops.Read',
+    handler: getMigration,
     extraInputs: [df.input.durableClient()],
-  },
+  }),
 ];
 
 registerHttp(migrationEndpoints);

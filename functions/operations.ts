@@ -1,9 +1,10 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
+import type { Actor } from '../shared/audit';
 import { runProbe } from '../shared/probe';
-import { type HttpEndpoint, handle, json, registerHttp } from './http/endpoint';
+import type { Caller } from './http/auth';
+import { type HttpEndpoint, endpoint, json, registerHttp } from './http/endpoint';
 import { HttpProblem } from './http/problem';
 import {
-  actorName,
   approveBody,
   forceReleaseBody,
   parse,
@@ -15,33 +16,39 @@ import {
 import type { Services } from './services';
 
 /**
- * Operator endpoints (auth level `admin`). They live under `/api/ops/…`: the Functions host reserves
- * every route that starts with `admin`, `/api/admin/…` included (azure-functions-host#1781).
+ * Operator endpoints (auth level `admin`, app roles Ops.*). They live under `/api/ops/…`: the Functions
+ * host reserves every route that starts with `admin`, `/api/admin/…` included (azure-functions-host#1781).
  *
- * Identity comes from `x-ms-client-principal-name`, which App Service authentication sets (and strips
- * from incoming requests) — enable it on the app. On the embedded host, a body field `actor` may stand
- * in for it.
+ * The operator is the authenticated caller (functions/http/auth.ts): its object id is the identity that
+ * approvals compare and the audit records; its display name is kept beside it for humans only.
+ * `x-ms-client-principal-name` is never read. Under ROUTELOCK_AUTH=none on the embedded host only, a
+ * body field `actor` may name the operator (every caller is trusted there anyway).
  */
-function actorOf(request: HttpRequest, body: { actor?: string | undefined }, services: Services): string {
-  const principal = request.headers.get('x-ms-client-principal-name');
-  if (principal) return parse(actorName, principal, 'x-ms-client-principal-name header');
-  if (services.bodyActorAllowed && body.actor) return body.actor;
-  throw new HttpProblem(
-    'Forbidden',
-    services.bodyActorAllowed
-      ? 'An operator identity is required: send "actor" in the body (embedded host) or x-ms-client-principal-name.'
-      : 'An operator identity is required: enable App Service authentication so requests carry x-ms-client-principal-name.',
-  );
+function actorOf(
+  caller: Caller | undefined,
+  body: { actor?: string | undefined },
+  services: Services,
+): Actor {
+  if (body.actor !== undefined) {
+    if (services.bodyActorAllowed) return { id: body.actor, name: body.actor };
+    throw new HttpProblem(
+      'BadRequest',
+      'The body field "actor" is accepted only on the embedded host with ROUTELOCK_AUTH=none; the operator is the authenticated caller.',
+    );
+  }
+  if (!caller) throw new HttpProblem('Unauthenticated', 'An operator identity is required.');
+  return { id: caller.objectId, name: caller.name };
 }
 
 export async function openForceRelease(
   request: HttpRequest,
   _context: InvocationContext,
   services: Services,
+  caller?: Caller,
 ): Promise<HttpResponseInit> {
   const id = routeId(request);
   const body = parse(forceReleaseBody, await readJson(request), 'body');
-  const actor = actorOf(request, body, services);
+  const actor = actorOf(caller, body, services);
   const opened = await services.forceRelease.open(id, actor, body.reason);
   return json(201, opened, { Location: `/api/ops/force-release/${encodeURIComponent(opened.id)}` });
 }
@@ -50,10 +57,11 @@ export async function approveForceRelease(
   request: HttpRequest,
   _context: InvocationContext,
   services: Services,
+  caller?: Caller,
 ): Promise<HttpResponseInit> {
   const requestId = parse(resourceId, request.params.requestId ?? '', 'request id');
   const body = parse(approveBody, await readOptionalJson(request), 'body');
-  const actor = actorOf(request, body, services);
+  const actor = actorOf(caller, body, services);
   return json(200, await services.forceRelease.approve(requestId, actor));
 }
 
@@ -82,34 +90,38 @@ export async function runProbeNow(
 }
 
 export const operationsEndpoints: HttpEndpoint[] = [
-  {
+  endpoint({
     name: 'openForceRelease',
     methods: ['POST'],
     route: 'ops/routes/{id}/force-release',
-    authLevel: 'admin',
-    handler: handle(openForceRelease),
-  },
-  {
+    authLevel: 'function',
+    role: 'Ops.Operator',
+    handler: openForceRelease,
+  }),
+  endpoint({
     name: 'approveForceRelease',
     methods: ['POST'],
     route: 'ops/force-release/{requestId}/approve',
-    authLevel: 'admin',
-    handler: handle(approveForceRelease),
-  },
-  {
+    authLevel: 'function',
+    role: 'Ops.Approver',
+    handler: approveForceRelease,
+  }),
+  endpoint({
     name: 'getForceRelease',
     methods: ['GET'],
     route: 'ops/force-release/{requestId}',
-    authLevel: 'admin',
-    handler: handle(getForceRelease),
-  },
-  {
+    authLevel: 'function',
+    role: 'Ops.Read',
+    handler: getForceRelease,
+  }),
+  endpoint({
     name: 'runProbe',
     methods: ['POST'],
     route: 'ops/probe',
-    authLevel: 'admin',
-    handler: handle(runProbeNow),
-  },
+    authLevel: 'function',
+    role: 'Ops.Operator',
+    handler: runProbeNow,
+  }),
 ];
 
 registerHttp(operationsEndpoints);

@@ -1,7 +1,7 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 import { isLive } from '../shared/lock/rules';
 import { routeView } from '../shared/lock/view';
-import { type HttpEndpoint, handle, json, registerHttp } from './http/endpoint';
+import { type HttpEndpoint, endpoint, json, registerHttp } from './http/endpoint';
 import {
   auditQuery,
   ifMatch,
@@ -78,35 +78,46 @@ export async function getAudit(
 }
 
 export const routeEndpoints: HttpEndpoint[] = [
-  {
+  endpoint({
     name: 'putRoute',
     methods: ['PUT'],
     route: 'routes/{id}',
     authLevel: 'function',
-    handler: handle(putRoute),
-  },
-  {
+    role: 'Routes.Write',
+    handler: putRoute,
+  }),
+  endpoint({
     name: 'getRoute',
     methods: ['GET'],
     route: 'routes/{id}',
     authLevel: 'function',
-    handler: handle(getRoute),
-  },
-  {
+    role: 'Routes.Read',
+    handler: getRoute,
+  }),
+  endpoint({
     name: 'deleteRoute',
     methods: ['DELETE'],
     route: 'routes/{id}',
     authLevel: 'function',
-    handler: handle(deleteRoute),
-  },
-  { name: 'listRoutes', methods: ['GET'], route: 'routes', authLevel: 'admin', handler: handle(listRoutes) },
-  {
+    role: 'Routes.Write',
+    handler: deleteRoute,
+  }),
+  endpoint({
+    name: 'listRoutes',
+    methods: ['GET'],
+    route: 'routes',
+    authLevel: 'function',
+    role: 'Ops.Read',
+    handler: listRoutes,
+  }),
+  endpoint({
     name: 'getAudit',
     methods: ['GET'],
     route: 'routes/{id}/audit',
-    authLevel: 'admin',
-    handler: handle(getAudit),
-  },
+    authLevel: 'function',
+    role: 'Ops.Read',
+    handler: getAudit,
+  }),
 ];
 
 registerHttp(routeEndpoints);

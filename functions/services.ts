@@ -13,6 +13,7 @@ import {
 import type { MigrationService } from '../shared/migration/service';
 import type { MigrationStatus } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
+import { type TokenKeyring, openTokenKeyring } from '../shared/security/tokenKeys';
 import { Router } from '../shared/router';
 import { CosmosStore } from '../shared/store/cosmos';
 import { openStore } from '../shared/store/open';
@@ -24,6 +25,7 @@ import {
   nullSink,
 } from '../shared/telemetry/sink';
 import { DurableMigrationService } from './durable/service';
+import { type Authenticator, createAuthenticator } from './http/auth';
 
 /**
  * The composition root: configuration, store, router, migration records, audit ledger, telemetry,
@@ -37,13 +39,20 @@ export interface Services {
   clock: Clock;
   records: MigrationRecords;
   activities: Activities;
+  /** The workflow's token key ring (never serialized: its toJSON lists key ids only). */
+  keyring: TokenKeyring;
   audit: AuditStore;
   forceRelease: ForceReleaseService;
   sink: TelemetrySink;
   /** Startup findings worth an operator's attention (e.g. a dedicated-gateway endpoint). */
   warnings: string[];
-  /** The embedded host accepts an `actor` body field for operator endpoints; Azure only the principal. */
+  /**
+   * Operator endpoints accept an `actor` body field: only under ROUTELOCK_AUTH=none on the embedded
+   * host; everywhere else the identity is the authenticated caller's object id.
+   */
   bodyActorAllowed: boolean;
+  /** Who the caller is (ROUTELOCK_AUTH); `handle()` checks each endpoint's app role with it. */
+  authenticator: Authenticator;
   /** The embedded host's in-memory metrics (`GET /api/metrics`); in Azure, Application Insights has them. */
   metrics?: MetricsRecorder;
   /** The embedded host's recent migrations (`GET /api/migrations`, the status page). */
@@ -64,6 +73,7 @@ export interface ServiceOverrides {
   metrics?: MetricsRecorder;
   recentMigrations?: (limit: number) => MigrationStatus[];
   migrations?: (context: InvocationContext) => MigrationService;
+  keyring?: TokenKeyring;
 }
 
 function sqlitePath(config: Config): string {
@@ -104,6 +114,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     store,
     timing: config.timing,
     clock,
+    allowedRegions: config.regions.allowed,
     unsafeForLocks: guards.unsafe,
     onClockSkew: (resourceId, skewSeconds) =>
       sink.event({ name: 'ClockSkewHigh', properties: { resourceId }, measurements: { skewSeconds } }),
@@ -121,23 +132,27 @@ export async function createServices(config: Config, overrides: ServiceOverrides
       ? new CosmosAuditStore(cosmos.store.containerNamed(cosmos.cfg.auditContainer))
       : new SqliteAuditStore(sqlitePath(config)));
   const settings = migrationSettings(config);
+  const keyring = overrides.keyring ?? openTokenKeyring(config.security.tokenKeys);
   return {
     config,
     store,
     router,
     clock,
     records,
-    activities: createActivities(router, config.timing, records),
+    activities: createActivities(router, config.timing, { keyring, records }),
+    keyring,
     audit,
     forceRelease: new ForceReleaseService(router, audit, clock),
     sink,
     warnings: guards.warnings,
-    bodyActorAllowed: overrides.bodyActorAllowed ?? false,
+    bodyActorAllowed: (overrides.bodyActorAllowed ?? false) && config.auth.mode === 'none',
+    authenticator: createAuthenticator(config.auth),
     ...(overrides.metrics ? { metrics: overrides.metrics } : {}),
     ...(overrides.recentMigrations ? { recentMigrations: overrides.recentMigrations } : {}),
     migrations:
       overrides.migrations ??
-      ((context) => new DurableMigrationService(df.getClient(context), records, router, settings, clock)),
+      ((context) =>
+        new DurableMigrationService(df.getClient(context), records, router, settings, clock, keyring)),
   };
 }
 

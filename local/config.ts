@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError } from '../shared/config';
+import { type AuthConfig, ConfigError, isLoopback } from '../shared/config';
 
 /** Settings of the embedded host itself (the routing settings live in shared/config.ts). */
 export interface HostConfig {
@@ -33,4 +33,20 @@ export function parseHostConfig(env: Record<string, string | undefined>): HostCo
     );
   }
   return { host: result.data.ROUTELOCK_HOST, port: result.data.PORT };
+}
+
+/**
+ * The embedded host's rule for ROUTELOCK_AUTH: `none` lets every caller do everything, and `appservice`
+ * trusts an `x-ms-client-principal` header that nothing strips here (no App Service authentication in
+ * front), so both need a loopback bind. Only `entra` may listen on an address other machines reach.
+ */
+export function assertHostAuth(host: HostConfig, auth: AuthConfig): void {
+  if (auth.mode === 'entra' || isLoopback(host.host)) return;
+  const why =
+    auth.mode === 'none'
+      ? 'lets every caller do everything'
+      : 'trusts an x-ms-client-principal header that nothing strips on the embedded host';
+  throw new ConfigError([
+    `ROUTELOCK_AUTH: "${auth.mode}" ${why}, so it is refused while ROUTELOCK_HOST (${host.host}) is not a loopback address; bind 127.0.0.1 or use ROUTELOCK_AUTH=entra`,
+  ]);
 }

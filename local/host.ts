@@ -13,6 +13,7 @@ import { routeEndpoints } from '../functions/routes';
 import { type Services, createServices, useServices } from '../functions/services';
 import type { Clock } from '../shared/clock';
 import { type Config, parseConfig } from '../shared/config';
+import { openTokenKeyring } from '../shared/security/tokenKeys';
 import { createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
 import { SqliteMigrationState } from '../shared/migration/records';
@@ -23,11 +24,11 @@ import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/router';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/port';
-import { parseHostConfig } from './config';
+import { assertHostAuth, parseHostConfig } from './config';
 import { metricsEndpoints } from './metrics';
 import { serveStatusPage } from './statusPage';
 import { LocalQueueConsumer } from './queueConsumer';
-import { type LogLine, createLocalServer } from './server';
+import { type ExtraRoute, type LogLine, createLocalServer } from './server';
 
 /** Every HTTP endpoint the Functions app declares (and registers in Azure). */
 export const functionEndpoints: HttpEndpoint[] = [
@@ -40,6 +41,9 @@ export const functionEndpoints: HttpEndpoint[] = [
 
 /** What the embedded host serves: exactly the Functions endpoints, plus its own metrics. */
 export const allEndpoints: HttpEndpoint[] = [...functionEndpoints, ...metricsEndpoints];
+
+/** Pages outside /api, with the app role each needs (checked like the endpoints' roles). */
+export const extraRoutes: ExtraRoute[] = [{ path: '/', role: 'Ops.Read', handle: serveStatusPage }];
 
 export interface LocalHost {
   url: string;
@@ -64,9 +68,16 @@ export interface LocalHostOptions {
   http?: (call: HttpCall) => Promise<HttpResult>;
 }
 
-/** The embedded host's defaults: the dev timing profile unless the environment says otherwise. */
+/**
+ * The embedded host's defaults: the dev timing profile, and ROUTELOCK_AUTH=none (every caller trusted;
+ * loopback only), unless the environment says otherwise.
+ */
 export function localEnv(env: Record<string, string | undefined>): Record<string, string | undefined> {
-  return { ...env, ROUTELOCK_PROFILE: env.ROUTELOCK_PROFILE?.trim() || 'dev' };
+  return {
+    ...env,
+    ROUTELOCK_PROFILE: env.ROUTELOCK_PROFILE?.trim() || 'dev',
+    ROUTELOCK_AUTH: env.ROUTELOCK_AUTH?.trim() || 'none',
+  };
 }
 
 export const jsonLog: LogLine = (level, message, fields) => {
@@ -77,6 +88,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   const env = localEnv(options.env ?? process.env);
   const config = parseConfig(env);
   const hostConfig = parseHostConfig(env);
+  assertHostAuth(hostConfig, config.auth);
   const log = options.log ?? jsonLog;
   const scheduler = options.scheduler ?? realScheduler;
   const clock = options.clock ?? (() => scheduler.now());
@@ -92,9 +104,16 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
         : env.ROUTELOCK_SQLITE_PATH?.trim() || '.routelock/routelock.db');
   const state = new SqliteMigrationState(statePath);
   // The runner's activities go through their own router (its own cache), as an activity worker would.
-  const runnerRouter = new Router({ store, timing: config.timing, clock });
+  const runnerRouter = new Router({
+    store,
+    timing: config.timing,
+    clock,
+    allowedRegions: config.regions.allowed,
+  });
+  const keyring = openTokenKeyring(config.security.tokenKeys);
   const runner = new InProcessRunner({
-    activities: createActivities(runnerRouter, config.timing, state),
+    activities: createActivities(runnerRouter, config.timing, { keyring, records: state }),
+    keyring,
     state,
     scheduler,
     settings: migrationSettings(config),
@@ -113,6 +132,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     store,
     records: state,
     audit,
+    keyring,
     sink,
     metrics,
     bodyActorAllowed: true,
@@ -139,7 +159,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   const server = createLocalServer({
     endpoints: allEndpoints,
     log,
-    extraRoutes: [{ path: '/', handle: serveStatusPage }],
+    extraRoutes,
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -1,5 +1,5 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
-import { type HttpEndpoint, handle, json } from '../functions/http/endpoint';
+import { type HttpEndpoint, endpoint, json } from '../functions/http/endpoint';
 import { HttpProblem } from '../functions/http/problem';
 import type { Services } from '../functions/services';
 import { auditQuery, parse, queryObject } from '../functions/http/validation';
@@ -36,12 +36,20 @@ export async function listMigrations(
 }
 
 export const metricsEndpoints: HttpEndpoint[] = [
-  { name: 'metrics', methods: ['GET'], route: 'metrics', authLevel: 'function', handler: handle(getMetrics) },
-  {
+  endpoint({
+    name: 'metrics',
+    methods: ['GET'],
+    route: 'metrics',
+    authLevel: 'function',
+    role: 'Ops.Read',
+    handler: getMetrics,
+  }),
+  endpoint({
     name: 'listMigrations',
     methods: ['GET'],
     route: 'migrations',
     authLevel: 'function',
-    handler: handle(listMigrations),
-  },
+    role: 'Ops.Read',
+    handler: listMigrations,
+  }),
 ];

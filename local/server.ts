@@ -7,13 +7,24 @@ import {
 } from '@azure/functions';
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
-import type { HttpEndpoint } from '../functions/http/endpoint';
+import type { AddressInfo } from 'node:net';
+import type { EndpointRole } from '../functions/http/auth';
+import { type HttpEndpoint, refusal } from '../functions/http/endpoint';
 import { problemResponse } from '../functions/http/problem';
+import { isJsonMediaType } from '../functions/http/validation';
 
 /**
  * The embedded host: serves the very handlers Azure runs, on a plain node:http server under `/api`.
  * Each request becomes a real `HttpRequest` and `InvocationContext`, as the Functions worker builds them.
  * Auth levels are not enforced here (as under `func start`); the host binds loopback by default.
+ *
+ * With no function keys, two browser attacks would otherwise reach it from any web page the developer
+ * opens: a cross-site request (a form post or a `no-cors` fetch, which a browser sends without asking,
+ * but only with a text/plain, form or multipart body) and DNS rebinding (a hostile name re-pointed at
+ * 127.0.0.1, which makes the page same-origin with the host). So every POST and PUT, and any request
+ * carrying a body, must declare a JSON media type (415 otherwise: a browser asks first — a CORS
+ * preflight this host never approves — before it sends one cross-site), and while bound to a loopback
+ * address the host answers only requests whose `Host` names loopback (421 otherwise).
  */
 
 /** The host stops reading a body past this; the handlers themselves refuse anything over 64 KiB. */
@@ -25,6 +36,8 @@ export type LogLine = (level: LogLevel, message: string, fields: Record<string, 
 export interface ExtraRoute {
   /** Exact path outside `/api` (e.g. `/` for the status page). */
   path: string;
+  /** The app role a caller needs, checked as for the API endpoints (functions/http/auth.ts). */
+  role: EndpointRole;
   handle: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 }
 
@@ -56,6 +69,24 @@ export function compileRoute(route: string): { pattern: RegExp; params: string[]
   return { pattern: new RegExp(`^${source}$`), params };
 }
 
+/** An address the server is bound to that only this machine can reach. */
+export function isLoopbackAddress(address: string): boolean {
+  return address === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/i.test(address);
+}
+
+/** A `Host` header naming loopback: `localhost`, `127.x.x.x` or `[::1]`, with an optional port. */
+export function isLoopbackHost(host: string): boolean {
+  return /^(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?$/i.test(host.trim());
+}
+
+/** Methods whose request must declare a JSON body type even when it sends none. */
+const jsonMethods = new Set(['POST', 'PUT']);
+
+function carriesBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length.trim() !== '0');
+}
+
 export function createLocalServer(options: LocalServerOptions): Server {
   const compiled: CompiledEndpoint[] = options.endpoints.map((endpoint) => ({
     endpoint,
@@ -63,7 +94,7 @@ export function createLocalServer(options: LocalServerOptions): Server {
   }));
   const extras = new Map((options.extraRoutes ?? []).map((r) => [r.path, r]));
 
-  return createServer((req, res) => {
+  const server = createServer((req, res) => {
     serve(req, res).catch((error: unknown) => {
       options.log('error', 'request failed inside the host', { error: (error as Error).message });
       if (!res.headersSent)
@@ -71,13 +102,48 @@ export function createLocalServer(options: LocalServerOptions): Server {
       else res.destroy();
     });
   });
+  // Decided once per listen: bound to loopback, the host serves loopback names only.
+  let loopbackOnly = false;
+  server.on('listening', () => {
+    const address = server.address();
+    loopbackOnly =
+      typeof address === 'object' && address !== null && isLoopbackAddress((address as AddressInfo).address);
+  });
+  return server;
 
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
     const started = process.hrtime.bigint();
     const method = (req.method ?? 'GET').toUpperCase();
-    const url = new URL(req.url ?? '/', `http://${req.headers.host ?? '127.0.0.1'}`);
+    const host = req.headers.host;
+    if (loopbackOnly && host !== undefined && !isLoopbackHost(host)) {
+      drain(req);
+      return send(
+        res,
+        problemResponse(
+          'MisdirectedRequest',
+          'This host is bound to loopback and answers only for localhost, 127.0.0.1 or [::1].',
+        ),
+      );
+    }
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', `http://${host ?? '127.0.0.1'}`);
+    } catch {
+      drain(req);
+      return send(res, problemResponse('BadRequest', 'The Host header or the request target is not valid.'));
+    }
     const extra = extras.get(url.pathname);
-    if (extra) return extra.handle(req, res);
+    if (extra) {
+      const refused = await refusal(
+        extra.role,
+        new HttpRequest({ method, url: url.href, headers: headersOf(req) }),
+      );
+      if (refused) {
+        drain(req);
+        return send(res, refused);
+      }
+      return extra.handle(req, res);
+    }
 
     if (!url.pathname.startsWith('/api/')) {
       drain(req);
@@ -107,6 +173,20 @@ export function createLocalServer(options: LocalServerOptions): Server {
       );
     }
 
+    if (jsonMethods.has(method) || carriesBody(req)) {
+      const contentType = req.headers['content-type'];
+      if (contentType === undefined || !isJsonMediaType(contentType)) {
+        drain(req);
+        return send(
+          res,
+          problemResponse(
+            'UnsupportedMediaType',
+            `${method} requests must declare Content-Type: application/json${contentType === undefined ? '' : `, not ${contentType}`}.`,
+          ),
+        );
+      }
+    }
+
     const params: Record<string, string> = {};
     try {
       matched.entry.params.forEach((name, i) => (params[name] = decodeURIComponent(matched.values[i] ?? '')));
@@ -119,10 +199,7 @@ export function createLocalServer(options: LocalServerOptions): Server {
     if (body === 'tooLarge')
       return send(res, problemResponse('PayloadTooLarge', `The body exceeds ${HOST_BODY_LIMIT} bytes.`));
 
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
-    }
+    const headers = headersOf(req);
     let request: HttpRequest;
     try {
       request = new HttpRequest({
@@ -175,6 +252,14 @@ function readBody(req: IncomingMessage): Promise<Buffer | 'tooLarge'> {
     req.on('end', () => resolve(tooLarge ? 'tooLarge' : Buffer.concat(chunks)));
     req.on('error', reject);
   });
+}
+
+function headersOf(req: IncomingMessage): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return headers;
 }
 
 function drain(req: IncomingMessage): void {

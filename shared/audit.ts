@@ -35,20 +35,38 @@ export interface AuditRecord {
   writeAt: string | null;
   swappedAt: string | null;
   releasedAt: string | null;
+  /** Who did it: an Entra object id (or ids, comma-separated, for a force-release), never a display name. */
   actor: string | null;
+  /** The actor's display name when one was known: for human readers only, never compared. */
+  actorName?: string;
   reason: string | null;
   requestId: string | null;
+}
+
+/** A person or service principal: `id` (the Entra object id) is the identity; `name` is for humans. */
+export interface Actor {
+  id: string;
+  name?: string | undefined;
+}
+
+/** An actor given as a bare string is an id with no display name. */
+export function toActor(actor: Actor | string): Actor {
+  return typeof actor === 'string' ? { id: actor } : actor;
 }
 
 export interface ForceReleaseRequest {
   id: string;
   kind: 'forceReleaseRequest';
   resourceId: string;
+  /** The requester's object id. */
   requestedBy: string;
+  /** The requester's display name, when known (human-readable only). */
+  requestedByName?: string;
   reason: string;
   requestedAt: string;
   expiresAt: string;
-  approvals: { actor: string; at: string }[];
+  /** `actor` is the approver's object id; `name` its display name, when known. */
+  approvals: { actor: string; name?: string; at: string }[];
   status: 'pending' | 'released';
   releasedAt: string | null;
   /** Optimistic concurrency: each save must name the version it read. */
@@ -94,12 +112,13 @@ export function auditRecordFor(doc: LocationDocument): AuditRecord | null {
 export function requestAuditRecord(
   request: ForceReleaseRequest,
   op: AuditOp,
-  actor: string,
+  by: Actor | string,
   at: string,
   migrationId: string | null = null,
 ): AuditRecord {
+  const actor = toActor(by);
   return {
-    id: `${request.resourceId}|${op}|${request.id}|${actor}|${at}`,
+    id: `${request.resourceId}|${op}|${request.id}|${actor.id}|${at}`,
     kind: 'audit',
     resourceId: request.resourceId,
     op,
@@ -112,7 +131,8 @@ export function requestAuditRecord(
     writeAt: null,
     swappedAt: null,
     releasedAt: null,
-    actor,
+    actor: actor.id,
+    ...(actor.name ? { actorName: actor.name } : {}),
     reason: request.reason,
     requestId: request.id,
   };

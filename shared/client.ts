@@ -23,6 +23,12 @@ export interface RoutingClientOptions {
   baseUrl: string;
   /** Function key for Azure (`x-functions-key`); not needed on the embedded host. */
   functionKey?: string;
+  /**
+   * Under ROUTELOCK_AUTH=entra: an Entra ID access token for the routelock API, sent as
+   * `Authorization: Bearer` (e.g. `(await credential.getToken('api://routelock/.default')).token`
+   * with @azure/identity). The caller's app roles decide what it may do (Routes.Read to resolve).
+   */
+  accessToken?: () => Promise<string>;
   clock?: Clock;
   /** Margin for clock skew between this service and the routing service. */
   clockSkewSeconds?: number;
@@ -150,6 +156,7 @@ export class RoutingClient {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.options.functionKey) headers['x-functions-key'] = this.options.functionKey;
+    if (this.options.accessToken) headers.authorization = `Bearer ${await this.options.accessToken()}`;
     if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
     if (options.ifMatch) headers['if-match'] = `"${options.ifMatch}"`;
     this.requests += 1;

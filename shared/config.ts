@@ -1,4 +1,6 @@
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
+import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
 
 /**
  * Configuration, parsed once at start-up from the environment (DESIGN §3). A bad value stops
@@ -48,8 +50,17 @@ export type StoreConfig =
 
 export interface Participant {
   name: string;
-  /** POST {migrationId, resourceId, from, to, step} → 200 done, or 202 + Location to poll. */
+  /**
+   * POST {migrationId, resourceId, from, to, step} → 200 done, or 202 + Location to poll. https://
+   * (http:// only to a loopback host), with no credentials, query or fragment: it is copied into every
+   * migration's stored input.
+   */
   url: string;
+  /**
+   * Entra ID audience (an app ID URI or client id) of the participant's API: when set, each call
+   * carries `Authorization: Bearer <managed-identity token for it>` (scope `<audience>/.default`).
+   */
+  audience?: string;
 }
 
 export interface MigrationConfig {
@@ -82,6 +93,50 @@ export interface Config {
   store: StoreConfig;
   migration: MigrationConfig;
   operations: OperationsConfig;
+  security: SecurityConfig;
+  auth: AuthConfig;
+  regions: RegionsConfig;
+}
+
+/**
+ * Who may call (`ROUTELOCK_AUTH`; enforced by functions/http/auth.ts). `appservice` trusts only the
+ * `x-ms-client-principal` header App Service authentication sets; `entra` validates bearer access tokens
+ * in the app; `none` lets every caller do everything (the embedded host on loopback only; never in Azure).
+ */
+export type AuthConfig =
+  | { mode: 'none' }
+  | { mode: 'appservice' }
+  | {
+      mode: 'entra';
+      /** Directory (tenant) id, lower case: the tokens' `tid` and the issuers' path. */
+      tenantId: string;
+      /** Accepted `aud` values (the API's application id URI and/or client id). */
+      audiences: string[];
+      /** v2.0 and v1 issuers of the tenant. */
+      issuers: string[];
+      /** Where the tenant's signing keys are fetched (https, or http on loopback for tests). */
+      jwksUri: string;
+    };
+
+export interface RegionsConfig {
+  /** ROUTELOCK_REGIONS: the regions a route may be placed in or moved to; null = unrestricted. */
+  allowed: string[] | null;
+}
+
+/** Where the workflow's token key ring comes from (shared/security/tokenKeys.ts). */
+export type TokenKeySource =
+  | { kind: 'ring'; ring: TokenKeyring }
+  | { kind: 'file'; path: string }
+  /** In-memory stores only: a key ring that dies with the process, as their data does. */
+  | { kind: 'ephemeral' };
+
+export interface SecurityConfig {
+  tokenKeys: TokenKeySource;
+}
+
+/** True on an Azure Functions / App Service worker (the platform sets these). */
+export function runsInAzure(env: Record<string, string | undefined>): boolean {
+  return Boolean(env.WEBSITE_SITE_NAME || env.WEBSITE_INSTANCE_ID);
 }
 
 const profiles = {
@@ -195,6 +250,38 @@ const timingSchema = z.object({
   ROUTELOCK_RETRY_INTERVAL_SECONDS: seconds(1),
 });
 
+/**
+ * A participant's URL. Every migration's stored input (Durable history, the in-process journal) holds a
+ * copy, so it must carry no secret: no `user:password@`, no query string (API keys, SAS tokens) and no
+ * fragment — a participant that needs credentials gets an `audience` and a managed-identity token. Plain
+ * http:// only to a loopback host: elsewhere the copy requests (and any token) would travel in clear.
+ */
+const participantUrl = z.url({ protocol: /^https?$/ }).superRefine((raw, ctx) => {
+  const url = new URL(raw);
+  if (url.username !== '' || url.password !== '')
+    ctx.addIssue({
+      code: 'custom',
+      message:
+        'must not carry credentials (user:password@): give the participant an "audience" and let it check the identity token',
+    });
+  if (raw.includes('?') || raw.includes('#'))
+    ctx.addIssue({
+      code: 'custom',
+      message:
+        'must not carry a query string or fragment: the URL is copied into every migration\'s stored input, so secrets belong in an identity token ("audience"), not the URL',
+    });
+  if (url.protocol === 'http:' && !isLoopback(url.hostname))
+    ctx.addIssue({
+      code: 'custom',
+      message: `must use https:// (plain http:// only to a loopback host such as 127.0.0.1), not http://${url.host}`,
+    });
+});
+
+/** An Entra ID audience: an app ID URI (api://…, https://…) or a client id, printable, no spaces. */
+const participantAudience = z.string().regex(/^[\x21-\x7e]{1,512}$/, {
+  message: 'expected an app ID URI (api://…) or client id, without spaces',
+});
+
 const participantsSchema = z
   .string()
   .trim()
@@ -213,14 +300,15 @@ const participantsSchema = z
       .array(
         z.strictObject({
           name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
-          url: z.url({ protocol: /^https?$/ }),
+          url: participantUrl,
+          audience: participantAudience.optional(),
         }),
       )
       .safeParse(value);
     if (!parsed.success) {
       ctx.addIssue({
         code: 'custom',
-        message: `expected [{"name": "<letters, digits, - or _>", "url": "http(s)://…"}]: ${parsed.error.issues
+        message: `expected [{"name": "<letters, digits, - or _>", "url": "https://…", "audience"?: "api://…"}]: ${parsed.error.issues
           .map((i) => `${i.path.join('.')}: ${i.message}`)
           .join('; ')}`,
       });
@@ -267,7 +355,64 @@ const storeSchema = z.object({
     .regex(/^[a-z][a-z0-9-]{1,49}$/, { message: 'expected a region like westeurope' })
     .optional(),
   ROUTELOCK_PROBE_SCHEDULE: ncrontab.default('0 */5 * * * *'),
+  // The key ring the workflow's lock credentials are derived under (shared/security/tokenKeys.ts). In Azure
+  // a Key Vault reference; the embedded host keeps a 0600 key file beside its database.
+  ROUTELOCK_TOKEN_KEYS: z
+    .string()
+    .trim()
+    .transform((raw, ctx) => {
+      try {
+        return new TokenKeyring(parseTokenKeySet(raw));
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message });
+        return z.NEVER;
+      }
+    })
+    .optional(),
+  ROUTELOCK_TOKEN_KEY_FILE: z.string().trim().min(1).optional(),
   ROUTELOCK_SWEEP_SCHEDULE: ncrontab.default('0 */15 * * * *'),
+});
+
+const guidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A comma-separated list: each item trimmed and checked, none twice, at least one. */
+const commaList = (item: RegExp, expected: string) =>
+  z
+    .string()
+    .trim()
+    .transform((raw, ctx): string[] => {
+      const items = raw.split(',').map((part) => part.trim());
+      const bad = items.find((part) => !item.test(part));
+      if (bad !== undefined) {
+        ctx.addIssue({ code: 'custom', message: `expected ${expected}, got "${bad}"` });
+        return z.NEVER;
+      }
+      const duplicate = items.find((part, i) => items.indexOf(part) !== i);
+      if (duplicate !== undefined) {
+        ctx.addIssue({ code: 'custom', message: `"${duplicate}" is listed twice` });
+        return z.NEVER;
+      }
+      return items;
+    });
+
+const accessSchema = z.object({
+  ROUTELOCK_AUTH: z
+    .enum(['appservice', 'entra', 'none'], { message: 'expected "appservice", "entra" or "none"' })
+    .default('appservice'),
+  ROUTELOCK_ENTRA_TENANT_ID: z
+    .string()
+    .trim()
+    .regex(guidPattern, { message: 'expected the directory (tenant) id, a GUID' })
+    .optional(),
+  ROUTELOCK_ENTRA_AUDIENCES: commaList(
+    /^[\x21-\x2b\x2d-\x7e]{1,255}$/,
+    'comma-separated audiences such as "api://routelock,00000000-0000-0000-0000-000000000000"',
+  ).optional(),
+  ROUTELOCK_ENTRA_JWKS_URI: z.url({ protocol: /^https?$/, message: 'expected an https:// URL' }).optional(),
+  ROUTELOCK_REGIONS: commaList(
+    /^[a-z][a-z0-9-]{1,49}$/,
+    'comma-separated regions such as "westeurope,eastus"',
+  ).optional(),
 });
 
 /** Every environment variable this schema reads (the Bicep and local settings are checked against it). */
@@ -275,6 +420,7 @@ export const configVariables: readonly string[] = [
   'ROUTELOCK_PROFILE',
   ...Object.keys(timingSchema.shape),
   ...Object.keys(storeSchema.shape),
+  ...Object.keys(accessSchema.shape),
 ];
 
 export class ConfigError extends Error {
@@ -286,15 +432,18 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+/** Never echoed in an error message: a bad value still names its variable, not its content. */
+const secretVariables = new Set(['COSMOS_KEY', 'ROUTELOCK_TOKEN_KEYS', 'ROUTELOCK_PARTICIPANTS']);
+
 function issues(error: z.ZodError, env: Env): string[] {
   return error.issues.map((issue) => {
     const variable = String(issue.path[0] ?? '(environment)');
-    const got = env[variable];
+    const got = secretVariables.has(variable) ? undefined : env[variable];
     return `${variable}: ${issue.message}${got === undefined ? '' : ` (got "${got}")`}`;
   });
 }
 
-const isLoopback = (host: string) =>
+export const isLoopback = (host: string) =>
   host === 'localhost' || host === '[::1]' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
 
 /** Parse and check the whole configuration. Throws ConfigError naming every bad variable. */
@@ -318,7 +467,8 @@ export function parseConfig(env: Env = process.env): Config {
   );
   const store = storeSchema.safeParse(storeEnv);
   if (!store.success) problems.push(...issues(store.error, storeEnv));
-  if (!timing.success || !store.success) throw new ConfigError(problems);
+  const access = parseAccess(env, profileRaw, problems);
+  if (!timing.success || !store.success || !access) throw new ConfigError(problems);
 
   const t = timing.data;
   const maxTtl = Math.max(...t.ROUTELOCK_CACHE_TIERS.map((tier) => tier.ttlSeconds));
@@ -361,6 +511,21 @@ export function parseConfig(env: Env = process.env): Config {
   } else {
     storeConfig = { kind: 'sqlite', path: s.ROUTELOCK_SQLITE_PATH };
   }
+  let tokenKeys: TokenKeySource;
+  if (s.ROUTELOCK_TOKEN_KEYS) tokenKeys = { kind: 'ring', ring: s.ROUTELOCK_TOKEN_KEYS };
+  else if (s.ROUTELOCK_TOKEN_KEY_FILE) tokenKeys = { kind: 'file', path: s.ROUTELOCK_TOKEN_KEY_FILE };
+  else if (runsInAzure(env)) {
+    problems.push(
+      'ROUTELOCK_TOKEN_KEYS: required in Azure (a Key Vault reference to the token key set; see the README)',
+    );
+    tokenKeys = { kind: 'ephemeral' };
+  } else if (storeConfig.kind === 'sqlite' && storeConfig.path === ':memory:')
+    tokenKeys = { kind: 'ephemeral' };
+  else {
+    // Beside the database it protects: a restarted host resumes its migrations with the same keys.
+    const dir = storeConfig.kind === 'sqlite' ? dirname(storeConfig.path) : '.routelock';
+    tokenKeys = { kind: 'file', path: join(dir, 'token-keys.json') };
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   return deepFreeze({
@@ -393,7 +558,79 @@ export function parseConfig(env: Env = process.env): Config {
       probeSchedule: s.ROUTELOCK_PROBE_SCHEDULE,
       sweepSchedule: s.ROUTELOCK_SWEEP_SCHEDULE,
     },
+    security: { tokenKeys },
+    auth: access.auth,
+    regions: access.regions,
   });
+}
+
+/**
+ * ROUTELOCK_AUTH, ROUTELOCK_ENTRA_* and ROUTELOCK_REGIONS. Pushes every problem found and returns
+ * undefined when the variables themselves do not parse.
+ */
+function parseAccess(
+  env: Env,
+  profile: 'production' | 'dev',
+  problems: string[],
+): { auth: AuthConfig; regions: RegionsConfig } | undefined {
+  const accessEnv = Object.fromEntries(
+    Object.keys(accessSchema.shape).map((k) => [k, env[k]?.trim() === '' ? undefined : env[k]]),
+  );
+  const parsed = accessSchema.safeParse(accessEnv);
+  if (!parsed.success) {
+    problems.push(...issues(parsed.error, accessEnv));
+    return undefined;
+  }
+  const a = parsed.data;
+  const inAzure = runsInAzure(env);
+  let auth: AuthConfig = { mode: a.ROUTELOCK_AUTH } as AuthConfig;
+  if (a.ROUTELOCK_AUTH === 'none' && inAzure) {
+    problems.push(
+      'ROUTELOCK_AUTH: "none" lets every caller do everything and is refused in Azure; use "appservice" (with App Service authentication enabled) or "entra"',
+    );
+  }
+  if (
+    a.ROUTELOCK_AUTH === 'appservice' &&
+    inAzure &&
+    !/^true$/i.test(env.WEBSITE_AUTH_ENABLED?.trim() ?? '')
+  ) {
+    // Only the platform's authentication module strips x-ms-client-principal from outside requests.
+    problems.push(
+      'ROUTELOCK_AUTH: "appservice" trusts the x-ms-client-principal header, which only App Service authentication strips from outside requests, and it is not enabled on this app (WEBSITE_AUTH_ENABLED is not True); enable App Service authentication or use "entra"',
+    );
+  }
+  if (a.ROUTELOCK_AUTH === 'entra') {
+    const tenant = a.ROUTELOCK_ENTRA_TENANT_ID?.toLowerCase();
+    if (!tenant) {
+      problems.push(
+        'ROUTELOCK_ENTRA_TENANT_ID: required when ROUTELOCK_AUTH=entra (the directory (tenant) id)',
+      );
+    }
+    if (!a.ROUTELOCK_ENTRA_AUDIENCES) {
+      problems.push(
+        'ROUTELOCK_ENTRA_AUDIENCES: required when ROUTELOCK_AUTH=entra (comma-separated, e.g. "api://routelock")',
+      );
+    }
+    const jwks = a.ROUTELOCK_ENTRA_JWKS_URI ? new URL(a.ROUTELOCK_ENTRA_JWKS_URI) : undefined;
+    if (jwks && jwks.protocol !== 'https:' && !isLoopback(jwks.hostname)) {
+      problems.push(
+        `ROUTELOCK_ENTRA_JWKS_URI: must be https:// (http only for a loopback address), got ${jwks.protocol}//${jwks.host}`,
+      );
+    }
+    auth = {
+      mode: 'entra',
+      tenantId: tenant ?? '',
+      audiences: a.ROUTELOCK_ENTRA_AUDIENCES ?? [],
+      issuers: [`https://login.microsoftonline.com/${tenant}/v2.0`, `https://sts.windows.net/${tenant}/`],
+      jwksUri: jwks?.href ?? `https://login.microsoftonline.com/${tenant}/discovery/v2.0/keys`,
+    };
+  }
+  if (!a.ROUTELOCK_REGIONS && profile === 'production' && inAzure) {
+    problems.push(
+      'ROUTELOCK_REGIONS: required in Azure under the production profile (the regions a route may move to, comma-separated, e.g. "westeurope,eastus")',
+    );
+  }
+  return { auth, regions: { allowed: a.ROUTELOCK_REGIONS ?? null } };
 }
 
 /** "West Europe" (the host's REGION_NAME) → "westeurope"; "local" off Azure. */

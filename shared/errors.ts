@@ -14,6 +14,8 @@ export const errorCodes = [
   'FreezeBudgetExceeded',
   'PreconditionFailed',
   'StoreUnavailable',
+  /** The store refused the request (401/403, another 4xx): not transient, never retried. */
+  'StoreRejected',
   'BadRequest',
   'MigrationInProgress',
   'NotLocked',
@@ -21,6 +23,10 @@ export const errorCodes = [
   'Forbidden',
   'DuplicateApproval',
   'RequestExpired',
+  /** No identity on a request that needs one (HTTP 401). */
+  'Unauthenticated',
+  /** A target region outside ROUTELOCK_REGIONS (HTTP 400). */
+  'RegionNotAllowed',
 ] as const;
 
 export type ErrorCode = (typeof errorCodes)[number];

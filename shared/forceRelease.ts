@@ -1,4 +1,4 @@
-import { type AuditStore, type ForceReleaseRequest, requestAuditRecord } from './audit';
+import { type Actor, type AuditStore, type ForceReleaseRequest, requestAuditRecord, toActor } from './audit';
 import type { Clock } from './clock';
 import { RouteLockError } from './errors';
 import { forceRelease, liveLock } from './lock/rules';
@@ -10,6 +10,10 @@ import type { Router } from './router';
  * One operator opens a request with a reason; it runs only when two distinct approvers, neither of them
  * the requester, have approved within one hour. The release is one conditional write that clears the
  * lock of the migration the request named, leaves the location alone, and is audited like every step.
+ *
+ * Identities are object ids (`Actor.id`: the Entra `oid` of the authenticated caller). Display names
+ * are carried for people reading the ledger and never compared: one principal under three names is
+ * still one principal.
  */
 
 export const APPROVAL_WINDOW_MS = 60 * 60 * 1000;
@@ -19,16 +23,18 @@ export function openRequest(input: {
   id: string;
   resourceId: string;
   migrationId: string;
-  actor: string;
+  actor: Actor | string;
   reason: string;
   now: number;
 }): ForceReleaseRequest & { migrationId: string } {
+  const requester = toActor(input.actor);
   return {
     id: input.id,
     kind: 'forceReleaseRequest',
     resourceId: input.resourceId,
     migrationId: input.migrationId,
-    requestedBy: input.actor,
+    requestedBy: requester.id,
+    ...(requester.name ? { requestedByName: requester.name } : {}),
     reason: input.reason,
     requestedAt: new Date(input.now).toISOString(),
     expiresAt: new Date(input.now + APPROVAL_WINDOW_MS).toISOString(),
@@ -39,12 +45,16 @@ export function openRequest(input: {
   };
 }
 
-/** Add an approval; `ready` once two distinct approvers other than the requester have approved in time. */
+/**
+ * Add an approval; `ready` once two distinct approvers (by object id) other than the requester have
+ * approved in time.
+ */
 export function approveRequest<R extends ForceReleaseRequest>(
   request: R,
-  actor: string,
+  by: Actor | string,
   now: number,
 ): { request: R; ready: boolean } {
+  const approver = toActor(by);
   if (request.status !== 'pending') {
     throw new RouteLockError('InvalidTransition', `Force-release request ${request.id} has already run.`);
   }
@@ -54,13 +64,21 @@ export function approveRequest<R extends ForceReleaseRequest>(
       `Force-release request ${request.id} expired at ${request.expiresAt}; open a new one.`,
     );
   }
-  if (actor === request.requestedBy) {
+  if (approver.id === request.requestedBy) {
     throw new RouteLockError('Forbidden', 'The requester cannot approve their own force-release.');
   }
-  if (request.approvals.some((a) => a.actor === actor)) {
-    throw new RouteLockError('DuplicateApproval', `${actor} has already approved request ${request.id}.`);
+  if (request.approvals.some((a) => a.actor === approver.id)) {
+    throw new RouteLockError(
+      'DuplicateApproval',
+      `Object id ${approver.id} has already approved request ${request.id}.`,
+    );
   }
-  const next = { ...request, approvals: [...request.approvals, { actor, at: new Date(now).toISOString() }] };
+  const approval = {
+    actor: approver.id,
+    ...(approver.name ? { name: approver.name } : {}),
+    at: new Date(now).toISOString(),
+  };
+  const next = { ...request, approvals: [...request.approvals, approval] };
   return { request: next, ready: next.approvals.length >= REQUIRED_APPROVALS };
 }
 
@@ -78,7 +96,8 @@ export class ForceReleaseService {
     private readonly newId: () => string = () => `fr-${crypto.randomUUID()}`,
   ) {}
 
-  async open(resourceId: string, actor: string, reason: string): Promise<ForceReleaseRequest> {
+  async open(resourceId: string, by: Actor | string, reason: string): Promise<ForceReleaseRequest> {
+    const actor = toActor(by);
     const stored = await this.router.readAuthoritative(resourceId);
     const now = this.clock();
     const lock = liveLock(stored.doc, now);
@@ -109,7 +128,8 @@ export class ForceReleaseService {
     return request;
   }
 
-  async approve(requestId: string, actor: string): Promise<ApprovalOutcome> {
+  async approve(requestId: string, by: Actor | string): Promise<ApprovalOutcome> {
+    const actor = toActor(by);
     const current = (await this.get(requestId)) as ForceReleaseRequest & { migrationId?: string };
     const now = this.clock();
     const { request, ready } = approveRequest(current, actor, now);

@@ -7,6 +7,7 @@ export * from './lock/rules';
 export * from './lock/token';
 export * from './lock/view';
 export * from './router';
+export * from './regions';
 export * from './store/port';
 export * from './store/sqlite';
 export * from './store/cosmos';

@@ -25,6 +25,7 @@ import {
 } from './lock/rules';
 import { newFencingToken } from './lock/token';
 import { type LockGrant, type RouteView, cacheControl, lockGrant, routeView } from './lock/view';
+import { type AllowedRegions, assertAllowedRegion } from './regions';
 import type { LocationStore } from './store/port';
 
 /**
@@ -62,6 +63,8 @@ export interface RouterOptions {
   rules?: Partial<LockRules>;
   /** Told when a write's store timestamp and this process's clock disagree by more than the skew bound. */
   onClockSkew?: (resourceId: string, skewSeconds: number) => void;
+  /** ROUTELOCK_REGIONS: where a route may be placed, locked towards or swapped to; null/absent = anywhere. */
+  allowedRegions?: AllowedRegions | undefined;
 }
 
 export interface MutationOptions {
@@ -99,6 +102,7 @@ const ms = (iso: string): number => Date.parse(iso);
 export class Router {
   readonly store: LocationStore;
   readonly timing: TimingConfig;
+  readonly allowedRegions: AllowedRegions;
   private readonly clock: Clock;
   private readonly cache: LRUCache<string, CacheEntry>;
   /**
@@ -117,6 +121,7 @@ export class Router {
     this.rules = { ...defaultRules, ...options.rules };
     this.store = options.store;
     this.timing = options.timing;
+    this.allowedRegions = options.allowedRegions ?? null;
     this.clock = options.clock ?? systemClock;
     this.newToken = options.newToken ?? newFencingToken;
     this.skewMs = options.timing.clockSkewSeconds * 1000;
@@ -213,6 +218,7 @@ export class Router {
 
   /** PUT /routes/{id}: 201 when created, 200 when an identical route exists, 409 otherwise. */
   async createRoute(id: string, location: Location): Promise<{ stored: StoredDocument; created: boolean }> {
+    assertAllowedRegion(this.allowedRegions, location, 'creating the route', id);
     try {
       const stored = await this.store.create(newLocationDocument(id, location, this.clock()));
       this.remember(stored, this.clock(), true);
@@ -248,12 +254,17 @@ export class Router {
   // re-read and re-decide (a losing racer then sees the winner's lock and gets 423).
   // ---------------------------------------------------------------------------------------------
 
+  /**
+   * `options.token`: a caller that derives its token from a secret of its own (the migration's
+   * activities) names it, so that its replay presents the same one; everyone else gets a fresh one.
+   */
   async prelock(
     id: string,
     req: Omit<PrelockRequest, 'newToken'>,
-    options: MutationOptions = {},
+    options: MutationOptions & { token?: string } = {},
   ): Promise<LockGrant> {
-    const token = this.newToken();
+    assertAllowedRegion(this.allowedRegions, req.target, 'the pre-lock', id);
+    const token = options.token ?? this.newToken();
     const stored = await this.mutate(
       id,
       (doc, now) => this.rules.prelock(doc, { ...req, newToken: token }, now, this.timing),
@@ -319,6 +330,9 @@ export class Router {
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
       const { doc, changed } = rule(current.doc, this.clock());
+      // Any write that moves the route (a swap, through swap() or apply()) must land in a declared region.
+      if (changed && !sameLocation(doc.location, current.doc.location))
+        assertAllowedRegion(this.allowedRegions, doc.location, 'moving the route', id);
       if (!changed && copy.fromCache && attempt === 0) {
         // A no-op answers without a write, so no ETag condition would catch a stale copy: confirm it.
         current = await this.readAndCache(id, 'writeRegion');

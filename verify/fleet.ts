@@ -1,3 +1,4 @@
+import { TokenKeyring } from '../shared/security/tokenKeys';
 import { prng } from '../bench/lib';
 import { decide } from '../shared/client';
 import { ManualClock } from '../shared/clock';
@@ -418,7 +419,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   const control = options.control ?? 'none';
   const random = prng(options.seed);
   const config = parseConfig({
-    ROUTELOCK_PARTICIPANTS: '[{"name":"data","url":"http://data.invalid/migrate"}]',
+    ROUTELOCK_PARTICIPANTS: '[{"name":"data","url":"https://data.invalid/migrate"}]',
   });
   const timing = config.timing;
   const inFlightBoundMs = config.migration.inFlightGraceSeconds * 1000;
@@ -597,13 +598,15 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
       ? { ...migrationSettings(config), inFlightGraceSeconds: 0 }
       : migrationSettings(config);
   let serial = 0;
+  const keyring = TokenKeyring.ephemeral();
   const newRunner = (migrationState: SqliteMigrationState, prefix: string) =>
     new InProcessRunner({
       activities: createActivities(
         new Router({ store, timing: orchestratorTiming, clock: clock.now }),
         orchestratorTiming,
-        migrationState,
+        { keyring, records: migrationState },
       ),
+      keyring,
       state: migrationState,
       scheduler,
       settings,

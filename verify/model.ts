@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { ManualClock } from '../shared/clock';
 import { type TimingConfig, parseConfig } from '../shared/config';
 import { RouteLockError } from '../shared/errors';
@@ -9,7 +10,7 @@ import {
 } from '../shared/lock/document';
 import { hasStarted, isLive, writeLockInForce } from '../shared/lock/rules';
 import { sha256Hex, tokenMatches } from '../shared/lock/token';
-import { enforcement } from '../shared/lock/view';
+import { enforcement, routeView } from '../shared/lock/view';
 import { type LockRules, Router } from '../shared/router';
 import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../shared/store/port';
 import { SqliteStore } from '../shared/store/sqlite';
@@ -34,13 +35,26 @@ export type Command =
   | { kind: 'release'; actor: ActorName; write: boolean }
   | { kind: 'tick'; boundary: Boundary; offsetMs: -1 | 0 | 1 }
   | { kind: 'crash'; actor: ActorName }
+  /**
+   * Someone with no token and no key, only what every view shows (ids, owners, targets and their
+   * concatenations), tries to take over the live lock by replaying its pre-lock.
+   */
+  | { kind: 'stranger' }
   /** Several actors' commands at once: their store calls interleave (under fast-check's scheduler). */
   | { kind: 'race'; commands: Command[] };
 
-export type Bug = 'none' | 'tokenCheckSkipped' | 'unconditionalWrite' | 'swapInTwoWrites';
+export type Bug =
+  | 'none'
+  | 'tokenCheckSkipped'
+  | 'unconditionalWrite'
+  | 'swapInTwoWrites'
+  /** The replay rule before the security fix: key alone, and keys derived from the migration id. */
+  | 'replayTrustsKeyAlone';
 
 interface Actor {
   token?: string;
+  /** The current migration's Idempotency-Key: random, as the workflow's is. */
+  key?: string;
   etag?: string;
   staleEtag?: string;
   crashed: boolean;
@@ -103,7 +117,27 @@ class ObservedStore implements LocationStore {
   }
 }
 
-function plantedRules(bug: Bug): Partial<LockRules> | undefined {
+export function plantedRules(bug: Bug): Partial<LockRules> | undefined {
+  if (bug === 'replayTrustsKeyAlone') {
+    // The planted bug: a live pre-lock whose key hash, migration and target match is re-tokened for
+    // anyone, whatever owner or principal asks.
+    return {
+      prelock: (doc, req, now, cfg) => {
+        const lock = doc.lock;
+        if (
+          lock &&
+          isLive(lock, now) &&
+          lock.phase === 'prelock' &&
+          req.idempotencyKey !== undefined &&
+          lock.idempotencyKeyHash === sha256Hex(req.idempotencyKey) &&
+          lock.migrationId === req.migrationId &&
+          sameLocation(lock.target, req.target)
+        )
+          return { doc: { ...doc, lock: { ...lock, tokenHash: sha256Hex(req.newToken) } }, changed: true };
+        return realRules.prelock(doc, req, now, cfg);
+      },
+    };
+  }
   if (bug !== 'tokenCheckSkipped') return undefined;
   // The planted bug: whatever token is presented is taken for the holder's.
   const trust = (doc: LocationDocument, token: string): LocationDocument =>
@@ -158,7 +192,44 @@ export async function runCommands(
   const secrets = () => [...issued, ...[...issued].map(sha256Hex)];
   const leaks = (value: unknown) => {
     const text = value instanceof Error ? `${value.message}` : JSON.stringify(value ?? null);
-    return secrets().some((s) => text.includes(s)) || /tokenHash|idempotencyKeyHash/.test(text);
+    return secrets().some((s) => text.includes(s)) || /tokenHash|idempotencyKeyHash|principalHash/.test(text);
+  };
+
+  const strangerRouter = new Router({
+    store,
+    timing,
+    clock: clock.now,
+    cacheMax: 16,
+    ...(plantedRules(bug) ? { rules: plantedRules(bug) } : {}),
+  });
+  /** Every public value, alone and joined, as key and as owner: no attempt may yield a token. */
+  const strangerAttack = async (before: LocationDocument, now: number): Promise<string> => {
+    const lock = isLive(before.lock, now) ? before.lock : null;
+    if (!lock) return 'no live lock to attack';
+    const view = routeView({ doc: before, etag: '' }, now, timing);
+    const seen = [view.resourceId, lock.migrationId, ...ACTORS, view.lock?.target.region ?? ''];
+    const keys = [...seen, ...seen.flatMap((a) => seen.filter((b) => b !== a).map((b) => `${a}-${b}`))];
+    let tried = 0;
+    for (const key of keys) {
+      for (const owner of [...ACTORS, 'S']) {
+        tried += 1;
+        try {
+          const grant = await strangerRouter.prelock(id, {
+            migrationId: lock.migrationId,
+            owner,
+            target: lock.target,
+            idempotencyKey: key,
+          });
+          if (grant.token) {
+            violations.push(`a stranger obtained a working token (key "${key}", owner ${owner})`);
+            return `hijacked with key "${key}"`;
+          }
+        } catch (error) {
+          if (!(error instanceof RouteLockError)) throw error;
+        }
+      }
+    }
+    return `${tried} attempts refused`;
   };
 
   interface Step {
@@ -202,6 +273,10 @@ export async function runCommands(
         step.outcome = `clock → ${command.boundary}${command.offsetMs >= 0 ? '+' : ''}${command.offsetMs}`;
         return [step];
       }
+      if (command.kind === 'stranger') {
+        step.outcome = await strangerAttack(before, now);
+        return [step];
+      }
       const actor = actors[command.actor];
       const router = routers[command.actor];
       if (actor.crashed) {
@@ -210,12 +285,17 @@ export async function runCommands(
         actor.crashed = true;
         step.outcome = 'crashed';
       } else if (command.kind === 'prelock') {
-        if (!command.replay) actor.migrations += 1;
+        if (!command.replay || actor.key === undefined) {
+          actor.migrations += 1;
+          actor.key = randomBytes(16).toString('base64url');
+        }
+        const migrationId = `m-${command.actor}-${actor.migrations}`;
         const grant = await router.prelock(id, {
-          migrationId: `m-${command.actor}-${actor.migrations}`,
+          migrationId,
           owner: command.actor,
           target: TARGET_OF[command.actor],
-          idempotencyKey: `key-${command.actor}-${actor.migrations}`,
+          // the control runs the old workflow's key: its migration id
+          idempotencyKey: bug === 'replayTrustsKeyAlone' ? migrationId : actor.key,
         });
         step.result = { ...grant, token: undefined };
         if (grant.token) {

@@ -14,7 +14,12 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
   const results: ScenarioResult[] = [];
   results.push(await interleavings(runs, options.seed));
   results.push(await exhaustive(options.quick ? 2 : 3));
-  for (const bug of ['tokenCheckSkipped', 'unconditionalWrite', 'swapInTwoWrites'] as const) {
+  for (const bug of [
+    'tokenCheckSkipped',
+    'unconditionalWrite',
+    'swapInTwoWrites',
+    'replayTrustsKeyAlone',
+  ] as const) {
     results.push(await interleavings(options.quick ? 2000 : 5000, options.seed, bug));
   }
   results.push(await exhaustive(2, 'swapInTwoWrites'));

@@ -43,6 +43,7 @@ const single: fc.Arbitrary<Command> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('crash' as const), actor }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'stranger' as const }) },
 );
 export const commandArbitrary: fc.Arbitrary<Command> = fc.oneof(
   { weight: 5, arbitrary: single },
@@ -50,7 +51,7 @@ export const commandArbitrary: fc.Arbitrary<Command> = fc.oneof(
     weight: 2,
     arbitrary: fc
       .array(
-        single.filter((c) => c.kind !== 'tick'),
+        single.filter((c) => c.kind !== 'tick' && c.kind !== 'stranger'),
         { minLength: 2, maxLength: 3 },
       )
       .map((commands) => ({ kind: 'race' as const, commands })),

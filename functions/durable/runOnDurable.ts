@@ -8,10 +8,12 @@ import type {
   TaskStep,
 } from '../../shared/migration/types';
 import type { Workflow } from '../../shared/migration/workflow';
+import { audienceScope } from '../../shared/migration/participantHttp';
 
 /**
  * Runs the shared migration workflow on Durable Functions: each step becomes a Durable task
- * (activity with RetryOptions, durable timer, callHttp with polling, Task.any), time comes from
+ * (activity with RetryOptions, durable timer, callHttp with polling and, for a participant with an
+ * audience, a ManagedIdentityTokenSource; Task.any), time comes from
  * `currentUtcDateTime`, and status from `setCustomStatus`. Deterministic under replay because the
  * workflow itself never looks outside the steps it yields.
  */
@@ -58,6 +60,10 @@ export function* runOnDurable(
           url: step.call.url,
           body: JSON.stringify(step.call.body),
           headers: { 'Content-Type': 'application/json' },
+          // The extension fetches the managed identity's token for the scope and adds the bearer header.
+          ...(step.call.audience === undefined
+            ? {}
+            : { tokenSource: new df.ManagedIdentityTokenSource(audienceScope(step.call.audience)) }),
           enablePolling: true,
         });
     }

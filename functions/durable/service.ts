@@ -1,3 +1,4 @@
+import * as df from 'durable-functions';
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
@@ -16,6 +17,8 @@ import {
   instanceIdFor,
   pendingStatus,
 } from '../../shared/migration/types';
+import type { TokenKeyring } from '../../shared/security/tokenKeys';
+import { assertAllowedRegion } from '../../shared/regions';
 import type { Router } from '../../shared/router';
 
 export const ORCHESTRATOR = 'migrationOrchestrator';
@@ -35,6 +38,7 @@ export class DurableMigrationService implements MigrationService {
     private readonly router: Router,
     private readonly settings: MigrationSettings,
     private readonly now: () => number,
+    private readonly keyring: TokenKeyring,
   ) {}
 
   private async instance(instanceId: string): Promise<DurableOrchestrationStatus | null> {
@@ -64,6 +68,7 @@ export class DurableMigrationService implements MigrationService {
   }
 
   async start(request: MigrationRequest): Promise<StartedMigration> {
+    assertAllowedRegion(this.router.allowedRegions, request.target, 'the migration', request.resourceId);
     await assertRouteExists(this.router, request.resourceId);
     const instanceId = instanceIdFor(request.resourceId);
     const joined = await this.joinIfRunning(instanceId, request);
@@ -76,6 +81,8 @@ export class DurableMigrationService implements MigrationService {
       resourceId: request.resourceId,
       target: request.target,
       settings: this.settings,
+      // Random, made here and not in the orchestrator: the orchestration carries the seed, never a token.
+      lock: this.keyring.newSeed(),
     };
     const created = await this.records.create(newMigrationRecord(input, new Date(this.now()).toISOString()));
     if (!created) {
@@ -119,5 +126,42 @@ export class DurableMigrationService implements MigrationService {
       };
     }
     return custom ?? record.status;
+  }
+
+  /**
+   * Purge the task-hub history of every finished migration (the timer in functions/purgeHistory.ts).
+   * The migration record already holds what an operator or a retry needs (inputs without secrets,
+   * timeline, reasons): a Completed orchestration wrote its final status itself; a Failed or Terminated
+   * one (an unhandled error, an operator's terminate) gets it written here first. So purging loses
+   * nothing, and the task hub keeps no migration's lock seed past its end.
+   */
+  async purgeFinished(lookbackDays = 30): Promise<{ purged: number; recorded: number }> {
+    const to = new Date(this.now());
+    const from = new Date(to.getTime() - lookbackDays * 24 * 3600 * 1000);
+    let recorded = 0;
+    const broken = await this.client.getStatusBy({
+      createdTimeFrom: from,
+      createdTimeTo: to,
+      runtimeStatus: [df.OrchestrationRuntimeStatus.Failed, df.OrchestrationRuntimeStatus.Terminated],
+    });
+    for (const instance of broken) {
+      const input = instance.input as MigrationInput | undefined;
+      if (!input?.migrationId) continue;
+      const record = await this.records.get(input.migrationId);
+      if (record && !record.done) {
+        await this.records.saveStatus(input.migrationId, await this.status(input.migrationId), true);
+        recorded += 1;
+      }
+    }
+    const result = await this.client.purgeInstanceHistoryBy({
+      createdTimeFrom: from,
+      createdTimeTo: to,
+      runtimeStatus: [
+        df.OrchestrationRuntimeStatus.Completed,
+        df.OrchestrationRuntimeStatus.Failed,
+        df.OrchestrationRuntimeStatus.Terminated,
+      ],
+    });
+    return { purged: result.instancesDeleted, recorded };
   }
 }

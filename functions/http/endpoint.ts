@@ -8,38 +8,50 @@ import {
   app,
 } from '@azure/functions';
 import { type Services, services } from '../services';
+import { type Caller, type EndpointRole, authorize } from './auth';
 import { problemFromError, statusByCode } from './problem';
 
 /**
- * One declaration per HTTP route (name, methods, route, auth level, handler). The same list is
- * registered with the Functions host (`app.http`) and served by the embedded host in `local/`.
+ * One declaration per HTTP route (name, methods, route, auth level, app role, handler). The same list
+ * is registered with the Functions host (`app.http`) and served by the embedded host in `local/`.
+ * Build it with `endpoint()`, which wraps the handler so the declared role is enforced before it runs.
  */
 export interface HttpEndpoint {
   name: string;
   methods: HttpMethod[];
   /** Route template under the `api/` prefix, e.g. `routes/{id}/prelock`. */
   route: string;
-  authLevel: 'anonymous' | 'function' | 'admin';
+  /**
+   * The function key the Functions host asks for, on top of the caller's identity and role. Never
+   * `admin`: the host's master key is a superuser credential no operator should need.
+   */
+  authLevel: 'anonymous' | 'function';
+  /** The app role a caller needs (functions/http/auth.ts); `anonymous` for GET /api/health only. */
+  role: EndpointRole;
   handler: HttpHandler;
   /** Extra input bindings in Azure (the Durable client for the migration endpoints). */
   extraInputs?: FunctionInput[];
 }
 
+/** A handler; `caller` is the authenticated caller (`anonymousCaller` on an anonymous endpoint). */
 export type ServiceHandler = (
   request: HttpRequest,
   context: InvocationContext,
   services: Services,
+  caller: Caller,
 ) => Promise<HttpResponseInit>;
 
 /**
- * Wrap a handler: resolve the services, map every thrown error to a problem response in one place,
- * and log one line per failure (code and message only: no bodies, so never a token).
+ * Wrap a handler: resolve the services, enforce the endpoint's app role (401 without an identity, 403
+ * without the role: the handler never runs), map every thrown error to a problem response in one
+ * place, and log one line per failure (code and message only: no bodies, so never a token).
  */
-export function handle(fn: ServiceHandler): HttpHandler {
+export function handle(fn: ServiceHandler, role: EndpointRole): HttpHandler {
   return async (request, context) => {
     const path = new URL(request.url, 'http://localhost').pathname;
     try {
-      return await fn(request, context, await services());
+      const { resolved, caller } = await admit(role, request);
+      return await fn(request, context, resolved, caller);
     } catch (error) {
       const response = problemFromError(error, path);
       const status = response.status ?? 500;
@@ -54,10 +66,44 @@ export function handle(fn: ServiceHandler): HttpHandler {
   };
 }
 
+/** Resolve the services and check the caller against `role` (throws 401/403 problems). */
+async function admit(
+  role: EndpointRole,
+  request: HttpRequest,
+): Promise<{ resolved: Services; caller: Caller }> {
+  const resolved = await services();
+  return { resolved, caller: await authorize(role, request, resolved.authenticator) };
+}
+
+/**
+ * The same check for a page served outside `/api` (the embedded host's status page): null when the
+ * caller may see it, else the 401/403 problem to answer with.
+ */
+export async function refusal(role: EndpointRole, request: HttpRequest): Promise<HttpResponseInit | null> {
+  try {
+    await admit(role, request);
+    return null;
+  } catch (error) {
+    return problemFromError(error, new URL(request.url, 'http://localhost').pathname);
+  }
+}
+
+/** Declare an endpoint: its handler is wrapped by `handle` with the role declared beside the route. */
+export function endpoint(
+  declaration: Omit<HttpEndpoint, 'handler'> & { handler: ServiceHandler },
+): HttpEndpoint {
+  return { ...declaration, handler: handle(declaration.handler, declaration.role) };
+}
+
+/**
+ * One line for the server's own log. The cause (the store SDK's own error, which callers never see)
+ * is included, one level deep, so an operator can tell a missing data-plane role from an outage.
+ */
 function describe(error: unknown): string {
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
-    return `${error.name}${typeof code === 'string' && code in statusByCode ? ` ${code}` : ''}: ${error.message}`;
+    const cause = error.cause instanceof Error ? ` (cause: ${error.cause.name}: ${error.cause.message})` : '';
+    return `${error.name}${typeof code === 'string' && code in statusByCode ? ` ${code}` : ''}: ${error.message}${cause}`;
   }
   return String(error);
 }

@@ -6,11 +6,19 @@ import { type ErrorCode, RouteLockError } from '../../shared/errors';
  * Codes beyond the library's are HTTP-only conditions the library never sees.
  */
 export type HttpOnlyCode =
-  'PayloadTooLarge' | 'UnsupportedMediaType' | 'MethodNotAllowed' | 'MigrationInProgress' | 'InternalError';
+  | 'PayloadTooLarge'
+  | 'UnsupportedMediaType'
+  | 'MethodNotAllowed'
+  | 'MisdirectedRequest'
+  | 'MigrationInProgress'
+  | 'InternalError'
+  | 'AuthUnavailable';
 export type ProblemCode = ErrorCode | HttpOnlyCode;
 
 export const statusByCode: Record<ProblemCode, number> = {
   BadRequest: 400,
+  RegionNotAllowed: 400,
+  Unauthenticated: 401,
   Forbidden: 403,
   NotFound: 404,
   MethodNotAllowed: 405,
@@ -28,14 +36,19 @@ export const statusByCode: Record<ProblemCode, number> = {
   PreconditionFailed: 412,
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415,
+  MisdirectedRequest: 421,
   Locked: 423,
   InternalError: 500,
+  StoreRejected: 500,
   StoreUnavailable: 503,
   UnsafeConfiguration: 503,
+  AuthUnavailable: 503,
 };
 
 const titles: Record<ProblemCode, string> = {
   BadRequest: 'The request is not valid',
+  RegionNotAllowed: 'The region is not one of the declared regions',
+  Unauthenticated: 'An authenticated identity is required',
   Forbidden: 'Not allowed for this identity',
   NotLocked: 'The resource holds no live lock',
   DuplicateApproval: 'This approver has already approved',
@@ -56,11 +69,19 @@ const titles: Record<ProblemCode, string> = {
   UnsupportedMediaType: 'The request body must be JSON',
   Locked: 'The resource is locked',
   InternalError: 'Internal error',
+  StoreRejected: 'The routing store refused the request',
+  MisdirectedRequest: 'This server does not answer for the requested host',
   StoreUnavailable: 'The routing store is unavailable',
+  AuthUnavailable: "The identity provider's signing keys are unavailable",
 };
 
 /** Statuses whose response carries Retry-After when the error knows it. */
-const retryable = new Set<ProblemCode>(['Locked', 'ConvergencePending', 'StoreUnavailable']);
+const retryable = new Set<ProblemCode>([
+  'Locked',
+  'ConvergencePending',
+  'StoreUnavailable',
+  'AuthUnavailable',
+]);
 
 export interface Problem {
   type: string;

@@ -85,12 +85,33 @@ export function routeId(request: HttpRequest): string {
   return parse(resourceId, request.params.id ?? '', 'resource id');
 }
 
+/** `application/json` or a `+json` type (`application/merge-patch+json`), parameters allowed. */
+export function isJsonMediaType(contentType: string): boolean {
+  return /^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType.trim());
+}
+
 /** Read a JSON body: at most 64 KiB, JSON media type when one is declared, an object at the top. */
 export async function readJson(request: HttpRequest): Promise<unknown> {
+  const value = await readJsonBody(request);
+  if (value === undefined) throw new HttpProblem('BadRequest', 'A JSON body is required.');
+  return value;
+}
+
+/** Like readJson, but an empty body (nothing sent, however it was framed) is `{}`. */
+export async function readOptionalJson(request: HttpRequest): Promise<unknown> {
+  return (await readJsonBody(request)) ?? {};
+}
+
+/**
+ * The one guarded parse behind readJson and readOptionalJson: the declared and the actual size are
+ * both capped, a declared media type must be JSON, invalid UTF-8 or JSON is a 400, and the top level
+ * must be an object. An empty body (or only whitespace) is `undefined`, for the caller to decide.
+ */
+async function readJsonBody(request: HttpRequest): Promise<object | undefined> {
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > MAX_BODY_BYTES) throw tooLarge();
   const contentType = request.headers.get('content-type');
-  if (contentType !== null && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType.trim())) {
+  if (contentType !== null && !isJsonMediaType(contentType)) {
     throw new HttpProblem(
       'UnsupportedMediaType',
       `Content-Type must be application/json, not ${contentType}.`,
@@ -98,10 +119,16 @@ export async function readJson(request: HttpRequest): Promise<unknown> {
   }
   const bytes = Buffer.from(await request.arrayBuffer());
   if (bytes.length > MAX_BODY_BYTES) throw tooLarge();
-  if (bytes.length === 0) throw new HttpProblem('BadRequest', 'A JSON body is required.');
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new HttpProblem('BadRequest', 'The body is not valid JSON (UTF-8).');
+  }
+  if (text.trim() === '') return undefined;
   let value: unknown;
   try {
-    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+    value = JSON.parse(text);
   } catch {
     throw new HttpProblem('BadRequest', 'The body is not valid JSON (UTF-8).');
   }
@@ -109,17 +136,6 @@ export async function readJson(request: HttpRequest): Promise<unknown> {
     throw new HttpProblem('BadRequest', 'The body must be a JSON object.');
   }
   return value;
-}
-
-/** Like readJson, but an empty body (no Content-Length, nothing sent) is `{}`. */
-export async function readOptionalJson(request: HttpRequest): Promise<unknown> {
-  const length = request.headers.get('content-length');
-  if ((length === null || length === '0') && !request.headers.get('transfer-encoding')) {
-    const text = await request.text();
-    if (text.trim() === '') return {};
-    return JSON.parse(text) as unknown;
-  }
-  return readJson(request);
 }
 
 /** Query parameters as a plain object; a repeated parameter is refused. */

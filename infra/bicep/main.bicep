@@ -1,5 +1,6 @@
-// routelock on Azure: a Flex Consumption Function App, its storage, the Cosmos DB routing store and
-// Application Insights, all reached with one user-assigned managed identity. No keys anywhere.
+// routelock on Azure: a Flex Consumption Function App behind Microsoft Entra authentication, its
+// storage, the Cosmos DB routing store, the Key Vault that holds the fencing-token key set, and
+// Application Insights, all reached with one user-assigned managed identity. No keys anywhere else.
 targetScope = 'subscription'
 
 @minLength(1)
@@ -16,6 +17,13 @@ param location string
 @description('Cosmos DB regions, at least two; the first is the single write region.')
 param cosmosLocations array
 
+@description('The second region (ROUTELOCK_SECONDARY_REGION); by default the Cosmos DB read region.')
+param secondaryRegion string = cosmosLocations[1]
+
+@minLength(1)
+@description('Declared migration target regions (ROUTELOCK_REGIONS): a route may only be placed in or moved to one of these.')
+param allowedRegions array = [location, secondaryRegion]
+
 @minValue(300)
 @description('Bounded staleness: replica lag in seconds (300 is the multi-region minimum). Feeds ROUTELOCK_REPLICATION_BOUND_SECONDS.')
 param maxStalenessIntervalSeconds int = 300
@@ -27,8 +35,39 @@ param maxStalenessPrefix int = 100000
 @description('Most instances the Flex Consumption app may scale to.')
 param maximumInstanceCount int = 100
 
-@description('Object id of the deploying user, for data-plane access while debugging. Leave empty in production.')
+@description('Object id of the deploying principal (azd sets AZURE_PRINCIPAL_ID). Used only with grantDeveloperDataAccess.')
 param principalId string = ''
+
+@description('Kind of the deploying principal (azd sets AZURE_PRINCIPAL_TYPE): a person, or the CI service principal.')
+@allowed(['User', 'ServicePrincipal', 'Group'])
+param principalType string = 'User'
+
+@description('Give the deploying principal data-plane roles on the host storage, for debugging. Off in production.')
+param grantDeveloperDataAccess bool = false
+
+// Who may call. The API's Entra app registration is created by infra/hooks/entra-app.sh (azd
+// preprovision), which stores its application id as ENTRA_CLIENT_ID.
+@minLength(36)
+@maxLength(36)
+@description('Application (client) id of the routelock API app registration (ENTRA_CLIENT_ID).')
+param entraClientId string
+
+@description('Directory (tenant) that issues the access tokens.')
+param entraTenantId string = subscription().tenantId
+
+@description('Accepted token audiences; the client id itself is always accepted too (v2 access tokens carry it as aud).')
+param entraAudiences array = ['api://${entraClientId}']
+
+@allowed(['appservice', 'entra'])
+@description('ROUTELOCK_AUTH. appservice: App Service authentication validates the token and the app reads the principal it forwards; entra: the app validates the bearer token itself as well.')
+param authMode string = 'appservice'
+
+@secure()
+@description('The fencing-token key set JSON, base64-encoded (ROUTELOCK_TOKEN_KEYS_B64, written by infra/hooks/token-keys.sh on the first provision). Empty: the Key Vault secret is left as it is.')
+param tokenKeysBase64 string = ''
+
+@description('Email address the alerts go to; empty: the action group has no receiver yet.')
+param alertEmail string = ''
 
 // ROUTELOCK_* settings, production defaults of DESIGN §3. The convergence delay is the largest cache
 // tier TTL plus the replication bound: declare every tier your services really run.
@@ -61,6 +100,11 @@ var resourceToken = toLower(uniqueString(subscription().id, environmentName, loc
 var tags = { 'azd-env-name': environmentName }
 var functionAppName = '${abbrs.webSitesFunctions}routelock-${resourceToken}'
 var deploymentContainerName = 'app-package-${take(resourceToken, 12)}'
+var keyVaultName = '${abbrs.keyVaultVaults}${resourceToken}'
+var tokenKeysSecretName = 'routelock-token-keys'
+// The app setting is a reference; the platform resolves it with the app's identity.
+var tokenKeysReference = '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=${tokenKeysSecretName})'
+var audiences = union(entraAudiences, [entraClientId])
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: '${abbrs.resourcesResourceGroups}${environmentName}'
@@ -86,6 +130,7 @@ module storage 'modules/storage.bicep' = {
     location: location
     tags: tags
     deploymentContainerName: deploymentContainerName
+    logAnalyticsWorkspaceId: monitoring.outputs.workspaceId
   }
 }
 
@@ -99,6 +144,7 @@ module cosmos 'modules/cosmos.bicep' = {
     maxStalenessIntervalSeconds: maxStalenessIntervalSeconds
     maxStalenessPrefix: maxStalenessPrefix
     principalId: identity.outputs.principalId
+    logAnalyticsWorkspaceId: monitoring.outputs.workspaceId
   }
 }
 
@@ -109,14 +155,33 @@ module monitoring 'modules/monitoring.bicep' = {
     logAnalyticsName: '${abbrs.operationalInsightsWorkspaces}${resourceToken}'
     applicationInsightsName: '${abbrs.insightsComponents}${resourceToken}'
     alertNamePrefix: '${abbrs.insightsScheduledQueryRules}routelock-'
+    actionGroupName: '${abbrs.insightsActionGroups}routelock-${resourceToken}'
+    alertEmail: alertEmail
     location: location
     tags: tags
+  }
+}
+
+module keyvault 'modules/keyvault.bicep' = {
+  name: 'keyvault'
+  scope: rg
+  params: {
+    name: keyVaultName
+    location: location
+    tags: tags
+    appPrincipalId: identity.outputs.principalId
+    logAnalyticsWorkspaceId: monitoring.outputs.workspaceId
+    tokenKeysSecretName: tokenKeysSecretName
+    tokenKeysBase64: tokenKeysBase64
   }
 }
 
 module api 'modules/functionapp.bicep' = {
   name: 'api'
   scope: rg
+  // The identity must hold Key Vault Secrets User (and the secret exist) before the app resolves
+  // the ROUTELOCK_TOKEN_KEYS reference.
+  dependsOn: [keyvault]
   params: {
     name: functionAppName
     planName: '${abbrs.webServerFarms}${resourceToken}'
@@ -131,6 +196,10 @@ module api 'modules/functionapp.bicep' = {
     deploymentContainerName: deploymentContainerName
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     maximumInstanceCount: maximumInstanceCount
+    logAnalyticsWorkspaceId: monitoring.outputs.workspaceId
+    entraClientId: entraClientId
+    entraTenantId: entraTenantId
+    entraAudiences: audiences
     appSettings: {
       ROUTELOCK_PROFILE: 'production'
       ROUTELOCK_STORE: 'cosmos'
@@ -164,6 +233,14 @@ module api 'modules/functionapp.bicep' = {
       ROUTELOCK_PROBE_REGION: probeRegion
       ROUTELOCK_PROBE_SCHEDULE: probeSchedule
       ROUTELOCK_SWEEP_SCHEDULE: sweepSchedule
+      // Who may call: App Service authentication (authsettingsV2 in the app module) and the roles in
+      // the token. The tenant and audiences are set in both modes.
+      ROUTELOCK_AUTH: authMode
+      ROUTELOCK_ENTRA_TENANT_ID: entraTenantId
+      ROUTELOCK_ENTRA_AUDIENCES: join(audiences, ',')
+      ROUTELOCK_REGIONS: join(allowedRegions, ',')
+      // The fencing-token key set, from Key Vault (never in the app settings themselves).
+      ROUTELOCK_TOKEN_KEYS: tokenKeysReference
     }
   }
 }
@@ -176,6 +253,8 @@ module rbac 'modules/rbac.bicep' = {
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     principalId: identity.outputs.principalId
     userPrincipalId: principalId
+    userPrincipalType: principalType
+    grantDeveloperDataAccess: grantDeveloperDataAccess
   }
 }
 
@@ -185,3 +264,6 @@ output AZURE_RESOURCE_GROUP string = rg.name
 output SERVICE_API_NAME string = api.outputs.name
 output SERVICE_API_URI string = api.outputs.uri
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output AZURE_KEY_VAULT_NAME string = keyvault.outputs.name
+output ROUTELOCK_TOKEN_KEYS_SECRET string = keyvault.outputs.tokenKeysSecretName
+output ENTRA_TENANT_ID string = entraTenantId

@@ -12,6 +12,8 @@ export interface Lock {
   /** SHA-256 (hex) of the fencing token. The token itself is never stored. */
   tokenHash: string;
   idempotencyKeyHash?: string;
+  /** SHA-256 (hex) of the object id of the principal that took the lock, when callers are authenticated. */
+  principalHash?: string;
   migrationId: string;
   owner: string;
   target: Location;

@@ -17,3 +17,10 @@ export function tokenMatches(token: string, storedHash: string): boolean {
   const stored = Buffer.from(storedHash, 'hex');
   return stored.length === presented.length && timingSafeEqual(presented, stored);
 }
+
+/** Constant-time equality of two hex digests. */
+export function hashesEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a, 'hex');
+  const right = Buffer.from(b, 'hex');
+  return left.length === right.length && left.length > 0 && timingSafeEqual(left, right);
+}

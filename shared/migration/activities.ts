@@ -2,6 +2,7 @@ import type { TimingConfig } from '../config';
 import { RouteLockError, isRouteLockError } from '../errors';
 import type { LocationDocument } from '../lock/document';
 import { type RuleResult, release as releaseRule, swap as swapRule } from '../lock/rules';
+import type { LockSeed, TokenKeyring } from '../security/tokenKeys';
 import { routeView } from '../lock/view';
 import type { Router } from '../router';
 import type { MigrationRecords } from './records';
@@ -17,10 +18,16 @@ export type Activities = {
   [K in ActivityName]: (input: ActivityInputs[K]) => Promise<ActivityResult<ActivityOutputs[K]>>;
 };
 
+export interface ActivityDependencies {
+  /** Derives each migration's token and Idempotency-Key from its seed; nothing else holds it. */
+  keyring: TokenKeyring;
+  records?: MigrationRecords | undefined;
+}
+
 export function createActivities(
   router: Router,
   timing: TimingConfig,
-  records?: MigrationRecords,
+  { keyring, records }: ActivityDependencies,
 ): Activities {
   const run = async <T>(work: () => Promise<T>): Promise<ActivityResult<T>> => {
     try {
@@ -69,14 +76,34 @@ export function createActivities(
       }
     });
   const opts = (ifMatch: string | undefined) => ({ ifMatch });
+  /** A key missing from the ring is an answer (the migration fails), not a transient fault to retry. */
+  const credentials = (seed: LockSeed) => {
+    try {
+      return keyring.credentials(seed);
+    } catch (error) {
+      throw new RouteLockError('UnsafeConfiguration', (error as Error).message);
+    }
+  };
+  const tokenOf = (seed: LockSeed) => credentials(seed).token;
   return {
-    prelock: ({ resourceId, ...req }) => run(() => router.prelock(resourceId, req)),
-    escalate: ({ resourceId, ifMatch, ...req }) =>
-      conditional(ifMatch, (m) => router.escalate(resourceId, req, opts(m))),
-    renew: ({ resourceId, ifMatch, ...req }) =>
-      conditional(ifMatch, (m) => router.renew(resourceId, req, opts(m))),
-    swap: ({ resourceId, ifMatch, token, writeAt }) =>
+    prelock: ({ resourceId, lock, ...req }) =>
+      run(async () => {
+        const { token, idempotencyKey } = credentials(lock);
+        // The grant goes into orchestration state: it must not carry the token.
+        const { token: _token, ...grant } = await router.prelock(
+          resourceId,
+          { ...req, idempotencyKey },
+          { token },
+        );
+        return grant;
+      }),
+    escalate: ({ resourceId, ifMatch, lock, ...req }) =>
+      conditional(ifMatch, (m) => router.escalate(resourceId, { ...req, token: tokenOf(lock) }, opts(m))),
+    renew: ({ resourceId, ifMatch, lock, ...req }) =>
+      conditional(ifMatch, (m) => router.renew(resourceId, { ...req, token: tokenOf(lock) }, opts(m))),
+    swap: ({ resourceId, ifMatch, lock, writeAt }) =>
       conditional(ifMatch, async (m) => {
+        const token = tokenOf(lock);
         const stored = await router.apply(
           resourceId,
           pinned(writeAt, (doc, now) => swapRule(doc, { token }, now)),
@@ -87,12 +114,12 @@ export function createActivities(
           swappedAt: stored.doc.lastMigration?.swappedAt ?? null,
         };
       }),
-    release: ({ resourceId, ifMatch, writeAt, ...req }) =>
+    release: ({ resourceId, ifMatch, writeAt, lock, ...req }) =>
       conditional(ifMatch, async (m) =>
         routeView(
           await router.apply(
             resourceId,
-            pinned(writeAt, (doc, now) => releaseRule(doc, req, now)),
+            pinned(writeAt, (doc, now) => releaseRule(doc, { ...req, token: tokenOf(lock) }, now)),
             opts(m),
           ),
           router.now(),

@@ -1,5 +1,6 @@
 import { RouteLockError } from '../errors';
 import type { Location } from '../lock/document';
+import type { TokenKeyring } from '../security/tokenKeys';
 import type { Activities } from './activities';
 import { callParticipant } from './participantHttp';
 import {
@@ -48,6 +49,8 @@ export interface InProcessRunnerOptions {
   state: SqliteMigrationState;
   scheduler: Scheduler;
   settings: MigrationSettings;
+  /** Makes each migration's lock seed at start (the activities derive its credentials with it). */
+  keyring: TokenKeyring;
   http?: (call: HttpCall) => Promise<HttpResult>;
   newId?: () => string;
   log?: (message: string, fields: Record<string, unknown>) => void;
@@ -77,6 +80,7 @@ export class InProcessRunner {
       resourceId: request.resourceId,
       target: request.target,
       settings: this.options.settings,
+      lock: this.options.keyring.newSeed(),
     };
     const result = this.options.state.createUnlessActive(
       newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString()),

@@ -1,23 +1,87 @@
+import { type AccessToken, DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import type { Scheduler } from './scheduler';
 import type { HttpCall, HttpResult } from './types';
+
+/** The OAuth scope for a participant's audience: `<audience>/.default`, unless it already is one. */
+export function audienceScope(audience: string): string {
+  return audience.endsWith('/.default') ? audience : `${audience}/.default`;
+}
+
+/** A cached token is used until this long before it expires (or its own refresh time, if sooner). */
+const REFRESH_MARGIN_MS = 5 * 60_000;
+
+const tokenCaches = new WeakMap<TokenCredential, Map<string, Promise<AccessToken>>>();
+let defaultCredential: TokenCredential | undefined;
+
+/**
+ * A bearer token for the scope, cached per credential until near expiry; concurrent callers share
+ * one request. A failed or empty answer is not cached.
+ */
+export async function bearerToken(credential: TokenCredential, scope: string): Promise<string> {
+  let cache = tokenCaches.get(credential);
+  if (!cache) tokenCaches.set(credential, (cache = new Map()));
+  const cached = cache.get(scope);
+  if (cached) {
+    const token = await cached.catch(() => undefined);
+    const refreshAt = Math.min(
+      (token?.expiresOnTimestamp ?? 0) - REFRESH_MARGIN_MS,
+      token?.refreshAfterTimestamp ?? Number.POSITIVE_INFINITY,
+    );
+    if (token && Date.now() < refreshAt) return token.token;
+    if (cache.get(scope) !== cached) return bearerToken(credential, scope); // another caller refreshed
+  }
+  const pending = credential.getToken(scope).then((token) => {
+    if (!token?.token) throw new Error('the credential returned no token');
+    return token;
+  });
+  cache.set(scope, pending);
+  try {
+    return (await pending).token;
+  } catch (error) {
+    if (cache.get(scope) === pending) cache.delete(scope);
+    throw error;
+  }
+}
 
 /**
  * Call a participant as Durable's `callHttp` with `enablePolling` does: POST, and while the answer is
  * 202 with a Location, wait Retry-After (or the default) and GET that Location. A transport failure is
- * status 0, which the workflow treats like a 5xx (retried with backoff).
+ * status 0, which the workflow treats like a 5xx (retried with backoff); so is a token that cannot be
+ * had. A call with an `audience` carries `Authorization: Bearer …` from the credential (by default
+ * DefaultAzureCredential: the managed identity in Azure), on the POST and on polls of the same origin
+ * — never to a Location elsewhere.
  */
 export async function callParticipant(
   call: HttpCall,
   scheduler: Scheduler,
-  options: { fetch?: typeof fetch; defaultPollSeconds?: number; maxPolls?: number } = {},
+  options: {
+    fetch?: typeof fetch;
+    defaultPollSeconds?: number;
+    maxPolls?: number;
+    credential?: TokenCredential;
+  } = {},
 ): Promise<HttpResult> {
   const fetchImpl = options.fetch ?? fetch;
   const defaultPollMs = (options.defaultPollSeconds ?? 1) * 1000;
   const maxPolls = options.maxPolls ?? 100_000;
+  const credential =
+    call.audience === undefined
+      ? undefined
+      : (options.credential ?? (defaultCredential ??= new DefaultAzureCredential()));
+  // Asked again for every request (cached): a copy polled for hours outlives one token.
+  const authorization = async (): Promise<Record<string, string>> => {
+    if (credential === undefined || call.audience === undefined) return {};
+    try {
+      return { authorization: `Bearer ${await bearerToken(credential, audienceScope(call.audience))}` };
+    } catch (error) {
+      throw new Error(`no token for audience ${call.audience}: ${(error as Error).message}`);
+    }
+  };
   try {
+    const origin = new URL(call.url).origin;
     let response = await fetchImpl(call.url, {
       method: call.method,
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...(await authorization()) },
       body: JSON.stringify(call.body),
     });
     for (
@@ -25,12 +89,15 @@ export async function callParticipant(
       response.status === 202 && response.headers.get('location') && polls < maxPolls;
       polls += 1
     ) {
-      const location = new URL(response.headers.get('location') as string, call.url).href;
+      const location = new URL(response.headers.get('location') as string, call.url);
       const retryAfter = Number(response.headers.get('retry-after'));
       await response.arrayBuffer();
       const wait = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : defaultPollMs;
       await scheduler.timer(scheduler.now() + wait).promise;
-      response = await fetchImpl(location, { method: 'GET' });
+      response = await fetchImpl(location.href, {
+        method: 'GET',
+        headers: location.origin === origin ? await authorization() : {},
+      });
     }
     const text = await response.text();
     let body: unknown = text;

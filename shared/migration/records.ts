@@ -154,7 +154,12 @@ export class SqliteMigrationState implements MigrationRecords {
       Date.now(),
       migrationId,
     );
-    if (done) this.statements.dropJournal.run(migrationId);
+    if (done) {
+      this.statements.dropJournal.run(migrationId);
+      // secure_delete zeroes the journal's pages; the checkpoint also empties the WAL that still holds
+      // their earlier versions, so a finished migration's steps leave no copy on disk.
+      this.db.pragma('wal_checkpoint(TRUNCATE)');
+    }
   }
 
   activeFor(resourceId: string): MigrationRecord | null {

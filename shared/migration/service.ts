@@ -1,5 +1,6 @@
 import { RouteLockError } from '../errors';
 import { type Location, sameLocation } from '../lock/document';
+import { assertAllowedRegion } from '../regions';
 import type { Router } from '../router';
 import type { InProcessRunner } from './inProcess';
 import type { MigrationStatus } from './types';
@@ -53,6 +54,7 @@ export class InProcessMigrationService implements MigrationService {
   ) {}
 
   async start(request: MigrationRequest): Promise<StartedMigration> {
+    assertAllowedRegion(this.router.allowedRegions, request.target, 'the migration', request.resourceId);
     await assertRouteExists(this.router, request.resourceId);
     const { record, created } = this.runner.start(request);
     if (created) return { migrationId: record.migrationId, instanceId: record.instanceId, created };

@@ -1,5 +1,6 @@
 import type { Participant } from '../config';
 import type { Location } from '../lock/document';
+import type { LockSeed } from '../security/tokenKeys';
 import type { LockGrant, RouteView } from '../lock/view';
 
 /**
@@ -31,6 +32,8 @@ export interface MigrationInput {
   target: Location;
   /** Captured at start so a redeploy with other settings cannot change a running migration's replay. */
   settings: MigrationSettings;
+  /** Made at start, outside the orchestrator: what the lock's token and Idempotency-Key derive from. */
+  lock: LockSeed;
 }
 
 export type MigrationState = 'Pending' | 'Running' | 'Completed' | 'Failed' | 'Conflict' | 'NoOp';
@@ -83,24 +86,29 @@ export function pendingStatus(input: MigrationInput): MigrationStatus {
 // Activities: the lock operations, run against the routing library by either runner
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * No activity input or output carries a fencing token or an Idempotency-Key: they hold the migration's
+ * `LockSeed`, from which only the activities (which hold the key ring) derive both. Inputs and outputs
+ * are what Durable Functions stores in its task hub and the in-process runner in its journal.
+ */
 export interface ActivityInputs {
   prelock: {
     resourceId: string;
     migrationId: string;
     owner: string;
     target: Location;
-    idempotencyKey: string;
+    lock: LockSeed;
   };
-  escalate: { resourceId: string; token: string; phase: 'hardDelete' | 'write'; ifMatch?: string };
-  renew: { resourceId: string; token: string; phase?: 'prelock' | 'hardDelete' | 'write'; ifMatch?: string };
+  escalate: { resourceId: string; lock: LockSeed; phase: 'hardDelete' | 'write'; ifMatch?: string };
+  renew: { resourceId: string; lock: LockSeed; phase?: 'prelock' | 'hardDelete' | 'write'; ifMatch?: string };
   /**
    * `writeAt` names the write-lock attempt a swap or downgrade belongs to: deciding again after a 412,
    * the activity refuses to act on another attempt's write lock.
    */
-  swap: { resourceId: string; token: string; ifMatch?: string; writeAt?: string | undefined };
+  swap: { resourceId: string; lock: LockSeed; ifMatch?: string; writeAt?: string | undefined };
   release: {
     resourceId: string;
-    token: string;
+    lock: LockSeed;
     phase?: 'write';
     ifMatch?: string;
     writeAt?: string | undefined;
@@ -116,10 +124,13 @@ export interface SwapOutcome {
   swappedAt: string | null;
 }
 
+/** A lock grant as an activity returns it: never with the token. */
+export type SeededGrant = Omit<LockGrant, 'token'>;
+
 export interface ActivityOutputs {
-  prelock: LockGrant;
-  escalate: LockGrant;
-  renew: LockGrant;
+  prelock: SeededGrant;
+  escalate: SeededGrant;
+  renew: SeededGrant;
   swap: SwapOutcome;
   release: RouteView;
   readRoute: RouteView;
@@ -158,6 +169,11 @@ export interface HttpCall {
   method: 'POST';
   url: string;
   body: ParticipantRequest;
+  /**
+   * The participant's Entra ID audience (config `audience`): the call carries a managed-identity bearer
+   * token for it (Durable: `ManagedIdentityTokenSource`; in-process: `@azure/identity`). Never a token.
+   */
+  audience?: string;
 }
 
 /** A participant's final answer (after any 202 polling), or a transport failure (status 0). */

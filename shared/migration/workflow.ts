@@ -1,4 +1,4 @@
-import type { Config } from '../config';
+import type { Config, Participant } from '../config';
 import { type Location, sameLocation } from '../lock/document';
 import type { LockGrant, RouteView } from '../lock/view';
 import type {
@@ -13,6 +13,7 @@ import type {
   MigrationState,
   MigrationStatus,
   RaceResult,
+  SeededGrant,
   Step,
   TaskStep,
 } from './types';
@@ -23,7 +24,8 @@ import { pendingStatus } from './types';
  * random number or does I/O; the runner performs each step and sends its result back. Durable Functions
  * replays it from history; the in-process runner replays it from its journal.
  *
- * 1. pre-lock (Idempotency-Key = migration id, so a retried activity never locks itself out)
+ * 1. pre-lock. Its token and Idempotency-Key derive from the input's random `lock` seed under a key
+ *    only the activities hold, so a retried activity replays its own lock and no one else can
  * 2. re-read the route; already at the target → release, NoOp
  * 3. durable timer until max(startsAt, acquiredAt + replication bound) + safety buffer
  * 4. confirm the lock is visible on the read path
@@ -53,7 +55,10 @@ export function migrationSettings(config: Config): MigrationSettings {
 }
 
 /** When the orchestrator may escalate: after every cache tier and replica has seen the pre-lock. */
-export function convergenceWaitUntil(grant: LockGrant, settings: MigrationSettings): number {
+export function convergenceWaitUntil(
+  grant: Pick<LockGrant, 'acquiredAt' | 'startsAt'>,
+  settings: MigrationSettings,
+): number {
   const acquiredAt = Date.parse(grant.acquiredAt);
   return (
     Math.max(Date.parse(grant.startsAt), acquiredAt + settings.replicationBoundSeconds * 1000) +
@@ -100,7 +105,7 @@ function* sleep(ms: number): Generator<Step, void, unknown> {
 function participantCall(
   input: MigrationInput,
   from: Location,
-  url: string,
+  participant: Participant,
   copy: CopyStep,
   attempt: number,
 ): TaskStep {
@@ -108,7 +113,9 @@ function participantCall(
     kind: 'http',
     call: {
       method: 'POST',
-      url,
+      url: participant.url,
+      // The runner calls with a managed-identity token for it; no credential is in the step itself.
+      ...(participant.audience === undefined ? {} : { audience: participant.audience }),
       body: {
         migrationId: input.migrationId,
         resourceId: input.resourceId,
@@ -123,7 +130,7 @@ function participantCall(
 
 export function* migrationWorkflow(input: MigrationInput): Workflow {
   const s = input.settings;
-  const { resourceId, migrationId } = input;
+  const { resourceId, migrationId, lock } = input;
   const status: MigrationStatus = { ...pendingStatus(input), status: 'Running' };
   function* publish(patch: Partial<MigrationStatus> = {}): Generator<Step, MigrationStatus, unknown> {
     Object.assign(status, patch);
@@ -135,14 +142,8 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
 
   // 1. pre-lock. A swap moments ago (ConvergencePending) is waited out, a few times at most. A store
   // that stays down through every retry fails the migration here, never leaving it unfinished.
-  const prelockRequest = {
-    resourceId,
-    migrationId,
-    owner: input.instanceId,
-    target: input.target,
-    idempotencyKey: migrationId,
-  };
-  let pre: ActivityResult<LockGrant>;
+  const prelockRequest = { resourceId, migrationId, owner: input.instanceId, target: input.target, lock };
+  let pre: ActivityResult<SeededGrant>;
   try {
     pre = yield* activity('prelock', prelockRequest);
     for (
@@ -155,18 +156,14 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     }
   } catch (error) {
     // A timed-out pre-lock may have committed unseen, and would hold the resource for its whole lease.
-    // If the write region shows this migration's pre-lock, replaying it with its Idempotency-Key answers
-    // a fresh token for that same lock (never a new one): release it.
+    // If the write region shows this migration's pre-lock, release it: its token derives from the seed.
     let left = 'no lock is held by this migration';
     try {
       const seen = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
       if (seen.ok && seen.value.lock?.migrationId === migrationId) {
         left = 'its pre-lock committed unseen and could not be released; the lease frees it';
-        const again = yield* activity('prelock', prelockRequest);
-        if (again.ok) {
-          const released = yield* activity('release', { resourceId, token: again.value.token as string });
-          if (released.ok) left = 'its pre-lock, committed unseen, was released';
-        }
+        const released = yield* activity('release', { resourceId, lock });
+        if (released.ok) left = 'its pre-lock, committed unseen, was released';
       } else if (!seen.ok) {
         left = 'a pre-lock that committed unseen lapses with its lease';
       }
@@ -187,7 +184,6 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
           : 'Failed';
     return yield* publish({ status: state, error: `${pre.code}: ${pre.message}` });
   }
-  const token = pre.value.token as string;
   let etag = pre.value.etag;
   yield* publish({ phase: 'prelock', timeline: { ...status.timeline, prelockAt: pre.value.acquiredAt } });
 
@@ -197,7 +193,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
   };
 
   const renewLock = function* (phase: 'hardDelete' | 'write') {
-    const renewed = yield* activity('renew', { resourceId, token, phase, ifMatch: etag });
+    const renewed = yield* activity('renew', { resourceId, lock, phase, ifMatch: etag });
     if (renewed.ok) etag = renewed.value.etag;
     return renewed;
   };
@@ -214,7 +210,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     copy: CopyStep,
     copyAttempt: number,
     phase: 'hardDelete' | 'write',
-    grant: LockGrant,
+    grant: SeededGrant,
     leaseSeconds: number,
     from: Location,
   ): Generator<Step, ActivityResult<null>, unknown> {
@@ -227,7 +223,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
         : phaseEndsAt;
       const race = yield* step<RaceResult>({
         kind: 'race',
-        tasks: pending.map((p) => participantCall(input, from, p.url, copy, copyAttempt)),
+        tasks: pending.map((p) => participantCall(input, from, p, copy, copyAttempt)),
         deadline,
       });
       const next: typeof pending = [];
@@ -274,7 +270,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     // 2. re-read the route: a stale location read upstream may have sent us a resource already moved.
     const route = expect(yield* activity('readRoute', { resourceId, from: 'writeRegion' }), 'read the route');
     if (sameLocation(route.location, input.target)) {
-      expect(yield* activity('release', { resourceId, token }), 'release');
+      expect(yield* activity('release', { resourceId, lock }), 'release');
       return yield* publish({
         status: 'NoOp',
         phase: 'released',
@@ -301,7 +297,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
 
     // 5. hard-delete lock and the bulk copy.
     const hd = expect(
-      yield* activity('escalate', { resourceId, token, phase: 'hardDelete', ifMatch: etag }),
+      yield* activity('escalate', { resourceId, lock, phase: 'hardDelete', ifMatch: etag }),
       'escalate to hardDelete',
     );
     etag = hd.etag;
@@ -317,7 +313,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     let lastOverrun = '';
     for (let attempt = 1; attempt <= s.deltaAttempts; attempt += 1) {
       const w = expect(
-        yield* activity('escalate', { resourceId, token, phase: 'write', ifMatch: etag }),
+        yield* activity('escalate', { resourceId, lock, phase: 'write', ifMatch: etag }),
         'escalate to write',
       );
       etag = w.etag;
@@ -336,7 +332,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
         from,
       );
       if (delta.ok) {
-        const swapped = yield* activity('swap', { resourceId, token, ifMatch: etag, writeAt: w.writeAt });
+        const swapped = yield* activity('swap', { resourceId, lock, ifMatch: etag, writeAt: w.writeAt });
         if (swapped.ok) {
           return yield* publish({
             status: 'Completed',
@@ -354,7 +350,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
       }
       // The delta overran: let writes resume (the hard-delete lock stays), then try again.
       const down = expect(
-        yield* activity('release', { resourceId, token, phase: 'write', ifMatch: etag, writeAt: w.writeAt }),
+        yield* activity('release', { resourceId, lock, phase: 'write', ifMatch: etag, writeAt: w.writeAt }),
         'release the write lock',
       );
       etag = down.etag;
@@ -370,7 +366,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     const state = error instanceof MigrationAbort ? error.state : 'Failed';
     let released = 'released';
     try {
-      const rel = yield* activity('release', { resourceId, token });
+      const rel = yield* activity('release', { resourceId, lock });
       if (!rel.ok && rel.code !== 'LockExpired')
         released = `release refused (${rel.code}); the lease will free it`;
     } catch (releaseError) {

@@ -1,4 +1,10 @@
-import { type Container, CosmosClient, type CosmosClientOptions, type ItemDefinition } from '@azure/cosmos';
+import {
+  type Container,
+  CosmosClient,
+  type CosmosClientOptions,
+  ErrorResponse,
+  type ItemDefinition,
+} from '@azure/cosmos';
 import { DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import { Agent } from 'node:https';
 import { RouteLockError, retryAfterFromMs } from '../errors';
@@ -171,24 +177,32 @@ export class CosmosStore implements LocationStore {
     }
   }
 
+  /**
+   * Pages in id order. The SDK's continuation token (JSON with `+`, `#`, `"`: easy to mangle in a query
+   * string, and it names internal resource ids) travels base64url-wrapped; a token that does not
+   * unwrap to itself is refused here, one Cosmos DB refuses is the caller's 400 all the same.
+   */
   async list({ lockedOnly, limit, continuation }: ListOptions): Promise<ListPage> {
     this.counters.lists += 1;
     const query = lockedOnly
       ? 'SELECT * FROM c WHERE IS_DEFINED(c.lock) AND NOT IS_NULL(c.lock) ORDER BY c.id'
       : 'SELECT * FROM c ORDER BY c.id';
+    const token = continuation === undefined ? undefined : unwrapContinuation(continuation);
     try {
       const page = await this.nearest.items
         .query<CosmosItem>(query, {
           maxItemCount: limit,
-          ...(continuation ? { continuationToken: continuation } : {}),
+          ...(token ? { continuationToken: token } : {}),
         })
         .fetchNext();
       return {
         items: page.resources.map((item) => this.stored(item, item._etag)),
-        continuation: page.continuationToken ?? null,
+        continuation: page.continuationToken
+          ? Buffer.from(page.continuationToken, 'utf8').toString('base64url')
+          : null,
       };
     } catch (error) {
-      throw storeError(error, '(list)');
+      throw storeError(error, '(list)', { continuation });
     }
   }
 
@@ -225,18 +239,52 @@ export class CosmosStore implements LocationStore {
   }
 }
 
+function badContinuation(cause?: unknown): RouteLockError {
+  return new RouteLockError(
+    'BadRequest',
+    'The continuation token is not valid: pass back the continuation of the previous page unchanged.',
+    cause === undefined ? {} : { cause },
+  );
+}
+
+function unwrapContinuation(continuation: string): string {
+  const token = Buffer.from(continuation, 'base64url').toString('utf8');
+  if (token === '' || Buffer.from(token, 'utf8').toString('base64url') !== continuation)
+    throw badContinuation();
+  return token;
+}
+
 function notFound(id: string): RouteLockError {
   return new RouteLockError('NotFound', `No route for resource ${id}.`, { resourceId: id });
 }
 
-/** Map SDK and transport failures to the port's typed errors. */
-export function storeError(error: unknown, id: string): RouteLockError {
+/**
+ * Statuses Cosmos DB answers for a transient condition: throttling (429), request timeout (408), a
+ * partition moved (410) and "retry with" (449). Any 5xx is transient too.
+ */
+const transientStatuses = new Set([408, 410, 429, 449]);
+
+/**
+ * Map SDK and transport failures to the port's typed errors. The SDK's own text never reaches a
+ * message (messages travel to callers in problem details); it stays on `cause`, for the server log.
+ *
+ * - 404, 409, 412: the port's NotFound, AlreadyExists, PreconditionFailed.
+ * - A 400 on a query given a caller's continuation token (or the SDK failing to parse that token):
+ *   BadRequest — the caller's input, not the store's fault.
+ * - 429, 408, 410, 449, 5xx and transport failures (no status): StoreUnavailable, with Retry-After.
+ * - Any other 4xx (401/403: the identity or key is refused; 400 on our own request; 413): StoreRejected,
+ *   not retriable — retrying cannot help, and a 503 would invite every caller to hammer the store.
+ */
+export function storeError(
+  error: unknown,
+  id: string,
+  context: { continuation?: string | undefined } = {},
+): RouteLockError {
   if (error instanceof RouteLockError) return error;
   const e = (error ?? {}) as {
     code?: unknown;
     statusCode?: unknown;
     retryAfterInMs?: unknown;
-    message?: string;
   };
   const status =
     typeof e.statusCode === 'number' ? e.statusCode : typeof e.code === 'number' ? e.code : undefined;
@@ -255,10 +303,31 @@ export function storeError(error: unknown, id: string): RouteLockError {
         },
       );
   }
+  if (context.continuation !== undefined && (status === 400 || continuationParseFailure(error, status))) {
+    return badContinuation(error);
+  }
+  if (status !== undefined && status >= 400 && status < 500 && !transientStatuses.has(status)) {
+    return new RouteLockError('StoreRejected', 'The routing store refused the request.', {
+      resourceId,
+      cause: error,
+    });
+  }
   const retryAfterMs = typeof e.retryAfterInMs === 'number' ? e.retryAfterInMs : 1000;
-  return new RouteLockError(
-    'StoreUnavailable',
-    `Cosmos DB did not serve ${id}: ${status ?? (typeof e.code === 'string' ? e.code : 'error')} ${e.message ?? ''}`.trim(),
-    { resourceId, retryAfterSeconds: retryAfterFromMs(retryAfterMs), cause: error },
-  );
+  const reason =
+    status ?? (typeof e.code === 'string' && /^[A-Za-z][A-Za-z0-9_]{1,40}$/.test(e.code) ? e.code : 'error');
+  return new RouteLockError('StoreUnavailable', `Cosmos DB did not serve ${id} (${reason}).`, {
+    resourceId,
+    retryAfterSeconds: retryAfterFromMs(retryAfterMs),
+    cause: error,
+  });
+}
+
+/**
+ * The SDK parses a query's continuation token itself (ORDER BY and cross-partition queries) and throws
+ * an ErrorResponse with neither status nor code when it cannot (or JSON.parse's SyntaxError). A
+ * transport failure always carries a code (ECONNRESET, REQUEST_SEND_ERROR, TimeoutError …).
+ */
+function continuationParseFailure(error: unknown, status: number | undefined): boolean {
+  if (status !== undefined || (error as { code?: unknown } | null)?.code !== undefined) return false;
+  return error instanceof SyntaxError || error instanceof ErrorResponse;
 }

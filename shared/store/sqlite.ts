@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { RouteLockError } from '../errors';
 import type { LocationDocument, StoredDocument } from '../lock/document';
@@ -23,8 +23,16 @@ import {
  * survives a killed process, the only crash the embedded host must survive).
  */
 export function openSqlite(path: string): Database.Database {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:') {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    // Owner-only before SQLite opens it: its -wal and -shm files take the database file's mode.
+    closeSync(openSync(path, 'a', 0o600));
+    chmodSync(path, 0o600);
+    for (const suffix of ['-wal', '-shm']) if (existsSync(path + suffix)) chmodSync(path + suffix, 0o600);
+  }
   const db = new Database(path);
+  // Deleted rows (finished migrations' journals, released locks) are overwritten, not left in free pages.
+  db.pragma('secure_delete = ON');
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
@@ -138,6 +146,15 @@ export class SqliteStore implements LocationStore {
   async list({ lockedOnly, limit, continuation }: ListOptions): Promise<ListPage> {
     this.counters.lists += 1;
     const after = continuation === undefined ? '' : Buffer.from(continuation, 'base64url').toString('utf8');
+    // A token this store handed out re-encodes to itself; anything else is the caller's invention.
+    if (
+      continuation !== undefined &&
+      (after === '' || Buffer.from(after, 'utf8').toString('base64url') !== continuation)
+    )
+      throw new RouteLockError(
+        'BadRequest',
+        'The continuation token is not valid: pass back the continuation of the previous page unchanged.',
+      );
     const rows = this.guard(() => this.statements.list.all(lockedOnly ? 1 : 0, after, limit + 1));
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];

@@ -1,14 +1,22 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { appRoles } from '../../functions/http/auth';
 import { type HttpEndpoint, registerHttp } from '../../functions/http/endpoint';
 import { statusByCode } from '../../functions/http/problem';
-import { allEndpoints, functionEndpoints } from '../../local/host';
+import { allEndpoints, extraRoutes, functionEndpoints } from '../../local/host';
 
 /** The declared routes, openapi.yaml and the Functions registration agree. */
 
+interface Operation {
+  operationId: string;
+  'x-routelock-role'?: string;
+  security?: unknown[];
+  responses: Record<string, unknown>;
+}
+
 interface OpenApi {
-  paths: Record<string, Record<string, { security?: unknown[]; responses: Record<string, unknown> }>>;
+  paths: Record<string, Record<string, Operation>>;
   components: { schemas: { Problem: { properties: { code: { enum: string[] } } } } };
 }
 
@@ -76,7 +84,7 @@ test('registration hands every endpoint to app.http with its auth level', () => 
     putRoute: 'function',
     getRoute: 'function',
     deleteRoute: 'function',
-    listRoutes: 'admin',
+    listRoutes: 'function',
     prelock: 'function',
     escalate: 'function',
     renew: 'function',
@@ -84,11 +92,11 @@ test('registration hands every endpoint to app.http with its auth level', () => 
     release: 'function',
     startMigration: 'function',
     getMigration: 'function',
-    getAudit: 'admin',
-    openForceRelease: 'admin',
-    approveForceRelease: 'admin',
-    getForceRelease: 'admin',
-    runProbe: 'admin',
+    getAudit: 'function',
+    openForceRelease: 'function',
+    approveForceRelease: 'function',
+    getForceRelease: 'function',
+    runProbe: 'function',
   });
   // The Functions host reserves routes that start with "admin" (azure-functions-host#1781).
   for (const r of registered) {
@@ -96,6 +104,81 @@ test('registration hands every endpoint to app.http with its auth level', () => 
     expect(r.name).not.toMatch(/^admin/i);
   }
   expect(new Set(registered.map((r) => r.name)).size).toBe(registered.length);
+});
+
+/** The role table (README / notes): one app role per endpoint, declared beside its route. */
+const roleTable: Record<string, string> = {
+  health: 'anonymous',
+  putRoute: 'Routes.Write',
+  getRoute: 'Routes.Read',
+  deleteRoute: 'Routes.Write',
+  listRoutes: 'Ops.Read',
+  getAudit: 'Ops.Read',
+  prelock: 'Locks.Write',
+  escalate: 'Locks.Write',
+  renew: 'Locks.Write',
+  swap: 'Locks.Write',
+  release: 'Locks.Write',
+  startMigration: 'Migrations.Write',
+  getMigration: 'Ops.Read',
+  listMigrations: 'Ops.Read',
+  metrics: 'Ops.Read',
+  openForceRelease: 'Ops.Operator',
+  approveForceRelease: 'Ops.Approver',
+  getForceRelease: 'Ops.Read',
+  runProbe: 'Ops.Operator',
+};
+
+test('every endpoint declares an app role; health is the only anonymous one; the table is as documented', () => {
+  const known = new Set<string>([...appRoles, 'anonymous']);
+  for (const e of allEndpoints) expect(known.has(e.role)).toBe(true);
+  expect(
+    allEndpoints.filter((e) => e.role === 'anonymous').map((e) => `${e.methods.join()} ${e.route}`),
+  ).toEqual(['GET health']);
+  expect(Object.fromEntries(allEndpoints.map((e) => [e.name, e.role]))).toEqual(roleTable);
+  // the embedded host's status page (outside /api) is a read-only operator view
+  expect(extraRoutes.map((r) => [r.path, r.role])).toEqual([['/', 'Ops.Read']]);
+});
+
+/** Mismatches between the declared roles and openapi.yaml (x-routelock-role, 401 and 403 documented). */
+function roleMismatches(endpoints: HttpEndpoint[], api: OpenApi): string[] {
+  const problems: string[] = [];
+  for (const e of endpoints) {
+    for (const method of e.methods) {
+      const op = api.paths[`/${e.route}`]?.[method.toLowerCase()];
+      const where = `${method} /${e.route}`;
+      if (!op) {
+        problems.push(`${where}: not documented`);
+        continue;
+      }
+      if (op['x-routelock-role'] !== e.role) {
+        problems.push(`${where}: x-routelock-role ${String(op['x-routelock-role'])}, declared ${e.role}`);
+      }
+      const statuses = Object.keys(op.responses);
+      const guarded = e.role !== 'anonymous';
+      if (guarded && (!statuses.includes('401') || !statuses.includes('403'))) {
+        problems.push(`${where}: 401 and 403 not both documented`);
+      }
+      if (!guarded && statuses.includes('401')) problems.push(`${where}: anonymous but documents 401`);
+    }
+  }
+  return problems;
+}
+
+test("openapi.yaml documents each operation's declared role (x-routelock-role) and its 401 and 403", () => {
+  expect(roleMismatches(allEndpoints, spec)).toEqual([]);
+});
+
+test('negative control: a role that differs from openapi.yaml, or a missing 401, is caught', () => {
+  const relabelled = allEndpoints.map((e) => (e.name === 'swap' ? { ...e, role: 'Ops.Read' as const } : e));
+  expect(roleMismatches(relabelled, spec)).toEqual([
+    'POST /routes/{id}/swap: x-routelock-role Locks.Write, declared Ops.Read',
+  ]);
+  const without401 = structuredClone(spec);
+  delete without401.paths['/routes/{id}']!.get!.responses['401'];
+  expect(roleMismatches(allEndpoints, without401)).toEqual([
+    'GET /routes/{id}: 401 and 403 not both documented',
+  ]);
 });
 
 test('outside the Functions host, importing a functions/ file registers nothing (the embedded host serves them)', () => {

@@ -149,6 +149,41 @@ describe('pre-lock', () => {
       expect(doc.lock?.idempotencyKeyHash).toBe(sha256Hex('key-1'));
       expect(JSON.stringify(doc)).not.toContain('key-1');
     });
+
+    test('the same key from another owner or another principal is a stranger: 423, lock untouched', () => {
+      const doc = first();
+      for (const over of [
+        { owner: 'attacker' },
+        { owner: 'migrate-conv-42' },
+        { principal: 'oid-attacker' },
+      ]) {
+        expect(codeOf(() => prelock(doc, req({ idempotencyKey: 'key-1', ...over }), T0 + 1, cfg))).toBe(
+          'Locked',
+        );
+      }
+      // a lock taken by a principal is replayed only by that principal
+      const owned = prelock(base(), req({ idempotencyKey: 'key-1', principal: 'oid-1' }), T0, cfg).doc;
+      expect(owned.lock?.principalHash).toBe(sha256Hex('oid-1'));
+      expect(codeOf(() => prelock(owned, req({ idempotencyKey: 'key-1' }), T0 + 1, cfg))).toBe('Locked');
+      expect(
+        codeOf(() => prelock(owned, req({ idempotencyKey: 'key-1', principal: 'oid-2' }), T0 + 1, cfg)),
+      ).toBe('Locked');
+      expect(
+        codeOf(() => prelock(owned, req({ idempotencyKey: 'key-1', principal: 'oid-1' }), T0 + 1, cfg)),
+      ).toBe('ok');
+    });
+
+    test('a lock taken without a key is never replayed, whatever key a caller presents', () => {
+      const doc = prelock(base(), req(), T0, cfg).doc;
+      expect(codeOf(() => prelock(doc, req({ idempotencyKey: 'key-1' }), T0 + 1, cfg))).toBe('Locked');
+    });
+
+    test('a replay presenting the token the lock already has (a derived one) writes nothing', () => {
+      const doc = first();
+      const replay = prelock(doc, req({ idempotencyKey: 'key-1', newToken: 'tok-1' }), T0 + 30_000, cfg);
+      expect(replay.changed).toBe(false);
+      expect(replay.doc).toBe(doc);
+    });
   });
 
   test('refused while a retired source is still write-blocked after a recent swap', () => {

@@ -1,3 +1,4 @@
+import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { activityNames, migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
 import { parseConfig } from '../../shared/config';
@@ -27,7 +28,8 @@ async function setup(env: Record<string, string> = {}, participants: { name: str
   const store = new FaultyStore(new SqliteStore(':memory:'));
   const router = new Router({ store, timing: config.timing, clock: clock.now });
   const records = new SqliteMigrationState(':memory:');
-  const activities = createActivities(router, config.timing, records);
+  const keyring = TokenKeyring.ephemeral();
+  const activities = createActivities(router, config.timing, { keyring, records });
   await router.createRoute('conv-1', SOURCE);
   const input: MigrationInput = {
     migrationId: 'm-1',
@@ -35,6 +37,7 @@ async function setup(env: Record<string, string> = {}, participants: { name: str
     resourceId: 'conv-1',
     target: TARGET,
     settings: migrationSettings(config),
+    lock: keyring.newSeed(),
   };
   await records.create({
     migrationId: 'm-1',
@@ -90,13 +93,43 @@ async function setup(env: Record<string, string> = {}, participants: { name: str
     });
     return replay;
   };
-  return { config, store, records, input, make };
+  return { config, store, records, input, make, activities, keyring };
 }
 
 const names = (actions: { kind: string; name?: string }[]) =>
   actions.map((a) => (a.kind === 'activity' ? a.name : a.kind));
 
 describe('Durable orchestrator replayed through the real engine', () => {
+  test('no fencing token or Idempotency-Key in the history, the actions or the record (a leaking activity is caught)', async () => {
+    for (const leak of [false, true]) {
+      const h = await setup({}, [{ name: 'messages', url: 'https://messages.test/migrate' }]);
+      if (leak) {
+        // the control: the pre-lock activity as it was, handing the token back into orchestration state
+        const prelock = h.activities.prelock;
+        h.activities.prelock = async (input) => {
+          const result = await prelock(input);
+          return result.ok
+            ? { ok: true, value: { ...result.value, token: h.keyring.credentials(input.lock).token } }
+            : result;
+        };
+      }
+      const result = await h.make({ http: () => ({ statusCode: 200 }) }).run();
+      expect((result.output as MigrationStatus).status).toBe('Completed');
+      const { token, idempotencyKey } = h.keyring.credentials(h.input.lock);
+      const stored = JSON.stringify([
+        result.history,
+        result.actions,
+        result.statuses,
+        await h.records.get('m-1'),
+      ]);
+      expect({ leak, token: stored.includes(token), key: stored.includes(idempotencyKey) }).toEqual({
+        leak,
+        token: leak,
+        key: false,
+      });
+    }
+  });
+
   test('lock-only migration: the exact actions, the convergence timer, Completed, route moved', async () => {
     const h = await setup();
     const result = await h.make().run();
@@ -124,8 +157,8 @@ describe('Durable orchestrator replayed through the real engine', () => {
 
   test('participants: the copy races a renewal timer; the hard-delete lock is renewed while it runs', async () => {
     const participants = [
-      { name: 'messages', url: 'http://messages.test/migrate' },
-      { name: 'media', url: 'http://media.test/migrate' },
+      { name: 'messages', url: 'https://messages.test/migrate' },
+      { name: 'media', url: 'https://media.test/migrate' },
     ];
     const h = await setup({}, participants);
     const calls: string[] = [];
@@ -155,14 +188,14 @@ describe('Durable orchestrator replayed through the real engine', () => {
   });
 
   test('a failing participant: Failed with the reason, and release is called with the token', async () => {
-    const h = await setup({}, [{ name: 'messages', url: 'http://messages.test/migrate' }]);
+    const h = await setup({}, [{ name: 'messages', url: 'https://messages.test/migrate' }]);
     const result = await h.make({ http: () => ({ statusCode: 400, content: 'bad' }) }).run();
     const status = result.output as MigrationStatus;
     expect(status).toMatchObject({ status: 'Failed', phase: 'released' });
     expect(status.error).toMatch(/participant messages answered 400 to bulkCopy/);
     const release = result.actions.filter((a) => a.name === 'migrationRelease');
     expect(release).toHaveLength(1);
-    expect(release[0]!.input).toMatchObject({ resourceId: 'conv-1', token: expect.any(String) });
+    expect(release[0]!.input).toMatchObject({ resourceId: 'conv-1', lock: { nonce: expect.any(String) } });
     const doc = (await h.store.read('conv-1', { from: 'writeRegion' })).doc;
     expect(doc).toMatchObject({ location: SOURCE, lock: null });
   });

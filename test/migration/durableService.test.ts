@@ -1,3 +1,4 @@
+import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { InvocationContext } from '@azure/functions';
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/service';
@@ -45,6 +46,18 @@ class FakeDurableClient {
     this.instances.set(options.instanceId, { runtimeStatus: 'Running', input: options.input });
     return options.instanceId;
   }
+  async getStatusBy(filter: { runtimeStatus: string[] }) {
+    return [...this.instances.entries()]
+      .filter(([, i]) => filter.runtimeStatus.includes(i.runtimeStatus))
+      .map(([instanceId, i]) => ({ instanceId, ...i }));
+  }
+  async purgeInstanceHistoryBy(filter: { runtimeStatus: string[] }) {
+    const doomed = [...this.instances.entries()].filter(([, i]) =>
+      filter.runtimeStatus.includes(i.runtimeStatus),
+    );
+    for (const [id] of doomed) this.instances.delete(id);
+    return { instancesDeleted: doomed.length };
+  }
 }
 
 async function setup() {
@@ -61,6 +74,7 @@ async function setup() {
     router,
     migrationSettings(config),
     clock.now,
+    TokenKeyring.ephemeral(),
   );
   return { config, clock, store, router, records, client, service };
 }
@@ -78,6 +92,12 @@ describe('DurableMigrationService', () => {
       settings: { retryAttempts: 5 },
     });
     expect(await h.records.get('m-d1')).toMatchObject({ instanceId: 'migrate-conv-d', done: false });
+    // the lock seed: 32 random bytes made at start, nothing derived from an id or a time
+    expect(instance.input.lock).toEqual({
+      keyId: expect.any(String),
+      nonce: expect.stringMatching(/^[\w-]{43}$/),
+    });
+    expect(JSON.stringify(instance.input)).not.toMatch(/token|idempotencyKey/i);
   });
 
   test('running to the same target: the running migration is returned; to another target: MigrationInProgress', async () => {
@@ -138,6 +158,31 @@ describe('DurableMigrationService', () => {
     );
     expect(await h.service.status('m-d1')).toMatchObject({ status: 'Completed' });
     await expect(h.service.status('m-nope')).rejects.toBeInstanceOf(RouteLockError);
+  });
+
+  test('purging finished orchestrations loses nothing: a failed one is recorded first, a running one stays', async () => {
+    const h = await setup();
+    for (const id of ['conv-a', 'conv-b', 'conv-c']) await h.router.createRoute(id, SOURCE);
+    await h.service.start({ resourceId: 'conv-a', target: TARGET, migrationId: 'm-a' });
+    await h.service.start({ resourceId: 'conv-b', target: TARGET, migrationId: 'm-b' });
+    await h.service.start({ resourceId: 'conv-c', target: TARGET, migrationId: 'm-c' });
+    // m-a completed (its orchestrator recorded the outcome); m-b's orchestration failed unrecorded
+    h.client.instances.get('migrate-conv-a')!.runtimeStatus = 'Completed';
+    await h.records.saveStatus('m-a', { ...(await h.service.status('m-a')), status: 'Completed' }, true);
+    h.client.instances.get('migrate-conv-b')!.runtimeStatus = 'Failed';
+    expect(await h.service.purgeFinished()).toEqual({ purged: 2, recorded: 1 });
+    expect([...h.client.instances.keys()]).toEqual(['migrate-conv-c']);
+    expect(await h.service.status('m-a')).toMatchObject({ status: 'Completed' });
+    expect(await h.service.status('m-b')).toMatchObject({ status: 'Failed', error: 'orchestration failed' });
+    expect(await h.service.status('m-c')).toMatchObject({ status: 'Pending' });
+  });
+
+  test('negative control: purging without recording first leaves a failed migration reading as unfinished', async () => {
+    const h = await setup();
+    await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d' });
+    h.client.instances.get('migrate-conv-d')!.runtimeStatus = 'Failed';
+    await h.client.purgeInstanceHistoryBy({ runtimeStatus: ['Failed'] });
+    expect((await h.service.status('m-d')).status).toBe('Pending');
   });
 
   test('a missing route is NotFound and starts nothing', async () => {

@@ -12,7 +12,7 @@ import { virtualRunner } from '../support/migrationHarness';
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };
-const PARTICIPANTS = JSON.stringify([{ name: 'messages', url: 'http://participant.invalid/migrate' }]);
+const PARTICIPANTS = JSON.stringify([{ name: 'messages', url: 'https://participant.invalid/migrate' }]);
 
 test('a store down through every retry of the pre-lock ends the migration Failed, not unfinished forever', async () => {
   const store = new FaultyStore(new SqliteStore(':memory:'));
@@ -57,7 +57,7 @@ class OrphaningStore extends SqliteStore {
   }
 }
 
-test('a pre-lock that committed unseen is not left behind: replayed with its Idempotency-Key, then released', async () => {
+test('a pre-lock that committed unseen is not left behind: released with the token its seed derives', async () => {
   const store = new OrphaningStore(':memory:');
   const h = virtualRunner({ store });
   await h.router.createRoute('r-orphan', SOURCE);
@@ -91,14 +91,18 @@ class LostAnswerStore extends SqliteStore {
 async function startedPrelock(resourceId: string) {
   const h = virtualRunner();
   await h.router.createRoute(resourceId, SOURCE);
-  const grant = await h.router.prelock(resourceId, {
+  const seed = h.keyring.newSeed();
+  const taken = await h.activities.prelock({
+    resourceId,
     migrationId: `m-${resourceId}`,
     owner: 'test',
     target: TARGET,
-    idempotencyKey: `m-${resourceId}`,
+    lock: seed,
   });
+  if (!taken.ok) throw new Error(`pre-lock refused: ${taken.code}`);
+  const grant = taken.value;
   h.clock.set(Date.parse(grant.startsAt) + 1);
-  return { h, grant, token: grant.token as string };
+  return { h, grant, seed, token: h.keyring.credentials(seed).token };
 }
 
 describe('a write whose answer was lost is retried as the replay it is', () => {
@@ -116,7 +120,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
   }
 
   test('the activity decides again on a 412 of its own If-Match; the router alone answers 412', async () => {
-    const { h, grant, token } = await startedPrelock('r-412');
+    const { h, grant, seed, token } = await startedPrelock('r-412');
     // The escalation committed, but its caller never heard: it still holds the pre-lock's ETag.
     await h.router.escalate('r-412', { token, phase: 'hardDelete' });
     await expect(
@@ -124,7 +128,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
     ).rejects.toMatchObject({ code: 'PreconditionFailed' });
     const retried = await h.activities.escalate({
       resourceId: 'r-412',
-      token,
+      lock: seed,
       phase: 'hardDelete',
       ifMatch: grant.etag,
     });
@@ -132,7 +136,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
     // The token stays the fence: the same retry with a wrong token is still refused.
     const wrong = await h.activities.escalate({
       resourceId: 'r-412',
-      token: `${token}x`,
+      lock: { ...seed, nonce: `${seed.nonce}x` },
       phase: 'hardDelete',
       ifMatch: grant.etag,
     });
@@ -140,7 +144,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
   });
 
   test('decided again after a 412, a downgrade stays pinned to its own write-lock attempt', async () => {
-    const { h, token } = await startedPrelock('r-late');
+    const { h, seed, token } = await startedPrelock('r-late');
     await h.router.escalate('r-late', { token, phase: 'hardDelete' });
     const firstWrite = await h.router.escalate('r-late', { token, phase: 'write' });
     // delta attempt 1 downgraded, attempt 2 holds a new write lock...
@@ -152,7 +156,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
     await expect(
       h.activities.release({
         resourceId: 'r-late',
-        token,
+        lock: seed,
         phase: 'write',
         ifMatch: firstWrite.etag,
         writeAt: firstWrite.writeAt,
@@ -163,7 +167,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
     // attempt 2's own downgrade, its answer lost and retried with the ETag it had: a replay, 200
     const downgraded = await h.activities.release({
       resourceId: 'r-late',
-      token,
+      lock: seed,
       phase: 'write',
       ifMatch: secondWrite.etag,
       writeAt: secondWrite.writeAt,
@@ -171,7 +175,7 @@ describe('a write whose answer was lost is retried as the replay it is', () => {
     expect(downgraded).toMatchObject({ ok: true, value: { lock: { phase: 'hardDelete' } } });
     const retried = await h.activities.release({
       resourceId: 'r-late',
-      token,
+      lock: seed,
       phase: 'write',
       ifMatch: secondWrite.etag,
       writeAt: secondWrite.writeAt,

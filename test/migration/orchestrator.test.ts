@@ -1,3 +1,4 @@
+import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
@@ -52,7 +53,8 @@ async function drive(options: {
   const clock = new ManualClock(T0);
   const store = new SqliteStore(':memory:');
   const router = new Router({ store, timing: config.timing, clock: clock.now });
-  const activities = createActivities(router, config.timing);
+  const keyring = TokenKeyring.ephemeral();
+  const activities = createActivities(router, config.timing, { keyring });
   await router.createRoute('conv-7', SOURCE);
   const input: MigrationInput = {
     migrationId: 'm-7',
@@ -60,6 +62,7 @@ async function drive(options: {
     resourceId: 'conv-7',
     target: TARGET,
     settings: migrationSettings(config),
+    lock: keyring.newSeed(),
   };
   const statuses: MigrationStatus[] = [];
   const df = {
@@ -137,12 +140,12 @@ async function drive(options: {
     }
   }
   const doc = (await store.read('conv-7', { from: 'writeRegion' })).doc;
-  return { output: next.value, log, statuses, doc, config, cancelled };
+  return { output: next.value, log, statuses, doc, config, cancelled, input };
 }
 
 describe('the Durable orchestrator, driven by hand', () => {
   test('lock-only: exact sequence of activities and the convergence timer', async () => {
-    const { output, log, doc, config } = await drive({});
+    const { output, log, doc, config, input } = await drive({});
     expect(log.map((l) => (l.kind === 'activity' ? l.name : l.kind))).toEqual([
       'prelock',
       'readRoute',
@@ -162,13 +165,14 @@ describe('the Durable orchestrator, driven by hand', () => {
       migrationId: 'm-7',
       owner: 'migrate-conv-7',
       target: TARGET,
-      idempotencyKey: 'm-7',
+      // the seed, never a token or an Idempotency-Key: the activities derive those
+      lock: input.lock,
     });
     expect(log[3]!.input).toEqual({ resourceId: 'conv-7', from: 'readPath' });
     expect(log[4]!.input).toMatchObject({
       phase: 'hardDelete',
       ifMatch: expect.any(String),
-      token: expect.any(String),
+      lock: input.lock,
     });
     expect(output).toMatchObject({ status: 'Completed', phase: 'swapped' });
     expect(doc.location).toEqual(TARGET);
@@ -186,7 +190,7 @@ describe('the Durable orchestrator, driven by hand', () => {
   });
 
   test('the renewal timer races the bulk copy; when it wins, the lock is renewed and a fresh race begins', async () => {
-    const participants = [{ name: 'messages', url: 'http://messages.test/migrate' }];
+    const participants = [{ name: 'messages', url: 'https://messages.test/migrate' }];
     const { log, output, cancelled } = await drive({
       participants,
       race: (round) =>
@@ -226,8 +230,8 @@ describe('the Durable orchestrator, driven by hand', () => {
   });
 
   test('failure path: a participant 5xx is retried with backoff, a 4xx fails the migration and release is called with the token', async () => {
-    const participants = [{ name: 'messages', url: 'http://messages.test/migrate' }];
-    const { log, output, doc } = await drive({
+    const participants = [{ name: 'messages', url: 'https://messages.test/migrate' }];
+    const { log, output, doc, input } = await drive({
       participants,
       race: (round) => ({ deadlineFirst: false, replies: [{ statusCode: round === 1 ? 503 : 400 }] }),
     });
@@ -241,10 +245,9 @@ describe('the Durable orchestrator, driven by hand', () => {
       'http',
       'release',
     ]);
-    const prelockToken = (log.find((l) => l.name === 'escalate')!.input as { token: string }).token;
     expect(log.find((l) => l.name === 'release')!.input).toEqual({
       resourceId: 'conv-7',
-      token: prelockToken,
+      lock: input.lock,
     });
     expect(output).toMatchObject({ status: 'Failed', phase: 'released' });
     expect((output as MigrationStatus).error).toMatch(/answered 400 to bulkCopy \(attempt 2\)/);

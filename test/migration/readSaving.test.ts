@@ -14,7 +14,7 @@ const TARGET = { region: 'eastus' };
 async function measure(saving: boolean, participants: number) {
   const config = parseConfig({
     ROUTELOCK_PARTICIPANTS: JSON.stringify(
-      Array.from({ length: participants }, (_, i) => ({ name: `p${i}`, url: `http://p${i}.test/migrate` })),
+      Array.from({ length: participants }, (_, i) => ({ name: `p${i}`, url: `https://p${i}.test/migrate` })),
     ),
   });
   // Each participant's bulk copy is one 5-hour job (virtual time); a repeated POST waits for the same job.

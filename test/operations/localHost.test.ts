@@ -32,7 +32,13 @@ afterEach(async () => {
 const send = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
   const res = await fetch(`${api}${path}`, {
     method,
-    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    // The embedded host wants a JSON media type on every POST and PUT, even a body-less one (CSRF).
+    headers: {
+      ...(body === undefined && method !== 'POST' && method !== 'PUT'
+        ? {}
+        : { 'content-type': 'application/json' }),
+      ...headers,
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();
@@ -44,14 +50,13 @@ test('after a migration: /api/metrics shows its write lock, the audit lists it, 
   const started = await send('POST', '/migrations', { resourceId: 'conv-m', target: TARGET });
   const statusUrl = (started.body as { statusUrl: string }).statusUrl;
   const migrationId = (started.body as { migrationId: string }).migrationId;
-  // The pre-lock token lives in the runner's journal while the migration runs (it must survive a restart).
-  const tokens = new Set<string>();
+  // The journal holds the lock seed only; the token derives from it under the host's key ring.
+  const record = await host.state.get(migrationId);
+  const { token, idempotencyKey } = host.services.keyring.credentials(record!.input.lock);
+  const tokens = new Set([token, idempotencyKey]);
   let status: MigrationStatus;
   for (;;) {
-    for (const entry of host.state.journal(migrationId).values()) {
-      const token = /"token":"([A-Za-z0-9_-]{43})"/.exec(JSON.stringify(entry))?.[1];
-      if (token) tokens.add(token);
-    }
+    for (const entry of host.state.journal(migrationId).values()) assertNoSecrets(entry, [...tokens]);
     status = (await (await fetch(`${host.url}${statusUrl}`)).json()) as MigrationStatus;
     if (status.status !== 'Running' && status.status !== 'Pending') break;
     await new Promise((r) => setTimeout(r, 100));
@@ -68,11 +73,11 @@ test('after a migration: /api/metrics shows its write lock, the audit lists it, 
   expect(audit.items).toEqual([expect.objectContaining({ op: 'swap', migrationId: status.migrationId })]);
   // the telemetry also went to structured log lines
   expect(logs.some((l) => l.includes('"telemetry":"metric"') && l.includes('writeLockSeconds'))).toBe(true);
-  expect(tokens.size).toBe(1);
+  expect(logs.length).toBeGreaterThan(0);
   for (const line of logs) assertNoSecrets(line, [...tokens]);
 });
 
-test('force-release over HTTP: actor from the body on the embedded host, two approvals, then released', async () => {
+test('force-release over HTTP: actor from the body under ROUTELOCK_AUTH=none, two approvals, then released', async () => {
   await send('PUT', '/routes/conv-f', { location: SOURCE });
   const grant = await send('POST', '/routes/conv-f/prelock', {
     migrationId: 'm-f',
@@ -80,8 +85,14 @@ test('force-release over HTTP: actor from the body on the embedded host, two app
     target: TARGET,
   });
   const token = (grant.body as { token: string }).token;
-  const noActor = await send('POST', '/ops/routes/conv-f/force-release', { reason: 'stuck' });
-  expect(noActor).toMatchObject({ status: 403, body: { code: 'Forbidden' } });
+  // Under ROUTELOCK_AUTH=none every caller is the one local identity: x-ms-client-principal-name is never read.
+  const byHeader = await send(
+    'POST',
+    '/ops/routes/conv-f/force-release',
+    { reason: 'stuck' },
+    { 'x-ms-client-principal-name': 'mallory@contoso' },
+  );
+  expect(byHeader).toMatchObject({ status: 201, body: { requestedBy: 'local' } });
   const opened = await send('POST', '/ops/routes/conv-f/force-release', { reason: 'stuck', actor: 'alice' });
   expect(opened.status).toBe(201);
   const id = (opened.body as { id: string }).id;
@@ -94,14 +105,14 @@ test('force-release over HTTP: actor from the body on the embedded host, two app
   expect((await send('POST', `/ops/force-release/${id}/approve`, { actor: 'bob' })).body).toMatchObject({
     code: 'DuplicateApproval',
   });
-  // the principal header works as well (App Service authentication sets it in Azure)
+  // a display-name header is not an identity: this approval is the local identity's
   const done = await send('POST', `/ops/force-release/${id}/approve`, undefined, {
     'x-ms-client-principal-name': 'carol@contoso',
   });
   expect(done.body).toMatchObject({ released: true, route: { location: SOURCE, lock: null } });
   expect((await send('GET', `/ops/force-release/${id}`)).body).toMatchObject({
     status: 'released',
-    approvals: [{ actor: 'bob' }, { actor: 'carol@contoso' }],
+    approvals: [{ actor: 'bob' }, { actor: 'local' }],
   });
   expect(
     (await send('POST', '/ops/routes/conv-f/force-release', { reason: 'again', actor: 'alice' })).body,
@@ -111,6 +122,7 @@ test('force-release over HTTP: actor from the body on the embedded host, two app
     (r) => r.op,
   );
   expect(ops).toEqual([
+    'forceReleaseRequested',
     'forceReleaseRequested',
     'forceReleaseApproved',
     'forceReleaseApproved',

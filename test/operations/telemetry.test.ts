@@ -131,7 +131,7 @@ test('an abort (failing participant): LockReleased with reason release, audited,
       h.runner.start({ resourceId: 'conv-a', target: TARGET });
       await h.settle();
     },
-    { ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'http://p.test/x' }]) },
+    { ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/x' }]) },
   );
   expect(versions.at(-1)!.lastChange?.op).toBe('release');
   const client = new FakeTelemetryClient();

@@ -5,6 +5,7 @@ import { parseConfig } from '../../shared/config';
 import type { LocationStore } from '../../shared/store/port';
 import { SqliteStore } from '../../shared/store/sqlite';
 import { allEndpoints } from '../../local/host';
+import { type TestPrincipal, allRoles, clientPrincipal } from './principals';
 
 export interface Called {
   status: number;
@@ -20,6 +21,11 @@ export interface CallInit {
   rawBody?: string | Buffer;
   headers?: Record<string, string>;
   query?: string;
+  /**
+   * Who calls (`x-ms-client-principal`, as App Service authentication sends it): by default an operator
+   * holding every app role; `null` sends no identity. An explicit header in `headers` wins.
+   */
+  principal?: TestPrincipal | null;
 }
 
 /** Handler harness: real HttpRequest / InvocationContext objects, the registered (wrapped) handlers. */
@@ -39,6 +45,10 @@ export async function call(name: string, init: CallInit = {}, logs: string[] = [
   const params = init.params ?? {};
   const path = endpoint.route.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(params[p] ?? ''));
   const headers: Record<string, string> = { ...(init.headers ?? {}) };
+  const principal = init.principal === undefined ? allRoles : init.principal;
+  if (principal && headers['x-ms-client-principal'] === undefined) {
+    headers['x-ms-client-principal'] = clientPrincipal(principal);
+  }
   let bytes: Buffer | undefined;
   if (init.rawBody !== undefined) bytes = Buffer.from(init.rawBody);
   else if (init.body !== undefined) {

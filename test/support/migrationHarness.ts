@@ -1,3 +1,4 @@
+import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { ManualClock } from '../../shared/clock';
 import { type Config, parseConfig } from '../../shared/config';
 import { createActivities } from '../../shared/migration/activities';
@@ -18,18 +19,22 @@ export function virtualRunner(
     statePath?: string;
     http?: (call: HttpCall) => Promise<HttpResult>;
     config?: Config;
+    keyring?: TokenKeyring;
+    clock?: ManualClock;
   } = {},
 ) {
   const config = options.config ?? parseConfig(options.env ?? {});
-  const clock = new ManualClock();
+  const clock = options.clock ?? new ManualClock();
   const scheduler = new VirtualScheduler(clock);
   const store = options.store ?? new SqliteStore(':memory:');
   const router = new Router({ store, timing: config.timing, clock: clock.now });
   const state = new SqliteMigrationState(options.statePath ?? ':memory:');
-  const activities = createActivities(router, config.timing, state);
+  const keyring = options.keyring ?? TokenKeyring.ephemeral();
+  const activities = createActivities(router, config.timing, { keyring, records: state });
   let n = 0;
   const runner = new InProcessRunner({
     activities,
+    keyring,
     state,
     scheduler,
     settings: migrationSettings(config),
@@ -38,5 +43,5 @@ export function virtualRunner(
     http: options.http ?? (async () => ({ status: 599, body: 'no participant stub in this test' })),
   });
   const settle = () => scheduler.runWhile(() => runner.activeCount > 0);
-  return { config, clock, scheduler, store, router, state, activities, runner, settle };
+  return { config, clock, scheduler, store, router, state, keyring, activities, runner, settle };
 }

@@ -16,13 +16,19 @@ export type StepBehaviour =
 
 export interface ParticipantServer {
   url: string;
-  requests: { method: string; path: string; step?: string; migrationId?: string }[];
+  /** Every request, with its Authorization header when it carried one. */
+  requests: { method: string; path: string; step?: string; migrationId?: string; authorization?: string }[];
   behave(step: 'bulkCopy' | 'deltaCopy', behaviour: StepBehaviour): void;
   release(): void;
   close(): Promise<void>;
 }
 
-export async function startParticipant(): Promise<ParticipantServer> {
+export interface ParticipantOptions {
+  /** Answer 401 to any request (POST or poll) whose Authorization is not exactly `Bearer <this>`. */
+  requireBearer?: string;
+}
+
+export async function startParticipant(options: ParticipantOptions = {}): Promise<ParticipantServer> {
   const behaviours: Record<string, StepBehaviour> = { bulkCopy: { kind: 'ok' }, deltaCopy: { kind: 'ok' } };
   const jobs = new Map<string, { polls: number; readyAt: number }>();
   const requests: ParticipantServer['requests'] = [];
@@ -33,9 +39,15 @@ export async function startParticipant(): Promise<ParticipantServer> {
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
       const path = req.url ?? '/';
+      const authorization = req.headers.authorization;
+      const seen = authorization === undefined ? {} : { authorization };
+      if (options.requireBearer !== undefined && authorization !== `Bearer ${options.requireBearer}`) {
+        requests.push({ method: req.method ?? 'POST', path, ...seen });
+        return void res.writeHead(401, { 'WWW-Authenticate': 'Bearer' }).end();
+      }
       if (req.method === 'GET' && path.startsWith('/jobs/')) {
         const key = decodeURIComponent(path.slice('/jobs/'.length));
-        requests.push({ method: 'GET', path });
+        requests.push({ method: 'GET', path, ...seen });
         const job = jobs.get(key);
         if (!job) return void res.writeHead(404).end();
         const step = key.split('|')[1] as string;
@@ -51,6 +63,7 @@ export async function startParticipant(): Promise<ParticipantServer> {
         path,
         ...(request.step ? { step: request.step } : {}),
         ...(request.migrationId ? { migrationId: request.migrationId } : {}),
+        ...seen,
       });
       const step = request.step ?? 'bulkCopy';
       const behaviour = behaviours[step] as StepBehaviour;

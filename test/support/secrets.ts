@@ -8,7 +8,7 @@ export function assertNoSecrets(value: unknown, secrets: string[]): void {
     if (secret && text.includes(secret))
       throw new Error(`secret leaked: found "${secret.slice(0, 8)}…" in ${text.slice(0, 200)}`);
   }
-  for (const field of ['tokenHash', 'idempotencyKeyHash']) {
+  for (const field of ['tokenHash', 'idempotencyKeyHash', 'principalHash']) {
     if (text.includes(`"${field}"`))
       throw new Error(`secret leaked: field ${field} in ${text.slice(0, 200)}`);
   }

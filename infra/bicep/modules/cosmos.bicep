@@ -12,6 +12,7 @@ param maxStalenessIntervalSeconds int = 300
 param maxStalenessPrefix int = 100000
 param databaseName string = 'routelock'
 param principalId string
+param logAnalyticsWorkspaceId string
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
   name: name
@@ -21,6 +22,8 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
   properties: {
     databaseAccountOfferType: 'Standard'
     disableLocalAuth: true
+    // Databases and containers change through ARM (this template) only, never through the data plane.
+    disableKeyBasedMetadataWriteAccess: true
     enableMultipleWriteLocations: false
     enableAutomaticFailover: true
     consistencyPolicy: {
@@ -71,6 +74,21 @@ resource dataAccess 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@20
     roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributor}'
     principalId: principalId
     scope: account.id
+  }
+}
+
+// Data-plane and control-plane requests (who read or wrote what, from where) into resource-specific tables.
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: account
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logAnalyticsDestinationType: 'Dedicated'
+    logs: [
+      { category: 'DataPlaneRequests', enabled: true }
+      { category: 'ControlPlaneRequests', enabled: true }
+      { category: 'QueryRuntimeStatistics', enabled: true }
+    ]
   }
 }
 

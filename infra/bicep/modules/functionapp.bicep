@@ -1,5 +1,7 @@
 // The Function App on Flex Consumption (FC1), Node, with the user-assigned identity. Every connection is
 // identity-based (`__credential: managedidentity`, `__clientId`); no key or keyed connection string.
+// App Service authentication (Easy Auth) with Microsoft Entra ID rejects every request without a valid
+// access token for the API (401) before it reaches the Functions host, except the health probe.
 param name string
 param planName string
 param location string
@@ -16,6 +18,14 @@ param maximumInstanceCount int
 param instanceMemoryMB int = 2048
 @description('The ROUTELOCK_* and COSMOS_* settings (see main.bicep).')
 param appSettings object
+param logAnalyticsWorkspaceId string
+@description('Application (client) id of the routelock API app registration.')
+param entraClientId string
+param entraTenantId string
+@description('Token audiences the API accepts.')
+param entraAudiences array
+@description('Paths served without authentication.')
+param unauthenticatedPaths array = ['/api/health']
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   name: planName
@@ -38,6 +48,14 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    // Key Vault references (ROUTELOCK_TOKEN_KEYS) resolve with the user-assigned identity.
+    keyVaultReferenceIdentity: identityResourceId
+    siteConfig: {
+      minTlsVersion: '1.2'
+      scmMinTlsVersion: '1.2'
+      // No ftpsState: FTP(S) does not exist on Flex Consumption and the property is listed among the
+      // plan's deprecated site properties ("FTPS not supported"); basic-auth FTP is also off below.
+    }
     functionAppConfig: {
       deployment: {
         storage: {
@@ -53,12 +71,16 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         instanceMemoryMB: instanceMemoryMB
         maximumInstanceCount: maximumInstanceCount
       }
-      runtime: { name: 'node', version: '20' }
+      // Node 20 left Functions support in April 2026.
+      runtime: { name: 'node', version: '22' }
     }
   }
 
+  // After authsettingsV2: the app starts with its settings only once authentication is on (under
+  // ROUTELOCK_AUTH=appservice it refuses to start without it).
   resource settings 'config' = {
     name: 'appsettings'
+    dependsOn: [auth]
     properties: union(appSettings, {
       // Functions host storage, Durable Functions task hub, the migrations queues: identity-based.
       AzureWebJobsStorage__accountName: storageAccountName
@@ -73,6 +95,57 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
       APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
     })
+  }
+
+  // Publishing with a user name and password (FTP, and the SCM/Kudu site): off. azd and the portal
+  // deploy with Entra tokens.
+  resource ftpPublishing 'basicPublishingCredentialsPolicies' = {
+    name: 'ftp'
+    properties: { allow: false }
+  }
+
+  resource scmPublishing 'basicPublishingCredentialsPolicies' = {
+    name: 'scm'
+    properties: { allow: false }
+  }
+
+  // Built-in authentication: a valid Entra access token for this API (issuer = the tenant, audience =
+  // one of entraAudiences) or 401. Roles in the token decide what the caller may do (the app checks
+  // them on each route). No client secret: the API only validates bearer tokens, it signs no one in.
+  resource auth 'config' = {
+    name: 'authsettingsV2'
+    properties: {
+      platform: { enabled: true }
+      globalValidation: {
+        requireAuthentication: true
+        unauthenticatedClientAction: 'Return401'
+        excludedPaths: unauthenticatedPaths
+      }
+      httpSettings: { requireHttps: true }
+      login: { tokenStore: { enabled: false } }
+      identityProviders: {
+        azureActiveDirectory: {
+          enabled: true
+          registration: {
+            clientId: entraClientId
+            // https://login.microsoftonline.com/<tenant>/v2.0 in the public cloud
+            openIdIssuer: '${environment().authentication.loginEndpoint}${entraTenantId}/v2.0'
+          }
+          validation: { allowedAudiences: entraAudiences }
+        }
+      }
+    }
+  }
+}
+
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: app
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logAnalyticsDestinationType: 'Dedicated'
+    logs: [{ category: 'FunctionAppLogs', enabled: true }]
+    metrics: [{ category: 'AllMetrics', enabled: true }]
   }
 }
 

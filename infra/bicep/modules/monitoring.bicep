@@ -1,10 +1,14 @@
-// Log Analytics and Application Insights with local auth off (Entra only), and the two alerts that
-// matter: the synthetic probe failing, and a convergence wait shorter than declared.
+// Log Analytics and Application Insights with local auth off (Entra only), the two alerts that
+// matter (the synthetic probe failing, a convergence wait shorter than declared) and the action group
+// every alert notifies.
 param logAnalyticsName string
 param applicationInsightsName string
 param alertNamePrefix string
+param actionGroupName string
 param location string
 param tags object
+@description('Who the alerts email; empty: the action group exists with no receiver (add one later, or wire a pager).')
+param alertEmail string = ''
 
 resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   name: logAnalyticsName
@@ -25,6 +29,27 @@ resource appInsights 'Microsoft.Insights/components@2020-02-02' = {
     Application_Type: 'web'
     WorkspaceResourceId: workspace.id
     DisableLocalAuth: true
+  }
+}
+
+// Exists even without an email, so every alert rule is always attached to a group that can be given
+// receivers without touching the rules.
+resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
+  name: actionGroupName
+  location: 'Global'
+  tags: tags
+  properties: {
+    groupShortName: 'routelock'
+    enabled: true
+    emailReceivers: empty(alertEmail)
+      ? []
+      : [
+          {
+            name: 'operators'
+            emailAddress: alertEmail
+            useCommonAlertSchema: true
+          }
+        ]
   }
 }
 
@@ -51,6 +76,7 @@ resource probeFailing 'Microsoft.Insights/scheduledQueryRules@2023-03-15-preview
         }
       ]
     }
+    actions: { actionGroups: [actionGroup.id] }
   }
 }
 
@@ -77,9 +103,12 @@ resource convergenceShortfall 'Microsoft.Insights/scheduledQueryRules@2023-03-15
         }
       ]
     }
+    actions: { actionGroups: [actionGroup.id] }
   }
 }
 
+output workspaceId string = workspace.id
+output actionGroupId string = actionGroup.id
 output applicationInsightsName string = appInsights.name
 output applicationInsightsId string = appInsights.id
 output connectionString string = appInsights.properties.ConnectionString

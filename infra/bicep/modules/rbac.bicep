@@ -1,8 +1,14 @@
-// Role assignments for the app's identity (and, optionally, the deploying user for debugging).
+// Role assignments for the app's identity and, only when asked for, the deploying principal.
 param storageAccountName string
 param applicationInsightsName string
 param principalId string
+@description('Object id of the principal running the deployment (AZURE_PRINCIPAL_ID).')
 param userPrincipalId string = ''
+@description('What kind of principal userPrincipalId is (AZURE_PRINCIPAL_TYPE): a person, or a CI service principal.')
+@allowed(['User', 'ServicePrincipal', 'Group'])
+param userPrincipalType string = 'User'
+@description('Give the deploying principal the app\'s data-plane roles on the host storage, for debugging. Blob Data Owner there is code execution (the deployment package and the host\'s keys live in it): leave false in production.')
+param grantDeveloperDataAccess bool = false
 
 var roles = {
   storageBlobDataOwner: 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
@@ -33,14 +39,16 @@ resource storageAccess 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   }
 ]
 
+var developerAccess = grantDeveloperDataAccess && !empty(userPrincipalId)
+
 resource userStorageAccess 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for role in storageRoles: if (!empty(userPrincipalId)) {
+  for role in storageRoles: if (developerAccess) {
     name: guid(storage.id, userPrincipalId, role)
     scope: storage
     properties: {
       roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role)
       principalId: userPrincipalId
-      principalType: 'User'
+      principalType: userPrincipalType
     }
   }
 ]

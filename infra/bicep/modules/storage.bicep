@@ -4,6 +4,7 @@ param name string
 param location string
 param tags object
 param deploymentContainerName string
+param logAnalyticsWorkspaceId string
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   name: name
@@ -51,6 +52,54 @@ resource migrationsPoisonQueue 'Microsoft.Storage/storageAccounts/queueServices/
 resource tables 'Microsoft.Storage/storageAccounts/tableServices@2023-05-01' = {
   parent: storage
   name: 'default'
+}
+
+// Resource logs exist per service (blob, queue, table); the account itself only has metrics. Reads are
+// logged too: the Durable task hub's tables and queues hold pre-lock tokens.
+var storageLogs = [
+  { category: 'StorageRead', enabled: true }
+  { category: 'StorageWrite', enabled: true }
+  { category: 'StorageDelete', enabled: true }
+]
+var storageMetrics = [{ category: 'Transaction', enabled: true }]
+
+resource accountDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: storage
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    metrics: storageMetrics
+  }
+}
+
+resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: blobs
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logs: storageLogs
+    metrics: storageMetrics
+  }
+}
+
+resource queueDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: queues
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logs: storageLogs
+    metrics: storageMetrics
+  }
+}
+
+resource tableDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: tables
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logs: storageLogs
+    metrics: storageMetrics
+  }
 }
 
 output name string = storage.name

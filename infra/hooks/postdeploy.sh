@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# azd postdeploy: prove the deployed app refuses unauthenticated callers.
+#
+# While Flex Consumption was in preview, Microsoft documented that App Service authentication was not
+# supported there and that "unauthenticated callers currently aren't blocked when EasyAuth is enabled":
+# a silent failure. So after every deployment: a request without a token (and with a forged
+# x-ms-client-principal header) must get 401, and /api/health must answer without one.
+set -euo pipefail
+HOOK_NAME=postdeploy
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+
+require curl
+uri="$(azd_value SERVICE_API_URI)"
+[[ -n "$uri" ]] || die "SERVICE_API_URI is not set (an output of infra/bicep/main.bicep)"
+uri="${uri%/}"
+
+# A principal that claims every role; App Service authentication must strip it and answer 401.
+forged="$(printf '{"auth_typ":"aad","claims":[{"typ":"oid","val":"00000000-0000-0000-0000-000000000000"},{"typ":"roles","val":"Routes.Read"}]}' | base64 | tr -d '\n')"
+
+# HTTP status of a GET, retried while the app starts (no answer, or 5xx) for up to ~3 minutes.
+status_of() {
+  local code attempt
+  for attempt in $(seq 1 18); do
+    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 20 "$@" || true)"
+    if [[ "$code" != "000" && "$code" != 5* ]]; then
+      printf '%s' "$code"
+      return 0
+    fi
+    sleep 10
+  done
+  printf '%s' "$code"
+}
+
+health="$(status_of "$uri/api/health")"
+[[ "$health" == "200" ]] || die "GET /api/health answered $health, expected 200 without a token"
+
+unauthenticated="$(status_of -H "x-ms-client-principal: $forged" "$uri/api/routes/postdeploy-auth-check")"
+[[ "$unauthenticated" == "401" ]] ||
+  die "GET /api/routes/… without a token answered $unauthenticated, expected 401: App Service authentication is not enforcing. Stop the app (az functionapp stop) until it is."
+log "unauthenticated requests get 401; /api/health is open"
