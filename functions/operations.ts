@@ -74,19 +74,24 @@ export async function getForceRelease(
   return json(200, await services.forceRelease.get(requestId));
 }
 
+/** One probe run with the app's store, clock, telemetry and guards (the timer trigger runs the same). */
+export function probeNow({ store, config, clock, sink, router }: Services) {
+  return runProbe({
+    store,
+    region: config.operations.probeRegion,
+    clock,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    sink,
+    policy: router.policy,
+  });
+}
+
 export async function runProbeNow(
   _request: HttpRequest,
   _context: InvocationContext,
   services: Services,
 ): Promise<HttpResponseInit> {
-  const result = await runProbe({
-    store: services.store,
-    region: services.config.operations.probeRegion,
-    clock: services.clock,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-    sink: services.sink,
-  });
-  return json(200, result);
+  return json(200, await probeNow(services));
 }
 
 export const operationsEndpoints: HttpEndpoint[] = [

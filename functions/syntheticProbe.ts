@@ -1,6 +1,6 @@
 import { type InvocationContext, type Timer, app } from '@azure/functions';
-import { runProbe } from '../shared/probe';
 import { inFunctionsHost } from './http/endpoint';
+import { probeNow } from './operations';
 import { services } from './services';
 
 /**
@@ -8,14 +8,7 @@ import { services } from './services';
  * `probe-{region}`, enforcement checked on the read path at each phase, reported as availability.
  */
 export async function syntheticProbeHandler(_timer: Timer, context: InvocationContext): Promise<void> {
-  const { store, clock, sink, config } = await services();
-  const result = await runProbe({
-    store,
-    region: config.operations.probeRegion,
-    clock,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-    sink,
-  });
+  const result = await probeNow(await services());
   if (result.success) context.log(`probe ${result.resourceId}: ok in ${result.durationMs} ms`);
   else context.warn(`probe ${result.resourceId} FAILED at ${result.failedPhase}: ${result.failedAssertion}`);
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { type AuthConfig, ConfigError, isLoopback } from '../shared/config';
+import { type AuthConfig, ConfigError } from '../shared/config';
+import { isLoopbackHostname } from '../shared/loopback';
 
 /** Settings of the embedded host itself (the routing settings live in shared/config.ts). */
 export interface HostConfig {
@@ -41,7 +42,7 @@ export function parseHostConfig(env: Record<string, string | undefined>): HostCo
  * front), so both need a loopback bind. Only `entra` may listen on an address other machines reach.
  */
 export function assertHostAuth(host: HostConfig, auth: AuthConfig): void {
-  if (auth.mode === 'entra' || isLoopback(host.host)) return;
+  if (auth.mode === 'entra' || isLoopbackHostname(host.host)) return;
   const why =
     auth.mode === 'none'
       ? 'lets every caller do everything'

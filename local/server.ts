@@ -12,6 +12,7 @@ import type { EndpointRole } from '../functions/http/auth';
 import { type HttpEndpoint, refusal } from '../functions/http/endpoint';
 import { problemResponse } from '../functions/http/problem';
 import { isJsonMediaType } from '../functions/http/validation';
+import { isLoopbackHostHeader, isLoopbackHostname } from '../shared/loopback';
 
 /**
  * The embedded host: serves the very handlers Azure runs, on a plain node:http server under `/api`.
@@ -69,16 +70,6 @@ export function compileRoute(route: string): { pattern: RegExp; params: string[]
   return { pattern: new RegExp(`^${source}$`), params };
 }
 
-/** An address the server is bound to that only this machine can reach. */
-export function isLoopbackAddress(address: string): boolean {
-  return address === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/i.test(address);
-}
-
-/** A `Host` header naming loopback: `localhost`, `127.x.x.x` or `[::1]`, with an optional port. */
-export function isLoopbackHost(host: string): boolean {
-  return /^(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?$/i.test(host.trim());
-}
-
 /** Methods whose request must declare a JSON body type even when it sends none. */
 const jsonMethods = new Set(['POST', 'PUT']);
 
@@ -107,7 +98,7 @@ export function createLocalServer(options: LocalServerOptions): Server {
   server.on('listening', () => {
     const address = server.address();
     loopbackOnly =
-      typeof address === 'object' && address !== null && isLoopbackAddress((address as AddressInfo).address);
+      typeof address === 'object' && address !== null && isLoopbackHostname((address as AddressInfo).address);
   });
   return server;
 
@@ -115,7 +106,7 @@ export function createLocalServer(options: LocalServerOptions): Server {
     const started = process.hrtime.bigint();
     const method = (req.method ?? 'GET').toUpperCase();
     const host = req.headers.host;
-    if (loopbackOnly && host !== undefined && !isLoopbackHost(host)) {
+    if (loopbackOnly && host !== undefined && !isLoopbackHostHeader(host)) {
       drain(req);
       return send(
         res,

@@ -67,7 +67,10 @@ export interface ForceReleaseRequest {
   expiresAt: string;
   /** `actor` is the approver's object id; `name` its display name, when known. */
   approvals: { actor: string; name?: string; at: string }[];
-  status: 'pending' | 'released';
+  /** `obsolete`: the lock it was opened for went away before the approvals completed. */
+  status: 'pending' | 'released' | 'obsolete';
+  /** The lock instance the request is for (`lockInstance` in shared/lock/rules.ts). */
+  lockInstance?: string;
   releasedAt: string | null;
   /** Optimistic concurrency: each save must name the version it read. */
   version: number;

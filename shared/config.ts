@@ -1,5 +1,6 @@
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
+import { isLoopbackHostname } from './loopback';
 import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
 
 /**
@@ -270,7 +271,7 @@ const participantUrl = z.url({ protocol: /^https?$/ }).superRefine((raw, ctx) =>
       message:
         'must not carry a query string or fragment: the URL is copied into every migration\'s stored input, so secrets belong in an identity token ("audience"), not the URL',
     });
-  if (url.protocol === 'http:' && !isLoopback(url.hostname))
+  if (url.protocol === 'http:' && !isLoopbackHostname(url.hostname))
     ctx.addIssue({
       code: 'custom',
       message: `must use https:// (plain http:// only to a loopback host such as 127.0.0.1), not http://${url.host}`,
@@ -434,17 +435,17 @@ type Env = Record<string, string | undefined>;
 
 /** Never echoed in an error message: a bad value still names its variable, not its content. */
 const secretVariables = new Set(['COSMOS_KEY', 'ROUTELOCK_TOKEN_KEYS', 'ROUTELOCK_PARTICIPANTS']);
+/** A value pasted into the wrong variable may still be a credential (a connection string, a SAS URL). */
+const looksSecret = /AccountKey=|SharedAccessSignature|[?&]sig=|password=|:\/\/[^/\s]*:[^/\s]*@/i;
 
 function issues(error: z.ZodError, env: Env): string[] {
   return error.issues.map((issue) => {
     const variable = String(issue.path[0] ?? '(environment)');
-    const got = secretVariables.has(variable) ? undefined : env[variable];
+    const value = env[variable];
+    const got = secretVariables.has(variable) || (value && looksSecret.test(value)) ? undefined : value;
     return `${variable}: ${issue.message}${got === undefined ? '' : ` (got "${got}")`}`;
   });
 }
-
-export const isLoopback = (host: string) =>
-  host === 'localhost' || host === '[::1]' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
 
 /** Parse and check the whole configuration. Throws ConfigError naming every bad variable. */
 export function parseConfig(env: Env = process.env): Config {
@@ -492,7 +493,7 @@ export function parseConfig(env: Env = process.env): Config {
   if (s.ROUTELOCK_STORE === 'cosmos') {
     if (!s.COSMOS_ENDPOINT) {
       problems.push('COSMOS_ENDPOINT: required when ROUTELOCK_STORE=cosmos (an https:// account endpoint)');
-    } else if (s.COSMOS_DISABLE_TLS_VERIFY && !isLoopback(new URL(s.COSMOS_ENDPOINT).hostname)) {
+    } else if (s.COSMOS_DISABLE_TLS_VERIFY && !isLoopbackHostname(new URL(s.COSMOS_ENDPOINT).hostname)) {
       problems.push(
         `COSMOS_DISABLE_TLS_VERIFY: only allowed for a loopback emulator endpoint, not ${new URL(s.COSMOS_ENDPOINT).host}`,
       );
@@ -612,7 +613,7 @@ function parseAccess(
       );
     }
     const jwks = a.ROUTELOCK_ENTRA_JWKS_URI ? new URL(a.ROUTELOCK_ENTRA_JWKS_URI) : undefined;
-    if (jwks && jwks.protocol !== 'https:' && !isLoopback(jwks.hostname)) {
+    if (jwks && jwks.protocol !== 'https:' && !isLoopbackHostname(jwks.hostname)) {
       problems.push(
         `ROUTELOCK_ENTRA_JWKS_URI: must be https:// (http only for a loopback address), got ${jwks.protocol}//${jwks.host}`,
       );

@@ -1,7 +1,7 @@
 import { type Actor, type AuditStore, type ForceReleaseRequest, requestAuditRecord, toActor } from './audit';
 import type { Clock } from './clock';
-import { RouteLockError } from './errors';
-import { forceRelease, liveLock } from './lock/rules';
+import { RouteLockError, isRouteLockError } from './errors';
+import { forceRelease, liveLock, lockInstance } from './lock/rules';
 import { type RouteView, routeView } from './lock/view';
 import type { Router } from './router';
 
@@ -23,6 +23,7 @@ export function openRequest(input: {
   id: string;
   resourceId: string;
   migrationId: string;
+  lockInstance?: string;
   actor: Actor | string;
   reason: string;
   now: number;
@@ -33,6 +34,7 @@ export function openRequest(input: {
     kind: 'forceReleaseRequest',
     resourceId: input.resourceId,
     migrationId: input.migrationId,
+    ...(input.lockInstance ? { lockInstance: input.lockInstance } : {}),
     requestedBy: requester.id,
     ...(requester.name ? { requestedByName: requester.name } : {}),
     reason: input.reason,
@@ -55,6 +57,12 @@ export function approveRequest<R extends ForceReleaseRequest>(
   now: number,
 ): { request: R; ready: boolean } {
   const approver = toActor(by);
+  if (request.status === 'obsolete') {
+    throw new RouteLockError(
+      'InvalidTransition',
+      `Force-release request ${request.id} is obsolete: the lock it was opened for is gone. Open a new one.`,
+    );
+  }
   if (request.status !== 'pending') {
     throw new RouteLockError('InvalidTransition', `Force-release request ${request.id} has already run.`);
   }
@@ -111,6 +119,7 @@ export class ForceReleaseService {
       id: this.newId(),
       resourceId,
       migrationId: lock.migrationId,
+      lockInstance: lockInstance(lock),
       actor,
       reason,
       now,
@@ -144,18 +153,27 @@ export class ForceReleaseService {
       ),
     );
     if (!ready) return { request: saved, released: false };
-    const stored = await this.router.apply(saved.resourceId, (doc, at) =>
-      forceRelease(
-        doc,
-        {
-          actor: [saved.requestedBy, ...saved.approvals.map((a) => a.actor)].join(','),
-          reason: saved.reason,
-          requestId: saved.id,
-          ...(current.migrationId ? { migrationId: current.migrationId } : {}),
-        },
-        at,
-      ),
-    );
+    let stored;
+    try {
+      stored = await this.router.apply(saved.resourceId, (doc, at) =>
+        forceRelease(
+          doc,
+          {
+            actor: [saved.requestedBy, ...saved.approvals.map((a) => a.actor)].join(','),
+            reason: saved.reason,
+            requestId: saved.id,
+            ...(current.migrationId ? { migrationId: current.migrationId } : {}),
+            ...(saved.lockInstance ? { lockInstance: saved.lockInstance } : {}),
+          },
+          at,
+        ),
+      );
+    } catch (error) {
+      // The lock is gone: the approvals end with it, so none of them can ever release a later lock.
+      if (isRouteLockError(error, 'NotLocked'))
+        await this.audit.saveRequest({ ...saved, status: 'obsolete' });
+      throw error;
+    }
     saved = await this.audit.saveRequest({
       ...saved,
       status: 'released',

@@ -55,6 +55,8 @@ export interface ProbeOptions {
   /** Waits out the probe's convergence delay (virtual in tests). */
   sleep: (ms: number) => Promise<void>;
   sink?: TelemetrySink;
+  /** The serving router's guards (declared regions, an unsafe store), kept by the probe's own routers. */
+  policy?: Router['policy'];
 }
 
 class ProbeFailure extends Error {
@@ -72,8 +74,14 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
   const started = options.clock();
   const steps: ProbeStep[] = [];
   // The orchestrator side, and a reader whose cache sees what a service resolving the route sees.
-  const router = new Router({ store: options.store, timing: probeTiming, clock: options.clock });
-  const reader = new Router({ store: options.store, timing: probeTiming, clock: options.clock });
+  const routerOptions = {
+    store: options.store,
+    timing: probeTiming,
+    clock: options.clock,
+    ...options.policy,
+  };
+  const router = new Router(routerOptions);
+  const reader = new Router(routerOptions);
   const a: Location = { region: options.region, account: 'probe-a' };
   const b: Location = { region: options.region, account: 'probe-b' };
   let token: string | undefined;

@@ -103,6 +103,14 @@ export class Router {
   readonly store: LocationStore;
   readonly timing: TimingConfig;
   readonly allowedRegions: AllowedRegions;
+
+  /** The guards a second router over the same store must keep (the probe's): regions, unsafe store. */
+  get policy(): { allowedRegions: AllowedRegions; unsafeForLocks?: string } {
+    return {
+      allowedRegions: this.allowedRegions,
+      ...(this.options.unsafeForLocks ? { unsafeForLocks: this.options.unsafeForLocks } : {}),
+    };
+  }
   private readonly clock: Clock;
   private readonly cache: LRUCache<string, CacheEntry>;
   /**

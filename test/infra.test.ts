@@ -12,6 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { appRoles } from '../functions/http/auth';
 import { configVariables } from '../shared/config';
 
 /**
@@ -296,15 +297,8 @@ test('negative control: the settings check finds a setting that only the code kn
 // Who may call: App Service authentication (Easy Auth) with Microsoft Entra ID, and the app roles.
 // ---------------------------------------------------------------------------------------------------
 
-const appRoleValues = [
-  'Routes.Read',
-  'Routes.Write',
-  'Locks.Write',
-  'Migrations.Write',
-  'Ops.Read',
-  'Ops.Operator',
-  'Ops.Approver',
-];
+// The roles the app enforces (functions/http/auth.ts) are the ones the manifest must declare.
+const appRoleValues: readonly string[] = appRoles;
 const guid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 interface Manifest {

@@ -48,7 +48,7 @@ export class DurableMigrationService implements MigrationService {
       if (/HTTP 404/.test((error as Error).message)) return null;
       throw new RouteLockError(
         'StoreUnavailable',
-        `Durable status unavailable: ${(error as Error).message}`,
+        'The Durable Functions task hub did not answer; retry shortly.', // its own text stays in `cause`
         {
           retryAfterSeconds: 1,
           cause: error,

@@ -94,7 +94,10 @@ export function parseClientPrincipal(header: string): Caller {
   const parsed = clientPrincipal.safeParse(value);
   if (!parsed.success) throw invalid('expected {auth_typ, name_typ, role_typ, claims: [{typ, val}]}');
   const { claims, name_typ: nameType, role_typ: roleType } = parsed.data;
-  const objectIds = [...new Set(claims.filter((c) => OBJECT_ID_CLAIMS.includes(c.typ)).map((c) => c.val))];
+  // Object ids are GUIDs: compared in one case, so an upper-case copy is not a second approver.
+  const objectIds = [
+    ...new Set(claims.filter((c) => OBJECT_ID_CLAIMS.includes(c.typ)).map((c) => c.val.toLowerCase())),
+  ];
   if (objectIds.length !== 1) {
     throw invalid(objectIds.length === 0 ? 'no object id claim (oid)' : 'more than one object id');
   }

@@ -94,7 +94,7 @@ export function entraAuthenticator(config: EntraConfig): Authenticator {
           : typeof payload.preferred_username === 'string'
             ? payload.preferred_username
             : undefined;
-      return { objectId: oid, ...(name ? { name } : {}), roles };
+      return { objectId: oid.toLowerCase(), ...(name ? { name } : {}), roles };
     },
   };
 }

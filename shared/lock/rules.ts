@@ -409,12 +409,28 @@ export function release(doc: LocationDocument, req: ReleaseRequest, now: number)
  */
 export function forceRelease(
   doc: LocationDocument,
-  req: { actor: string; reason: string; requestId: string; migrationId?: string },
+  req: {
+    actor: string;
+    reason: string;
+    requestId: string;
+    migrationId?: string;
+    /** The lock instance the approvals were given for (`lockInstance` of it when the request opened). */
+    lockInstance?: string;
+  },
   now: number,
 ): RuleResult {
   const lock = liveLock(doc, now);
   if (!lock) {
     throw new RouteLockError('NotLocked', `Resource ${doc.id} holds no live lock.`, { resourceId: doc.id });
+  }
+  if (req.lockInstance !== undefined && lockInstance(lock) !== req.lockInstance) {
+    // Same migration id or not, this is not the lock the approvals were for (it was released and
+    // taken again, or re-tokened): they do not carry over.
+    throw new RouteLockError(
+      'NotLocked',
+      `The lock request ${req.requestId} was opened for on ${doc.id} is gone; ${lock.migrationId} holds another one now.`,
+      { resourceId: doc.id },
+    );
   }
   if (req.migrationId !== undefined && lock.migrationId !== req.migrationId) {
     // The approvals were for another lock; a later migration's lock is not theirs to remove.
@@ -437,6 +453,15 @@ export function forceRelease(
     { op: 'forceRelease', actor: req.actor, reason: req.reason, requestId: req.requestId },
     now,
   );
+}
+
+/**
+ * Names one lock instance without revealing anything about its token: its acquisition time and a hash
+ * of its token hash. A lock released and taken again (even under the same migration id), or re-tokened
+ * by a replay, is another instance.
+ */
+export function lockInstance(lock: Lock): string {
+  return `${lock.acquiredAt}/${sha256Hex(`lock-instance\0${lock.tokenHash}`).slice(0, 32)}`;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { type AccessToken, DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import type { Scheduler } from './scheduler';
 import type { HttpCall, HttpResult } from './types';
+import { isLoopbackHostname } from '../loopback';
 
 /** The OAuth scope for a participant's audience: `<audience>/.default`, unless it already is one. */
 export function audienceScope(audience: string): string {
@@ -79,10 +80,13 @@ export async function callParticipant(
   };
   try {
     const origin = new URL(call.url).origin;
+    // Redirects are not followed: a participant's URL is the one the configuration checked (https,
+    // no secrets), and a 3xx answer fails the step with its status like any other non-2xx.
     let response = await fetchImpl(call.url, {
       method: call.method,
       headers: { 'content-type': 'application/json', ...(await authorization()) },
       body: JSON.stringify(call.body),
+      redirect: 'manual',
     });
     for (
       let polls = 0;
@@ -90,6 +94,9 @@ export async function callParticipant(
       polls += 1
     ) {
       const location = new URL(response.headers.get('location') as string, call.url);
+      if (location.protocol !== 'https:' && !isLoopbackHostname(location.hostname)) {
+        throw new Error(`the poll Location ${location.origin} is not https`);
+      }
       const retryAfter = Number(response.headers.get('retry-after'));
       await response.arrayBuffer();
       const wait = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : defaultPollMs;
@@ -97,6 +104,7 @@ export async function callParticipant(
       response = await fetchImpl(location.href, {
         method: 'GET',
         headers: location.origin === origin ? await authorization() : {},
+        redirect: 'manual',
       });
     }
     const text = await response.text();

@@ -1,18 +1,14 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  existsSync,
-  linkSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  statSync,
-  unlinkSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, linkSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { inspect } from 'node:util';
 import type { TokenKeySource } from '../config';
+import {
+  PrivateFileError,
+  checkPrivateFile,
+  ensurePrivateDir,
+  openPrivateFileForReading,
+} from './privateFiles';
 
 /**
  * The migration workflow's lock credentials, kept out of orchestration state (docs/design.md
@@ -70,7 +66,8 @@ export function parseTokenKeySet(raw: string): TokenKeySet {
     throw new TokenKeyError('expected {"current": "<key id>", "keys": {"<key id>": "<base64url key>"}}');
   }
   for (const [id, key] of Object.entries(set.keys)) {
-    if (!KEY_ID.test(id)) throw new TokenKeyError(`key id "${id}" must be 1-32 letters, digits, - or _`);
+    // An id that fails the pattern may be key material pasted in the wrong place: never quote it.
+    if (!KEY_ID.test(id)) throw new TokenKeyError('every key id must be 1-32 letters, digits, - or _');
     if (typeof key !== 'string' || !/^[A-Za-z0-9_-]+={0,2}$/.test(key)) {
       throw new TokenKeyError(`key "${id}" must be base64url text`);
     }
@@ -78,7 +75,13 @@ export function parseTokenKeySet(raw: string): TokenKeySet {
       throw new TokenKeyError(`key "${id}" is shorter than ${MIN_KEY_BYTES} bytes`);
     }
   }
-  if (!(set.current in set.keys)) throw new TokenKeyError(`current key "${set.current}" is not in keys`);
+  if (!(set.current in set.keys)) {
+    throw new TokenKeyError(
+      KEY_ID.test(set.current)
+        ? `current key "${set.current}" is not in keys`
+        : 'current names no key in keys',
+    );
+  }
   return { current: set.current, keys: { ...set.keys } };
 }
 
@@ -144,36 +147,41 @@ export class TokenKeyring {
 const OWNER_ONLY = 0o600;
 
 /**
- * The embedded host's key file: created with mode 0600 (32 random bytes) when absent, refused when
- * anyone but its owner may read or write it.
+ * The embedded host's key file: created owner-only (32 random bytes) in a private folder when absent;
+ * refused when it is a link, belongs to another user, or anyone else may read or write it or its folder
+ * (shared/security/privateFiles.ts).
  */
 export function loadTokenKeyFile(path: string): TokenKeyring {
-  if (!existsSync(path)) {
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-    // Written whole under a temporary name, then linked into place: a process starting at the same
-    // moment either wins or reads the winner's complete file, never a half-written one.
-    const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-    const fd = openSync(temp, 'wx', OWNER_ONLY);
+  try {
+    ensurePrivateDir(dirname(path));
+    if (!checkPrivateFile(path)) {
+      // Written whole under a temporary name, then linked into place: a process starting at the same
+      // moment either wins or reads the winner's complete file, never a half-written one.
+      const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+      const fd = openSync(temp, 'wx', OWNER_ONLY);
+      try {
+        writeSync(fd, `${JSON.stringify(rotateTokenKeySet(), null, 2)}\n`);
+      } finally {
+        closeSync(fd);
+      }
+      try {
+        linkSync(temp, path);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      } finally {
+        unlinkSync(temp);
+      }
+    }
+    const fd = openPrivateFileForReading(path);
     try {
-      writeSync(fd, `${JSON.stringify(rotateTokenKeySet(), null, 2)}\n`);
+      return new TokenKeyring(parseTokenKeySet(readFileSync(fd, 'utf8')));
     } finally {
       closeSync(fd);
     }
-    try {
-      linkSync(temp, path);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    } finally {
-      unlinkSync(temp);
-    }
+  } catch (error) {
+    if (error instanceof PrivateFileError) throw new TokenKeyError(error.message);
+    throw error;
   }
-  const mode = statSync(path).mode & 0o777;
-  if (process.platform !== 'win32' && (mode & 0o077) !== 0) {
-    throw new TokenKeyError(
-      `${path} is readable or writable by others (mode ${mode.toString(8)}); run chmod 600 on it`,
-    );
-  }
-  return new TokenKeyring(parseTokenKeySet(readFileSync(path, 'utf8')));
 }
 
 /** The key ring a configuration names. */

@@ -1,9 +1,8 @@
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { RouteLockError } from '../errors';
 import type { LocationDocument, StoredDocument } from '../lock/document';
+import { checkPrivateFile, ensurePrivateFile } from '../security/privateFiles';
 import {
   type ListOptions,
   type ListPage,
@@ -24,11 +23,10 @@ import {
  */
 export function openSqlite(path: string): Database.Database {
   if (path !== ':memory:') {
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-    // Owner-only before SQLite opens it: its -wal and -shm files take the database file's mode.
-    closeSync(openSync(path, 'a', 0o600));
-    chmodSync(path, 0o600);
-    for (const suffix of ['-wal', '-shm']) if (existsSync(path + suffix)) chmodSync(path + suffix, 0o600);
+    // Ours and owner-only before SQLite opens it (its -wal and -shm files take the database file's mode),
+    // in a folder nobody else can write: another user's planted file is refused, not adopted.
+    ensurePrivateFile(path);
+    for (const suffix of ['-wal', '-shm']) checkPrivateFile(path + suffix, { tighten: true });
   }
   const db = new Database(path);
   // Deleted rows (finished migrations' journals, released locks) are overwritten, not left in free pages.

@@ -27,6 +27,12 @@ function codeOf(run: () => unknown): string {
 }
 
 describe('parsing x-ms-client-principal', () => {
+  test('an object id is compared in one case: an upper-case copy is the same principal', () => {
+    const of = (oid: string) => parseClientPrincipal(b64({ claims: [{ typ: 'oid', val: oid }] })).objectId;
+    expect(of(OID.toUpperCase())).toBe(of(OID));
+    expect(of(OID.toUpperCase())).toBe(OID);
+  });
+
   test('object id from the oid claim (either spelling), roles from role_typ and "roles", name from name_typ', () => {
     const header = b64({
       auth_typ: 'aad',

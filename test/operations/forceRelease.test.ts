@@ -8,6 +8,7 @@ import {
   approveRequest,
   openRequest,
 } from '../../shared/forceRelease';
+import { forceRelease } from '../../shared/lock/rules';
 import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/port';
 import { SqliteStore } from '../../shared/store/sqlite';
@@ -175,6 +176,44 @@ describe.each([
     await h.service.approve(again.id, 'bob');
     await expect(h.service.approve(again.id, 'carol')).rejects.toMatchObject({ code: 'NotLocked' });
     expect((await h.store.read('stuck-1', { from: 'writeRegion' })).doc.lock?.migrationId).toBe('m-b');
+  });
+
+  test('a request is bound to its lock instance: a later lock under the same migration id is not released, and the request ends obsolete', async () => {
+    const h = await setup();
+    const body = { migrationId: 'm-1', owner: 'o', target: TARGET };
+    const first = await h.router.prelock('stuck-1', body);
+    const request = await h.service.open('stuck-1', 'alice', 'stuck');
+    await h.service.approve(request.id, 'bob');
+    await h.router.release('stuck-1', { token: first.token! }); // its holder let go after all
+    await expect(h.service.approve(request.id, 'carol')).rejects.toMatchObject({ code: 'NotLocked' });
+    expect((await h.service.get(request.id)).status).toBe('obsolete');
+    // the same migration id locks the resource again; one more approver must not release it
+    await h.router.prelock('stuck-1', body);
+    await expect(h.service.approve(request.id, 'dave')).rejects.toMatchObject({ code: 'InvalidTransition' });
+    expect((await h.store.read('stuck-1', { from: 'writeRegion' })).doc.lock?.migrationId).toBe('m-1');
+
+    // taken again before the second approval: the approvals were not for this lock
+    const again = await h.service.open('stuck-1', 'alice', 'stuck again');
+    const current = (await h.store.read('stuck-1', { from: 'writeRegion' })).doc;
+    await h.service.approve(again.id, 'bob');
+    await h.store.replace(
+      { ...current, lock: null },
+      (await h.store.read('stuck-1', { from: 'writeRegion' })).etag,
+    );
+    await h.router.prelock('stuck-1', body);
+    await expect(h.service.approve(again.id, 'carol')).rejects.toMatchObject({ code: 'NotLocked' });
+    const still = (await h.store.read('stuck-1', { from: 'writeRegion' })).doc;
+    expect(still.lock?.migrationId).toBe('m-1');
+    // the control: the rule bound to the migration id alone (as before) would have released this lock
+    expect(
+      codeOf(() =>
+        forceRelease(
+          still,
+          { actor: 'x', reason: 'r', requestId: again.id, migrationId: 'm-1' },
+          h.clock.now(),
+        ),
+      ),
+    ).toBe('ok');
   });
 
   test('the sweeper reclaims only expired locks, with their age, and the ledger records it', async () => {

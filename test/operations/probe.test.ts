@@ -81,3 +81,24 @@ test('a store outage fails the probe with the error, not a crash', async () => {
   expect(result).toMatchObject({ success: false, failedPhase: 'setup' });
   expect(result.failedAssertion).toMatch(/StoreUnavailable|throttled/);
 });
+
+test('the probe keeps the serving router’s declared regions: an undeclared probe region creates nothing', async () => {
+  const store = new SqliteStore(':memory:');
+  const clock = new ManualClock();
+  const run = (allowedRegions: string[]) =>
+    runProbe({
+      store,
+      region: 'westeurope',
+      clock: clock.now,
+      sleep: async (ms) => void clock.advance(ms),
+      policy: { allowedRegions },
+    });
+  const refused = await run(['eastus']);
+  expect(refused).toMatchObject({ success: false, failedPhase: 'setup' });
+  expect(refused.failedAssertion).toMatch(/Region "westeurope" is not one of the declared regions/);
+  await expect(store.read('probe-westeurope', { from: 'writeRegion' })).rejects.toMatchObject({
+    code: 'NotFound',
+  });
+  // the control: declared, the same probe runs green
+  expect(await run(['westeurope', 'eastus'])).toMatchObject({ success: true });
+});

@@ -5,9 +5,14 @@ import {
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type LocalHost, startLocalHost } from '../../local/host';
-import { createLocalServer, isLoopbackAddress, isLoopbackHost } from '../../local/server';
+import { createLocalServer } from '../../local/server';
+import {
+  isLoopbackHostHeader as isLoopbackHost,
+  isLoopbackHostname as isLoopbackAddress,
+} from '../../shared/loopback';
 import { SqliteStore } from '../../shared/store/sqlite';
 import { call, handlerServices } from '../support/handlers';
+import { fastHostEnv } from '../support/timing';
 
 /**
  * The embedded host against a browser on the same machine (it checks no keys): cross-site requests a
@@ -79,12 +84,7 @@ const JSON_TYPE = { 'content-type': 'application/json' };
 beforeEach(async () => {
   store = new SqliteStore(':memory:');
   host = await startLocalHost({
-    env: {
-      PORT: '0',
-      ROUTELOCK_CACHE_TIERS: 'local=1',
-      ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
-      ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
-    },
+    env: fastHostEnv,
     store,
     log: () => undefined,
   });

@@ -6,6 +6,7 @@ import type { MigrationStatus } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';
+import { fastHostEnv } from '../support/timing';
 
 /**
  * A participant configured with an `audience`, end to end on the embedded host: the workflow copies the
@@ -15,11 +16,7 @@ import { poll } from '../support/poll';
  */
 
 const FAST = {
-  PORT: '0',
-  ROUTELOCK_PROFILE: 'dev',
-  ROUTELOCK_CACHE_TIERS: 'local=1',
-  ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
-  ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+  ...fastHostEnv,
   ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
   ROUTELOCK_RETRY_ATTEMPTS: '2',
 };

@@ -222,6 +222,37 @@ describe('the in-process participant call', () => {
   });
 });
 
+test('redirects are not followed, and a poll Location over plain http elsewhere is refused', async () => {
+  const hits: string[] = [];
+  const elsewhere: Server = createServer((req, res) => {
+    hits.push(`${req.method} ${req.url}`);
+    req.resume();
+    res.writeHead(200).end('{}');
+  });
+  await new Promise<void>((resolve) => elsewhere.listen(0, '127.0.0.1', resolve));
+  const { port: away } = elsewhere.address() as AddressInfo;
+  const front: Server = createServer((req, res) => {
+    req.resume();
+    if (req.url === '/redirect') res.writeHead(307, { Location: `http://localhost:${away}/taken` }).end();
+    else res.writeHead(202, { Location: 'http://participant.example/status/1' }).end();
+  });
+  await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+  const { port } = front.address() as AddressInfo;
+  try {
+    const redirected = await callParticipant(request(`http://127.0.0.1:${port}/redirect`), immediate);
+    expect(redirected.status).toBe(307);
+    const plain = await callParticipant(request(`http://127.0.0.1:${port}/poll`), immediate);
+    expect(plain).toEqual({ status: 0, body: 'the poll Location http://participant.example is not https' });
+    expect(hits).toEqual([]);
+    // the control: a fetch that follows redirects (the default) would have sent the body elsewhere
+    await fetch(`http://127.0.0.1:${port}/redirect`, { method: 'POST', body: '{}' });
+    expect(hits).toEqual(['POST /taken']);
+  } finally {
+    await new Promise<void>((resolve) => front.close(() => resolve()));
+    await new Promise<void>((resolve) => elsewhere.close(() => resolve()));
+  }
+});
+
 describe('the Durable runner', () => {
   /** A workflow of one participant call: what runOnDurable turns into context.df.callHttp. */
   function* oneCall(call: HttpCall): Workflow {

@@ -7,6 +7,7 @@ import { SqliteMigrationState } from '../../shared/migration/records';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';
+import { fastHostEnv } from '../support/timing';
 
 /**
  * Finding 3 of the security review: nothing that stores orchestration state may hold a usable token.
@@ -54,11 +55,7 @@ test('after a full migration no token or Idempotency-Key is on disk, in a log li
   const lines: string[] = [];
   host = await startLocalHost({
     env: {
-      PORT: '0',
-      ROUTELOCK_PROFILE: 'dev',
-      ROUTELOCK_CACHE_TIERS: 'local=1',
-      ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
-      ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+      ...fastHostEnv,
       ROUTELOCK_SQLITE_PATH: join(dir, 'data', 'routelock.db'),
       ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'messages', url: participant.url }]),
     },

@@ -1,4 +1,14 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
@@ -107,6 +117,45 @@ describe('the key file', () => {
     expect(() => loadTokenKeyFile(path)).not.toThrow();
   });
 
+  test('a planted key file is refused: a link, a folder others may write, a file another user owns', () => {
+    const real = join(dir, 'real.json');
+    writeFileSync(real, JSON.stringify(rotateTokenKeySet()), { mode: 0o600 });
+    const link = join(dir, 'link.json');
+    symlinkSync(real, link);
+    expect(() => loadTokenKeyFile(link)).toThrow(/must be a regular file, not a link/);
+
+    const shared = join(dir, 'shared');
+    mkdirSync(shared);
+    chmodSync(shared, 0o1777); // like /tmp
+    expect(() => loadTokenKeyFile(join(shared, 'token-keys.json'))).toThrow(/nobody else may write/);
+
+    if (process.getuid?.() === 0) {
+      // (as root, CI's case) a file someone else prepared, mode bits and all, is still not ours
+      const planted = join(dir, 'planted.json');
+      writeFileSync(planted, JSON.stringify(rotateTokenKeySet()), { mode: 0o600 });
+      chownSync(planted, 65534, 65534);
+      expect(() => loadTokenKeyFile(planted)).toThrow(/belongs to uid 65534, not this user/);
+    }
+    expect(() => loadTokenKeyFile(real)).not.toThrow(); // the control: our own file loads
+  });
+
+  test('the databases: another user’s file is refused, our own older 0644 file is tightened', () => {
+    const own = join(dir, 'own.db');
+    writeFileSync(own, '', { mode: 0o644 });
+    chmodSync(own, 0o644);
+    new SqliteStore(own).close();
+    expect(statSync(own).mode & 0o777).toBe(0o600);
+    if (process.getuid?.() === 0) {
+      const planted = join(dir, 'planted.db');
+      writeFileSync(planted, '', { mode: 0o600 });
+      chownSync(planted, 65534, 65534);
+      expect(() => new SqliteStore(planted)).toThrow(/belongs to uid 65534/);
+    }
+    expect(() => new SqliteStore(join(dir, 'link.db'))).not.toThrow();
+    symlinkSync(own, join(dir, 'alias.db'));
+    expect(() => new SqliteStore(join(dir, 'alias.db'))).toThrow(/not a link/);
+  });
+
   test('two processes creating it at once end with one key set', async () => {
     const path = join(dir, 'token-keys.json');
     const rings = await Promise.all(
@@ -174,5 +223,35 @@ describe('rotation', () => {
     const status = await h2.runner.status(record.migrationId);
     expect(status.status).toBe('Failed');
     expect(status.error).toMatch(/is not in the key ring/);
+  });
+});
+
+describe('configuration errors never print a credential', () => {
+  const messageOf = (env: Record<string, string>) => {
+    try {
+      parseConfig(env);
+    } catch (error) {
+      return (error as Error).message;
+    }
+    throw new Error('accepted');
+  };
+  const material = 'c2VjcmV0LW1hdGVyaWFsLXRoYXQtaXMtbG9uZy1lbm91Z2g';
+  test.each([
+    [
+      'a key pasted as a key id',
+      { ROUTELOCK_TOKEN_KEYS: `{"current":"${material}==","keys":{"${material}==":"x"}}` },
+    ],
+    ['a key pasted as current', { ROUTELOCK_TOKEN_KEYS: `{"current":"${material}=","keys":{}}` }],
+    [
+      'a connection string in COSMOS_ENDPOINT',
+      { ROUTELOCK_STORE: 'cosmos', COSMOS_ENDPOINT: `AccountEndpoint=https://a/;AccountKey=${material}==;` },
+    ],
+  ])('%s', (_name, env) => {
+    const message = messageOf(env);
+    expect(message).toMatch(/ROUTELOCK_TOKEN_KEYS|COSMOS_ENDPOINT/);
+    expect(message).not.toContain(material);
+  });
+  test('the control: an ordinary bad value is still quoted, to help', () => {
+    expect(messageOf({ ROUTELOCK_STORE: 'cosmos', COSMOS_ENDPOINT: 'not-a-url' })).toContain('not-a-url');
   });
 });

@@ -7,3 +7,12 @@ export const devTiming: TimingConfig = parseConfig({ ROUTELOCK_PROFILE: 'dev' })
 
 export const T0 = Date.UTC(2026, 0, 1, 0, 0, 0);
 export const seconds = (n: number): number => n * 1000;
+
+/** An embedded host on a free port with a 1-second convergence delay: migrations finish in seconds. */
+export const fastHostEnv = {
+  PORT: '0',
+  ROUTELOCK_PROFILE: 'dev',
+  ROUTELOCK_CACHE_TIERS: 'local=1',
+  ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
+  ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+} as const;
