@@ -37,8 +37,13 @@ export async function getRoute(
   _context: InvocationContext,
   { router }: Services,
 ): Promise<HttpResponseInit> {
-  const { view, cacheControl } = await router.view(routeId(request));
-  return json(200, view, { ETag: quoteEtag(view.etag), 'Cache-Control': cacheControl });
+  // Age: how long the server's cache had held this copy; max-age already counts it off the TTL.
+  const { view, cacheControl, ageSeconds } = await router.view(routeId(request));
+  return json(200, view, {
+    ETag: quoteEtag(view.etag),
+    'Cache-Control': cacheControl,
+    Age: String(ageSeconds),
+  });
 }
 
 export async function deleteRoute(

@@ -14,7 +14,7 @@ import type { MigrationService } from '../shared/migration/service';
 import type { MigrationStatus } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import { type TokenKeyring, openTokenKeyring } from '../shared/security/tokenKeys';
-import { Router } from '../shared/router';
+import { Router, type RouterOptions } from '../shared/router';
 import { CosmosStore } from '../shared/store/cosmos';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/port';
@@ -35,6 +35,11 @@ import { type Authenticator, createAuthenticator } from './http/auth';
 export interface Services {
   config: Config;
   store: LocationStore;
+  /**
+   * The process's one router: the HTTP read path, the activities (and their read-path check),
+   * force-release and the sweeper all go through it, so its cache never holds a copy older than a write
+   * made in this process. The probe's own routers tell it of their writes (`onWrite` → `forget`).
+   */
   router: Router;
   clock: Clock;
   records: MigrationRecords;
@@ -74,6 +79,8 @@ export interface ServiceOverrides {
   recentMigrations?: (limit: number) => MigrationStatus[];
   migrations?: (context: InvocationContext) => MigrationService;
   keyring?: TokenKeyring;
+  /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
+  routerOptions?: Pick<RouterOptions, 'cacheHeaders'>;
 }
 
 function sqlitePath(config: Config): string {
@@ -118,6 +125,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     unsafeForLocks: guards.unsafe,
     onClockSkew: (resourceId, skewSeconds) =>
       sink.event({ name: 'ClockSkewHigh', properties: { resourceId }, measurements: { skewSeconds } }),
+    ...overrides.routerOptions,
   });
   const cosmos =
     store instanceof CosmosStore && config.store.kind === 'cosmos' ? { store, cfg: config.store } : undefined;

@@ -14,14 +14,13 @@ import { type Services, createServices, useServices } from '../functions/service
 import type { Clock } from '../shared/clock';
 import { type Config, parseConfig } from '../shared/config';
 import { openTokenKeyring } from '../shared/security/tokenKeys';
-import { createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
 import { SqliteMigrationState } from '../shared/migration/records';
 import { type Scheduler, realScheduler } from '../shared/migration/scheduler';
 import { InProcessMigrationService } from '../shared/migration/service';
 import type { HttpCall, HttpResult } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
-import { Router } from '../shared/router';
+import type { RouterOptions } from '../shared/router';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/port';
 import { assertHostAuth, parseHostConfig } from './config';
@@ -66,6 +65,8 @@ export interface LocalHostOptions {
   statePath?: string;
   /** How participants are called (tests may intercept); defaults to HTTP with 202 polling. */
   http?: (call: HttpCall) => Promise<HttpResult>;
+  /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
+  routerOptions?: Pick<RouterOptions, 'cacheHeaders'>;
 }
 
 /**
@@ -103,23 +104,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
         ? config.store.path
         : env.ROUTELOCK_SQLITE_PATH?.trim() || '.routelock/routelock.db');
   const state = new SqliteMigrationState(statePath);
-  // The runner's activities go through their own router (its own cache), as an activity worker would.
-  const runnerRouter = new Router({
-    store,
-    timing: config.timing,
-    clock,
-    allowedRegions: config.regions.allowed,
-  });
   const keyring = openTokenKeyring(config.security.tokenKeys);
-  const runner = new InProcessRunner({
-    activities: createActivities(runnerRouter, config.timing, { keyring, records: state }),
-    keyring,
-    state,
-    scheduler,
-    settings: migrationSettings(config),
-    ...(options.http ? { http: options.http } : {}),
-    log: (message, fields) => log('information', message, fields),
-  });
   // Telemetry goes to structured log lines and the recorder behind GET /api/metrics.
   const metrics = new MetricsRecorder();
   const sink = new FanOutSink([
@@ -137,8 +122,21 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     metrics,
     bodyActorAllowed: true,
     recentMigrations: (limit) => state.recent(limit).map((record) => record.status),
+    ...(options.routerOptions ? { routerOptions: options.routerOptions } : {}),
   });
   for (const warning of services.warnings) log('warning', warning, {});
+  // The runner's activities are the services' own, over the router that serves HTTP: in one process a
+  // second router's cache would serve a copy older than the runner's writes (and its read-path check
+  // would look at a cache no service reads through).
+  const runner = new InProcessRunner({
+    activities: services.activities,
+    keyring,
+    state,
+    scheduler,
+    settings: migrationSettings(config),
+    ...(options.http ? { http: options.http } : {}),
+    log: (message, fields) => log('information', message, fields),
+  });
   // The embedded store's change stream feeds the same handler as the Cosmos DB change feed in Azure.
   const unsubscribe =
     store instanceof SqliteStore

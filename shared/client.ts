@@ -1,15 +1,16 @@
 import { type Clock, systemClock } from './clock';
 import type { ErrorCode } from './errors';
-import type { Location } from './lock/document';
+import { type Location, sameLocation } from './lock/document';
 import type { Operation, LockGrant, RouteView } from './lock/view';
 
 /**
  * RoutingClient: what a resource-owning service links to resolve routes over HTTP and obey them.
  *
  * `resolve(id)` keeps an in-process cache that follows the read path of DESIGN §5: it honours the
- * server's Cache-Control (`no-store`, `max-age`), and a cached view whose lock has started (or is about
- * to, within the skew margin) is always fetched again. `decide(view, op, servingRegion)` turns a view
- * into what the service must do with one operation.
+ * server's Cache-Control (`no-store`, `max-age`) and `Age` (a view stays fresh for max-age − Age from
+ * the request, RFC 9111 §4.2.3: this cache is in series with the server's), and a cached view whose
+ * lock has started (or is about to, within the skew margin) is always fetched again.
+ * `decide(view, op, servingRegion)` turns a view into what the service must do with one operation.
  */
 
 export type Decision =
@@ -77,10 +78,11 @@ export class RoutingClient {
     if (cached && now < cached.expiresAt && !this.lockMayBeInForce(cached.view, now)) return cached.view;
     const { body, headers } = await this.call('GET', `/routes/${encodeURIComponent(id)}`);
     const view = body as RouteView;
-    const maxAge = cacheLifetimeSeconds(headers.get('cache-control'));
-    if (maxAge > 0) {
+    const fresh = freshnessSeconds(headers.get('cache-control'), headers.get('age'));
+    if (fresh > 0) {
       if (this.cache.size >= this.cacheMax) this.cache.delete(this.cache.keys().next().value as string);
-      this.cache.set(id, { view, expiresAt: this.clock() + maxAge * 1000 });
+      // Counted from when the request left: the time the answer took is age too (RFC 9111 §4.2.3).
+      this.cache.set(id, { view, expiresAt: now + fresh * 1000 });
     } else {
       this.cache.delete(id);
     }
@@ -191,6 +193,20 @@ export class RoutingClient {
   }
 }
 
+/**
+ * Seconds a response stays fresh in a cache in series with the server's: max-age less `Age` (the time
+ * the server's cache had already held it), never below 0. An `Age` that is not a non-negative whole
+ * number leaves the response uncached: the client cannot tell how old it is.
+ */
+export function freshnessSeconds(cacheControl: string | null, age: string | null): number {
+  const lifetime = cacheLifetimeSeconds(cacheControl);
+  if (lifetime === 0 || age === null) return lifetime;
+  // A list-valued Age (a proxy's doing): the first member counts (RFC 9111 §5.1).
+  const first = (age.split(',')[0] ?? '').trim();
+  if (!/^\d+$/.test(first)) return 0;
+  return Math.max(0, lifetime - Number(first));
+}
+
 /** Seconds a response may be cached per its Cache-Control (0 for no-store, no-cache or none). */
 export function cacheLifetimeSeconds(cacheControl: string | null): number {
   if (!cacheControl) return 0;
@@ -204,12 +220,14 @@ export function cacheLifetimeSeconds(cacheControl: string | null): number {
   return Number.isFinite(seconds) && seconds > 0 ? seconds : 0;
 }
 
-function sameRegion(location: Location, serving: string | Location): boolean {
-  if (typeof serving === 'string') return location.region === serving;
-  return (
-    location.region === serving.region &&
-    (serving.account === undefined || location.account === serving.account)
-  );
+/**
+ * The full location a service serves. The string form names a region with no account: it matches only a
+ * route whose location has no account (a route at `{westeurope, account: x}` is never served by
+ * "westeurope"). Accounts are compared as strictly as regions, because moves between two accounts of one
+ * region are a designed case.
+ */
+function servingLocation(serving: string | Location): Location {
+  return typeof serving === 'string' ? { region: serving } : serving;
 }
 
 /**
@@ -220,7 +238,10 @@ function sameRegion(location: Location, serving: string | Location): boolean {
  *   `notHere`, with the location to send the caller to. Nothing is written through such a location.
  */
 export function decide(view: RouteView, operation: Operation, serving: string | Location): Decision {
-  if (!sameRegion(view.location, serving)) return { kind: 'notHere', location: view.location };
+  const here = servingLocation(serving);
+  // A pending target or a retired source is never where the data lives, whatever else matches.
+  if (!sameLocation(view.location, here) || (view.secondary && sameLocation(view.secondary.location, here)))
+    return { kind: 'notHere', location: view.location };
   const e = view.enforcement;
   const verdict = operation === 'read' ? e.read : operation === 'write' ? e.write : e.delete;
   if (verdict === 'allow') return { kind: 'allow' };

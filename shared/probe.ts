@@ -1,7 +1,7 @@
 import type { Clock } from './clock';
 import { type TimingConfig, parseConfig } from './config';
 import { isRouteLockError } from './errors';
-import { type Location, sameLocation } from './lock/document';
+import { type Location, type LocationDocument, sameLocation } from './lock/document';
 import { reclaim } from './lock/rules';
 import type { RouteView } from './lock/view';
 import { Router } from './router';
@@ -16,6 +16,16 @@ import type { TelemetrySink } from './telemetry/sink';
  */
 
 export const PROBE_PREFIX = 'probe-';
+
+/** Ids starting with `probe-` (any case) are the probe's: the HTTP API refuses them for everyone else. */
+export function isProbeId(id: string): boolean {
+  return id.toLowerCase().startsWith(PROBE_PREFIX);
+}
+
+/** The probe's own route: marked when it created it, or (created before the mark) at one of its accounts. */
+function isProbeRoute(doc: LocationDocument, a: Location, b: Location): boolean {
+  return doc.createdBy === 'probe' || sameLocation(doc.location, a) || sameLocation(doc.location, b);
+}
 
 /** Short timings for probe resources only (one-second convergence). */
 export const probeTiming: TimingConfig = parseConfig({
@@ -57,6 +67,11 @@ export interface ProbeOptions {
   sink?: TelemetrySink;
   /** The serving router's guards (declared regions, an unsafe store), kept by the probe's own routers. */
   policy?: Router['policy'];
+  /**
+   * Told after each write the probe attempts: the app passes the serving router's `forget`, so the
+   * cache that serves HTTP never holds a copy of the probe route older than the probe's last write.
+   */
+  onWrite?: (resourceId: string) => void;
 }
 
 class ProbeFailure extends Error {
@@ -79,6 +94,7 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
     timing: probeTiming,
     clock: options.clock,
     ...options.policy,
+    ...(options.onWrite ? { onWrite: options.onWrite } : {}),
   };
   const router = new Router(routerOptions);
   const reader = new Router(routerOptions);
@@ -97,10 +113,19 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
 
   let result: ProbeResult;
   try {
-    const { stored } = await router.createRoute(resourceId, a).catch(async (error: unknown) => {
-      if (!isRouteLockError(error, 'AlreadyExists')) throw error;
-      return { stored: await router.readAuthoritative(resourceId) };
-    });
+    const { stored } = await router
+      .createRoute(resourceId, a, { createdBy: 'probe' })
+      .catch(async (error: unknown) => {
+        if (!isRouteLockError(error, 'AlreadyExists')) throw error;
+        return { stored: await router.readAuthoritative(resourceId) };
+      });
+    if (!isProbeRoute(stored.doc, a, b)) {
+      // A route the probe did not create (a real resource that happens to carry the id): never moved.
+      throw new ProbeFailure(
+        'setup',
+        `${resourceId} exists and was not created by the probe; it is left alone`,
+      );
+    }
     if (stored.doc.lock) {
       // A previous probe that died: its short lease is over by now, or the probe reports it.
       const cleared = await router.apply(resourceId, (doc, now) => reclaim(doc, now)).catch(() => null);

@@ -24,7 +24,7 @@ import {
   swap,
 } from './lock/rules';
 import { newFencingToken } from './lock/token';
-import { type LockGrant, type RouteView, cacheControl, lockGrant, routeView } from './lock/view';
+import { type LockGrant, type RouteView, cacheHeaders, lockGrant, routeView } from './lock/view';
 import { type AllowedRegions, assertAllowedRegion } from './regions';
 import type { LocationStore } from './store/port';
 
@@ -65,6 +65,18 @@ export interface RouterOptions {
   onClockSkew?: (resourceId: string, skewSeconds: number) => void;
   /** ROUTELOCK_REGIONS: where a route may be placed, locked towards or swapped to; null/absent = anywhere. */
   allowedRegions?: AllowedRegions | undefined;
+  /**
+   * Told after each write this router attempts (create, lock mutation, delete), whether or not its
+   * answer came back. A second router in the process (the probe's) makes the serving router drop its
+   * cached copy with it, so the read path never serves a copy older than that write.
+   */
+  onWrite?: (id: string) => void;
+  /**
+   * The Cache-Control/Age builder for `view()`. Only the verification harness replaces it, to plant the
+   * old behaviour its negative controls must catch (a full max-age and no Age for a copy held a while:
+   * `(doc, now, cfg) => cacheHeaders(doc, now, cfg, 0)`); production always uses the real one.
+   */
+  cacheHeaders?: typeof cacheHeaders;
 }
 
 export interface MutationOptions {
@@ -95,6 +107,8 @@ interface CacheEntry {
   stored: StoredDocument;
   /** From this instant on, the cached copy may show stale lock state: read through to the write region. */
   readThroughFrom: number;
+  /** When the copy entered the cache (its TTL counts from here): a served copy's Age. */
+  cachedAt: number;
 }
 
 const ms = (iso: string): number => Date.parse(iso);
@@ -169,22 +183,28 @@ export class Router {
   async resolve(id: string): Promise<StoredDocument> {
     const now = this.clock();
     const hit = this.cache.get(id);
-    if (hit !== undefined && now < hit.readThroughFrom) return hit.stored;
-    if (hit !== undefined) return this.readAndCache(id, 'writeRegion');
-
-    const nearest = await this.store.read(id, { from: 'nearest' });
-    if (now >= this.readThroughFrom(nearest, now, false)) return this.readAndCache(id, 'writeRegion');
-    this.remember(nearest, now, false);
-    return nearest;
+    // The hit stays one await deep: this is the hot path.
+    if (this.servable(hit, now)) return hit.stored;
+    return (await this.readPath(id, hit !== undefined, now)).stored;
   }
 
-  async view(id: string): Promise<{ view: RouteView; cacheControl: string }> {
-    const stored = await this.resolve(id);
+  /**
+   * The route view with its caching headers. `ageSeconds` is how long this router's cache had held the
+   * copy when the request came (0 for a copy read for it), and max-age is what is left of the TTL: the
+   * cache downstream (RoutingClient, any HTTP cache) is in series with this one, and the two together
+   * must not hold a copy longer than the one local TTL the convergence delay counts.
+   */
+  async view(id: string): Promise<{ view: RouteView; cacheControl: string; ageSeconds: number }> {
+    const requestedAt = this.clock();
+    const hit = this.cache.get(id);
+    const entry = this.servable(hit, requestedAt)
+      ? hit
+      : await this.readPath(id, hit !== undefined, requestedAt);
     const now = this.clock();
-    return {
-      view: routeView(stored, now, this.timing),
-      cacheControl: cacheControl(stored.doc, now, this.timing),
-    };
+    // A copy cached during this request was read for it (or alongside it): held 0.
+    const heldMs = Math.max(0, requestedAt - entry.cachedAt);
+    const headers = (this.options.cacheHeaders ?? cacheHeaders)(entry.stored.doc, now, this.timing, heldMs);
+    return { view: routeView(entry.stored, now, this.timing), ...headers };
   }
 
   /** Drop a cached copy (tests, and callers that know the document changed elsewhere). */
@@ -206,18 +226,47 @@ export class Router {
     return ms(lock.startsAt) - this.skewMs;
   }
 
-  private async readAndCache(id: string, from: 'nearest' | 'writeRegion'): Promise<StoredDocument> {
-    const stored = await this.store.read(id, { from });
-    this.remember(stored, this.clock(), from === 'writeRegion');
-    return stored;
+  /** A cache hit the read path may serve without a store read at `now`. */
+  private servable(hit: CacheEntry | undefined, now: number): hit is CacheEntry {
+    return hit !== undefined && now < hit.readThroughFrom;
   }
 
-  private remember(stored: StoredDocument, fetchedAt: number, fromWriteRegion: boolean): void {
-    this.cache.set(stored.doc.id, {
+  /** The read path past the cache: the entry made by the read it takes (`cached`: a copy too old to serve). */
+  private async readPath(id: string, cached: boolean, now: number): Promise<CacheEntry> {
+    if (cached) return this.readEntry(id, 'writeRegion');
+
+    const nearest = await this.store.read(id, { from: 'nearest' });
+    if (now >= this.readThroughFrom(nearest, now, false)) return this.readEntry(id, 'writeRegion');
+    return this.remember(nearest, now, false);
+  }
+
+  private async readAndCache(id: string, from: 'nearest' | 'writeRegion'): Promise<StoredDocument> {
+    return (await this.readEntry(id, from)).stored;
+  }
+
+  private async readEntry(id: string, from: 'nearest' | 'writeRegion'): Promise<CacheEntry> {
+    const stored = await this.store.read(id, { from });
+    return this.remember(stored, this.clock(), from === 'writeRegion');
+  }
+
+  private remember(stored: StoredDocument, fetchedAt: number, fromWriteRegion: boolean): CacheEntry {
+    const entry: CacheEntry = {
       stored,
       readThroughFrom: this.readThroughFrom(stored, fetchedAt, fromWriteRegion),
-    });
+      cachedAt: this.clock(),
+    };
+    this.cache.set(stored.doc.id, entry);
     if (fromWriteRegion) this.versions.set(stored.doc.id, stored);
+    return entry;
+  }
+
+  /** One store write, and `onWrite` told of it however it ended (a lost answer may have committed). */
+  private async write<T>(id: string, attempt: () => Promise<T>): Promise<T> {
+    try {
+      return await attempt();
+    } finally {
+      this.options.onWrite?.(id);
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -225,10 +274,16 @@ export class Router {
   // ---------------------------------------------------------------------------------------------
 
   /** PUT /routes/{id}: 201 when created, 200 when an identical route exists, 409 otherwise. */
-  async createRoute(id: string, location: Location): Promise<{ stored: StoredDocument; created: boolean }> {
+  async createRoute(
+    id: string,
+    location: Location,
+    options: { createdBy?: 'probe' } = {},
+  ): Promise<{ stored: StoredDocument; created: boolean }> {
     assertAllowedRegion(this.allowedRegions, location, 'creating the route', id);
     try {
-      const stored = await this.store.create(newLocationDocument(id, location, this.clock()));
+      const stored = await this.write(id, () =>
+        this.store.create(newLocationDocument(id, location, this.clock(), options.createdBy)),
+      );
       this.remember(stored, this.clock(), true);
       return { stored, created: true };
     } catch (error) {
@@ -247,7 +302,7 @@ export class Router {
     for (let attempt = 0; ; attempt += 1) {
       assertDeletable(current.doc, this.clock());
       try {
-        await this.store.delete(id, current.etag);
+        await this.write(id, () => this.store.delete(id, current.etag));
         this.cache.delete(id);
         this.versions.delete(id);
         return;
@@ -294,7 +349,7 @@ export class Router {
   }
 
   async swap(id: string, req: SwapRequest, options: MutationOptions = {}): Promise<RouteView> {
-    const stored = await this.mutate(id, (doc, now) => this.rules.swap(doc, req, now), options);
+    const stored = await this.mutate(id, (doc, now) => this.rules.swap(doc, req, now, this.timing), options);
     return routeView(stored, this.clock(), this.timing);
   }
 
@@ -350,7 +405,7 @@ export class Router {
       }
       if (!changed) return current;
       try {
-        const written = await this.store.replace(doc, current.etag);
+        const written = await this.write(id, () => this.store.replace(doc, current.etag));
         const now = this.clock();
         this.remember(written, now, true);
         this.checkSkew(id, written, now);

@@ -69,7 +69,7 @@ describe('the router', () => {
     await expect(h.restricted.swap('r-2', { token: grant.token! })).rejects.toMatchObject(refusal('eastus2'));
     // the workflow's activities swap through apply() with the same rule
     await expect(
-      h.restricted.apply('r-2', (doc, now) => swapRule(doc, { token: grant.token! }, now)),
+      h.restricted.apply('r-2', (doc, now) => swapRule(doc, { token: grant.token! }, now, timing)),
     ).rejects.toMatchObject(refusal('eastus2'));
     const after = await h.store.read('r-2', { from: 'writeRegion' });
     expect(after.etag).toBe(before.etag);

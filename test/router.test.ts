@@ -95,7 +95,7 @@ describe('router read path: store reads per case (fake clock, production timing)
     const { router, clock, reads, resetReads } = setup();
     await router.createRoute('r', SOURCE);
     const grant = await router.prelock('r', { migrationId: 'm', owner: 'o', target: TARGET });
-    clock.set(Date.parse(grant.startsAt));
+    clock.set(Date.parse(grant.startsAt) + seconds(productionTiming.clockSkewSeconds));
     router.forget('r');
     resetReads();
     await router.resolve('r');
@@ -126,7 +126,7 @@ describe('router read path: store reads per case (fake clock, production timing)
     });
     await orchestrator.createRoute('r', SOURCE);
     const grant = await orchestrator.prelock('r', { migrationId: 'm', owner: 'o', target: TARGET });
-    clock.set(Date.parse(grant.startsAt) + 1);
+    clock.set(Date.parse(grant.startsAt) + seconds(productionTiming.clockSkewSeconds) + 1);
     await orchestrator.escalate('r', { token: 'tok', phase: 'hardDelete' });
     const held = await orchestrator.escalate('r', { token: 'tok', phase: 'write' });
     await router.resolve('r'); // the reader caches the write lock, live until writeExpiresAt
@@ -146,7 +146,7 @@ describe('router mutations: reads and writes', () => {
     const grant = await router.prelock('r', { migrationId: 'm', owner: 'o', target: TARGET });
     expect(reads()).toEqual({ nearest: 0, writeRegion: 1 });
     expect(store.counters.replaces).toBe(1);
-    clock.set(Date.parse(grant.startsAt));
+    clock.set(Date.parse(grant.startsAt) + seconds(productionTiming.clockSkewSeconds));
     resetReads();
     const hd = await router.escalate(
       'r',
@@ -166,7 +166,7 @@ describe('router mutations: reads and writes', () => {
     const { router, store, clock, reads, resetReads } = setup();
     await router.createRoute('r', SOURCE);
     const grant = await router.prelock('r', { migrationId: 'm', owner: 'o', target: TARGET });
-    clock.set(Date.parse(grant.startsAt));
+    clock.set(Date.parse(grant.startsAt) + seconds(productionTiming.clockSkewSeconds));
     const hd = await router.escalate('r', { token: grant.token!, phase: 'hardDelete' });
     resetReads();
     resetCounters(store.counters);
@@ -228,7 +228,7 @@ describe('router mutations: reads and writes', () => {
     const { router, store, clock } = setup();
     await router.createRoute('r', SOURCE);
     const grant = await router.prelock('r', { migrationId: 'm', owner: 'o', target: TARGET });
-    clock.set(Date.parse(grant.startsAt));
+    clock.set(Date.parse(grant.startsAt) + seconds(productionTiming.clockSkewSeconds));
     resetCounters(store.counters);
     for (const call of [
       router.escalate('r', { token: 'wrong', phase: 'hardDelete' }),

@@ -144,7 +144,7 @@ export function plantedRules(bug: Bug): Partial<LockRules> | undefined {
     doc.lock ? { ...doc, lock: { ...doc.lock, tokenHash: sha256Hex(token) } } : doc;
   return {
     escalate: (doc, req, now, cfg) => defaultRulesCall('escalate')(trust(doc, req.token), req, now, cfg),
-    swap: (doc, req, now) => defaultRulesCall('swap')(trust(doc, req.token), req, now),
+    swap: (doc, req, now, cfg) => defaultRulesCall('swap')(trust(doc, req.token), req, now, cfg),
     renew: (doc, req, now, cfg) => defaultRulesCall('renew')(trust(doc, req.token), req, now, cfg),
   };
 }

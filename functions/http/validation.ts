@@ -1,5 +1,6 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
+import { isProbeId } from '../../shared/probe';
 import { HttpProblem } from './problem';
 
 /** Request validation (DESIGN §4). Bad input is a 4xx problem and changes nothing. */
@@ -12,6 +13,10 @@ export const accountPattern = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 export const resourceId = z.string().regex(resourceIdPattern, {
   message: 'must match ^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$',
+});
+/** A route's id, as callers may name it: the probe's ids (`probe-…`) are reserved for the probe. */
+export const routeResourceId = resourceId.refine((id) => !isProbeId(id), {
+  message: 'ids starting with "probe-" are reserved for the synthetic probe',
 });
 export const location = z.strictObject({
   region: z.string().regex(regionPattern, { message: 'must match ^[a-z][a-z0-9-]{1,49}$' }),
@@ -31,8 +36,15 @@ export const renewBody = z.strictObject({
   token,
   phase: z.enum(['prelock', 'hardDelete', 'write']).optional(),
 });
-export const swapBody = z.strictObject({ token });
-export const releaseBody = z.strictObject({ token, phase: z.literal('write').optional() });
+/** The write-lock attempt a swap or downgrade belongs to: the `writeAt` its escalation granted. */
+const writeAt = z.iso.datetime({ message: 'must be the writeAt timestamp the write-lock grant carried' });
+export const swapBody = z.strictObject({ token, writeAt: writeAt.optional() });
+export const releaseBody = z
+  .strictObject({ token, phase: z.literal('write').optional(), writeAt: writeAt.optional() })
+  .refine((b) => b.writeAt === undefined || b.phase === 'write', {
+    message: 'writeAt names a write-lock attempt: send it with phase "write"',
+    path: ['writeAt'],
+  });
 /** `limit` in a query string: a whole number from 1 to 1000. */
 const limitParam = z
   .string()
@@ -58,7 +70,7 @@ export const approveBody = z.strictObject({ actor: label.optional() });
 export const auditQuery = z.strictObject({ limit: limitParam });
 
 export const startMigrationBody = z.strictObject({
-  resourceId,
+  resourceId: routeResourceId,
   target: location,
   migrationId: resourceId.optional(),
 });
@@ -82,7 +94,7 @@ export function parse<T extends z.ZodType>(schema: T, value: unknown, where: str
 }
 
 export function routeId(request: HttpRequest): string {
-  return parse(resourceId, request.params.id ?? '', 'resource id');
+  return parse(routeResourceId, request.params.id ?? '', 'resource id');
 }
 
 /** `application/json` or a `+json` type (`application/merge-patch+json`), parameters allowed. */

@@ -84,6 +84,8 @@ export interface LocationDocument {
   secondary: Secondary | null;
   lastMigration: LastMigration | null;
   lastChange?: LastChange;
+  /** Set on the synthetic probe's own routes: the probe moves no route it did not create. */
+  createdBy?: 'probe';
 }
 
 /** A document as a store returned it, with the ETag that versions it. */
@@ -98,7 +100,12 @@ export function sameLocation(a: Location, b: Location): boolean {
   return a.region === b.region && (a.account ?? null) === (b.account ?? null);
 }
 
-export function newLocationDocument(id: string, location: Location, now?: number): LocationDocument {
+export function newLocationDocument(
+  id: string,
+  location: Location,
+  now?: number,
+  createdBy?: 'probe',
+): LocationDocument {
   return {
     id,
     schemaVersion: 1,
@@ -106,6 +113,7 @@ export function newLocationDocument(id: string, location: Location, now?: number
     lock: null,
     secondary: null,
     lastMigration: null,
+    ...(createdBy === undefined ? {} : { createdBy }),
     ...(now === undefined ? {} : { lastChange: { op: 'create' as const, at: new Date(now).toISOString() } }),
   };
 }

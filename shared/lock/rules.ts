@@ -50,12 +50,20 @@ export interface RenewRequest {
 
 export interface SwapRequest {
   token: string;
+  /**
+   * The write-lock attempt this swap belongs to (the `writeAt` its escalation granted). When given, a
+   * write lock of another attempt is 409: a late swap of attempt 1 never lands on attempt 2's lock
+   * before attempt 2's delta copy is done.
+   */
+  writeAt?: string | undefined;
 }
 
 export interface ReleaseRequest {
   token: string;
   /** `write` drops only the write lock (the downgrade); absent releases everything (abort). */
   phase?: 'write';
+  /** With `phase: "write"`: the write-lock attempt this downgrade belongs to (as for a swap). */
+  writeAt?: string | undefined;
 }
 
 const SECOND = 1000;
@@ -68,6 +76,20 @@ const iso = (epochMs: number): string => new Date(epochMs).toISOString();
 
 export function isLive(lock: Lock | null, now: number): lock is Lock {
   return lock !== null && now < ms(lock.expiresAt);
+}
+
+/**
+ * Clock-skew margins (`ROUTELOCK_CLOCK_SKEW_SECONDS`), always on the safe side of a boundary: the
+ * lock's holder acts as if a phase starts `skew` later and ends `skew` earlier than its timestamps say,
+ * and enforcement treats the lock as started `skew` earlier. So two clocks up to `skew` apart never
+ * disagree in the direction that loses data: no copy starts while some service still allows what the
+ * phase forbids, and no swap lands after some service already allows writes again.
+ */
+const skewMs = (cfg: TimingConfig): number => cfg.clockSkewSeconds * SECOND;
+
+/** The holder may still act within a phase ending at `endsAt` (its end less the skew margin). */
+function beforeEnd(endsAt: string | undefined, now: number, cfg: TimingConfig): boolean {
+  return endsAt !== undefined && now + skewMs(cfg) < ms(endsAt);
 }
 
 /** The lock as everyone must see it: a lock that is not live is absent. */
@@ -198,11 +220,13 @@ function escalateRule(
     throw phaseLapsed(doc.id, req.phase === 'write' ? 'write' : 'hard-delete', phaseExpiresAt(lock));
   }
 
-  if (!hasStarted(lock, now)) {
+  // Escalate only once the lock has started on every clock within the skew margin.
+  const startedEverywhere = ms(lock.startsAt) + skewMs(cfg);
+  if (now < startedEverywhere) {
     throw new RouteLockError(
       'ConvergencePending',
-      `Lock on ${doc.id} starts at ${lock.startsAt}; caches have not converged yet.`,
-      { resourceId: doc.id, retryAfterSeconds: retryAfterFromMs(ms(lock.startsAt) - now) },
+      `Lock on ${doc.id} starts at ${lock.startsAt} (plus ${cfg.clockSkewSeconds} s of clock skew); caches have not converged yet.`,
+      { resourceId: doc.id, retryAfterSeconds: retryAfterFromMs(startedEverywhere - now) },
     );
   }
 
@@ -228,8 +252,9 @@ function escalateRule(
   if (lock.phase !== 'hardDelete') {
     throw invalidTransition(doc.id, 'escalate to hardDelete before write');
   }
-  if (!hardDeleteInForce(lock, now)) {
-    // Deletes were physical for a while; what the bulk copy moved may no longer match the source.
+  if (!hardDeleteInForce(lock, now) || !beforeEnd(lock.hardDeleteExpiresAt, now, cfg)) {
+    // Deletes were physical for a while (or are, on a clock up to the skew ahead); what the bulk copy
+    // moved may no longer match the source.
     throw invalidTransition(
       doc.id,
       `the hard-delete lock lapsed at ${lock.hardDeleteExpiresAt}; restart the copy`,
@@ -270,7 +295,9 @@ function renewRule(doc: LocationDocument, req: RenewRequest, now: number, cfg: T
       throw invalidTransition(doc.id, 'no hard-delete lock is held');
     }
     const current = ms(lock.hardDeleteExpiresAt);
-    if (now >= current) throw phaseLapsed(doc.id, 'hard-delete', lock.hardDeleteExpiresAt);
+    // Within the skew margin of its end another clock may already see it lapsed: too late to extend.
+    if (!beforeEnd(lock.hardDeleteExpiresAt, now, cfg))
+      throw phaseLapsed(doc.id, 'hard-delete', lock.hardDeleteExpiresAt);
     const wanted = now + cfg.hardDeleteLeaseSeconds * SECOND;
     const parent = extendParent(lock, wanted);
     const next = Math.min(wanted, parent);
@@ -286,7 +313,7 @@ function renewRule(doc: LocationDocument, req: RenewRequest, now: number, cfg: T
     throw invalidTransition(doc.id, 'no write lock is held');
   }
   const current = ms(lock.writeExpiresAt);
-  if (now >= current) throw phaseLapsed(doc.id, 'write', lock.writeExpiresAt);
+  if (!beforeEnd(lock.writeExpiresAt, now, cfg)) throw phaseLapsed(doc.id, 'write', lock.writeExpiresAt);
   const budgetCap = ms(lock.writeAt) + cfg.writeBudgetSeconds * SECOND;
   const wanted = now + cfg.writeLeaseSeconds * SECOND;
   const parent = extendParent(lock, Math.min(wanted, budgetCap));
@@ -316,14 +343,15 @@ function renewRule(doc: LocationDocument, req: RenewRequest, now: number, cfg: T
 // Swap and release
 // ---------------------------------------------------------------------------------------------
 
-function swapRule(doc: LocationDocument, req: SwapRequest, now: number): RuleResult {
+function swapRule(doc: LocationDocument, req: SwapRequest, now: number, cfg: TimingConfig): RuleResult {
   if (completedBy(doc, req.token, now, 'swapped')) return { doc, changed: false };
   const lock = heldLock(doc, req.token, now);
-  if (!writeLockInForce(lock, now)) {
+  assertAttempt(doc.id, lock, req.writeAt);
+  if (!writeLockInForce(lock, now) || !beforeEnd(lock.writeExpiresAt, now, cfg)) {
     throw invalidTransition(
       doc.id,
       lock.phase === 'write'
-        ? `the write lock lapsed at ${lock.writeExpiresAt}`
+        ? `the write lock lapses at ${lock.writeExpiresAt} (within ${cfg.clockSkewSeconds} s of clock skew another service may already allow writes)`
         : 'swap needs the write lock',
     );
   }
@@ -350,6 +378,7 @@ function releaseRule(doc: LocationDocument, req: ReleaseRequest, now: number): R
   const lock = heldLock(doc, req.token, now);
 
   if (req.phase === 'write') {
+    assertAttempt(doc.id, lock, req.writeAt);
     // A retried downgrade whose first answer was lost: the hard-delete lock it leaves is already there.
     if (
       lock.phase === 'hardDelete' &&
@@ -395,8 +424,8 @@ export function renew(doc: LocationDocument, req: RenewRequest, now: number, cfg
   return stamp(renewRule(doc, req, now, cfg), { op: 'renew' }, now);
 }
 
-export function swap(doc: LocationDocument, req: SwapRequest, now: number): RuleResult {
-  return stamp(swapRule(doc, req, now), { op: 'swap' }, now);
+export function swap(doc: LocationDocument, req: SwapRequest, now: number, cfg: TimingConfig): RuleResult {
+  return stamp(swapRule(doc, req, now, cfg), { op: 'swap' }, now);
 }
 
 export function release(doc: LocationDocument, req: ReleaseRequest, now: number): RuleResult {
@@ -488,10 +517,22 @@ export function reclaim(doc: LocationDocument, now: number): RuleResult {
   );
 }
 
-/** DELETE of a route is refused while a live lock holds it. */
+/**
+ * DELETE of a route is refused while a live lock holds it, and during a retired-source window: deleting
+ * then would wipe `secondary` and `lastMigration`, so a re-created route would accept a pre-lock at once
+ * (stale caches still sending writes to the old source) and the finished swap could no longer replay.
+ */
 export function assertDeletable(doc: LocationDocument, now: number): void {
   const lock = liveLock(doc, now);
   if (lock) throw lockedError(doc.id, lock, now);
+  const secondary = doc.secondary;
+  if (secondary?.role === 'retiredSource' && now < ms(secondary.writesBlockedUntil)) {
+    throw new RouteLockError(
+      'ConvergencePending',
+      `Resource ${doc.id} was cut over recently; it cannot be deleted before ${secondary.writesBlockedUntil}, while caches may still send writes to its retired source.`,
+      { resourceId: doc.id, retryAfterSeconds: retryAfterFromMs(ms(secondary.writesBlockedUntil) - now) },
+    );
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -507,6 +548,16 @@ function heldLock(doc: LocationDocument, token: string, now: number): Lock {
   }
   if (!tokenMatches(token, lock.tokenHash)) throw lockedError(doc.id, lock, now);
   return lock;
+}
+
+/** A swap or downgrade naming its write-lock attempt acts only on that attempt's write lock. */
+function assertAttempt(id: string, lock: Lock, writeAt: string | undefined): void {
+  if (writeAt !== undefined && lock.phase === 'write' && lock.writeAt !== writeAt) {
+    throw invalidTransition(
+      id,
+      `this step belongs to the write-lock attempt of ${writeAt}; the lock holds the attempt of ${lock.writeAt}`,
+    );
+  }
 }
 
 /** A swap/release replayed with the token that already completed it (step 0 of the order of checks). */

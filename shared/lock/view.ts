@@ -62,8 +62,9 @@ const ALLOW_ALL: Enforcement = Object.freeze({ read: 'allow', write: 'allow', de
 export function enforcement(doc: LocationDocument, now: number, cfg: TimingConfig): Enforcement {
   if (doc.lock === null) return ALLOW_ALL;
   const lock = liveLock(doc, now);
-  // Nothing is restricted before startsAt, whatever the phase claims.
-  if (!lock || !hasStarted(lock, now)) return ALLOW_ALL;
+  // Nothing is restricted before startsAt, whatever the phase claims — counted from startsAt less the
+  // skew margin, so a clock that is behind still enforces once the holder may act (startsAt + skew).
+  if (!lock || !hasStarted(lock, now, cfg.clockSkewSeconds)) return ALLOW_ALL;
   if (writeLockInForce(lock, now)) {
     const retryAfterSeconds = Math.min(
       retryAfterFromMs(ms(lock.writeExpiresAt as string) - now),
@@ -110,16 +111,45 @@ export function routeView(stored: StoredDocument, now: number, cfg: TimingConfig
 
 /**
  * Cache-Control for a route view. A plain HTTP cache must never hold a document past the moment its
- * lock starts: `no-store` once a live lock has started (within the clock-skew margin), otherwise the
- * local tier's TTL, clamped to the time left before a pending lock starts.
+ * lock starts: `no-store` once a live lock has started (within the clock-skew margin), otherwise what
+ * is left of the local tier's TTL, clamped to the time left before a pending lock starts.
+ *
+ * `heldMs`: how long the serving tier's cache has held this copy (0 for a copy read from the store for
+ * this request). A cache downstream is in series with that tier, and the convergence delay counts the
+ * local TTL once, so max-age is never more than the TTL less the time held (whole seconds, rounded down).
  */
-export function cacheControl(doc: LocationDocument, now: number, cfg: TimingConfig): string {
+export function cacheControl(doc: LocationDocument, now: number, cfg: TimingConfig, heldMs = 0): string {
   const lock = liveLock(doc, now);
-  const ttl = cfg.localCacheTtlSeconds;
+  const ttl = Math.max(0, Math.floor((cfg.localCacheTtlSeconds * 1000 - Math.max(0, heldMs)) / 1000));
   if (!lock) return `private, max-age=${ttl}`;
   if (hasStarted(lock, now, cfg.clockSkewSeconds)) return 'no-store';
   const untilStart = Math.floor((ms(lock.startsAt) - cfg.clockSkewSeconds * 1000 - now) / 1000);
   return `private, max-age=${Math.max(0, Math.min(ttl, untilStart))}`;
+}
+
+/** The caching headers of a served route view: `Cache-Control`, and `Age` in whole seconds. */
+export interface CacheHeaders {
+  cacheControl: string;
+  /**
+   * Seconds the serving tier has held the copy (RFC 9111 §5.1), rounded down; 0 for a copy just read
+   * from the store. A downstream cache's freshness is then max-age − Age (RFC 9111 §4.2.3): on top of
+   * the max-age already shortened by the same time, so a cache that honours Age stays well inside the
+   * TTL, and one that ignores it still within it.
+   */
+  ageSeconds: number;
+}
+
+/** Cache-Control and Age for a copy the serving tier has held for `heldMs` (see `cacheControl`). */
+export function cacheHeaders(
+  doc: LocationDocument,
+  now: number,
+  cfg: TimingConfig,
+  heldMs = 0,
+): CacheHeaders {
+  return {
+    cacheControl: cacheControl(doc, now, cfg, heldMs),
+    ageSeconds: Math.floor(Math.max(0, heldMs) / 1000),
+  };
 }
 
 export function lockGrant(stored: StoredDocument, token?: string): LockGrant {

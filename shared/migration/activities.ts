@@ -1,7 +1,6 @@
 import type { TimingConfig } from '../config';
 import { RouteLockError, isRouteLockError } from '../errors';
-import type { LocationDocument } from '../lock/document';
-import { type RuleResult, release as releaseRule, swap as swapRule } from '../lock/rules';
+import { release as releaseRule, swap as swapRule } from '../lock/rules';
 import type { LockSeed, TokenKeyring } from '../security/tokenKeys';
 import { routeView } from '../lock/view';
 import type { Router } from '../router';
@@ -52,20 +51,9 @@ export function createActivities(
    * The orchestrator's If-Match only saves a read; the token is the fence. So a 412 on it means the copy
    * it remembered is stale, not that the step is wrong: decide again on the write region's copy. That is
    * what lets a retried write whose first answer was lost (a timeout after the commit) land as the replay
-   * it is, and a step outlast another writer's unrelated change. A swap or downgrade decided again is
-   * pinned to its own write-lock attempt (`writeAt`), so it never acts on a later attempt's lock.
+   * it is, and a step outlast another writer's unrelated change. A swap or downgrade decided again names
+   * its own write-lock attempt (`writeAt`), and the rule refuses another attempt's lock (409).
    */
-  const pinned =
-    (writeAt: string | undefined, rule: (doc: LocationDocument, now: number) => RuleResult) =>
-    (doc: LocationDocument, now: number): RuleResult => {
-      if (writeAt !== undefined && doc.lock?.phase === 'write' && doc.lock.writeAt !== writeAt)
-        throw new RouteLockError(
-          'PreconditionFailed',
-          `Route ${doc.id} holds another write-lock attempt than the one this step belongs to.`,
-          { resourceId: doc.id },
-        );
-      return rule(doc, now);
-    };
   const conditional = <T>(ifMatch: string | undefined, work: (ifMatch: string | undefined) => Promise<T>) =>
     run(async () => {
       try {
@@ -106,7 +94,7 @@ export function createActivities(
         const token = tokenOf(lock);
         const stored = await router.apply(
           resourceId,
-          pinned(writeAt, (doc, now) => swapRule(doc, { token }, now)),
+          (doc, now) => swapRule(doc, { token, writeAt }, now, timing),
           opts(m),
         );
         return {
@@ -119,7 +107,7 @@ export function createActivities(
         routeView(
           await router.apply(
             resourceId,
-            pinned(writeAt, (doc, now) => releaseRule(doc, { ...req, token: tokenOf(lock) }, now)),
+            (doc, now) => releaseRule(doc, { ...req, writeAt, token: tokenOf(lock) }, now),
             opts(m),
           ),
           router.now(),

@@ -11,6 +11,8 @@ import type { LockGrant, RouteView } from '../lock/view';
 
 export interface MigrationSettings {
   replicationBoundSeconds: number;
+  /** The declared clock skew: the holder ends each phase this much early (optional: older inputs). */
+  clockSkewSeconds?: number;
   safetyBufferSeconds: number;
   hardDeleteLeaseSeconds: number;
   writeLeaseSeconds: number;

@@ -41,6 +41,7 @@ export type Workflow = Generator<Step, MigrationStatus, unknown>;
 export function migrationSettings(config: Config): MigrationSettings {
   return {
     replicationBoundSeconds: config.timing.replicationBoundSeconds,
+    clockSkewSeconds: config.timing.clockSkewSeconds,
     safetyBufferSeconds: config.timing.safetyBufferSeconds,
     hardDeleteLeaseSeconds: config.timing.hardDeleteLeaseSeconds,
     writeLeaseSeconds: config.timing.writeLeaseSeconds,
@@ -215,7 +216,10 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     from: Location,
   ): Generator<Step, ActivityResult<null>, unknown> {
     let pending = s.participants.map((p) => ({ ...p, attempt: 1 }));
-    let phaseEndsAt = Date.parse(grant.phaseExpiresAt);
+    // The holder's own end of the phase: its lease less the clock-skew margin, after which the rules
+    // refuse the renewal or the swap (another clock may already see the phase over).
+    const margin = (s.clockSkewSeconds ?? 0) * 1000;
+    let phaseEndsAt = Date.parse(grant.phaseExpiresAt) - margin;
     let renewable = true;
     while (pending.length > 0) {
       const deadline = renewable
@@ -255,7 +259,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
           };
         }
         const renewed = yield* renewLock(phase);
-        if (renewed.ok) phaseEndsAt = Date.parse(renewed.value.phaseExpiresAt);
+        if (renewed.ok) phaseEndsAt = Date.parse(renewed.value.phaseExpiresAt) - margin;
         else if (renewed.code === 'FreezeBudgetExceeded' || renewed.code === 'MaxLeaseReached')
           renewable = false;
         else return renewed;
@@ -296,10 +300,18 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     if (!visible) throw new MigrationAbort('Failed', 'the pre-lock never became visible on the read path');
 
     // 5. hard-delete lock and the bulk copy.
-    const hd = expect(
-      yield* activity('escalate', { resourceId, lock, phase: 'hardDelete', ifMatch: etag }),
-      'escalate to hardDelete',
-    );
+    // An activity whose clock is behind the runner's may find the lock not yet started on every clock
+    // (ConvergencePending, with Retry-After): wait that out, a few times at most.
+    let escalated = yield* activity('escalate', { resourceId, lock, phase: 'hardDelete', ifMatch: etag });
+    for (
+      let attempt = 1;
+      !escalated.ok && escalated.code === 'ConvergencePending' && attempt < s.retryAttempts;
+      attempt += 1
+    ) {
+      yield* sleep((escalated.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
+      escalated = yield* activity('escalate', { resourceId, lock, phase: 'hardDelete', ifMatch: etag });
+    }
+    const hd = expect(escalated, 'escalate to hardDelete');
     etag = hd.etag;
     yield* publish({
       phase: 'hardDelete',

@@ -6,6 +6,11 @@ import { assertNoSecrets } from '../support/secrets';
 import type { ManualClock } from '../../shared/clock';
 import type { Services } from '../../functions/services';
 
+import { productionTiming } from '../support/timing';
+
+/** The holder escalates once the lock has started on every clock: startsAt + the skew margin. */
+const ESCALATE_AFTER_START = productionTiming.clockSkewSeconds * 1000;
+
 /**
  * Every endpoint and every error code of DESIGN §4, through the registered handlers with real
  * HttpRequest / InvocationContext objects (production timing, fake clock).
@@ -55,7 +60,7 @@ const post = (name: string, body: object, id = 'conv-1', headers: Record<string,
 async function toWrite(id = 'conv-1') {
   await put(id);
   const grant = (await prelock(id)).body as LockGrant;
-  clock.set(Date.parse(grant.startsAt));
+  clock.set(Date.parse(grant.startsAt) + ESCALATE_AFTER_START);
   await post('escalate', { token: grant.token, phase: 'hardDelete' }, id);
   const w = await post('escalate', { token: grant.token, phase: 'write' }, id);
   return { token: grant.token!, grant: w.body as LockGrant };
@@ -76,6 +81,15 @@ describe('GET /health', () => {
 });
 
 describe('PUT /routes/{id}', () => {
+  test("the probe's ids are reserved: 400 for every caller, whatever the case, and nothing is created", async () => {
+    for (const id of ['probe-westeurope', 'PROBE-x', 'Probe-local']) {
+      expectProblem(await put(id), 400, 'BadRequest');
+      expectProblem(await call('getRoute', { params: { id } }), 400, 'BadRequest');
+    }
+    // the control: the same name without the reserved prefix is an ordinary route
+    expect((await put('probed-westeurope')).status).toBe(201);
+  });
+
   test('201 with the route view, ETag and Location; 200 when identical; 409 AlreadyExists otherwise', async () => {
     const created = await put();
     expect(created.status).toBe(201);
@@ -234,8 +248,9 @@ describe('POST /routes/{id}/escalate', () => {
     clock.set(Date.parse(grant.startsAt) - 10_000);
     const early = await post('escalate', { token: grant.token, phase: 'hardDelete' });
     expectProblem(early, 409, 'ConvergencePending');
-    expect(early.headers.get('retry-after')).toBe('10');
-    clock.set(Date.parse(grant.startsAt));
+    // until the lock has started on every clock: startsAt + the 5 s skew margin
+    expect(early.headers.get('retry-after')).toBe('15');
+    clock.set(Date.parse(grant.startsAt) + ESCALATE_AFTER_START);
     const hd = await post('escalate', { token: grant.token, phase: 'hardDelete' });
     expect(hd.status).toBe(200);
     expect(hd.body).toMatchObject({ phase: 'hardDelete' });
@@ -251,7 +266,7 @@ describe('POST /routes/{id}/escalate', () => {
   test('423 Locked for another token, 410 LockExpired after the lease, 400 for a bad phase', async () => {
     await put();
     const grant = (await prelock()).body as LockGrant;
-    clock.set(Date.parse(grant.startsAt));
+    clock.set(Date.parse(grant.startsAt) + ESCALATE_AFTER_START);
     expectProblem(await post('escalate', { token: 'not-the-token', phase: 'hardDelete' }), 423, 'Locked');
     expectProblem(await post('escalate', { token: grant.token, phase: 'prelock' }), 400, 'BadRequest');
     expectProblem(await post('escalate', { token: 42, phase: 'write' }), 400, 'BadRequest');
@@ -298,11 +313,31 @@ describe('POST /routes/{id}/renew', () => {
 });
 
 describe('POST /routes/{id}/swap and /release', () => {
+  test('writeAt pins a swap or downgrade to its write-lock attempt: another attempt is 409, changing nothing', async () => {
+    const { token, grant: first } = await toWrite('conv-att');
+    const down = await post('release', { token, phase: 'write', writeAt: first.writeAt }, 'conv-att');
+    expect(down.status).toBe(200);
+    clock.advance(60_000);
+    const second = (await post('escalate', { token, phase: 'write' }, 'conv-att')).body as LockGrant;
+    expect(second.writeAt).not.toBe(first.writeAt);
+    const late = await post('swap', { token, writeAt: first.writeAt }, 'conv-att');
+    expectProblem(late, 409, 'InvalidTransition');
+    expectProblem(
+      await post('release', { token, phase: 'write', writeAt: first.writeAt }, 'conv-att'),
+      409,
+      'InvalidTransition',
+    );
+    expectProblem(await post('release', { token, writeAt: first.writeAt }, 'conv-att'), 400, 'BadRequest');
+    const own = await post('swap', { token, writeAt: second.writeAt }, 'conv-att');
+    expect(own.status).toBe(200);
+    expect((own.body as { location: unknown }).location).toEqual(TARGET);
+  });
+
   test('swap: 409 InvalidTransition without a write lock, 200 with the new location, 200 on replay', async () => {
     await put();
     const grant = (await prelock()).body as LockGrant;
     expectProblem(await post('swap', { token: grant.token }), 409, 'InvalidTransition');
-    clock.set(Date.parse(grant.startsAt));
+    clock.set(Date.parse(grant.startsAt) + ESCALATE_AFTER_START);
     await post('escalate', { token: grant.token, phase: 'hardDelete' });
     await post('escalate', { token: grant.token, phase: 'write' });
     expectProblem(await post('swap', { token: 'other' }), 423, 'Locked');
@@ -352,6 +387,19 @@ describe('DELETE /routes/{id}', () => {
     expect((await call('deleteRoute', { params: { id: 'conv-1' } })).status).toBe(204);
     expectProblem(await call('deleteRoute', { params: { id: 'conv-1' } }), 404, 'NotFound');
   });
+
+  test('409 ConvergencePending during the retired-source window after a swap; 204 once it ends', async () => {
+    const { token } = await toWrite('conv-del');
+    expect((await post('swap', { token }, 'conv-del')).status).toBe(200);
+    const early = await call('deleteRoute', { params: { id: 'conv-del' } });
+    expectProblem(early, 409, 'ConvergencePending');
+    expect(Number(early.headers.get('retry-after'))).toBeGreaterThan(0);
+    // the route, its retired source and the finished migration are all still there
+    const view = (await call('getRoute', { params: { id: 'conv-del' } })).body as { secondary: unknown };
+    expect(view.secondary).toMatchObject({ role: 'retiredSource' });
+    clock.advance(Number(early.headers.get('retry-after')) * 1000);
+    expect((await call('deleteRoute', { params: { id: 'conv-del' } })).status).toBe(204);
+  });
 });
 
 describe('GET /routes', () => {
@@ -399,7 +447,7 @@ describe('store reads behind a GET', () => {
     expect(await delta(get)).toEqual({ nearest: 1, writeRegion: 0 }); // a miss
     expect(await delta(get)).toEqual({ nearest: 0, writeRegion: 0 });
     const grant = (await prelock()).body as LockGrant;
-    clock.set(Date.parse(grant.startsAt));
+    clock.set(Date.parse(grant.startsAt) + ESCALATE_AFTER_START);
     const hd = (await post('escalate', { token: grant.token, phase: 'hardDelete' })).body as LockGrant;
     expect(await delta(get)).toEqual({ nearest: 0, writeRegion: 1 });
     expect(await delta(get)).toEqual({ nearest: 0, writeRegion: 1 });

@@ -58,9 +58,9 @@ describe('lock rules and the migration workflow are pure', () => {
         T0,
         cfg,
       ).doc;
-      const b = escalate(a, { token: 't', phase: 'hardDelete' }, T0 + 7_500_000, cfg).doc;
+      const b = escalate(a, { token: 't', phase: 'hardDelete' }, T0 + 7_505_000, cfg).doc;
       const c = escalate(b, { token: 't', phase: 'write' }, T0 + 7_600_000, cfg).doc;
-      const d = swap(c, { token: 't' }, T0 + 7_610_000).doc;
+      const d = swap(c, { token: 't' }, T0 + 7_610_000, cfg).doc;
       return [a, b, c, d, routeView({ doc: c, etag: 'e' }, T0 + 7_605_000, cfg)];
     };
     expect(run()).toEqual(run());

@@ -71,7 +71,7 @@ const ops = {
   'escalate:write': (doc: LocationDocument, token: string, now: number) =>
     escalate(doc, { token, phase: 'write' }, now, cfg),
   renew: (doc: LocationDocument, token: string, now: number) => renew(doc, { token }, now, cfg),
-  swap: (doc: LocationDocument, token: string, now: number) => swap(doc, { token }, now),
+  swap: (doc: LocationDocument, token: string, now: number) => swap(doc, { token }, now, cfg),
   release: (doc: LocationDocument, token: string, now: number) => release(doc, { token }, now),
   'release:write': (doc: LocationDocument, token: string, now: number) =>
     release(doc, { token, phase: 'write' }, now),

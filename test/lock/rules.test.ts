@@ -18,6 +18,8 @@ import { assertNoSecrets } from '../support/secrets';
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };
 const TARGET = { region: 'eastus', account: 'chatuse01' };
 const delay = seconds(cfg.convergenceDelaySeconds);
+/** Escalation waits out the clock-skew margin too: the first instant the holder may escalate. */
+const started = delay + seconds(cfg.clockSkewSeconds);
 const base = () => newLocationDocument('conv-42', SOURCE);
 const req = (over: Partial<Parameters<typeof prelock>[1]> = {}) => ({
   migrationId: 'm-1',
@@ -50,7 +52,7 @@ function errorOf(run: () => unknown): RouteLockError {
 /** Walk one resource to the named phase with token tok-1. */
 function walk(to: 'prelock' | 'hardDelete' | 'write', doc: LocationDocument = base()) {
   let d = prelock(doc, req(), T0, cfg).doc;
-  const hd = T0 + delay + seconds(1);
+  const hd = T0 + started + seconds(1);
   if (to !== 'prelock') d = escalate(d, { token: 'tok-1', phase: 'hardDelete' }, hd, cfg).doc;
   const w = hd + seconds(60);
   if (to === 'write') d = escalate(d, { token: 'tok-1', phase: 'write' }, w, cfg).doc;
@@ -125,9 +127,9 @@ describe('pre-lock', () => {
     });
 
     test('after escalation: 423 (the old grant is in use; a fresh token would fence out its holder)', () => {
-      const doc = escalate(first(), { token: 'tok-1', phase: 'hardDelete' }, T0 + delay, cfg).doc;
+      const doc = escalate(first(), { token: 'tok-1', phase: 'hardDelete' }, T0 + started, cfg).doc;
       expect(
-        codeOf(() => prelock(doc, req({ idempotencyKey: 'key-1', newToken: 'x' }), T0 + delay + 1, cfg)),
+        codeOf(() => prelock(doc, req({ idempotencyKey: 'key-1', newToken: 'x' }), T0 + started + 1, cfg)),
       ).toBe('Locked');
     });
 
@@ -188,7 +190,7 @@ describe('pre-lock', () => {
 
   test('refused while a retired source is still write-blocked after a recent swap', () => {
     const { doc, w } = walk('write');
-    const swapped = swap(doc, { token: 'tok-1' }, w + 1000).doc;
+    const swapped = swap(doc, { token: 'tok-1' }, w + 1000, cfg).doc;
     const blockedUntil = Date.parse(swapped.secondary!.writesBlockedUntil);
     const error = errorOf(() =>
       prelock(swapped, req({ target: SOURCE, migrationId: 'm-back' }), w + 2000, cfg),
@@ -205,7 +207,7 @@ describe('escalate', () => {
   test('ConvergencePending before startsAt carries Retry-After until the start', () => {
     const { doc } = walk('prelock');
     const error = errorOf(() =>
-      escalate(doc, { token: 'tok-1', phase: 'hardDelete' }, T0 + delay - 2500, cfg),
+      escalate(doc, { token: 'tok-1', phase: 'hardDelete' }, T0 + started - 2500, cfg),
     );
     expect(error).toMatchObject({ code: 'ConvergencePending', retryAfterSeconds: 3 });
   });
@@ -213,7 +215,7 @@ describe('escalate', () => {
   test('hard-delete lease is clamped to the parent lease', () => {
     const tight = { ...cfg, prelockMaxSeconds: cfg.convergenceDelaySeconds + 60 };
     const doc = prelock(base(), req(), T0, tight).doc;
-    const lock = escalate(doc, { token: 'tok-1', phase: 'hardDelete' }, T0 + delay, tight).doc.lock!;
+    const lock = escalate(doc, { token: 'tok-1', phase: 'hardDelete' }, T0 + started, tight).doc.lock!;
     expect(lock.hardDeleteExpiresAt).toBe(lock.expiresAt);
     expect(lock.expiresAt).toBe(lock.maxExpiresAt);
   });
@@ -329,7 +331,7 @@ describe('swap and release', () => {
   test('swap writes one document: location moves, lock clears, the source is retired for the convergence delay', () => {
     const { doc, w } = walk('write');
     const at = w + seconds(13);
-    const next = swap(doc, { token: 'tok-1' }, at).doc;
+    const next = swap(doc, { token: 'tok-1' }, at, cfg).doc;
     expect(next).toEqual({
       id: 'conv-42',
       schemaVersion: 1,
@@ -360,10 +362,10 @@ describe('swap and release', () => {
 
   test('a swap retried with the token that completed it: unchanged, and so is a release', () => {
     const { doc, w } = walk('write');
-    const swapped = swap(doc, { token: 'tok-1' }, w + 1).doc;
-    expect(swap(swapped, { token: 'tok-1' }, w + 2)).toEqual({ doc: swapped, changed: false });
+    const swapped = swap(doc, { token: 'tok-1' }, w + 1, cfg).doc;
+    expect(swap(swapped, { token: 'tok-1' }, w + 2, cfg)).toEqual({ doc: swapped, changed: false });
     expect(release(swapped, { token: 'tok-1' }, w + 2)).toEqual({ doc: swapped, changed: false });
-    expect(codeOf(() => swap(swapped, { token: 'tok-other' }, w + 2))).toBe('LockExpired');
+    expect(codeOf(() => swap(swapped, { token: 'tok-other' }, w + 2, cfg))).toBe('LockExpired');
   });
 
   test('a release retried with its token: unchanged; a swap with that token is not a replay (410)', () => {
@@ -371,12 +373,12 @@ describe('swap and release', () => {
     const now = Date.parse(doc.lock!.hardDeleteAt!) + 1;
     const released = release(doc, { token: 'tok-1' }, now).doc;
     expect(release(released, { token: 'tok-1' }, now + 1)).toEqual({ doc: released, changed: false });
-    expect(codeOf(() => swap(released, { token: 'tok-1' }, now + 1))).toBe('LockExpired');
+    expect(codeOf(() => swap(released, { token: 'tok-1' }, now + 1, cfg))).toBe('LockExpired');
   });
 
   test('replay still answers after a new migration has locked the resource', () => {
     const { doc, w } = walk('write');
-    const swapped = swap(doc, { token: 'tok-1' }, w + 1).doc;
+    const swapped = swap(doc, { token: 'tok-1' }, w + 1, cfg).doc;
     const later = Date.parse(swapped.secondary!.writesBlockedUntil);
     const relocked = prelock(
       swapped,
@@ -384,7 +386,7 @@ describe('swap and release', () => {
       later,
       cfg,
     ).doc;
-    expect(swap(relocked, { token: 'tok-1' }, later + 1).changed).toBe(false);
+    expect(swap(relocked, { token: 'tok-1' }, later + 1, cfg).changed).toBe(false);
     expect(codeOf(() => escalate(relocked, { token: 'tok-1', phase: 'hardDelete' }, later + 1, cfg))).toBe(
       'Locked',
     );
@@ -406,7 +408,7 @@ describe('every write says what it did (lastChange)', () => {
       'downgrade',
       () => release(walk('write').doc, { token: 'tok-1', phase: 'write' }, walk('write').w + 1).doc,
     ],
-    ['swap', () => swap(walk('write').doc, { token: 'tok-1' }, walk('write').w + 1).doc],
+    ['swap', () => swap(walk('write').doc, { token: 'tok-1' }, walk('write').w + 1, cfg).doc],
     ['release', () => release(walk('prelock').doc, { token: 'tok-1' }, T0 + 1).doc],
   ] as const)('%s', (op, make) => {
     expect(make().lastChange?.op).toBe(op);
@@ -414,7 +416,7 @@ describe('every write says what it did (lastChange)', () => {
 
   test('a no-op write changes nothing, lastChange included', () => {
     const { doc } = walk('hardDelete');
-    const replay = escalate(doc, { token: 'tok-1', phase: 'hardDelete' }, T0 + delay + seconds(5), cfg);
+    const replay = escalate(doc, { token: 'tok-1', phase: 'hardDelete' }, T0 + started + seconds(5), cfg);
     expect(replay).toEqual({ doc, changed: false });
   });
 });
@@ -507,7 +509,7 @@ describe('route view and enforcement', () => {
 
   test('a retired source shows in the view until writesBlockedUntil', () => {
     const { doc, w } = walk('write');
-    const swapped = swap(doc, { token: 'tok-1' }, w + 1).doc;
+    const swapped = swap(doc, { token: 'tok-1' }, w + 1, cfg).doc;
     expect(routeView({ doc: swapped, etag }, w + 2, cfg).secondary?.role).toBe('retiredSource');
     expect(
       routeView({ doc: swapped, etag }, Date.parse(swapped.secondary!.writesBlockedUntil), cfg).secondary,
@@ -530,7 +532,7 @@ describe('route view and enforcement', () => {
     test('started lock: no-store in every phase', () => {
       const { doc, w } = walk('write');
       expect(cacheControl(doc, w + 1, cfg)).toBe('no-store');
-      expect(cacheControl(walk('hardDelete').doc, T0 + delay + seconds(2), cfg)).toBe('no-store');
+      expect(cacheControl(walk('hardDelete').doc, T0 + started + seconds(2), cfg)).toBe('no-store');
     });
     test('expired lock: cacheable again', () => {
       const doc = walk('prelock').doc;
@@ -556,14 +558,14 @@ describe('route view and enforcement', () => {
     record(T0);
     attempt(() => prelock(doc, req({ migrationId: 'm-2', newToken: 'other' }), T0 + 1, cfg));
     attempt(() => escalate(doc, { token, phase: 'hardDelete' }, T0 + 1, cfg));
-    doc = escalate(doc, { token, phase: 'hardDelete' }, T0 + delay, cfg).doc;
-    record(T0 + delay + 1);
-    doc = escalate(doc, { token, phase: 'write' }, T0 + delay + 10, cfg).doc;
-    record(T0 + delay + 11);
-    attempt(() => swap(doc, { token: 'wrong' }, T0 + delay + 12));
-    doc = swap(doc, { token }, T0 + delay + 12).doc;
-    record(T0 + delay + 13);
-    attempt(() => renew(doc, { token }, T0 + delay + 14, cfg));
+    doc = escalate(doc, { token, phase: 'hardDelete' }, T0 + started, cfg).doc;
+    record(T0 + started + 1);
+    doc = escalate(doc, { token, phase: 'write' }, T0 + started + 10, cfg).doc;
+    record(T0 + started + 11);
+    attempt(() => swap(doc, { token: 'wrong' }, T0 + started + 12, cfg));
+    doc = swap(doc, { token }, T0 + started + 12, cfg).doc;
+    record(T0 + started + 13);
+    attempt(() => renew(doc, { token }, T0 + started + 14, cfg));
     const secrets = [token, sha256Hex(token), sha256Hex(key), key];
     for (const output of outputs) assertNoSecrets(output, secrets);
     expect(outputs.length).toBeGreaterThan(8);

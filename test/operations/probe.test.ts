@@ -1,6 +1,7 @@
 import { ManualClock } from '../../shared/clock';
 import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
-import { runProbe } from '../../shared/probe';
+import { probeTiming, runProbe } from '../../shared/probe';
+import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/port';
 import { SqliteStore } from '../../shared/store/sqlite';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
@@ -101,4 +102,29 @@ test('the probe keeps the serving router’s declared regions: an undeclared pro
   });
   // the control: declared, the same probe runs green
   expect(await run(['westeurope', 'eastus'])).toMatchObject({ success: true });
+});
+
+test('the probe moves only routes it created: a real resource carrying its id is left alone', async () => {
+  const store = new SqliteStore(':memory:');
+  const clock = new ManualClock();
+  const real = { region: 'westeurope', account: 'chatweu01' };
+  const router = new Router({ store, timing: probeTiming, clock: clock.now });
+  await router.createRoute('probe-westeurope', real); // a library caller, not the probe
+  const probe = () =>
+    runProbe({ store, region: 'westeurope', clock: clock.now, sleep: async (ms) => void clock.advance(ms) });
+  const refused = await probe();
+  expect(refused).toMatchObject({ success: false, failedPhase: 'setup' });
+  expect(refused.failedAssertion).toMatch(/was not created by the probe; it is left alone/);
+  const after = (await store.read('probe-westeurope', { from: 'writeRegion' })).doc;
+  expect(after).toMatchObject({ location: real, lock: null });
+  // the control: the probe's own route (marked when it created it) is moved as before
+  const own = new SqliteStore(':memory:');
+  const first = await runProbe({
+    store: own,
+    region: 'westeurope',
+    clock: clock.now,
+    sleep: async (ms) => void clock.advance(ms),
+  });
+  expect(first.success).toBe(true);
+  expect((await own.read('probe-westeurope', { from: 'writeRegion' })).doc.createdBy).toBe('probe');
 });
