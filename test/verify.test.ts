@@ -5,7 +5,9 @@ import { report, verify } from '../verify/run';
  * with every invariant checked, every interleaving of two whole migrations with two clock jumps, 150
  * migrations of the fleet simulation under 20 % store faults, and the negative controls (a skipped token
  * check, unconditional writes, a swap in two writes; a convergence delay shorter than the edge cache's
- * TTL, a router that does not read through, copies with no in-flight grace) — each caught.
+ * TTL, a router that does not read through, copies with no in-flight grace, a region-only `decide()`,
+ * rules without clock-skew margins on skewed clocks, a route DELETE that ignores the retired-source
+ * window) — each caught.
  */
 test('the lock protocol holds under racing orchestrators, and every planted bug is caught', async () => {
   const results = await verify({ quick: true, seed: 20261130, soakSeconds: 0 });
@@ -21,6 +23,9 @@ test('the lock protocol holds under racing orchestrators, and every planted bug 
   const fleet = results.find((r) => r.scenario.startsWith('fleet:'));
   expect(fleet).toMatchObject({ runs: 150, violations: 0 });
   expect(results.filter((r) => r.scenario.startsWith('control (fleet)')).map((r) => r.caught)).toEqual([
+    true,
+    true,
+    true,
     true,
     true,
     true,

@@ -28,7 +28,14 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
     ? { migrations: 150, concurrency: 20, resources: 30 }
     : { migrations: 1000, concurrency: 30, resources: 50 };
   results.push(await fleet({ ...fleetSize, faultRate: 0.2, seed: options.seed }));
-  for (const control of ['convergenceShorterThanCacheTtl', 'noReadThrough', 'noInFlightGrace'] as const) {
+  for (const control of [
+    'convergenceShorterThanCacheTtl',
+    'noReadThrough',
+    'noInFlightGrace',
+    'regionOnlyDecide',
+    'noSkewMargins',
+    'deleteDuringRetiredWindow',
+  ] as const) {
     results.push(
       await fleet({ ...fleetSize, faultRate: 0.2, seed: options.seed, control, stopAtFirstViolation: true }),
     );
