@@ -479,12 +479,28 @@ export function parseConfig(env: Env = process.env): Config {
     t.ROUTELOCK_CACHE_TIERS.reduce((a, b) => (b.ttlSeconds < a.ttlSeconds ? b : a));
 
   // A pre-lock must be able to outlive its own convergence wait, or no migration could ever escalate.
-  const earliestEscalation =
-    Math.max(convergenceDelaySeconds, t.ROUTELOCK_REPLICATION_BOUND_SECONDS) +
-    t.ROUTELOCK_SAFETY_BUFFER_SECONDS;
+  // (the lock rules let it escalate only from startsAt + the clock-skew margin)
+  const skew = t.ROUTELOCK_CLOCK_SKEW_SECONDS;
+  const earliestEscalation = Math.max(
+    convergenceDelaySeconds + Math.max(t.ROUTELOCK_SAFETY_BUFFER_SECONDS, skew),
+    t.ROUTELOCK_REPLICATION_BOUND_SECONDS + t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
+  );
   if (t.ROUTELOCK_PRELOCK_MAX_SECONDS <= earliestEscalation) {
     problems.push(
-      `ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer (${earliestEscalation} s), got ${t.ROUTELOCK_PRELOCK_MAX_SECONDS}`,
+      `ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer and the clock skew (${earliestEscalation} s), got ${t.ROUTELOCK_PRELOCK_MAX_SECONDS}`,
+    );
+  }
+  // The holder gives up each phase `skew` before its end and renews a few times per lease: a skew that
+  // large leaves no time to renew or swap, and no migration could ever finish.
+  const writeWindow = Math.min(t.ROUTELOCK_WRITE_LEASE_SECONDS, t.ROUTELOCK_WRITE_BUDGET_SECONDS);
+  if (3 * skew >= writeWindow) {
+    problems.push(
+      `ROUTELOCK_CLOCK_SKEW_SECONDS: must be under a third of the write lease and budget (${writeWindow} s), got ${skew}`,
+    );
+  }
+  if (3 * skew >= t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS) {
+    problems.push(
+      `ROUTELOCK_CLOCK_SKEW_SECONDS: must be under a third of ROUTELOCK_HARD_DELETE_LEASE_SECONDS (${t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS} s), got ${skew}`,
     );
   }
 

@@ -82,7 +82,7 @@ describe('config', () => {
     [{ COSMOS_DISABLE_TLS_VERIFY: 'yes' }, /^COSMOS_DISABLE_TLS_VERIFY: expected 1, 0, true or false/],
     [
       { ROUTELOCK_PRELOCK_MAX_SECONDS: '7000' },
-      /^ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer \(8100 s\)/,
+      /^ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer and the clock skew \(8100 s\)/,
     ],
   ])('%j is refused with a message naming the variable', (env, message) => {
     const problems = problemsOf(env as Record<string, string>);

@@ -16,6 +16,7 @@ import {
   type Enforcement,
   type Operation,
   type RouteView,
+  cacheHeaders,
   enforcement,
   routeView,
 } from '../shared/lock/view';
@@ -31,6 +32,7 @@ import { Router } from '../shared/router';
 import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../shared/store/port';
 import { SqliteStore } from '../shared/store/sqlite';
 import { LaggingStore } from '../test/support/laggingStore';
+import { ClientTier } from './clientTier';
 import type { ScenarioResult } from './scenarios';
 
 /**
@@ -44,7 +46,9 @@ import type { ScenarioResult } from './scenarios';
  *   location, so some migrations move between two accounts of one region), each declaring its full
  *   location to `decide()`, with the three declared cache tiers, each a Router whose cache TTL is that
  *   tier's (edge 2 h, regional 30 min, local 60 s by default), enforcing `decide()` on user reads, writes
- *   and deletes against per-location data;
+ *   and deletes against per-location data; and a fourth way in, the service's own `RoutingClient` in
+ *   series behind its largest tier (edge), over "HTTP" answered by that tier's router (`ClientTier`):
+ *   the in-series overstay the old headers allowed (up to twice the TTL) would exceed the delay;
  * - skewed clocks: every service (its routers and its `decide` time) and every orchestrator instance
  *   (runner and activities router; each restart is a new instance) is off true time by its own offset
  *   within ±skew/2 (production's 5 s skew), so any two differ by at most the declared skew;
@@ -77,7 +81,8 @@ export type FleetControl =
   | 'noInFlightGrace'
   | 'regionOnlyDecide'
   | 'noSkewMargins'
-  | 'deleteDuringRetiredWindow';
+  | 'deleteDuringRetiredWindow'
+  | 'serverCacheNoAge';
 
 export interface FleetOptions {
   migrations: number;
@@ -138,6 +143,18 @@ export interface FleetStats {
     refusedLocked: number;
     deleted: number;
     recreated: number;
+  };
+  /**
+   * The client tier (each service's RoutingClient behind its edge tier): writes and deletes decided on
+   * its views at the location that served them (judged by the decision oracles), reads, redirects,
+   * requests that reached the edge, and the largest Age the edge sent.
+   */
+  clientTier: {
+    decisions: number;
+    reads: number;
+    redirects: number;
+    requests: number;
+    maxAgeSeconds: number;
   };
   /** Clock offsets drawn (ms): per service, and per orchestrator instance (each restart draws anew). */
   clockOffsetsMs: { services: number[]; orchestrators: { min: number; max: number; count: number } };
@@ -428,6 +445,8 @@ const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, ViolationKind[]> = 
   // A phase boundary crossed on one clock and not another: a decision, lost data, or a late swap.
   noSkewMargins: ['decision', 'data', 'version'],
   deleteDuringRetiredWindow: ['window'],
+  // A client holding a copy the edge had held: a decision on a view older than the convergence delay.
+  serverCacheNoAge: ['decision', 'data'],
 };
 
 /**
@@ -662,28 +681,63 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   );
   const store = new FaultInjectingStore(replicas, random, options.faultRate);
 
-  // Services: one per location, three cache tiers each, all on the service's own clock.
+  // Services: one per location, three cache tiers each, all on the service's own clock, and a fourth
+  // way in: the service's own RoutingClient in series behind its largest tier (edge), over HTTP
+  // answered by that tier's router (Cache-Control and Age as the API sends them).
   interface Service {
     location: Location;
     serves: string | Location;
     offsetMs: number;
+    /** The declared tiers (by `timing.cacheTiers` index), then the client tier. */
     tiers: Tier[];
+    client: ClientTier;
   }
+  const behindTier = timing.cacheTiers.findIndex((t) => t.ttlSeconds === edge);
+  const tierNames = [
+    ...timing.cacheTiers.map((t) => t.name),
+    `client behind ${timing.cacheTiers[behindTier]?.name}`,
+  ];
   const services = new Map<string, Service>();
   const serviceOffsets: number[] = [];
   for (const location of LOCATIONS) {
     const offsetMs = drawOffset();
     serviceOffsets.push(offsetMs);
     const serviceClock = () => clock.now() + offsetMs;
+    const routers = timing.cacheTiers.map((tier, index) => {
+      const tierTiming = { ...ruleTiming, localCacheTtlSeconds: tier.ttlSeconds };
+      // Control: the tier feeding the client sends the old headers (a full max-age, Age 0, however
+      // long its cache has held the copy).
+      const oldHeaders = control === 'serverCacheNoAge' && index === behindTier;
+      return new Router({
+        store,
+        timing: tierTiming,
+        clock: serviceClock,
+        ...(oldHeaders
+          ? {
+              cacheHeaders: (doc: LocationDocument, now: number, cfg: TimingConfig) =>
+                cacheHeaders(doc, now, cfg, 0),
+            }
+          : {}),
+      });
+    });
+    const client = new ClientTier(routers[behindTier] as Router, serviceClock, ruleTiming.clockSkewSeconds);
     services.set(locationKey(location), {
       location,
       serves: declaredLocation(location),
       offsetMs,
-      tiers: timing.cacheTiers.map((tier) => {
-        const tierTiming = { ...ruleTiming, localCacheTtlSeconds: tier.ttlSeconds };
-        const router = new Router({ store, timing: tierTiming, clock: serviceClock });
-        return control === 'noReadThrough' ? new NoReadThroughTier(router, tierTiming, serviceClock) : router;
-      }),
+      tiers: [
+        ...routers.map((router, index) =>
+          control === 'noReadThrough'
+            ? new NoReadThroughTier(
+                router,
+                { ...ruleTiming, localCacheTtlSeconds: timing.cacheTiers[index]?.ttlSeconds ?? 0 },
+                serviceClock,
+              )
+            : router,
+        ),
+        client,
+      ],
+      client,
     });
   }
   const decideAs = control === 'regionOnlyDecide' ? regionOnlyDecide : decide;
@@ -812,6 +866,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     copies: 0,
     accountMoves,
     routeDeletes: { attempts: 0, refusedConvergencePending: 0, refusedLocked: 0, deleted: 0, recreated: 0 },
+    clientTier: { decisions: 0, reads: 0, redirects: 0, requests: 0, maxAgeSeconds: 0 },
     clockOffsetsMs: {
       services: serviceOffsets,
       orchestrators: { min: Number.POSITIVE_INFINITY, max: Number.NEGATIVE_INFINITY, count: 0 },
@@ -999,6 +1054,13 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
         throw error;
       }
       const decision = decideAs(view, op, service.serves);
+      const viaClient = tier === service.client;
+      if (viaClient) {
+        const c = stats.clientTier;
+        if (decision.kind === 'notHere') c.redirects += 1;
+        else if (op === 'read') c.reads += 1;
+        else c.decisions += 1;
+      }
       if (decision.kind === 'notHere') {
         stats.userOps.redirected += 1;
         serving = locationKey(decision.location);
@@ -1010,7 +1072,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
       const [early, inForce, late] = [at - maxOffsetMs, at, at + maxOffsetMs].map((t) =>
         enforcement(before, t, timing),
       ) as [Enforcement, Enforcement, Enforcement];
-      const where = `${op} at ${serving} (tier ${timing.cacheTiers[tierIndex]?.name}, clock ${service.offsetMs >= 0 ? '+' : ''}${service.offsetMs} ms)`;
+      const where = `${op} at ${serving} (tier ${tierNames[tierIndex]}, clock ${service.offsetMs >= 0 ? '+' : ''}${service.offsetMs} ms)`;
       if (op === 'read') {
         stats.userOps.reads += 1;
         return;
@@ -1129,7 +1191,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
       await userOp(
         pick(random, resources),
         locationKey(pick(random, LOCATIONS)),
-        Math.floor(random() * timing.cacheTiers.length),
+        Math.floor(random() * tierNames.length),
         op,
       );
     }
@@ -1321,6 +1383,10 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   const lengths = [...journalLength.values()].sort((a, b) => a - b);
   stats.journalSteps = { median: lengths[Math.floor(lengths.length / 2)] ?? 0, max: lengths.at(-1) ?? 0 };
   stats.copies = copies;
+  for (const service of services.values()) {
+    stats.clientTier.requests += service.client.requests;
+    stats.clientTier.maxAgeSeconds = Math.max(stats.clientTier.maxAgeSeconds, service.client.maxAgeSeconds);
+  }
   state.close();
   rivalState.close();
   await writeRegion.close();
@@ -1381,6 +1447,10 @@ function summarize(s: FleetStats): string {
     `route DELETE after a swap: ${n(s.routeDeletes.attempts)} attempts, ${n(s.routeDeletes.refusedConvergencePending)} ` +
       `refused 409 ConvergencePending, ${n(s.routeDeletes.refusedLocked)} refused 423 Locked, ` +
       `${n(s.routeDeletes.deleted)} deleted and ${n(s.routeDeletes.recreated)} re-created at the same location`,
+    `client tier (each service's RoutingClient behind its edge tier, over HTTP): ${n(s.clientTier.decisions)} ` +
+      `writes and deletes decided on its views, ${n(s.clientTier.reads)} reads, ${n(s.clientTier.redirects)} ` +
+      `redirects; ${n(s.clientTier.requests)} requests reached the edge (the largest Age it sent: ` +
+      `${n(s.clientTier.maxAgeSeconds)} s)`,
     `clocks: service offsets ${s.clockOffsetsMs.services.map((o) => `${o >= 0 ? '+' : ''}${o}`).join(', ')} ms; ` +
       `${n(s.clockOffsetsMs.orchestrators.count)} orchestrator instances, offsets ` +
       `${s.clockOffsetsMs.orchestrators.min} … ${s.clockOffsetsMs.orchestrators.max} ms`,

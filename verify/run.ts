@@ -35,6 +35,7 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
     'regionOnlyDecide',
     'noSkewMargins',
     'deleteDuringRetiredWindow',
+    'serverCacheNoAge',
   ] as const) {
     results.push(
       await fleet({ ...fleetSize, faultRate: 0.2, seed: options.seed, control, stopAtFirstViolation: true }),

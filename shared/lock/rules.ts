@@ -552,7 +552,8 @@ function heldLock(doc: LocationDocument, token: string, now: number): Lock {
 
 /** A swap or downgrade naming its write-lock attempt acts only on that attempt's write lock. */
 function assertAttempt(id: string, lock: Lock, writeAt: string | undefined): void {
-  if (writeAt !== undefined && lock.phase === 'write' && lock.writeAt !== writeAt) {
+  // Compared as instants: any ISO spelling of the grant's writeAt names the same attempt.
+  if (writeAt !== undefined && lock.phase === 'write' && ms(lock.writeAt ?? '') !== ms(writeAt)) {
     throw invalidTransition(
       id,
       `this step belongs to the write-lock attempt of ${writeAt}; the lock holds the attempt of ${lock.writeAt}`,

@@ -324,6 +324,16 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     // 6. write lock, delta copy, swap, within the write budget.
     let lastOverrun = '';
     for (let attempt = 1; attempt <= s.deltaAttempts; attempt += 1) {
+      if (attempt > 1) {
+        // The overrun attempts ran on the hard-delete lease; renew it before the next write lock, or a
+        // short lease (the dev profile's) lapses between attempts and the copy could never finish.
+        const renewed = yield* renewLock('hardDelete');
+        if (!renewed.ok && renewed.code !== 'MaxLeaseReached')
+          throw new MigrationAbort(
+            'Failed',
+            `renew the hard-delete lock: ${renewed.code}: ${renewed.message}`,
+          );
+      }
       const w = expect(
         yield* activity('escalate', { resourceId, lock, phase: 'write', ifMatch: etag }),
         'escalate to write',

@@ -1,4 +1,4 @@
-import type { TimingConfig } from '../../shared/config';
+import { type TimingConfig, parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
 import { type LocationDocument, newLocationDocument } from '../../shared/lock/document';
 import { assertDeletable, escalate, prelock, release, renew, swap } from '../../shared/lock/rules';
@@ -151,6 +151,10 @@ describe('a swap or downgrade names its write-lock attempt', () => {
       expect(late).toThrow(expect.objectContaining({ code: 'InvalidTransition' }));
     }
     expect(swap(doc, { token: 'tok', writeAt: second }, at, cfg).doc.location).toEqual(TARGET);
+    // any ISO spelling of that instant names the same attempt (a client that re-serializes it)
+    const respelled = second.replace(/\.\d{3}Z$/, '.0000000Z');
+    expect(respelled).not.toBe(second);
+    expect(swap(doc, { token: 'tok', writeAt: respelled }, at, cfg).doc.location).toEqual(TARGET);
     // the downgrade's replay (its answer lost) still answers, pinned to its own attempt
     const down = release(doc, { token: 'tok', phase: 'write', writeAt: second }, at).doc;
     expect(release(down, { token: 'tok', phase: 'write', writeAt: second }, at + 1).changed).toBe(false);
@@ -186,4 +190,11 @@ describe('DELETE during the retired-source window', () => {
     const recreated = newLocationDocument('conv-1', TARGET);
     expect(ok(() => prelock(recreated, back, until - seconds(10), cfg))).toBe(true);
   });
+});
+
+test('a skew that leaves no time to renew or swap is refused at start-up, naming the variable', () => {
+  expect(() => parseConfig({ ROUTELOCK_CLOCK_SKEW_SECONDS: '300' })).toThrow(
+    /ROUTELOCK_CLOCK_SKEW_SECONDS: must be under a third of the write lease and budget \(300 s\), got 300/,
+  );
+  expect(() => parseConfig({ ROUTELOCK_CLOCK_SKEW_SECONDS: '99' })).not.toThrow(); // the control
 });

@@ -29,6 +29,35 @@ describe('in-process runner on virtual time (production timing)', () => {
   });
 });
 
+test.each(['dev', 'production'])(
+  'a delta that overruns every attempt uses all of them (%s profile): the hard-delete lock is renewed in between',
+  async (profile) => {
+    const h = virtualRunner({
+      env: {
+        ROUTELOCK_PROFILE: profile,
+        ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]),
+      },
+      // the bulk copy is done at once; the delta never finishes
+      http: (call) =>
+        call.body.step === 'bulkCopy'
+          ? Promise.resolve({ status: 200, body: null })
+          : new Promise(() => undefined),
+    });
+    await h.router.createRoute('r-over', SOURCE);
+    const { record } = h.runner.start({ resourceId: 'r-over', target: TARGET });
+    await h.settle();
+    const status = await h.runner.status(record.migrationId);
+    // before the renewal, the dev profile's 120 s hard-delete lease lapsed during attempt 2 and the
+    // migration failed "escalate to write: … the hard-delete lock lapsed" with attempts left
+    expect(status).toMatchObject({ status: 'Failed', deltaAttempts: h.config.migration.deltaAttempts });
+    expect(status.error).toMatch(/^write budget exceeded on all 3 attempts/);
+    expect((await h.store.read('r-over', { from: 'writeRegion' })).doc).toMatchObject({
+      location: SOURCE,
+      lock: null,
+    });
+  },
+);
+
 describe('the re-read after pre-lock', () => {
   test('a route already at the target (a stale read upstream) is released and reported NoOp', async () => {
     const h = virtualRunner();
