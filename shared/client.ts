@@ -128,18 +128,25 @@ export class RoutingClient {
       .body as LockGrant;
   }
 
-  async swap(id: string, token: string, options: { ifMatch?: string } = {}): Promise<RouteView> {
-    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/swap`, { token }, options))
+  /** `writeAt`: the write-lock grant's, naming the attempt this swap belongs to. */
+  async swap(
+    id: string,
+    token: string,
+    writeAt: string,
+    options: { ifMatch?: string } = {},
+  ): Promise<RouteView> {
+    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/swap`, { token, writeAt }, options))
       .body as RouteView;
   }
 
+  /** Release everything, or with `downgrade` only the write lock of the attempt its `writeAt` names. */
   async release(
     id: string,
     token: string,
-    phase?: 'write',
+    downgrade?: { writeAt: string },
     options: { ifMatch?: string } = {},
   ): Promise<RouteView> {
-    const body = phase === undefined ? { token } : { token, phase };
+    const body = downgrade === undefined ? { token } : { token, phase: 'write', writeAt: downgrade.writeAt };
     return (await this.call('POST', `/routes/${encodeURIComponent(id)}/release`, body, options))
       .body as RouteView;
   }

@@ -38,11 +38,12 @@ export const renewBody = z.strictObject({
 });
 /** The write-lock attempt a swap or downgrade belongs to: the `writeAt` its escalation granted. */
 const writeAt = z.iso.datetime({ message: 'must be the writeAt timestamp the write-lock grant carried' });
-export const swapBody = z.strictObject({ token, writeAt: writeAt.optional() });
+/** Over HTTP a swap and a downgrade must name their attempt: a late one never lands on a later attempt. */
+export const swapBody = z.strictObject({ token, writeAt });
 export const releaseBody = z
   .strictObject({ token, phase: z.literal('write').optional(), writeAt: writeAt.optional() })
-  .refine((b) => b.writeAt === undefined || b.phase === 'write', {
-    message: 'writeAt names a write-lock attempt: send it with phase "write"',
+  .refine((b) => (b.writeAt !== undefined) === (b.phase === 'write'), {
+    message: 'a downgrade (phase "write") names its attempt with writeAt; a full release takes none',
     path: ['writeAt'],
   });
 /** `limit` in a query string: a whole number from 1 to 1000. */

@@ -263,6 +263,8 @@ function escalateRule(
   const wanted = now + Math.min(cfg.writeLeaseSeconds, cfg.writeBudgetSeconds) * SECOND;
   const parent = extendParent(lock, wanted);
   const writeExpiresAt = Math.min(wanted, parent);
+  // (A write lock never ends within the skew margin of now: it reaches at least the hard-delete lock's
+  // end, which the check above put more than the margin away.)
   return {
     doc: withLock(doc, {
       ...lock,

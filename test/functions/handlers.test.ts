@@ -290,7 +290,7 @@ describe('POST /routes/{id}/renew', () => {
     clock.set(writeAt + 850_000);
     expectProblem(await post('renew', { token }), 409, 'FreezeBudgetExceeded');
 
-    await post('release', { token, phase: 'write' });
+    await post('release', { token, phase: 'write', writeAt: new Date(writeAt).toISOString() });
     const cap = Date.parse(grant.maxExpiresAt);
     for (let t = writeAt + 3600_000; t < cap; t += 3600_000) {
       clock.set(t);
@@ -336,32 +336,39 @@ describe('POST /routes/{id}/swap and /release', () => {
   test('swap: 409 InvalidTransition without a write lock, 200 with the new location, 200 on replay', async () => {
     await put();
     const grant = (await prelock()).body as LockGrant;
-    expectProblem(await post('swap', { token: grant.token }), 409, 'InvalidTransition');
+    // over HTTP a swap names its write-lock attempt
+    expectProblem(await post('swap', { token: grant.token }), 400, 'BadRequest');
+    expectProblem(
+      await post('swap', { token: grant.token, writeAt: grant.acquiredAt }),
+      409,
+      'InvalidTransition',
+    );
     clock.set(Date.parse(grant.startsAt) + ESCALATE_AFTER_START);
     await post('escalate', { token: grant.token, phase: 'hardDelete' });
-    await post('escalate', { token: grant.token, phase: 'write' });
-    expectProblem(await post('swap', { token: 'other' }), 423, 'Locked');
-    const swapped = await post('swap', { token: grant.token });
+    const { writeAt } = (await post('escalate', { token: grant.token, phase: 'write' })).body as LockGrant;
+    expectProblem(await post('swap', { token: 'other', writeAt }), 423, 'Locked');
+    const swapped = await post('swap', { token: grant.token, writeAt });
     expect(swapped.status).toBe(200);
     expect(swapped.body).toMatchObject({
       location: TARGET,
       lock: null,
       secondary: { role: 'retiredSource', location: SOURCE },
     });
-    expect((await post('swap', { token: grant.token })).status).toBe(200);
-    expectProblem(await post('swap', { token: 'other' }), 410, 'LockExpired');
+    expect((await post('swap', { token: grant.token, writeAt })).status).toBe(200);
+    expectProblem(await post('swap', { token: 'other', writeAt }), 410, 'LockExpired');
   });
 
   test('release: 200 and the location unchanged; downgrade keeps the hard-delete lock; 410 / 423', async () => {
-    const { token } = await toWrite();
-    const down = await post('release', { token, phase: 'write' });
+    const { token, grant } = await toWrite();
+    expectProblem(await post('release', { token, phase: 'write' }), 400, 'BadRequest'); // names its attempt
+    const down = await post('release', { token, phase: 'write', writeAt: grant.writeAt });
     expect(down.status).toBe(200);
     expect(down.body).toMatchObject({
       lock: { phase: 'hardDelete' },
       enforcement: { write: 'allow', delete: 'tombstone' },
     });
     // a downgrade replayed (its first answer lost): 200, nothing changes
-    const again = await post('release', { token, phase: 'write' });
+    const again = await post('release', { token, phase: 'write', writeAt: grant.writeAt });
     expect(again.status).toBe(200);
     expect(again.body).toMatchObject({
       lock: { phase: 'hardDelete' },
@@ -389,8 +396,8 @@ describe('DELETE /routes/{id}', () => {
   });
 
   test('409 ConvergencePending during the retired-source window after a swap; 204 once it ends', async () => {
-    const { token } = await toWrite('conv-del');
-    expect((await post('swap', { token }, 'conv-del')).status).toBe(200);
+    const { token, grant } = await toWrite('conv-del');
+    expect((await post('swap', { token, writeAt: grant.writeAt }, 'conv-del')).status).toBe(200);
     const early = await call('deleteRoute', { params: { id: 'conv-del' } });
     expectProblem(early, 409, 'ConvergencePending');
     expect(Number(early.headers.get('retry-after'))).toBeGreaterThan(0);
@@ -477,7 +484,7 @@ describe('store outage', () => {
 
 describe('the token never leaves through a read', () => {
   test('GET, list, swap and release bodies and headers never carry the token or its hash', async () => {
-    const { token } = await toWrite('secret-1');
+    const { token, grant } = await toWrite('secret-1');
     const { createHash } = await import('node:crypto');
     const hash = createHash('sha256').update(token).digest('hex');
     const outputs: Called[] = [
@@ -485,7 +492,7 @@ describe('the token never leaves through a read', () => {
       await call('listRoutes', { query: 'locked=true' }),
       await post('renew', { token }, 'secret-1'),
       await post('escalate', { token: 'x', phase: 'write' }, 'secret-1'),
-      await post('swap', { token }, 'secret-1'),
+      await post('swap', { token, writeAt: grant.writeAt }, 'secret-1'),
       await call('getRoute', { params: { id: 'secret-1' } }),
     ];
     for (const out of outputs) {

@@ -153,7 +153,7 @@ describe.each(stores)('embedded host over HTTP on %s', (_name, openStore) => {
     });
 
     clock.advance(13_000);
-    const swapped = await client.swap('walk-1', grant.token!, { ifMatch: w.etag });
+    const swapped = await client.swap('walk-1', grant.token!, w.writeAt!, { ifMatch: w.etag });
     expect(swapped).toMatchObject({
       location: TARGET,
       lock: null,

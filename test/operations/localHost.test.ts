@@ -129,7 +129,9 @@ test('force-release over HTTP: actor from the body under ROUTELOCK_AUTH=none, tw
     'forceRelease',
   ]);
   // the old holder's token is dead
-  expect((await send('POST', '/routes/conv-f/swap', { token })).status).toBe(410);
+  expect(
+    (await send('POST', '/routes/conv-f/swap', { token, writeAt: new Date().toISOString() })).status,
+  ).toBe(410);
   for (const line of logs) assertNoSecrets(line, [token]);
 });
 
