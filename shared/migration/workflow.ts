@@ -103,6 +103,27 @@ function* sleep(ms: number): Generator<Step, void, unknown> {
   yield* sleepUntil((yield* now()) + ms);
 }
 
+/**
+ * An activity whose answer may be `ConvergencePending` (with Retry-After), asked again after that wait,
+ * a few times at most: a pre-lock just after a swap, or the first escalation on a clock behind.
+ */
+function* waitingOutConvergence<K extends ActivityName>(
+  name: K,
+  input: ActivityInputs[K],
+  s: MigrationSettings,
+): Generator<Step, ActivityResult<ActivityOutputs[K]>, unknown> {
+  let result = yield* activity(name, input);
+  for (
+    let attempt = 1;
+    !result.ok && result.code === 'ConvergencePending' && attempt < s.retryAttempts;
+    attempt += 1
+  ) {
+    yield* sleep((result.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
+    result = yield* activity(name, input);
+  }
+  return result;
+}
+
 function participantCall(
   input: MigrationInput,
   from: Location,
@@ -146,15 +167,7 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
   const prelockRequest = { resourceId, migrationId, owner: input.instanceId, target: input.target, lock };
   let pre: ActivityResult<SeededGrant>;
   try {
-    pre = yield* activity('prelock', prelockRequest);
-    for (
-      let attempt = 1;
-      !pre.ok && pre.code === 'ConvergencePending' && attempt < s.retryAttempts;
-      attempt += 1
-    ) {
-      yield* sleep((pre.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
-      pre = yield* activity('prelock', prelockRequest);
-    }
+    pre = yield* waitingOutConvergence('prelock', prelockRequest, s);
   } catch (error) {
     // A timed-out pre-lock may have committed unseen, and would hold the resource for its whole lease.
     // If the write region shows this migration's pre-lock, release it: its token derives from the seed.
@@ -302,16 +315,10 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
     // 5. hard-delete lock and the bulk copy.
     // An activity whose clock is behind the runner's may find the lock not yet started on every clock
     // (ConvergencePending, with Retry-After): wait that out, a few times at most.
-    let escalated = yield* activity('escalate', { resourceId, lock, phase: 'hardDelete', ifMatch: etag });
-    for (
-      let attempt = 1;
-      !escalated.ok && escalated.code === 'ConvergencePending' && attempt < s.retryAttempts;
-      attempt += 1
-    ) {
-      yield* sleep((escalated.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
-      escalated = yield* activity('escalate', { resourceId, lock, phase: 'hardDelete', ifMatch: etag });
-    }
-    const hd = expect(escalated, 'escalate to hardDelete');
+    const hd = expect(
+      yield* waitingOutConvergence('escalate', { resourceId, lock, phase: 'hardDelete', ifMatch: etag }, s),
+      'escalate to hardDelete',
+    );
     etag = hd.etag;
     yield* publish({
       phase: 'hardDelete',

@@ -14,7 +14,10 @@ import {
   type ListPage,
   type LocationStore,
   type ReadFrom,
+  badContinuation,
   countRead,
+  decodeContinuation,
+  encodeContinuation,
   newCounters,
 } from './port';
 
@@ -187,7 +190,7 @@ export class CosmosStore implements LocationStore {
     const query = lockedOnly
       ? 'SELECT * FROM c WHERE IS_DEFINED(c.lock) AND NOT IS_NULL(c.lock) ORDER BY c.id'
       : 'SELECT * FROM c ORDER BY c.id';
-    const token = continuation === undefined ? undefined : unwrapContinuation(continuation);
+    const token = continuation === undefined ? undefined : decodeContinuation(continuation);
     try {
       const page = await this.nearest.items
         .query<CosmosItem>(query, {
@@ -197,9 +200,7 @@ export class CosmosStore implements LocationStore {
         .fetchNext();
       return {
         items: page.resources.map((item) => this.stored(item, item._etag)),
-        continuation: page.continuationToken
-          ? Buffer.from(page.continuationToken, 'utf8').toString('base64url')
-          : null,
+        continuation: page.continuationToken ? encodeContinuation(page.continuationToken) : null,
       };
     } catch (error) {
       throw storeError(error, '(list)', { continuation });
@@ -237,21 +238,6 @@ export class CosmosStore implements LocationStore {
   private wire(etag: string): string {
     return this.quotedEtags ? `"${etag}"` : etag;
   }
-}
-
-function badContinuation(cause?: unknown): RouteLockError {
-  return new RouteLockError(
-    'BadRequest',
-    'The continuation token is not valid: pass back the continuation of the previous page unchanged.',
-    cause === undefined ? {} : { cause },
-  );
-}
-
-function unwrapContinuation(continuation: string): string {
-  const token = Buffer.from(continuation, 'base64url').toString('utf8');
-  if (token === '' || Buffer.from(token, 'utf8').toString('base64url') !== continuation)
-    throw badContinuation();
-  return token;
 }
 
 function notFound(id: string): RouteLockError {

@@ -1,8 +1,11 @@
+import { RouteLockError } from '../errors';
 import type { LocationDocument, StoredDocument } from '../lock/document';
 
 /**
  * The store port. Adapters: SQLite (embedded default) and Cosmos DB (production). Every failure is a
- * RouteLockError: NotFound, AlreadyExists, PreconditionFailed, or StoreUnavailable (with retry-after).
+ * RouteLockError: NotFound, AlreadyExists, PreconditionFailed, StoreUnavailable (transient, with
+ * retry-after), StoreRejected (the store refused the request itself: not retriable) or BadRequest (a
+ * continuation no store handed out).
  */
 
 /** "nearest": the closest replica, possibly lagging. "writeRegion": the authoritative copy. */
@@ -44,6 +47,29 @@ export interface ListPage {
   items: StoredDocument[];
   /** Null on the last page. */
   continuation: string | null;
+}
+
+/**
+ * Continuation tokens, for both adapters: the adapter's own position (an id, the SDK's token) as
+ * base64url, so it survives a query string. A token that does not decode and re-encode to itself is not
+ * one a store handed out: the caller's 400.
+ */
+export function encodeContinuation(position: string): string {
+  return Buffer.from(position, 'utf8').toString('base64url');
+}
+
+export function decodeContinuation(continuation: string): string {
+  const position = Buffer.from(continuation, 'base64url').toString('utf8');
+  if (position === '' || encodeContinuation(position) !== continuation) throw badContinuation();
+  return position;
+}
+
+export function badContinuation(cause?: unknown): RouteLockError {
+  return new RouteLockError(
+    'BadRequest',
+    'The continuation token is not valid: pass back the continuation of the previous page unchanged.',
+    cause === undefined ? {} : { cause },
+  );
 }
 
 export function newCounters(): StoreCounters {

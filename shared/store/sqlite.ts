@@ -9,6 +9,8 @@ import {
   type LocationStore,
   type ReadFrom,
   countRead,
+  decodeContinuation,
+  encodeContinuation,
   newCounters,
 } from './port';
 
@@ -143,22 +145,13 @@ export class SqliteStore implements LocationStore {
 
   async list({ lockedOnly, limit, continuation }: ListOptions): Promise<ListPage> {
     this.counters.lists += 1;
-    const after = continuation === undefined ? '' : Buffer.from(continuation, 'base64url').toString('utf8');
-    // A token this store handed out re-encodes to itself; anything else is the caller's invention.
-    if (
-      continuation !== undefined &&
-      (after === '' || Buffer.from(after, 'utf8').toString('base64url') !== continuation)
-    )
-      throw new RouteLockError(
-        'BadRequest',
-        'The continuation token is not valid: pass back the continuation of the previous page unchanged.',
-      );
+    const after = continuation === undefined ? '' : decodeContinuation(continuation);
     const rows = this.guard(() => this.statements.list.all(lockedOnly ? 1 : 0, after, limit + 1));
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
       items: page.map((row) => ({ doc: JSON.parse(row.doc) as LocationDocument, etag: row.etag })),
-      continuation: rows.length > limit && last ? Buffer.from(last.id, 'utf8').toString('base64url') : null,
+      continuation: rows.length > limit && last ? encodeContinuation(last.id) : null,
     };
   }
 
