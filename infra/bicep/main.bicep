@@ -99,6 +99,11 @@ var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
 var functionAppName = '${abbrs.webSitesFunctions}routelock-${resourceToken}'
+// Names known before deployment: role-assignment names and scopes derive from these rather than from module
+// outputs, so What-If can predict them (linter rule what-if-short-circuiting).
+var identityName = '${abbrs.managedIdentityUserAssignedIdentities}routelock-${resourceToken}'
+var storageAccountName = '${abbrs.storageStorageAccounts}${resourceToken}'
+var applicationInsightsName = '${abbrs.insightsComponents}${resourceToken}'
 var deploymentContainerName = 'app-package-${take(resourceToken, 12)}'
 var keyVaultName = '${abbrs.keyVaultVaults}${resourceToken}'
 var tokenKeysSecretName = 'routelock-token-keys'
@@ -116,7 +121,7 @@ module identity 'modules/identity.bicep' = {
   name: 'identity'
   scope: rg
   params: {
-    name: '${abbrs.managedIdentityUserAssignedIdentities}routelock-${resourceToken}'
+    name: identityName
     location: location
     tags: tags
   }
@@ -126,7 +131,7 @@ module storage 'modules/storage.bicep' = {
   name: 'storage'
   scope: rg
   params: {
-    name: '${abbrs.storageStorageAccounts}${resourceToken}'
+    name: storageAccountName
     location: location
     tags: tags
     deploymentContainerName: deploymentContainerName
@@ -144,6 +149,7 @@ module cosmos 'modules/cosmos.bicep' = {
     maxStalenessIntervalSeconds: maxStalenessIntervalSeconds
     maxStalenessPrefix: maxStalenessPrefix
     principalId: identity.outputs.principalId
+    principalKey: identityName
     logAnalyticsWorkspaceId: monitoring.outputs.workspaceId
   }
 }
@@ -153,7 +159,7 @@ module monitoring 'modules/monitoring.bicep' = {
   scope: rg
   params: {
     logAnalyticsName: '${abbrs.operationalInsightsWorkspaces}${resourceToken}'
-    applicationInsightsName: '${abbrs.insightsComponents}${resourceToken}'
+    applicationInsightsName: applicationInsightsName
     alertNamePrefix: '${abbrs.insightsScheduledQueryRules}routelock-'
     actionGroupName: '${abbrs.insightsActionGroups}routelock-${resourceToken}'
     alertEmail: alertEmail
@@ -170,6 +176,7 @@ module keyvault 'modules/keyvault.bicep' = {
     location: location
     tags: tags
     appPrincipalId: identity.outputs.principalId
+    appPrincipalKey: identityName
     logAnalyticsWorkspaceId: monitoring.outputs.workspaceId
     tokenKeysSecretName: tokenKeysSecretName
     tokenKeysBase64: tokenKeysBase64
@@ -248,10 +255,14 @@ module api 'modules/functionapp.bicep' = {
 module rbac 'modules/rbac.bicep' = {
   name: 'rbac'
   scope: rg
+  // It names the storage account and Application Insights by their known names (see above), so the
+  // order is stated: the grants need those resources to exist.
+  dependsOn: [storage, monitoring]
   params: {
-    storageAccountName: storage.outputs.name
-    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    storageAccountName: storageAccountName
+    applicationInsightsName: applicationInsightsName
     principalId: identity.outputs.principalId
+    principalKey: identityName
     userPrincipalId: principalId
     userPrincipalType: principalType
     grantDeveloperDataAccess: grantDeveloperDataAccess

@@ -12,6 +12,8 @@ param maxStalenessIntervalSeconds int = 300
 param maxStalenessPrefix int = 100000
 param databaseName string = 'routelock'
 param principalId string
+@description('A stable name for that principal, known before deployment (the identity\'s name): role-assignment names derive from it.')
+param principalKey string
 param logAnalyticsWorkspaceId string
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
@@ -69,7 +71,7 @@ var dataContributor = '00000000-0000-0000-0000-000000000002'
 
 resource dataAccess 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = {
   parent: account
-  name: guid(account.id, principalId, dataContributor)
+  name: guid(account.id, principalKey, dataContributor)
   properties: {
     roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributor}'
     principalId: principalId

@@ -7,6 +7,8 @@ param location string
 param tags object
 @description('Principal (object) id of the app\'s user-assigned identity.')
 param appPrincipalId string
+@description('A stable name for that principal, known before deployment (the identity\'s name): role-assignment names derive from it.')
+param appPrincipalKey string
 param logAnalyticsWorkspaceId string
 @description('Name of the secret that holds the key set JSON.')
 param tokenKeysSecretName string = 'routelock-token-keys'
@@ -50,7 +52,7 @@ resource tokenKeysSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (!e
 var keyVaultSecretsUser = '4633458b-17de-408a-b874-0445c86b69e6'
 
 resource appSecretsUser 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(vault.id, appPrincipalId, keyVaultSecretsUser)
+  name: guid(vault.id, appPrincipalKey, keyVaultSecretsUser)
   scope: vault
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', keyVaultSecretsUser)

@@ -2,6 +2,8 @@
 param storageAccountName string
 param applicationInsightsName string
 param principalId string
+@description('A stable name for that principal, known before deployment (the identity\'s name): role-assignment names derive from it.')
+param principalKey string
 @description('Object id of the principal running the deployment (AZURE_PRINCIPAL_ID).')
 param userPrincipalId string = ''
 @description('What kind of principal userPrincipalId is (AZURE_PRINCIPAL_TYPE): a person, or a CI service principal.')
@@ -29,7 +31,7 @@ var storageRoles = [roles.storageBlobDataOwner, roles.storageQueueDataContributo
 
 resource storageAccess 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   for role in storageRoles: {
-    name: guid(storage.id, principalId, role)
+    name: guid(storage.id, principalKey, role)
     scope: storage
     properties: {
       roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role)
@@ -54,7 +56,7 @@ resource userStorageAccess 'Microsoft.Authorization/roleAssignments@2022-04-01' 
 ]
 
 resource metricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(appInsights.id, principalId, roles.monitoringMetricsPublisher)
+  name: guid(appInsights.id, principalKey, roles.monitoringMetricsPublisher)
   scope: appInsights
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.monitoringMetricsPublisher)
