@@ -1,5 +1,11 @@
 import { HttpRequest, HttpResponse, type HttpResponseInit, InvocationContext } from '@azure/functions';
-import { type Services, createServices, useServices } from '../../functions/services';
+import { bindEndpoint } from '../../functions/http/endpoint';
+import {
+  type Services,
+  createServices,
+  services as currentServices,
+  useServices,
+} from '../../functions/services';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
 import type { LocationStore } from '../../shared/store/port';
@@ -40,8 +46,10 @@ export async function handlerServices(
 }
 
 export async function call(name: string, init: CallInit = {}, logs: string[] = []): Promise<Called> {
-  const endpoint = allEndpoints.find((e) => e.name === name);
-  if (!endpoint) throw new Error(`no endpoint ${name}`);
+  const declared = allEndpoints.find((e) => e.name === name);
+  if (!declared) throw new Error(`no endpoint ${name}`);
+  // Bound as the Functions host binds them: to the services `handlerServices` handed in.
+  const endpoint = bindEndpoint(declared, currentServices);
   const params = init.params ?? {};
   const path = endpoint.route.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(params[p] ?? ''));
   const headers: Record<string, string> = { ...(init.headers ?? {}) };
