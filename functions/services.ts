@@ -210,7 +210,8 @@ let current: Promise<Services> | undefined;
 
 /**
  * The Functions entry points' services: created on the first invocation, then the same for the process.
- * (The embedded host builds its own and hands them to its endpoints; it never sets this.)
+ * Nothing sets it from outside: the embedded host and the tests bind their endpoints and triggers to
+ * services of their own.
  */
 export function services(): Promise<Services> {
   if (!current) {
@@ -225,9 +226,11 @@ export function services(): Promise<Services> {
 }
 
 /**
- * Test seam: the services the Functions entry points resolve from now on (in Azure they build their own
- * on first use). Product code never calls it.
+ * A trigger's handler as the Functions host calls it, `(input, context)`, its services resolved on each
+ * invocation. The handler itself declares the part it uses and takes it as a third argument.
  */
-export function useServices(value: Services): void {
-  current = Promise.resolve(value);
+export function onServices<I, R>(
+  handler: (input: I, context: InvocationContext, services: Services) => Promise<R>,
+): (input: I, context: InvocationContext) => Promise<R> {
+  return async (input, context) => handler(input, context, await services());
 }

@@ -1,11 +1,6 @@
 import { HttpRequest, HttpResponse, type HttpResponseInit, InvocationContext } from '@azure/functions';
 import { bindEndpoint } from '../../functions/http/endpoint';
-import {
-  type Services,
-  createServices,
-  services as currentServices,
-  useServices,
-} from '../../functions/services';
+import { type Services, createServices } from '../../functions/services';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
 import type { LocationStore } from '../../shared/store/port';
@@ -34,6 +29,14 @@ export interface CallInit {
   principal?: TestPrincipal | null;
 }
 
+let current: Promise<Services> | undefined;
+
+/** The services of the last `handlerServices` call: what `call` binds each endpoint to. */
+function harnessServices(): Promise<Services> {
+  if (!current) throw new Error('call handlerServices() first');
+  return current;
+}
+
 /** Handler harness: real HttpRequest / InvocationContext objects, the registered (wrapped) handlers. */
 export async function handlerServices(
   env: Record<string, string> = {},
@@ -41,7 +44,7 @@ export async function handlerServices(
 ): Promise<{ services: Services; clock: ManualClock; logs: string[] }> {
   const clock = new ManualClock();
   const services = await createServices(parseConfig(env), { clock: clock.now, store });
-  useServices(services);
+  current = Promise.resolve(services);
   return { services, clock, logs: [] };
 }
 
@@ -49,7 +52,7 @@ export async function call(name: string, init: CallInit = {}, logs: string[] = [
   const declared = allEndpoints.find((e) => e.name === name);
   if (!declared) throw new Error(`no endpoint ${name}`);
   // Bound as the Functions host binds them: to the services `handlerServices` handed in.
-  const endpoint = bindEndpoint(declared, currentServices);
+  const endpoint = bindEndpoint(declared, harnessServices);
   const params = init.params ?? {};
   const path = endpoint.route.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(params[p] ?? ''));
   const headers: Record<string, string> = { ...(init.headers ?? {}) };
