@@ -1,7 +1,7 @@
 import { type InvocationContext, app } from '@azure/functions';
 import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
 import { inFunctionsHost } from './http/endpoint';
-import { services } from './services';
+import { type Services, onServices } from './services';
 
 /**
  * Cosmos DB change feed on `locations` → lock telemetry (Application Insights) and the audit ledger.
@@ -9,8 +9,11 @@ import { services } from './services';
  * create containers, so `createLeaseContainerIfNotExists` stays false. Connection `COSMOS` is
  * identity-based (`COSMOS__accountEndpoint`, `COSMOS__credential`, `COSMOS__clientId`).
  */
-export async function lockTelemetryHandler(documents: unknown[], context: InvocationContext): Promise<void> {
-  const { sink, audit, config } = await services();
+export async function lockTelemetryHandler(
+  documents: unknown[],
+  context: InvocationContext,
+  { sink, audit, config }: Pick<Services, 'sink' | 'audit' | 'config'>,
+): Promise<void> {
   const result = await handleDocumentVersions(documents, {
     sink,
     audit,
@@ -28,6 +31,6 @@ if (inFunctionsHost()) {
     containerName: '%COSMOS_CONTAINER%',
     leaseContainerName: 'leases',
     createLeaseContainerIfNotExists: false,
-    handler: lockTelemetryHandler,
+    handler: onServices(lockTelemetryHandler),
   });
 }

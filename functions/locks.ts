@@ -2,7 +2,7 @@ import { type HttpRequest, type HttpResponseInit, type InvocationContext } from 
 import type { z } from 'zod';
 import type { MutationOptions, Router } from '../shared/router';
 import type { Caller } from './http/auth';
-import { type HttpEndpoint, type ServiceHandler, endpoint, json, registerHttp } from './http/endpoint';
+import { type EndpointDeclaration, type ServiceHandler, json, registerHttp } from './http/endpoint';
 import {
   escalateBody,
   idempotencyKey,
@@ -30,7 +30,7 @@ import type { Services } from './services';
 export async function prelock(
   request: HttpRequest,
   _context: InvocationContext,
-  { router, config }: Services,
+  { router, config }: Pick<Services, 'router' | 'config'>,
   caller?: Caller,
 ): Promise<HttpResponseInit> {
   const id = routeId(request);
@@ -58,7 +58,7 @@ function tokenMutation<S extends z.ZodType, R extends { etag: string }>(
   return async (
     request: HttpRequest,
     _context: InvocationContext,
-    { router }: Services,
+    { router }: Pick<Services, 'router'>,
   ): Promise<HttpResponseInit> => {
     const id = routeId(request);
     const body = parse(schema, await readJson(request), 'body');
@@ -76,17 +76,16 @@ export const release = tokenMutation(releaseBody, (router, id, body, options) =>
   router.release(id, body, options),
 );
 
-const lock = (name: string, handler: ServiceHandler): HttpEndpoint =>
-  endpoint({
-    name,
-    methods: ['POST'],
-    route: `routes/{id}/${name}`,
-    authLevel: 'function',
-    role: 'Locks.Write',
-    handler,
-  });
+const lock = (name: string, handler: ServiceHandler): EndpointDeclaration => ({
+  name,
+  methods: ['POST'],
+  route: `routes/{id}/${name}`,
+  authLevel: 'function',
+  role: 'Locks.Write',
+  handler,
+});
 
-export const lockEndpoints: HttpEndpoint[] = [
+export const lockEndpoints: EndpointDeclaration[] = [
   lock('prelock', prelock),
   lock('escalate', escalate),
   lock('renew', renew),

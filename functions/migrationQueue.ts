@@ -4,7 +4,7 @@ import { isRouteLockError } from '../shared/errors';
 import type { MigrationService } from '../shared/migration/service';
 import { inFunctionsHost } from './http/endpoint';
 import { startMigrationBody } from './http/validation';
-import { services } from './services';
+import { type Services, onServices } from './services';
 
 /**
  * Queue trigger on `migrations`: messages are base64 JSON `{resourceId, target, migrationId?}` (the
@@ -65,8 +65,12 @@ export async function handleMigrationMessage(
   }
 }
 
-export async function migrationQueueHandler(item: unknown, context: InvocationContext): Promise<void> {
-  const outcome = await handleMigrationMessage(item, (await services()).migrations(context));
+export async function migrationQueueHandler(
+  item: unknown,
+  context: InvocationContext,
+  { migrations }: Pick<Services, 'migrations'>,
+): Promise<void> {
+  const outcome = await handleMigrationMessage(item, migrations(context));
   if (outcome.kind === 'poison') {
     context.warn(`migration message rejected: ${outcome.reason}`);
     context.extraOutputs.set(poisonOutput, { reason: outcome.reason, message: item });
@@ -83,6 +87,6 @@ if (inFunctionsHost()) {
     connection: 'AzureWebJobsStorage',
     extraInputs: [df.input.durableClient()],
     extraOutputs: [poisonOutput],
-    handler: migrationQueueHandler,
+    handler: onServices(migrationQueueHandler),
   });
 }

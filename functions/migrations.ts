@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
-import { type HttpEndpoint, endpoint, json, registerHttp } from './http/endpoint';
+import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
 import { parse, readJson, resourceId, startMigrationBody } from './http/validation';
 import type { Services } from './services';
 
@@ -9,10 +9,10 @@ import type { Services } from './services';
 export async function startMigration(
   request: HttpRequest,
   context: InvocationContext,
-  services: Services,
+  { migrations }: Pick<Services, 'migrations'>,
 ): Promise<HttpResponseInit> {
   const body = parse(startMigrationBody, await readJson(request), 'body');
-  const started = await services.migrations(context).start(body);
+  const started = await migrations(context).start(body);
   const statusUrl = `/api/migrations/${encodeURIComponent(started.migrationId)}`;
   return json(
     202,
@@ -24,14 +24,14 @@ export async function startMigration(
 export async function getMigration(
   request: HttpRequest,
   context: InvocationContext,
-  services: Services,
+  { migrations }: Pick<Services, 'migrations'>,
 ): Promise<HttpResponseInit> {
   const migrationId = parse(resourceId, request.params.migrationId ?? '', 'migration id');
-  return json(200, await services.migrations(context).status(migrationId));
+  return json(200, await migrations(context).status(migrationId));
 }
 
-export const migrationEndpoints: HttpEndpoint[] = [
-  endpoint({
+export const migrationEndpoints: EndpointDeclaration[] = [
+  {
     name: 'startMigration',
     methods: ['POST'],
     route: 'migrations',
@@ -39,8 +39,8 @@ export const migrationEndpoints: HttpEndpoint[] = [
     role: 'Migrations.Write',
     handler: startMigration,
     extraInputs: [df.input.durableClient()],
-  }),
-  endpoint({
+  },
+  {
     name: 'getMigration',
     methods: ['GET'],
     route: 'migrations/{migrationId}',
@@ -48,7 +48,7 @@ export const migrationEndpoints: HttpEndpoint[] = [
     role: 'Ops.Read',
     handler: getMigration,
     extraInputs: [df.input.durableClient()],
-  }),
+  },
 ];
 
 registerHttp(migrationEndpoints);

@@ -2,7 +2,7 @@ import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/fu
 import type { Actor } from '../shared/audit';
 import { runProbe } from '../shared/probe';
 import type { Caller } from './http/auth';
-import { type HttpEndpoint, endpoint, json, registerHttp } from './http/endpoint';
+import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
 import { HttpProblem } from './http/problem';
 import {
   approveBody,
@@ -27,10 +27,10 @@ import type { Services } from './services';
 function actorOf(
   caller: Caller | undefined,
   body: { actor?: string | undefined },
-  services: Services,
+  { bodyActorAllowed }: Pick<Services, 'bodyActorAllowed'>,
 ): Actor {
   if (body.actor !== undefined) {
-    if (services.bodyActorAllowed) return { id: body.actor, name: body.actor };
+    if (bodyActorAllowed) return { id: body.actor, name: body.actor };
     throw new HttpProblem(
       'BadRequest',
       'The body field "actor" is accepted only on the embedded host with ROUTELOCK_AUTH=none; the operator is the authenticated caller.',
@@ -40,10 +40,13 @@ function actorOf(
   return { id: caller.objectId, name: caller.name };
 }
 
+/** What the force-release endpoints use. */
+type ForceReleaseDeps = Pick<Services, 'forceRelease' | 'bodyActorAllowed'>;
+
 export async function openForceRelease(
   request: HttpRequest,
   _context: InvocationContext,
-  services: Services,
+  services: ForceReleaseDeps,
   caller?: Caller,
 ): Promise<HttpResponseInit> {
   const id = routeId(request);
@@ -56,7 +59,7 @@ export async function openForceRelease(
 export async function approveForceRelease(
   request: HttpRequest,
   _context: InvocationContext,
-  services: Services,
+  services: ForceReleaseDeps,
   caller?: Caller,
 ): Promise<HttpResponseInit> {
   const requestId = parse(resourceId, request.params.requestId ?? '', 'request id');
@@ -68,14 +71,17 @@ export async function approveForceRelease(
 export async function getForceRelease(
   request: HttpRequest,
   _context: InvocationContext,
-  services: Services,
+  { forceRelease }: Pick<Services, 'forceRelease'>,
 ): Promise<HttpResponseInit> {
   const requestId = parse(resourceId, request.params.requestId ?? '', 'request id');
-  return json(200, await services.forceRelease.get(requestId));
+  return json(200, await forceRelease.get(requestId));
 }
 
 /** One probe run with the app's store, clock, telemetry and guards (the timer trigger runs the same). */
-export function probeNow({ store, config, clock, sink, router }: Services) {
+/** What a probe run uses. */
+export type ProbeDeps = Pick<Services, 'store' | 'config' | 'clock' | 'sink' | 'router'>;
+
+export function probeNow({ store, config, clock, sink, router }: ProbeDeps) {
   return runProbe({
     store,
     region: config.operations.probeRegion,
@@ -91,44 +97,44 @@ export function probeNow({ store, config, clock, sink, router }: Services) {
 export async function runProbeNow(
   _request: HttpRequest,
   _context: InvocationContext,
-  services: Services,
+  services: ProbeDeps,
 ): Promise<HttpResponseInit> {
   return json(200, await probeNow(services));
 }
 
-export const operationsEndpoints: HttpEndpoint[] = [
-  endpoint({
+export const operationsEndpoints: EndpointDeclaration[] = [
+  {
     name: 'openForceRelease',
     methods: ['POST'],
     route: 'ops/routes/{id}/force-release',
     authLevel: 'function',
     role: 'Ops.Operator',
     handler: openForceRelease,
-  }),
-  endpoint({
+  },
+  {
     name: 'approveForceRelease',
     methods: ['POST'],
     route: 'ops/force-release/{requestId}/approve',
     authLevel: 'function',
     role: 'Ops.Approver',
     handler: approveForceRelease,
-  }),
-  endpoint({
+  },
+  {
     name: 'getForceRelease',
     methods: ['GET'],
     route: 'ops/force-release/{requestId}',
     authLevel: 'function',
     role: 'Ops.Read',
     handler: getForceRelease,
-  }),
-  endpoint({
+  },
+  {
     name: 'runProbe',
     methods: ['POST'],
     route: 'ops/probe',
     authLevel: 'function',
     role: 'Ops.Operator',
     handler: runProbeNow,
-  }),
+  },
 ];
 
 registerHttp(operationsEndpoints);

@@ -1,15 +1,21 @@
 import { type InvocationContext, type Timer, app } from '@azure/functions';
 import { sweepOrphans } from '../shared/sweeper';
 import { inFunctionsHost } from './http/endpoint';
-import { services } from './services';
+import { type Services, onServices } from './services';
 
 /** Timer trigger (`ROUTELOCK_SWEEP_SCHEDULE`, default every 15 minutes): reclaim expired locks. */
-export async function orphanSweeperHandler(_timer: Timer, context: InvocationContext): Promise<void> {
-  const { store, router, clock } = await services();
+export async function orphanSweeperHandler(
+  _timer: Timer,
+  context: InvocationContext,
+  { store, router, clock }: Pick<Services, 'store' | 'router' | 'clock'>,
+): Promise<void> {
   const { scanned, reclaimed } = await sweepOrphans({ store, router, clock });
   context.log(`sweeper: ${scanned} locked route(s) scanned, ${reclaimed.length} orphan(s) reclaimed`);
 }
 
 if (inFunctionsHost()) {
-  app.timer('orphanSweeper', { schedule: '%ROUTELOCK_SWEEP_SCHEDULE%', handler: orphanSweeperHandler });
+  app.timer('orphanSweeper', {
+    schedule: '%ROUTELOCK_SWEEP_SCHEDULE%',
+    handler: onServices(orphanSweeperHandler),
+  });
 }

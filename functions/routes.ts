@@ -1,7 +1,7 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 import { isLive } from '../shared/lock/rules';
 import { routeView } from '../shared/lock/view';
-import { type HttpEndpoint, endpoint, json, registerHttp } from './http/endpoint';
+import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
 import {
   auditQuery,
   ifMatch,
@@ -20,7 +20,7 @@ import type { Services } from './services';
 export async function putRoute(
   request: HttpRequest,
   _context: InvocationContext,
-  { router, clock, config }: Services,
+  { router, clock, config }: Pick<Services, 'router' | 'clock' | 'config'>,
 ): Promise<HttpResponseInit> {
   const id = routeId(request);
   const body = parse(putRouteBody, await readJson(request), 'body');
@@ -35,7 +35,7 @@ export async function putRoute(
 export async function getRoute(
   request: HttpRequest,
   _context: InvocationContext,
-  { router }: Services,
+  { router }: Pick<Services, 'router'>,
 ): Promise<HttpResponseInit> {
   // Age: how long the server's cache had held this copy; max-age already counts it off the TTL.
   const { view, cacheControl, ageSeconds } = await router.view(routeId(request));
@@ -49,7 +49,7 @@ export async function getRoute(
 export async function deleteRoute(
   request: HttpRequest,
   _context: InvocationContext,
-  { router }: Services,
+  { router }: Pick<Services, 'router'>,
 ): Promise<HttpResponseInit> {
   await router.deleteRoute(routeId(request), { ifMatch: ifMatch(request) });
   return { status: 204, headers: { 'Cache-Control': 'no-store' } };
@@ -59,7 +59,7 @@ export async function deleteRoute(
 export async function listRoutes(
   request: HttpRequest,
   _context: InvocationContext,
-  { store, clock, config }: Services,
+  { store, clock, config }: Pick<Services, 'store' | 'clock' | 'config'>,
 ): Promise<HttpResponseInit> {
   const query = parse(listQuery, queryObject(request), 'query');
   const lockedOnly = query.locked === 'true';
@@ -75,54 +75,54 @@ export async function listRoutes(
 export async function getAudit(
   request: HttpRequest,
   _context: InvocationContext,
-  { audit }: Services,
+  { audit }: Pick<Services, 'audit'>,
 ): Promise<HttpResponseInit> {
   const id = routeId(request);
   const query = parse(auditQuery, queryObject(request), 'query');
   return json(200, { resourceId: id, items: await audit.list(id, query.limit ?? 100) });
 }
 
-export const routeEndpoints: HttpEndpoint[] = [
-  endpoint({
+export const routeEndpoints: EndpointDeclaration[] = [
+  {
     name: 'putRoute',
     methods: ['PUT'],
     route: 'routes/{id}',
     authLevel: 'function',
     role: 'Routes.Write',
     handler: putRoute,
-  }),
-  endpoint({
+  },
+  {
     name: 'getRoute',
     methods: ['GET'],
     route: 'routes/{id}',
     authLevel: 'function',
     role: 'Routes.Read',
     handler: getRoute,
-  }),
-  endpoint({
+  },
+  {
     name: 'deleteRoute',
     methods: ['DELETE'],
     route: 'routes/{id}',
     authLevel: 'function',
     role: 'Routes.Write',
     handler: deleteRoute,
-  }),
-  endpoint({
+  },
+  {
     name: 'listRoutes',
     methods: ['GET'],
     route: 'routes',
     authLevel: 'function',
     role: 'Ops.Read',
     handler: listRoutes,
-  }),
-  endpoint({
+  },
+  {
     name: 'getAudit',
     methods: ['GET'],
     route: 'routes/{id}/audit',
     authLevel: 'function',
     role: 'Ops.Read',
     handler: getAudit,
-  }),
+  },
 ];
 
 registerHttp(routeEndpoints);

@@ -28,60 +28,68 @@ import { DurableMigrationService } from './durable/service';
 import { type Authenticator, createAuthenticator } from './http/auth';
 
 /**
- * The composition root: configuration, store, router, migration records, audit ledger, telemetry,
- * built once per process. In Azure the first invocation builds them; the embedded host and the tests
- * hand in their own with `useServices`.
+ * What every host builds the same way, once per process (`createCoreServices`): configuration, store,
+ * router, migration records, audit ledger, telemetry.
  */
-export interface Services {
-  config: Config;
-  store: LocationStore;
+export interface CoreServices {
+  readonly config: Config;
+  readonly store: LocationStore;
   /**
    * The process's one router: the HTTP read path, the activities (and their read-path check),
    * force-release and the sweeper all go through it, so its cache never holds a copy older than a write
    * made in this process. The probe's own routers tell it of their writes (`onWrite` → `forget`).
    */
-  router: Router;
-  clock: Clock;
-  records: MigrationRecords;
-  activities: Activities;
+  readonly router: Router;
+  readonly clock: Clock;
+  readonly records: MigrationRecords;
+  /** The migration activities, over `router`: Durable activities in Azure, the in-process runner locally. */
+  readonly activities: Activities;
   /** The workflow's token key ring (never serialized: its toJSON lists key ids only). */
-  keyring: TokenKeyring;
-  audit: AuditStore;
-  forceRelease: ForceReleaseService;
-  sink: TelemetrySink;
+  readonly keyring: TokenKeyring;
+  readonly audit: AuditStore;
+  readonly forceRelease: ForceReleaseService;
+  readonly sink: TelemetrySink;
   /** Startup findings worth an operator's attention (e.g. a dedicated-gateway endpoint). */
-  warnings: string[];
+  readonly warnings: readonly string[];
+  /** Who the caller is (ROUTELOCK_AUTH); `handle()` checks each endpoint's app role with it. */
+  readonly authenticator: Authenticator;
+}
+
+/** What a host adds to the core when it composes its services: who runs migrations, its own views. */
+export interface HostServices {
   /**
    * Operator endpoints accept an `actor` body field: only under ROUTELOCK_AUTH=none on the embedded
    * host; everywhere else the identity is the authenticated caller's object id.
    */
-  bodyActorAllowed: boolean;
-  /** Who the caller is (ROUTELOCK_AUTH); `handle()` checks each endpoint's app role with it. */
-  authenticator: Authenticator;
+  readonly bodyActorAllowed: boolean;
   /** The embedded host's in-memory metrics (`GET /api/metrics`); in Azure, Application Insights has them. */
-  metrics?: MetricsRecorder;
+  readonly metrics?: MetricsRecorder;
   /** The embedded host's recent migrations (`GET /api/migrations`, the status page). */
-  recentMigrations?: (limit: number) => MigrationStatus[];
+  readonly recentMigrations?: (limit: number) => MigrationStatus[];
   /** Who runs migrations for this invocation: Durable Functions in Azure, the in-process runner locally. */
-  migrations: (context: InvocationContext) => MigrationService;
+  readonly migrations: (context: InvocationContext) => MigrationService;
 }
 
-let current: Promise<Services> | undefined;
+/**
+ * The composition root: the core plus the host's parts, composed once and never changed afterwards.
+ * Handlers declare the part they use (`Pick<Services, ...>`).
+ */
+export interface Services extends CoreServices, HostServices {}
 
-export interface ServiceOverrides {
+/** What a caller (a host, a test) may hand in instead of what the configuration would build. */
+export interface CoreOverrides {
   clock?: Clock;
   store?: LocationStore;
   records?: MigrationRecords;
   audit?: AuditStore;
   sink?: TelemetrySink;
-  bodyActorAllowed?: boolean;
-  metrics?: MetricsRecorder;
-  recentMigrations?: (limit: number) => MigrationStatus[];
-  migrations?: (context: InvocationContext) => MigrationService;
   keyring?: TokenKeyring;
   /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
   routerOptions?: Pick<RouterOptions, 'cacheHeaders'>;
 }
+
+/** The Functions host's composition, with the host parts a test may replace. */
+export interface ServiceOverrides extends CoreOverrides, Partial<HostServices> {}
 
 function sqlitePath(config: Config): string {
   return config.store.kind === 'sqlite' ? config.store.path : ':memory:';
@@ -112,7 +120,11 @@ export function accountGuards(
   return { ...(unsafe ? { unsafe } : {}), warnings };
 }
 
-export async function createServices(config: Config, overrides: ServiceOverrides = {}): Promise<Services> {
+/** Build what every host shares, once: the one router, and every service over it. */
+export async function createCoreServices(
+  config: Config,
+  overrides: CoreOverrides = {},
+): Promise<CoreServices> {
   const clock = overrides.clock ?? systemClock;
   const store = overrides.store ?? (await openStore(config.store));
   const guards = accountGuards(store, config.store.kind === 'cosmos' ? config.store.endpoint : undefined);
@@ -139,9 +151,8 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     (cosmos
       ? new CosmosAuditStore(cosmos.store.containerNamed(cosmos.cfg.auditContainer))
       : new SqliteAuditStore(sqlitePath(config)));
-  const settings = migrationSettings(config);
   const keyring = overrides.keyring ?? openTokenKeyring(config.security.tokenKeys);
-  return {
+  return Object.freeze({
     config,
     store,
     router,
@@ -152,18 +163,56 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     audit,
     forceRelease: new ForceReleaseService(router, audit, clock),
     sink,
-    warnings: guards.warnings,
-    bodyActorAllowed: (overrides.bodyActorAllowed ?? false) && config.auth.mode === 'none',
+    warnings: Object.freeze([...guards.warnings]),
     authenticator: createAuthenticator(config.auth),
-    ...(overrides.metrics ? { metrics: overrides.metrics } : {}),
-    ...(overrides.recentMigrations ? { recentMigrations: overrides.recentMigrations } : {}),
-    migrations:
-      overrides.migrations ??
-      ((context) =>
-        new DurableMigrationService(df.getClient(context), records, router, settings, clock, keyring)),
-  };
+  });
 }
 
+/** A host's services: the core and the host's own parts, composed once (frozen: nothing is added later). */
+export function composeServices(core: CoreServices, host: HostServices): Services {
+  const { bodyActorAllowed, metrics, recentMigrations, migrations } = host;
+  return Object.freeze({
+    ...core,
+    bodyActorAllowed: bodyActorAllowed && core.config.auth.mode === 'none',
+    ...(metrics ? { metrics } : {}),
+    ...(recentMigrations ? { recentMigrations } : {}),
+    migrations,
+  });
+}
+
+/** The Functions host's migrations: Durable Functions, through the invocation's Durable client. */
+function durableMigrations(core: CoreServices): (context: InvocationContext) => MigrationService {
+  const settings = migrationSettings(core.config);
+  return (context) =>
+    new DurableMigrationService(
+      df.getClient(context),
+      core.records,
+      core.router,
+      settings,
+      core.clock,
+      core.keyring,
+    );
+}
+
+/** The Functions host's services (tests hand in overrides of the parts they fake). */
+export async function createServices(config: Config, overrides: ServiceOverrides = {}): Promise<Services> {
+  const { bodyActorAllowed, metrics, recentMigrations, migrations, ...coreOverrides } = overrides;
+  const core = await createCoreServices(config, coreOverrides);
+  return composeServices(core, {
+    bodyActorAllowed: bodyActorAllowed ?? false,
+    ...(metrics ? { metrics } : {}),
+    ...(recentMigrations ? { recentMigrations } : {}),
+    migrations: migrations ?? durableMigrations(core),
+  });
+}
+
+let current: Promise<Services> | undefined;
+
+/**
+ * The Functions entry points' services: created on the first invocation, then the same for the process.
+ * Nothing sets it from outside: the embedded host and the tests bind their endpoints and triggers to
+ * services of their own.
+ */
 export function services(): Promise<Services> {
   if (!current) {
     const starting = Promise.resolve().then(() => createServices(getConfig()));
@@ -176,6 +225,12 @@ export function services(): Promise<Services> {
   return current;
 }
 
-export function useServices(value: Services): void {
-  current = Promise.resolve(value);
+/**
+ * A trigger's handler as the Functions host calls it, `(input, context)`, its services resolved on each
+ * invocation. The handler itself declares the part it uses and takes it as a third argument.
+ */
+export function onServices<I, R>(
+  handler: (input: I, context: InvocationContext, services: Services) => Promise<R>,
+): (input: I, context: InvocationContext) => Promise<R> {
+  return async (input, context) => handler(input, context, await services());
 }

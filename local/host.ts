@@ -1,19 +1,11 @@
 import type { AddressInfo } from 'node:net';
-import { healthEndpoints } from '../functions/health';
-import type { HttpEndpoint } from '../functions/http/endpoint';
-import { lockEndpoints } from '../functions/locks';
+import { functionEndpoints } from '../functions/endpoints';
+import { type EndpointDeclaration, bindEndpoint, refusal } from '../functions/http/endpoint';
 import { handleMigrationMessage } from '../functions/migrationQueue';
-import { migrationEndpoints } from '../functions/migrations';
-import { operationsEndpoints } from '../functions/operations';
+import { type Services, composeServices, createCoreServices } from '../functions/services';
 import { SqliteAuditStore } from '../shared/audit';
-import { SqliteStore } from '../shared/store/sqlite';
-import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
-import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
-import { routeEndpoints } from '../functions/routes';
-import { type Services, createServices, useServices } from '../functions/services';
 import type { Clock } from '../shared/clock';
 import { type Config, parseConfig } from '../shared/config';
-import { openTokenKeyring } from '../shared/security/tokenKeys';
 import { InProcessRunner } from '../shared/migration/inProcess';
 import { SqliteMigrationState } from '../shared/migration/records';
 import { type Scheduler, realScheduler } from '../shared/migration/scheduler';
@@ -23,26 +15,20 @@ import { migrationSettings } from '../shared/migration/workflow';
 import type { RouterOptions } from '../shared/router';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/port';
+import { SqliteStore } from '../shared/store/sqlite';
+import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
+import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
 import { assertHostAuth, parseHostConfig } from './config';
 import { metricsEndpoints } from './metrics';
-import { serveStatusPage } from './statusPage';
 import { LocalQueueConsumer } from './queueConsumer';
 import { type ExtraRoute, type LogLine, createLocalServer } from './server';
-
-/** Every HTTP endpoint the Functions app declares (and registers in Azure). */
-export const functionEndpoints: HttpEndpoint[] = [
-  ...healthEndpoints,
-  ...routeEndpoints,
-  ...lockEndpoints,
-  ...migrationEndpoints,
-  ...operationsEndpoints,
-];
+import { serveStatusPage } from './statusPage';
 
 /** What the embedded host serves: exactly the Functions endpoints, plus its own metrics. */
-export const allEndpoints: HttpEndpoint[] = [...functionEndpoints, ...metricsEndpoints];
+export const allEndpoints: readonly EndpointDeclaration[] = [...functionEndpoints, ...metricsEndpoints];
 
 /** Pages outside /api, with the app role each needs (checked like the endpoints' roles). */
-export const extraRoutes: ExtraRoute[] = [{ path: '/', role: 'Ops.Read', handle: serveStatusPage }];
+export const extraRoutes: readonly ExtraRoute[] = [{ path: '/', role: 'Ops.Read', handle: serveStatusPage }];
 
 export interface LocalHost {
   url: string;
@@ -104,7 +90,6 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
         ? config.store.path
         : env.ROUTELOCK_SQLITE_PATH?.trim() || '.routelock/routelock.db');
   const state = new SqliteMigrationState(statePath);
-  const keyring = openTokenKeyring(config.security.tokenKeys);
   // Telemetry goes to structured log lines and the recorder behind GET /api/metrics.
   const metrics = new MetricsRecorder();
   const sink = new FanOutSink([
@@ -112,30 +97,33 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     metrics,
   ]);
   const audit = new SqliteAuditStore(statePath);
-  const services = await createServices(config, {
+  const core = await createCoreServices(config, {
     clock,
     store,
     records: state,
     audit,
-    keyring,
     sink,
-    metrics,
-    bodyActorAllowed: true,
-    recentMigrations: (limit) => state.recent(limit).map((record) => record.status),
     ...(options.routerOptions ? { routerOptions: options.routerOptions } : {}),
   });
-  for (const warning of services.warnings) log('warning', warning, {});
-  // The runner's activities are the services' own, over the router that serves HTTP: in one process a
+  for (const warning of core.warnings) log('warning', warning, {});
+  // The runner's activities are the core's own, over the router that serves HTTP: in one process a
   // second router's cache would serve a copy older than the runner's writes (and its read-path check
   // would look at a cache no service reads through).
   const runner = new InProcessRunner({
-    activities: services.activities,
-    keyring,
+    activities: core.activities,
+    keyring: core.keyring,
     state,
     scheduler,
     settings: migrationSettings(config),
     ...(options.http ? { http: options.http } : {}),
     log: (message, fields) => log('information', message, fields),
+  });
+  const migrations = new InProcessMigrationService(runner, core.router);
+  const services = composeServices(core, {
+    bodyActorAllowed: true,
+    metrics,
+    recentMigrations: (limit) => state.recent(limit).map((record) => record.status),
+    migrations: () => migrations,
   });
   // The embedded store's change stream feeds the same handler as the Cosmos DB change feed in Azure.
   const unsubscribe =
@@ -150,14 +138,14 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
           );
         })
       : () => undefined;
-  const migrations = new InProcessMigrationService(runner, services.router);
-  services.migrations = () => migrations;
-  useServices(services);
 
+  // The host's endpoints and pages resolve these services, not the Functions entry points' singleton.
+  const resolved = Promise.resolve(services);
+  const source = () => resolved;
   const server = createLocalServer({
-    endpoints: allEndpoints,
+    endpoints: allEndpoints.map((declaration) => bindEndpoint(declaration, source)),
     log,
-    extraRoutes,
+    pages: { routes: extraRoutes, refusal: (role, request) => refusal(role, request, source) },
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -1,5 +1,5 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
-import { type HttpEndpoint, endpoint, json } from '../functions/http/endpoint';
+import { type EndpointDeclaration, json } from '../functions/http/endpoint';
 import { HttpProblem } from '../functions/http/problem';
 import type { Services } from '../functions/services';
 import { auditQuery, parse, queryObject } from '../functions/http/validation';
@@ -13,43 +13,43 @@ import { auditQuery, parse, queryObject } from '../functions/http/validation';
 export async function getMetrics(
   _request: HttpRequest,
   _context: InvocationContext,
-  services: Services,
+  { metrics }: Pick<Services, 'metrics'>,
 ): Promise<HttpResponseInit> {
-  if (!services.metrics)
+  if (!metrics)
     throw new HttpProblem(
       'NotFound',
       'Metrics are served by the embedded host; in Azure, see Application Insights.',
     );
-  return json(200, services.metrics.snapshot());
+  return json(200, metrics.snapshot());
 }
 
 /** GET /api/migrations?limit=N — the embedded host's recent migrations, newest first (status page). */
 export async function listMigrations(
   request: HttpRequest,
   _context: InvocationContext,
-  services: Services,
+  { recentMigrations }: Pick<Services, 'recentMigrations'>,
 ): Promise<HttpResponseInit> {
-  if (!services.recentMigrations)
+  if (!recentMigrations)
     throw new HttpProblem('NotFound', 'Listing migrations is served by the embedded host.');
   const query = parse(auditQuery, queryObject(request), 'query');
-  return json(200, { items: services.recentMigrations(query.limit ?? 50) });
+  return json(200, { items: recentMigrations(query.limit ?? 50) });
 }
 
-export const metricsEndpoints: HttpEndpoint[] = [
-  endpoint({
+export const metricsEndpoints: EndpointDeclaration[] = [
+  {
     name: 'metrics',
     methods: ['GET'],
     route: 'metrics',
     authLevel: 'function',
     role: 'Ops.Read',
     handler: getMetrics,
-  }),
-  endpoint({
+  },
+  {
     name: 'listMigrations',
     methods: ['GET'],
     route: 'migrations',
     authLevel: 'function',
     role: 'Ops.Read',
     handler: listMigrations,
-  }),
+  },
 ];

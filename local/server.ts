@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EndpointRole } from '../functions/http/auth';
-import { type HttpEndpoint, refusal } from '../functions/http/endpoint';
+import type { HttpEndpoint } from '../functions/http/endpoint';
 import { problemResponse } from '../functions/http/problem';
 import { isJsonMediaType } from '../functions/http/validation';
 import { isLoopbackHostHeader, isLoopbackHostname } from '../shared/loopback';
@@ -42,10 +42,15 @@ export interface ExtraRoute {
   handle: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 }
 
+/** The 401/403 problem for a caller without `role`, or null when it may proceed. */
+export type Refusal = (role: EndpointRole, request: HttpRequest) => Promise<HttpResponseInit | null>;
+
 export interface LocalServerOptions {
-  endpoints: HttpEndpoint[];
+  /** Bound to the host's services (`bindEndpoint`): each handler enforces its own role. */
+  endpoints: readonly HttpEndpoint[];
   log: LogLine;
-  extraRoutes?: ExtraRoute[];
+  /** Pages outside `/api`, each checked with `refusal` before it is served. */
+  pages?: { routes: readonly ExtraRoute[]; refusal: Refusal };
 }
 
 interface CompiledEndpoint {
@@ -83,7 +88,7 @@ export function createLocalServer(options: LocalServerOptions): Server {
     endpoint,
     ...compileRoute(endpoint.route),
   }));
-  const extras = new Map((options.extraRoutes ?? []).map((r) => [r.path, r]));
+  const extras = new Map((options.pages?.routes ?? []).map((r) => [r.path, r]));
 
   const server = createServer((req, res) => {
     serve(req, res).catch((error: unknown) => {
@@ -124,8 +129,8 @@ export function createLocalServer(options: LocalServerOptions): Server {
       return send(res, problemResponse('BadRequest', 'The Host header or the request target is not valid.'));
     }
     const extra = extras.get(url.pathname);
-    if (extra) {
-      const refused = await refusal(
+    if (extra && options.pages) {
+      const refused = await options.pages.refusal(
         extra.role,
         new HttpRequest({ method, url: url.href, headers: headersOf(req) }),
       );

@@ -1,11 +1,13 @@
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { isLoopbackHostname } from './loopback';
+import { type ProfileVariable, type ServingProfile, profiles } from './profiles';
 import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
 
 /**
- * Configuration, parsed once at start-up from the environment (DESIGN §3). A bad value stops
- * start-up with a message that names the variable and the expected form.
+ * Configuration, parsed once at start-up from the environment (DESIGN §3), over the defaults of the
+ * profile table (shared/profiles.ts). A bad value stops start-up with a message that names the variable
+ * and the expected form.
  */
 
 export interface CacheTier {
@@ -14,7 +16,7 @@ export interface CacheTier {
 }
 
 export interface TimingConfig {
-  profile: 'production' | 'dev';
+  profile: ServingProfile;
   cacheTiers: CacheTier[];
   replicationBoundSeconds: number;
   safetyBufferSeconds: number;
@@ -140,58 +142,19 @@ export function runsInAzure(env: Record<string, string | undefined>): boolean {
   return Boolean(env.WEBSITE_SITE_NAME || env.WEBSITE_INSTANCE_ID);
 }
 
-const profiles = {
-  production: {
-    ROUTELOCK_CACHE_TIERS: 'edge=7200,regional=1800,local=60',
-    ROUTELOCK_REPLICATION_BOUND_SECONDS: '300',
-    ROUTELOCK_SAFETY_BUFFER_SECONDS: '600',
-    ROUTELOCK_CLOCK_SKEW_SECONDS: '5',
-    ROUTELOCK_PRELOCK_LEASE_SECONDS: '172800',
-    ROUTELOCK_PRELOCK_MAX_SECONDS: '259200',
-    ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '21600',
-    ROUTELOCK_WRITE_LEASE_SECONDS: '300',
-    ROUTELOCK_WRITE_BUDGET_SECONDS: '900',
-    ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '5',
-    ROUTELOCK_DELTA_ATTEMPTS: '3',
-    ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '60',
-    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '5',
-    ROUTELOCK_RETRY_ATTEMPTS: '5',
-    ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
-  },
-  dev: {
-    ROUTELOCK_CACHE_TIERS: 'local=2',
-    ROUTELOCK_REPLICATION_BOUND_SECONDS: '1',
-    ROUTELOCK_SAFETY_BUFFER_SECONDS: '1',
-    ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
-    ROUTELOCK_PRELOCK_LEASE_SECONDS: '600',
-    ROUTELOCK_PRELOCK_MAX_SECONDS: '3600',
-    ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '120',
-    ROUTELOCK_WRITE_LEASE_SECONDS: '30',
-    ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
-    ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
-    ROUTELOCK_DELTA_ATTEMPTS: '3',
-    ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
-    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0',
-    ROUTELOCK_RETRY_ATTEMPTS: '5',
-    ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
-  },
-} as const;
-
-export type TimingVariable = keyof (typeof profiles)['production'];
-/** Every timing variable with its production default: the Bicep and local settings mirror this list. */
-export const timingDefaults: Readonly<
-  Record<'production' | 'dev', Readonly<Record<TimingVariable, string>>>
-> = profiles;
-
-const seconds = (min: number) =>
+/** A whole number, at least `min`; `expected` says what it counts ("a whole number of seconds"). */
+const wholeNumber = (min: number, expected: string) =>
   z
     .string()
     .trim()
-    .regex(/^\d+$/, { message: 'expected a whole number of seconds' })
+    .regex(/^\d+$/, { message: `expected ${expected}` })
     .transform(Number)
     .refine((n) => Number.isSafeInteger(n) && n >= min, {
-      message: `expected a whole number of seconds, at least ${min}`,
+      message: `expected ${expected}, at least ${min}`,
     });
+const seconds = (min: number) => wholeNumber(min, 'a whole number of seconds');
+/** How many times something is tried (ROUTELOCK_*_ATTEMPTS): a count, not a duration. */
+const count = (min: number) => wholeNumber(min, 'a whole number of attempts');
 
 const tierName = /^[a-z][a-z0-9_-]{0,31}$/;
 const cacheTiers = z
@@ -244,12 +207,12 @@ const timingSchema = z.object({
   ROUTELOCK_WRITE_LEASE_SECONDS: seconds(1),
   ROUTELOCK_WRITE_BUDGET_SECONDS: seconds(1),
   ROUTELOCK_RETRY_AFTER_MAX_SECONDS: seconds(1),
-  ROUTELOCK_DELTA_ATTEMPTS: seconds(1),
+  ROUTELOCK_DELTA_ATTEMPTS: count(1),
   ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: seconds(0),
   ROUTELOCK_INFLIGHT_GRACE_SECONDS: seconds(0),
-  ROUTELOCK_RETRY_ATTEMPTS: seconds(1),
+  ROUTELOCK_RETRY_ATTEMPTS: count(1),
   ROUTELOCK_RETRY_INTERVAL_SECONDS: seconds(1),
-});
+} satisfies Record<ProfileVariable, z.ZodType>);
 
 /**
  * A participant's URL. Every migration's stored input (Durable history, the in-process journal) holds a
@@ -587,7 +550,7 @@ export function parseConfig(env: Env = process.env): Config {
  */
 function parseAccess(
   env: Env,
-  profile: 'production' | 'dev',
+  profile: ServingProfile,
   problems: string[],
 ): { auth: AuthConfig; regions: RegionsConfig } | undefined {
   const accessEnv = Object.fromEntries(

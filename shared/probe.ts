@@ -2,6 +2,7 @@ import type { Clock } from './clock';
 import { type TimingConfig, parseConfig } from './config';
 import { isRouteLockError } from './errors';
 import { type Location, type LocationDocument, sameLocation } from './lock/document';
+import { profiles } from './profiles';
 import { reclaim } from './lock/rules';
 import type { RouteView } from './lock/view';
 import { Router } from './router';
@@ -27,19 +28,13 @@ function isProbeRoute(doc: LocationDocument, a: Location, b: Location): boolean 
   return doc.createdBy === 'probe' || sameLocation(doc.location, a) || sameLocation(doc.location, b);
 }
 
-/** Short timings for probe resources only (one-second convergence). */
-export const probeTiming: TimingConfig = parseConfig({
-  ROUTELOCK_CACHE_TIERS: 'local=1',
-  ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
-  ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
-  ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
-  ROUTELOCK_PRELOCK_LEASE_SECONDS: '120',
-  ROUTELOCK_PRELOCK_MAX_SECONDS: '300',
-  ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '60',
-  ROUTELOCK_WRITE_LEASE_SECONDS: '30',
-  ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
-  ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
-}).timing;
+/**
+ * The probe's timing (the `probe` profile: one-second convergence), parsed when the probe runs rather
+ * than when this module loads, so a bad table stops the probe run, not every importer.
+ */
+export function probeTiming(): TimingConfig {
+  return parseConfig(profiles.probe).timing;
+}
 
 export interface ProbeStep {
   phase: string;
@@ -91,7 +86,7 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
   // The orchestrator side, and a reader whose cache sees what a service resolving the route sees.
   const routerOptions = {
     store: options.store,
-    timing: probeTiming,
+    timing: probeTiming(),
     clock: options.clock,
     ...options.policy,
     ...(options.onWrite ? { onWrite: options.onWrite } : {}),

@@ -121,3 +121,11 @@ describe('config', () => {
     }).toThrow();
   });
 });
+
+test('the *_ATTEMPTS variables are counts, not seconds, and a bad one is named', () => {
+  const problems = problemsOf({ ROUTELOCK_DELTA_ATTEMPTS: '0', ROUTELOCK_RETRY_ATTEMPTS: 'x' });
+  expect(problems).toEqual([
+    'ROUTELOCK_DELTA_ATTEMPTS: expected a whole number of attempts, at least 1 (got "0")',
+    'ROUTELOCK_RETRY_ATTEMPTS: expected a whole number of attempts (got "x")',
+  ]);
+});

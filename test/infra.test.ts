@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { appRoles } from '../functions/http/auth';
 import { configVariables } from '../shared/config';
+import { type Profile, type ProfileVariable, profiles } from '../shared/profiles';
 
 /**
  * Keeps the deployment files honest (there is no Bicep CLI on the CI machines, so this reads them):
@@ -31,9 +32,10 @@ const bicepFiles = [
   ...readdirSync(join(root, 'infra/bicep/modules')).map((f) => `infra/bicep/modules/${f}`),
 ];
 const bicep = bicepFiles.map(read).join('\n');
-const localSettings = Object.keys(
-  (JSON.parse(read('local.settings.sample.json')) as { Values: Record<string, string> }).Values,
-);
+const localSettingValues = (
+  JSON.parse(read('local.settings.sample.json')) as { Values: Record<string, string> }
+).Values;
+const localSettings = Object.keys(localSettingValues);
 
 /** The text of the `{...}` (or `[...]`) that opens at or after `from` in `text`, brackets balanced. */
 function balanced(text: string, from: number, open = '{', close = '}'): string {
@@ -135,18 +137,94 @@ test('no stale settings: every ROUTELOCK_/COSMOS_ setting in the files is one th
   expect(localSettings.filter((k) => isOurs(k) && !known.has(k))).toEqual([]);
 });
 
-test('the timing defaults in Bicep are DESIGN §3 production defaults', () => {
+/** `param <name> <type> = <default>` in main.bicep, the default as the app setting's string. */
+function bicepParamDefaults(): Record<string, string> {
   const main = read('infra/bicep/main.bicep');
-  expect(main).toMatch(/param cacheTiers string = 'edge=7200,regional=1800,local=60'/);
-  expect(main).toMatch(/param safetyBufferSeconds int = 600/);
-  expect(main).toMatch(/param prelockLeaseSeconds int = 172800/);
-  expect(main).toMatch(/param prelockMaxSeconds int = 259200/);
-  expect(main).toMatch(/param hardDeleteLeaseSeconds int = 21600/);
-  expect(main).toMatch(/param writeLeaseSeconds int = 300/);
-  expect(main).toMatch(/param writeBudgetSeconds int = 900/);
-  expect(main).toMatch(/param retryAfterMaxSeconds int = 5/);
+  return Object.fromEntries(
+    [...main.matchAll(/^param (\w+) \w+ = (?:'([^']*)'|(\S+))$/gm)].map((m) => [
+      m[1] as string,
+      (m[2] ?? m[3]) as string,
+    ]),
+  );
+}
+
+/** What main.bicep's appSettings assign to each setting (the expression, as written). */
+function bicepAppSettingExpressions(): Record<string, string> {
+  const main = read('infra/bicep/main.bicep');
+  const block = balanced(main, main.indexOf('appSettings: {'));
+  return Object.fromEntries(
+    [...block.matchAll(/^\s*([A-Z][A-Za-z0-9_]*)\s*:\s*(.+?)\s*$/gm)].map((m) => [
+      m[1] as string,
+      m[2] as string,
+    ]),
+  );
+}
+
+/** Each profile variable whose Bicep default differs from `profile`: `VAR: bicep …, profile …`. */
+function bicepDisagreements(profile: Profile): string[] {
+  const defaults = bicepParamDefaults();
+  const expressions = bicepAppSettingExpressions();
+  return Object.entries(profile).flatMap(([variable, expected]) => {
+    const expression = expressions[variable];
+    const param = expression === undefined ? undefined : /^(?:string\((\w+)\)|(\w+))$/.exec(expression);
+    const name = param?.[1] ?? param?.[2];
+    const value = name === undefined ? undefined : defaults[name];
+    return value === expected
+      ? []
+      : [`${variable}: bicep ${expression ?? '(unset)'} = ${value}, profile ${expected}`];
+  });
+}
+
+test('the Bicep app settings default to the production profile (shared/profiles.ts)', () => {
+  expect(bicepDisagreements(profiles.production)).toEqual([]);
   // the replication bound the convergence delay uses is the store's own staleness bound
+  const main = read('infra/bicep/main.bicep');
   expect(main).toMatch(/ROUTELOCK_REPLICATION_BOUND_SECONDS: string\(maxStalenessIntervalSeconds\)/);
+});
+
+test('negative control: a Bicep default that differs from the profile is caught', () => {
+  expect(bicepDisagreements({ ...profiles.production, ROUTELOCK_WRITE_LEASE_SECONDS: '301' })).toEqual([
+    'ROUTELOCK_WRITE_LEASE_SECONDS: bicep string(writeLeaseSeconds) = 300, profile 301',
+  ]);
+});
+
+/** Each profile variable local.settings.sample.json sets otherwise than `profile`. */
+function sampleDisagreements(values: Record<string, string>, profile: Profile): string[] {
+  return Object.entries(profile)
+    .filter(([variable, expected]) => values[variable] !== expected)
+    .map(
+      ([variable, expected]) => `${variable}: sample ${values[variable] ?? '(unset)'}, profile ${expected}`,
+    );
+}
+
+test('local.settings.sample.json selects the dev profile and sets its values (shared/profiles.ts)', () => {
+  expect(localSettingValues.ROUTELOCK_PROFILE).toBe('dev');
+  expect(sampleDisagreements(localSettingValues, profiles.dev)).toEqual([]);
+  expect(sampleDisagreements({ ...localSettingValues, ROUTELOCK_DELTA_ATTEMPTS: '4' }, profiles.dev)).toEqual(
+    ['ROUTELOCK_DELTA_ATTEMPTS: sample 4, profile 3'],
+  );
+});
+
+/** The README configuration table's rows: variable → [production, dev] as written (backticks dropped). */
+function readmeProfileTable(): Record<string, [string, string]> {
+  const readme = read('README.md');
+  const rows = [
+    ...readme.matchAll(/^\| `(ROUTELOCK_[A-Z_]+)`\s*\|[^|]*\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|$/gm),
+  ];
+  const plain = (cell: string) => cell.replace(/`/g, '');
+  return Object.fromEntries(
+    rows.map((m) => [m[1] as string, [plain(m[2] as string), plain(m[3] as string)]]),
+  );
+}
+
+test("the README's configuration table is the profile table", () => {
+  const expected = Object.fromEntries(
+    Object.keys(profiles.production).map((v) => [
+      v,
+      [profiles.production[v as ProfileVariable], profiles.dev[v as ProfileVariable]],
+    ]),
+  );
+  expect(readmeProfileTable()).toEqual(expected);
 });
 
 test("every trigger's connection has its settings", () => {

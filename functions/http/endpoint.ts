@@ -12,11 +12,13 @@ import { type Caller, type EndpointRole, authorize } from './auth';
 import { problemFromError, statusByCode } from './problem';
 
 /**
- * One declaration per HTTP route (name, methods, route, auth level, app role, handler). The same list
- * is registered with the Functions host (`app.http`) and served by the embedded host in `local/`.
- * Build it with `endpoint()`, which wraps the handler so the declared role is enforced before it runs.
+ * One declaration per HTTP route (name, methods, route, auth level, app role, handler), written beside its
+ * handler in `functions/*.ts`; `functions/endpoints.ts` collects them into the one list. The Functions host
+ * registers it (`registerHttp`, bound to the lazily-created services) and the embedded host in `local/`
+ * serves it (bound to its own services): `bindEndpoint` wraps each handler so the declared role is
+ * enforced before it runs.
  */
-export interface HttpEndpoint {
+export interface EndpointDeclaration {
   name: string;
   methods: HttpMethod[];
   /** Route template under the `api/` prefix, e.g. `routes/{id}/prelock`. */
@@ -28,16 +30,27 @@ export interface HttpEndpoint {
   authLevel: 'anonymous' | 'function';
   /** The app role a caller needs (functions/http/auth.ts); `anonymous` for GET /api/health only. */
   role: EndpointRole;
-  handler: HttpHandler;
+  handler: ServiceHandler;
   /** Extra input bindings in Azure (the Durable client for the migration endpoints). */
   extraInputs?: FunctionInput[];
 }
 
-/** A handler; `caller` is the authenticated caller (`anonymousCaller` on an anonymous endpoint). */
-export type ServiceHandler = (
+/** A declaration bound to its services: what `app.http` registers and the embedded host serves. */
+export interface HttpEndpoint extends Omit<EndpointDeclaration, 'handler'> {
+  handler: HttpHandler;
+}
+
+/** Where a bound handler gets its services: the lazily-created singleton in Azure, the host's own locally. */
+export type ServicesSource = () => Promise<Services>;
+
+/**
+ * A handler. `services` holds what it declares it uses (a handler typed on `Pick<Services, ...>` is one);
+ * `caller` is the authenticated caller (`anonymousCaller` on an anonymous endpoint).
+ */
+export type ServiceHandler<Deps = Services> = (
   request: HttpRequest,
   context: InvocationContext,
-  services: Services,
+  services: Deps,
   caller: Caller,
 ) => Promise<HttpResponseInit>;
 
@@ -46,11 +59,11 @@ export type ServiceHandler = (
  * without the role: the handler never runs), map every thrown error to a problem response in one
  * place, and log one line per failure (code and message only: no bodies, so never a token).
  */
-export function handle(fn: ServiceHandler, role: EndpointRole): HttpHandler {
+export function handle(fn: ServiceHandler, role: EndpointRole, source: ServicesSource): HttpHandler {
   return async (request, context) => {
     const path = new URL(request.url, 'http://localhost').pathname;
     try {
-      const { resolved, caller } = await admit(role, request);
+      const { resolved, caller } = await admit(role, request, source);
       return await fn(request, context, resolved, caller);
     } catch (error) {
       const response = problemFromError(error, path);
@@ -70,8 +83,9 @@ export function handle(fn: ServiceHandler, role: EndpointRole): HttpHandler {
 async function admit(
   role: EndpointRole,
   request: HttpRequest,
+  source: ServicesSource,
 ): Promise<{ resolved: Services; caller: Caller }> {
-  const resolved = await services();
+  const resolved = await source();
   return { resolved, caller: await authorize(role, request, resolved.authenticator) };
 }
 
@@ -79,20 +93,22 @@ async function admit(
  * The same check for a page served outside `/api` (the embedded host's status page): null when the
  * caller may see it, else the 401/403 problem to answer with.
  */
-export async function refusal(role: EndpointRole, request: HttpRequest): Promise<HttpResponseInit | null> {
+export async function refusal(
+  role: EndpointRole,
+  request: HttpRequest,
+  source: ServicesSource,
+): Promise<HttpResponseInit | null> {
   try {
-    await admit(role, request);
+    await admit(role, request, source);
     return null;
   } catch (error) {
     return problemFromError(error, new URL(request.url, 'http://localhost').pathname);
   }
 }
 
-/** Declare an endpoint: its handler is wrapped by `handle` with the role declared beside the route. */
-export function endpoint(
-  declaration: Omit<HttpEndpoint, 'handler'> & { handler: ServiceHandler },
-): HttpEndpoint {
-  return { ...declaration, handler: handle(declaration.handler, declaration.role) };
+/** Bind a declaration to its services: its handler wrapped by `handle` with the role declared beside it. */
+export function bindEndpoint(declaration: EndpointDeclaration, source: ServicesSource): HttpEndpoint {
+  return { ...declaration, handler: handle(declaration.handler, declaration.role, source) };
 }
 
 /**
@@ -130,9 +146,17 @@ export function inFunctionsHost(): boolean {
   }
 }
 
-export function registerHttp(endpoints: HttpEndpoint[], register: typeof app.http = app.http): number {
+/**
+ * Register declarations with the Functions host, bound to the services its entry points create on first
+ * use. Outside the host (the embedded host, tests) it registers nothing.
+ */
+export function registerHttp(
+  declarations: readonly EndpointDeclaration[],
+  register: typeof app.http = app.http,
+): number {
   if (register === app.http && !inFunctionsHost()) return 0; // imported by the embedded host or tests
-  for (const endpoint of endpoints) {
+  for (const declaration of declarations) {
+    const endpoint = bindEndpoint(declaration, services);
     register(endpoint.name, {
       methods: endpoint.methods,
       route: endpoint.route,
@@ -141,5 +165,5 @@ export function registerHttp(endpoints: HttpEndpoint[], register: typeof app.htt
       ...(endpoint.extraInputs ? { extraInputs: endpoint.extraInputs } : {}),
     });
   }
-  return endpoints.length;
+  return declarations.length;
 }

@@ -21,7 +21,10 @@ interface Target {
 
 const params: Record<string, string> = { id: 'conv-walk', migrationId: 'm-walk', requestId: 'fr-none' };
 
-function targets(endpoints: HttpEndpoint[], extras: { path: string; role: EndpointRole }[]): Target[] {
+function targets(
+  endpoints: readonly Pick<HttpEndpoint, 'methods' | 'route' | 'role'>[],
+  extras: readonly { path: string; role: EndpointRole }[],
+): Target[] {
   return [
     ...endpoints.flatMap((e) =>
       e.methods.map((method) => ({

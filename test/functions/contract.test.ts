@@ -2,9 +2,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { appRoles } from '../../functions/http/auth';
-import { type HttpEndpoint, registerHttp } from '../../functions/http/endpoint';
+import { type EndpointDeclaration, registerHttp } from '../../functions/http/endpoint';
 import { statusByCode } from '../../functions/http/problem';
-import { allEndpoints, extraRoutes, functionEndpoints } from '../../local/host';
+import { functionEndpoints } from '../../functions/endpoints';
+import { allEndpoints, extraRoutes } from '../../local/host';
 
 /** The declared routes, openapi.yaml and the Functions registration agree. */
 
@@ -23,7 +24,7 @@ interface OpenApi {
 const spec = parse(readFileSync(join(__dirname, '../../openapi.yaml'), 'utf8')) as OpenApi;
 const methods = ['get', 'put', 'post', 'delete', 'patch'];
 
-function declared(endpoints: HttpEndpoint[]): string[] {
+function declared(endpoints: readonly EndpointDeclaration[]): string[] {
   return endpoints.flatMap((e) => e.methods.map((m) => `${m} /${e.route}`)).sort();
 }
 
@@ -42,7 +43,7 @@ test('every declared route is in openapi.yaml and every documented route is decl
 });
 
 test('negative control: a route missing from either side is caught', () => {
-  const extra: HttpEndpoint = {
+  const extra: EndpointDeclaration = {
     ...allEndpoints[0]!,
     name: 'x',
     route: 'routes/{id}/teleport',
@@ -141,7 +142,7 @@ test('every endpoint declares an app role; health is the only anonymous one; the
 });
 
 /** Mismatches between the declared roles and openapi.yaml (x-routelock-role, 401 and 403 documented). */
-function roleMismatches(endpoints: HttpEndpoint[], api: OpenApi): string[] {
+function roleMismatches(endpoints: readonly EndpointDeclaration[], api: OpenApi): string[] {
   const problems: string[] = [];
   for (const e of endpoints) {
     for (const method of e.methods) {

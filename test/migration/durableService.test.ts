@@ -3,7 +3,7 @@ import { InvocationContext } from '@azure/functions';
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/service';
 import { migrationQueueHandler, poisonOutput } from '../../functions/migrationQueue';
-import { createServices, useServices } from '../../functions/services';
+import { createServices } from '../../functions/services';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
@@ -203,16 +203,15 @@ describe('the Functions queue trigger handler', () => {
       clock: h.clock.now,
       migrations: () => h.service,
     });
-    useServices(services);
     const outputs = new Map<unknown, unknown>();
     const context = () => {
       const c = new InvocationContext({ functionName: 'migrationQueue', logHandler: () => undefined });
       c.extraOutputs.set = (output: unknown, value: unknown) => void outputs.set(output, value);
       return c;
     };
-    await migrationQueueHandler({ resourceId: 'conv-d', target: TARGET }, context());
+    await migrationQueueHandler({ resourceId: 'conv-d', target: TARGET }, context(), services);
     expect(h.client.starts).toBe(1);
-    await migrationQueueHandler('{"resourceId": 7}', context());
+    await migrationQueueHandler('{"resourceId": 7}', context(), services);
     expect(outputs.get(poisonOutput)).toMatchObject({
       reason: expect.stringMatching(/invalid migration message: resourceId/),
     });

@@ -1,7 +1,7 @@
 import { InvocationContext, type Timer } from '@azure/functions';
 import { lockTelemetryHandler } from '../../functions/lockTelemetry';
 import { orphanSweeperHandler } from '../../functions/orphanSweeper';
-import { createServices, useServices } from '../../functions/services';
+import { createServices } from '../../functions/services';
 import { syntheticProbeHandler } from '../../functions/syntheticProbe';
 import { SqliteAuditStore } from '../../shared/audit';
 import { ManualClock } from '../../shared/clock';
@@ -28,7 +28,6 @@ async function setup() {
     sink: recorder,
     audit,
   });
-  useServices(services);
   const logs: string[] = [];
   const context = () =>
     new InvocationContext({ logHandler: (level, ...args) => logs.push(`${level} ${args.join(' ')}`) });
@@ -46,7 +45,7 @@ test('change feed trigger: telemetry and audit for each version, flushed', async
     target: { region: 'eastus' },
   });
   await h.services.router.release('r-1', { token: grant.token! });
-  await lockTelemetryHandler(versions, h.context());
+  await lockTelemetryHandler(versions, h.context(), h.services);
   expect(h.recorder.snapshot().events).toEqual({ LockAcquired: 1, LockReleased: 1 });
   expect((await h.audit.list('r-1', 5)).map((r) => r.op)).toEqual(['release']);
   expect(h.logs.join('\n')).toMatch(/change feed: 3 version\(s\), 2 event\(s\)/);
@@ -55,8 +54,7 @@ test('change feed trigger: telemetry and audit for each version, flushed', async
 test('timer: the probe runs on probe-{region} and reports availability', async () => {
   const h = await setup();
   const realNow = () => Date.now();
-  useServices({ ...h.services, clock: realNow });
-  await syntheticProbeHandler(timer, h.context());
+  await syntheticProbeHandler(timer, h.context(), { ...h.services, clock: realNow });
   expect(h.recorder.snapshot().probes).toMatchObject({
     runs: 1,
     failures: 0,
@@ -74,7 +72,7 @@ test('timer: the sweeper reclaims an orphan', async () => {
     target: { region: 'eastus' },
   });
   h.clock.set(Date.parse(grant.expiresAt) + 1000);
-  await orphanSweeperHandler(timer, h.context());
+  await orphanSweeperHandler(timer, h.context(), h.services);
   expect(h.logs.join('\n')).toMatch(/1 locked route\(s\) scanned, 1 orphan\(s\) reclaimed/);
   expect((await h.store.read('r-2', { from: 'writeRegion' })).doc).toMatchObject({
     lock: null,

@@ -108,7 +108,7 @@ test('the probe moves only routes it created: a real resource carrying its id is
   const store = new SqliteStore(':memory:');
   const clock = new ManualClock();
   const real = { region: 'westeurope', account: 'chatweu01' };
-  const router = new Router({ store, timing: probeTiming, clock: clock.now });
+  const router = new Router({ store, timing: probeTiming(), clock: clock.now });
   await router.createRoute('probe-westeurope', real); // a library caller, not the probe
   const probe = () =>
     runProbe({ store, region: 'westeurope', clock: clock.now, sleep: async (ms) => void clock.advance(ms) });

@@ -1,5 +1,6 @@
 import { HttpRequest, HttpResponse, type HttpResponseInit, InvocationContext } from '@azure/functions';
-import { type Services, createServices, useServices } from '../../functions/services';
+import { bindEndpoint } from '../../functions/http/endpoint';
+import { type Services, createServices } from '../../functions/services';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
 import type { LocationStore } from '../../shared/store/port';
@@ -28,6 +29,14 @@ export interface CallInit {
   principal?: TestPrincipal | null;
 }
 
+let current: Promise<Services> | undefined;
+
+/** The services of the last `handlerServices` call: what `call` binds each endpoint to. */
+function harnessServices(): Promise<Services> {
+  if (!current) throw new Error('call handlerServices() first');
+  return current;
+}
+
 /** Handler harness: real HttpRequest / InvocationContext objects, the registered (wrapped) handlers. */
 export async function handlerServices(
   env: Record<string, string> = {},
@@ -35,13 +44,15 @@ export async function handlerServices(
 ): Promise<{ services: Services; clock: ManualClock; logs: string[] }> {
   const clock = new ManualClock();
   const services = await createServices(parseConfig(env), { clock: clock.now, store });
-  useServices(services);
+  current = Promise.resolve(services);
   return { services, clock, logs: [] };
 }
 
 export async function call(name: string, init: CallInit = {}, logs: string[] = []): Promise<Called> {
-  const endpoint = allEndpoints.find((e) => e.name === name);
-  if (!endpoint) throw new Error(`no endpoint ${name}`);
+  const declared = allEndpoints.find((e) => e.name === name);
+  if (!declared) throw new Error(`no endpoint ${name}`);
+  // Bound as the Functions host binds them: to the services `handlerServices` handed in.
+  const endpoint = bindEndpoint(declared, harnessServices);
   const params = init.params ?? {};
   const path = endpoint.route.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(params[p] ?? ''));
   const headers: Record<string, string> = { ...(init.headers ?? {}) };

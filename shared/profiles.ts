@@ -1,0 +1,73 @@
+/**
+ * The profile table: every timing and migration variable's value under each profile (DESIGN §3), written
+ * once. `shared/config.ts` takes its defaults from here (ROUTELOCK_PROFILE picks the column; an explicit
+ * variable overrides it), and the tests hold the rest to it: the Bicep parameters (production),
+ * local.settings.sample.json (dev) and the README's configuration table (test/infra.test.ts).
+ *
+ * Units are in the names: `_SECONDS` are whole seconds, `_ATTEMPTS` are counts, `ROUTELOCK_CACHE_TIERS`
+ * is `name=seconds` pairs.
+ */
+
+const production = {
+  ROUTELOCK_CACHE_TIERS: 'edge=7200,regional=1800,local=60',
+  ROUTELOCK_REPLICATION_BOUND_SECONDS: '300',
+  ROUTELOCK_SAFETY_BUFFER_SECONDS: '600',
+  ROUTELOCK_CLOCK_SKEW_SECONDS: '5',
+  ROUTELOCK_PRELOCK_LEASE_SECONDS: '172800',
+  ROUTELOCK_PRELOCK_MAX_SECONDS: '259200',
+  ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '21600',
+  ROUTELOCK_WRITE_LEASE_SECONDS: '300',
+  ROUTELOCK_WRITE_BUDGET_SECONDS: '900',
+  ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '5',
+  ROUTELOCK_DELTA_ATTEMPTS: '3',
+  ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '60',
+  ROUTELOCK_INFLIGHT_GRACE_SECONDS: '5',
+  ROUTELOCK_RETRY_ATTEMPTS: '5',
+  ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
+} as const;
+
+export type ProfileVariable = keyof typeof production;
+export type Profile = Readonly<Record<ProfileVariable, string>>;
+
+export const profiles = {
+  /** Azure: what the Bicep deploys. */
+  production,
+  /** The embedded host's default: one-second tiers, so a migration finishes in seconds. */
+  dev: {
+    ROUTELOCK_CACHE_TIERS: 'local=2',
+    ROUTELOCK_REPLICATION_BOUND_SECONDS: '1',
+    ROUTELOCK_SAFETY_BUFFER_SECONDS: '1',
+    ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
+    ROUTELOCK_PRELOCK_LEASE_SECONDS: '600',
+    ROUTELOCK_PRELOCK_MAX_SECONDS: '3600',
+    ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '120',
+    ROUTELOCK_WRITE_LEASE_SECONDS: '30',
+    ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
+    ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
+    ROUTELOCK_DELTA_ATTEMPTS: '3',
+    ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
+    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0',
+    ROUTELOCK_RETRY_ATTEMPTS: '5',
+    ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
+  },
+  /**
+   * The synthetic probe's own timing on `probe-` resources (one-second convergence), whatever profile
+   * serves: parsed when the probe runs (shared/probe.ts), never selectable with ROUTELOCK_PROFILE.
+   */
+  probe: {
+    ...production,
+    ROUTELOCK_CACHE_TIERS: 'local=1',
+    ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
+    ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+    ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
+    ROUTELOCK_PRELOCK_LEASE_SECONDS: '120',
+    ROUTELOCK_PRELOCK_MAX_SECONDS: '300',
+    ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '60',
+    ROUTELOCK_WRITE_LEASE_SECONDS: '30',
+    ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
+    ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
+  },
+} as const satisfies Record<string, Profile>;
+
+/** The profiles ROUTELOCK_PROFILE may select. */
+export type ServingProfile = 'production' | 'dev';
