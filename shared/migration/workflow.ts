@@ -18,7 +18,7 @@ export { prelockPhase, releaseUnseenPrelock } from './workflow/prelock';
 export type {
   Ending,
   Escalated,
-  Failed,
+  Failure,
   Moving,
   PhaseResult,
   Prelocked,

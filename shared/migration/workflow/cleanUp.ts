@@ -1,12 +1,12 @@
 import type { MigrationInput, MigrationStatus, Step } from '../types';
-import type { Failed } from './state';
+import type { Failure } from './state';
 import { activity, publish } from './steps';
 
 /**
  * 7. Any failure with a lock held: release with the token, then Failed with the reason and what
  * became of the lock (a lapsed lock is as good as released; otherwise its lease frees it).
  */
-export function* cleanUp(input: MigrationInput, failure: Failed): Generator<Step, MigrationStatus, unknown> {
+export function* cleanUp(input: MigrationInput, failure: Failure): Generator<Step, MigrationStatus, unknown> {
   const released = yield* releaseAfterFailure(input);
   return yield* publish(failure.status, {
     status: 'Failed',

@@ -30,14 +30,14 @@ export interface Escalated extends Moving {
 }
 
 /** The migration must stop: `cleanUp` releases the lock and publishes Failed with the reason. */
-export interface Failed {
+export interface Failure {
   kind: 'failed';
   status: MigrationStatus;
   reason: string;
 }
 
 /** How a migration ends: its final status already published, or a failure still to clean up. */
-export type Ending = { kind: 'done'; status: MigrationStatus } | Failed;
+export type Ending = { kind: 'done'; status: MigrationStatus } | Failure;
 
 export type PhaseResult<S> = { kind: 'next'; state: S } | Ending;
 
@@ -45,7 +45,7 @@ export const next = <S>(state: S): { kind: 'next'; state: S } => ({ kind: 'next'
 
 export const done = (status: MigrationStatus): Ending => ({ kind: 'done', status });
 
-export const failed = (state: WorkflowState, reason: string): Failed => ({
+export const failed = (state: WorkflowState, reason: string): Failure => ({
   kind: 'failed',
   status: state.status,
   reason,
@@ -56,7 +56,7 @@ export const refused = (
   state: WorkflowState,
   what: string,
   result: { code: string; message: string },
-): Failed => failed(state, `${what}: ${result.code}: ${result.message}`);
+): Failure => failed(state, `${what}: ${result.code}: ${result.message}`);
 
 export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
@@ -68,7 +68,7 @@ export const messageOf = (error: unknown): string => (error instanceof Error ? e
 export function* guarded<S extends WorkflowState, T>(
   state: S,
   body: (state: S) => Generator<Step, T, unknown>,
-): Generator<Step, T | Failed, unknown> {
+): Generator<Step, T | Failure, unknown> {
   try {
     return yield* body(state);
   } catch (error) {
