@@ -33,7 +33,12 @@ export default tseslint.config(
   {
     // The lock rules and the migration workflow are pure: time comes in as an argument (or a step the
     // runner answers), randomness and I/O from the caller. Durable replay depends on it.
-    files: ['shared/lock/**/*.ts', 'shared/migration/workflow.ts', 'shared/migration/types.ts'],
+    files: [
+      'shared/lock/**/*.ts',
+      'shared/migration/workflow.ts',
+      'shared/migration/workflow/**/*.ts',
+      'shared/migration/types.ts',
+    ],
     rules: {
       'no-restricted-properties': [
         'error',

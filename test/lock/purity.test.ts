@@ -27,9 +27,11 @@ function impurities(source: string): string[] {
 describe('lock rules and the migration workflow are pure', () => {
   const lockDir = join(__dirname, '../../shared/lock');
   const ruleFiles = ['rules.ts', 'view.ts', 'document.ts'];
+  const phaseDir = join(__dirname, '../../shared/migration/workflow');
   const pureFiles = [
     ...ruleFiles.map((f) => join(lockDir, f)),
     join(__dirname, '../../shared/migration/workflow.ts'),
+    ...readdirSync(phaseDir).map((f) => join(phaseDir, f)),
     join(__dirname, '../../shared/migration/types.ts'),
   ];
 

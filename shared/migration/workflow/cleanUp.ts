@@ -1,0 +1,27 @@
+import type { MigrationInput, MigrationStatus, Step } from '../types';
+import type { Failure } from './state';
+import { activity, publish } from './steps';
+
+/**
+ * 7. Any failure with a lock held: release with the token, then Failed with the reason and what
+ * became of the lock (a lapsed lock is as good as released; otherwise its lease frees it).
+ */
+export function* cleanUp(input: MigrationInput, failure: Failure): Generator<Step, MigrationStatus, unknown> {
+  const released = yield* releaseAfterFailure(input);
+  return yield* publish(failure.status, {
+    status: 'Failed',
+    phase: 'released',
+    error: `${failure.reason}; lock ${released}`,
+  });
+}
+
+function* releaseAfterFailure(input: MigrationInput): Generator<Step, string, unknown> {
+  try {
+    const released = yield* activity('release', { resourceId: input.resourceId, lock: input.lock });
+    return !released.ok && released.code !== 'LockExpired'
+      ? `release refused (${released.code}); the lease will free it`
+      : 'released';
+  } catch (releaseError) {
+    return `release failed (${(releaseError as Error).message}); the lease will free it`;
+  }
+}

@@ -1,0 +1,69 @@
+import type {
+  ActivityResult,
+  MigrationInput,
+  MigrationState,
+  MigrationStatus,
+  SeededGrant,
+  Step,
+} from '../types';
+import { type PhaseResult, type Prelocked, done, messageOf, next } from './state';
+import { activity, publish, waitingOutConvergence } from './steps';
+
+/** A pre-lock refused: another lock or a swap just now is a conflict; the resource already there, none. */
+export const prelockRefusal = (code: string): MigrationState =>
+  code === 'Locked' || code === 'ConvergencePending'
+    ? 'Conflict'
+    : code === 'AlreadyAtTarget'
+      ? 'NoOp'
+      : 'Failed';
+
+/**
+ * 1. pre-lock. Its token and Idempotency-Key derive from the input's random `lock` seed under a key
+ * only the activities hold. A swap moments ago (ConvergencePending) is waited out, a few times at most.
+ * A store that stays down through every retry fails the migration here, never leaving it unfinished.
+ * Every ending but the grant is published here: no lock is held, so there is nothing to clean up.
+ */
+export function* prelockPhase(
+  input: MigrationInput,
+  status: MigrationStatus,
+): Generator<Step, PhaseResult<Prelocked>, unknown> {
+  const { resourceId, migrationId, lock } = input;
+  const request = { resourceId, migrationId, owner: input.instanceId, target: input.target, lock };
+  let pre: ActivityResult<SeededGrant>;
+  try {
+    pre = yield* waitingOutConvergence('prelock', request, input.settings);
+  } catch (error) {
+    const left = yield* releaseUnseenPrelock(input);
+    return done(yield* publish(status, { status: 'Failed', error: `prelock: ${messageOf(error)}; ${left}` }));
+  }
+  if (!pre.ok) {
+    return done(
+      yield* publish(status, { status: prelockRefusal(pre.code), error: `${pre.code}: ${pre.message}` }),
+    );
+  }
+  const prelocked = yield* publish(status, {
+    phase: 'prelock',
+    timeline: { ...status.timeline, prelockAt: pre.value.acquiredAt },
+  });
+  return next({ input, status: prelocked, etag: pre.value.etag, grant: pre.value });
+}
+
+/**
+ * The clean-up after a pre-lock that failed unanswered. A timed-out pre-lock may have committed
+ * unseen, and would hold the resource for its whole lease: if the write region shows this migration's
+ * pre-lock, release it (its token derives from the seed). Answers what was left, for the status.
+ */
+export function* releaseUnseenPrelock(input: MigrationInput): Generator<Step, string, unknown> {
+  const { resourceId, migrationId, lock } = input;
+  try {
+    const seen = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
+    if (!seen.ok) return 'a pre-lock that committed unseen lapses with its lease';
+    if (seen.value.lock?.migrationId !== migrationId) return 'no lock is held by this migration';
+    const released = yield* activity('release', { resourceId, lock });
+    return released.ok
+      ? 'its pre-lock, committed unseen, was released'
+      : 'its pre-lock committed unseen and could not be released; the lease frees it';
+  } catch {
+    return 'a pre-lock that committed unseen lapses with its lease';
+  }
+}

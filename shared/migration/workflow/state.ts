@@ -1,0 +1,77 @@
+import type { Location } from '../../lock/document';
+import type { MigrationInput, MigrationStatus, SeededGrant, Step } from '../types';
+
+/**
+ * What a running migration carries from one phase to the next. Each phase generator takes a state and
+ * returns the next one (or how the migration ends); nothing is shared between phases by mutation, so
+ * a phase can be driven alone.
+ */
+export interface WorkflowState {
+  readonly input: MigrationInput;
+  /** The status last published: a failure amends it. */
+  readonly status: MigrationStatus;
+  /** The routing document's ETag after this migration's last write to it. */
+  readonly etag: string;
+}
+
+/** After the pre-lock: its grant, from which the convergence wait is counted. */
+export interface Prelocked extends WorkflowState {
+  readonly grant: SeededGrant;
+}
+
+/** After the route was re-read: where the resource moves from. */
+export interface Moving extends WorkflowState {
+  readonly from: Location;
+}
+
+/** Holding a hard-delete or write lock: its grant (its end, and the write-lock attempt's `writeAt`). */
+export interface Escalated extends Moving {
+  readonly grant: SeededGrant;
+}
+
+/** The migration must stop: `cleanUp` releases the lock and publishes Failed with the reason. */
+export interface Failure {
+  kind: 'failed';
+  status: MigrationStatus;
+  reason: string;
+}
+
+/** How a migration ends: its final status already published, or a failure still to clean up. */
+export type Ending = { kind: 'done'; status: MigrationStatus } | Failure;
+
+export type PhaseResult<S> = { kind: 'next'; state: S } | Ending;
+
+export const next = <S>(state: S): { kind: 'next'; state: S } => ({ kind: 'next', state });
+
+export const done = (status: MigrationStatus): Ending => ({ kind: 'done', status });
+
+export const failed = (state: WorkflowState, reason: string): Failure => ({
+  kind: 'failed',
+  status: state.status,
+  reason,
+});
+
+/** A lock operation refused: the migration fails, naming what it tried. */
+export const refused = (
+  state: WorkflowState,
+  what: string,
+  result: { code: string; message: string },
+): Failure => failed(state, `${what}: ${result.code}: ${result.message}`);
+
+export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+/**
+ * Runs `body` on `state`. A step the runner gave up on (an activity out of retries) is thrown into the
+ * workflow: it fails the migration at `state`'s status, the last one published. A phase guards what
+ * follows each status it publishes, so a failure always amends the status the world last saw.
+ */
+export function* guarded<S extends WorkflowState, T>(
+  state: S,
+  body: (state: S) => Generator<Step, T, unknown>,
+): Generator<Step, T | Failure, unknown> {
+  try {
+    return yield* body(state);
+  } catch (error) {
+    return failed(state, messageOf(error));
+  }
+}

@@ -1,0 +1,38 @@
+import type { Step } from '../types';
+import { type Ending, type Escalated, done, guarded, refused } from './state';
+import { activity, publish } from './steps';
+
+/** The write lock lapsed before the swap: an overrun, tried again on the next write-lock attempt. */
+export interface SwapLapsed {
+  kind: 'lapsed';
+  overrun: string;
+}
+
+/**
+ * The swap, pinned to this write-lock attempt (`writeAt`): one conditional write, so never a partial
+ * cutover. Completed, a lapsed write lock (`InvalidTransition`), or a failure.
+ */
+export function* swapPhase(state: Escalated): Generator<Step, Ending | SwapLapsed, unknown> {
+  return yield* guarded(state, swap);
+}
+
+function* swap(state: Escalated): Generator<Step, Ending | SwapLapsed, unknown> {
+  const { resourceId, lock } = state.input;
+  const swapped = yield* activity('swap', {
+    resourceId,
+    lock,
+    ifMatch: state.etag,
+    writeAt: state.grant.writeAt,
+  });
+  if (swapped.ok) {
+    return done(
+      yield* publish(state.status, {
+        status: 'Completed',
+        phase: 'swapped',
+        timeline: { ...state.status.timeline, swappedAt: swapped.value.swappedAt },
+      }),
+    );
+  }
+  if (swapped.code !== 'InvalidTransition') return refused(state, 'swap', swapped);
+  return { kind: 'lapsed', overrun: `swap: ${swapped.message}` };
+}
