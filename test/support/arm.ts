@@ -64,7 +64,8 @@ export function loadArmTemplate(root: string, path = 'infra/arm/main.json'): Arm
   const compiled = statSync(file).mtimeMs;
   const sources = ['infra/bicep', 'infra/bicep/modules'].flatMap((dir) =>
     readdirSync(join(root, dir))
-      .filter((f) => f.endsWith('.bicep') || f.endsWith('.json'))
+      // the Bicep and what it loads or is linted with; azd's parameter file is not compiled
+      .filter((f) => f.endsWith('.bicep') || (f.endsWith('.json') && !f.endsWith('.parameters.json')))
       .map((f) => join(root, dir, f)),
   );
   const newer = sources.filter((f) => statSync(f).mtimeMs > compiled);
