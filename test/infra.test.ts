@@ -185,6 +185,15 @@ test("every trigger's connection has its settings", () => {
     AzureWebJobsStorage__credential: 'managedidentity',
     AzureWebJobsStorage__clientId: "[parameters('identityClientId')]",
   });
+  // which main feeds from the storage account's endpoints and the identity's client id
+  const api = moduleNamed(arm(), 'api');
+  for (const service of ['Blob', 'Queue', 'Table']) {
+    expect(moduleOutput(api.parameters[`storage${service}Endpoint`])).toEqual({
+      module: 'storage',
+      output: `${service.toLowerCase()}Endpoint`,
+    });
+  }
+  expect(moduleOutput(api.parameters.identityClientId)).toEqual({ module: 'identity', output: 'clientId' });
   expect(localSettings).toEqual(expect.arrayContaining(['AzureWebJobsStorage', 'COSMOS__accountEndpoint']));
   // the queues and the lease container the triggers use are created by the Bicep
   const storage = moduleNamed(arm(), 'storage').template;
@@ -328,11 +337,8 @@ function expectCosmosAsDesigned(template: ArmTemplate): void {
   // the built-in Data Contributor, on this account, for the app's identity
   const grant = resourceIn(cosmos.template, 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments');
   const grantProps = props(grant);
-  const [accountId, role, ...rest] = callArgs(String(grantProps.roleDefinitionId), 'format').slice(1);
-  expect(callArgs(String(grantProps.roleDefinitionId), 'format')[0]).toEqual({
-    kind: 'string',
-    value: '{0}/sqlRoleDefinitions/{1}',
-  });
+  const [pattern, accountId, role, ...rest] = callArgs(String(grantProps.roleDefinitionId), 'format');
+  expect(pattern).toEqual({ kind: 'string', value: '{0}/sqlRoleDefinitions/{1}' });
   expect(rest).toEqual([]);
   expect(accountId && exprText(accountId)).toBe(
     "resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('name'))",
@@ -378,9 +384,22 @@ test('Flex Consumption, Node, a user-assigned identity, the azd service tag, and
       '3913510d-42f4-4e42-8a64-420c390055eb',
     ].sort(),
   );
-  for (const a of forApp)
+  for (const a of forApp) {
     expect(a).toMatchObject({ principalType: 'ServicePrincipal', condition: undefined });
+    // on the storage account (the data roles) or on Application Insights (the metrics publisher)
+    const scope = resourceIdOf(String(a.scope));
+    expect(scope).toEqual(
+      a.role === '3913510d-42f4-4e42-8a64-420c390055eb'
+        ? { type: 'Microsoft.Insights/components', names: ["parameters('applicationInsightsName')"] }
+        : { type: 'Microsoft.Storage/storageAccounts', names: ["parameters('storageAccountName')"] },
+    );
+  }
+  // the app's identity, and the very account and component the other modules create
   expect(moduleOutput(rbac.parameters.principalId)).toEqual({ module: 'identity', output: 'principalId' });
+  expect(rbac.parameters.storageAccountName).toBe(moduleNamed(arm(), 'storage').parameters.name);
+  expect(rbac.parameters.applicationInsightsName).toBe(
+    moduleNamed(arm(), 'monitoring').parameters.applicationInsightsName,
+  );
   expect(read('azure.yaml')).toMatch(/api:\s*\n\s*project: \.\s*\n\s*language: ts\s*\n\s*host: function/);
 });
 
@@ -786,6 +805,34 @@ test('Key Vault: RBAC only, purge protection, Secrets User for the app identity,
   );
   // the grant and the secret exist before the app resolves the reference
   expect((api.deployment.dependsOn ?? []).map((d) => deploymentNamed(d))).toContain('keyvault');
+});
+
+test('the outputs azd records: what the hooks read, from the modules that own them', () => {
+  const outputs = arm().outputs ?? {};
+  expect(moduleOutput(outputs.SERVICE_API_URI?.value)).toEqual({ module: 'api', output: 'uri' });
+  expect(moduleOutput(outputs.SERVICE_API_NAME?.value)).toEqual({ module: 'api', output: 'name' });
+  expect(moduleOutput(outputs.AZURE_KEY_VAULT_NAME?.value)).toEqual({ module: 'keyvault', output: 'name' });
+  expect(moduleOutput(outputs.ROUTELOCK_TOKEN_KEYS_SECRET?.value)).toEqual({
+    module: 'keyvault',
+    output: 'tokenKeysSecretName',
+  });
+  expect(outputs.AZURE_RESOURCE_GROUP?.value).toBe(
+    resourceIn(arm(), 'Microsoft.Resources/resourceGroups').name,
+  );
+  // every value a hook reads (azd_value NAME) is an output, or set by azd or by a hook itself
+  const setElsewhere = new Set([
+    'AZURE_ENV_NAME',
+    'AZURE_SUBSCRIPTION_ID',
+    'ENTRA_CLIENT_ID',
+    'ROUTELOCK_TOKEN_KEYS_B64',
+  ]);
+  const hookReads = readdirSync(join(root, 'infra/hooks'))
+    .filter((f) => f.endsWith('.sh'))
+    .flatMap((f) =>
+      [...read(`infra/hooks/${f}`).matchAll(/azd_value ([A-Z0-9_]+)/g)].map((m) => m[1] as string),
+    );
+  expect(hookReads.length).toBeGreaterThan(0);
+  expect([...new Set(hookReads)].filter((v) => !setElsewhere.has(v) && !(v in outputs))).toEqual([]);
 });
 
 // ---------------------------------------------------------------------------------------------------

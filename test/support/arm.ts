@@ -381,7 +381,7 @@ function evalExpr(e: Expr, scope: Scope): unknown {
     case 'index': {
       const target = evalExpr(e.target, scope) as Record<string | number, unknown>;
       const index = evalExpr(e.index, scope) as string | number;
-      if (target == null || !(index in target)) return fail();
+      if (target == null || typeof target !== 'object' || !(index in target)) return fail();
       return target[index];
     }
     case 'call': {
