@@ -15,81 +15,91 @@ import { parse as parseYaml } from 'yaml';
 import { appRoles } from '../functions/http/auth';
 import { configVariables } from '../shared/config';
 import { type Profile, type ProfileVariable, profiles } from '../shared/profiles';
+import {
+  type ArmResource,
+  type ArmTemplate,
+  callArgs,
+  deploymentNamed,
+  evaluate,
+  evaluateNode,
+  exprText,
+  functionsCalled,
+  instanceCount,
+  isExpression,
+  jsonKeys,
+  jsonStrings,
+  loadArmTemplate,
+  moduleNamed,
+  moduleOutput,
+  modulesOf,
+  nameSegments,
+  parametersRead,
+  parseExpression,
+  resourceIdOf,
+  resourceIn,
+  resourcesOfType,
+  roleAssignments,
+  stringLiterals,
+} from './support/arm';
 
 /**
- * Keeps the deployment files honest (there is no Bicep CLI on the CI machines, so this reads them):
- * every setting the code reads is in local.settings.sample.json and in the Bicep app settings, and no
- * stale one is; every trigger's connection has its settings; package.json `main` matches the compiled
- * functions; no key material; Cosmos DB is bounded staleness with a single write region; who may call
- * (App Service authentication, the app roles); the token key set in Key Vault; the hardening; the
- * workflows' pinning and token permissions.
+ * Keeps the deployment files honest. The Bicep is read as the compiler emits it: infra/arm/main.json,
+ * compiled by `npm run infra:build` (npm test's pretest), its modules nested deployments. Every setting
+ * the code reads is in local.settings.sample.json and in the app settings, and no stale one is; every
+ * trigger's connection has its settings; package.json `main` matches the compiled functions; no key
+ * material; Cosmos DB is bounded staleness with a single write region; who may call (App Service
+ * authentication, the app roles); the token key set in Key Vault; the hardening; the workflows' pinning
+ * and token permissions.
  */
 
 const root = join(__dirname, '..');
 const read = (path: string) => readFileSync(join(root, path), 'utf8');
-const bicepFiles = [
-  'infra/bicep/main.bicep',
-  ...readdirSync(join(root, 'infra/bicep/modules')).map((f) => `infra/bicep/modules/${f}`),
-];
-const bicep = bicepFiles.map(read).join('\n');
+let compiled: ArmTemplate | undefined;
+/** The compiled entry point (read on first use, so the tests of the other files run without it). */
+const arm = (): ArmTemplate => (compiled ??= loadArmTemplate(root));
+const missingValue = (what: string): never => {
+  throw new Error(what);
+};
 const localSettingValues = (
   JSON.parse(read('local.settings.sample.json')) as { Values: Record<string, string> }
 ).Values;
 const localSettings = Object.keys(localSettingValues);
 
-/** The text of the `{...}` (or `[...]`) that opens at or after `from` in `text`, brackets balanced. */
-function balanced(text: string, from: number, open = '{', close = '}'): string {
-  const start = text.indexOf(open, from);
-  if (start < 0) throw new Error(`no ${open} after ${from}`);
-  let depth = 0;
-  for (let i = start; i < text.length; i += 1) {
-    if (text[i] === open) depth += 1;
-    else if (text[i] === close && (depth -= 1) === 0) return text.slice(start, i + 1);
+/** The properties of a resource that has them as an object. */
+const props = (resource: ArmResource): Record<string, unknown> => {
+  if (typeof resource.properties !== 'object') throw new Error(`${resource.type} has no properties object`);
+  return resource.properties;
+};
+/** The default of each of main's parameters. */
+const mainDefaults = (template: ArmTemplate = arm()): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(template.parameters ?? {}).map(([k, p]) => [k, p.defaultValue]));
+
+/**
+ * The app settings as deployed: the object main passes the app module as `appSettings`, united with the
+ * ones the module adds (`union(parameters('appSettings'), createObject(…))` on its appsettings config).
+ * Values as ARM writes them: literals, or "[expression]" in the scope that sets them.
+ */
+function appSettingValues(template: ArmTemplate = arm()): Record<string, unknown> {
+  const api = moduleNamed(template, 'api');
+  const config = resourceIn(api.template, 'Microsoft.Web/sites/config', 'appsettings');
+  const [passed, added, ...rest] = callArgs(String(config.properties), 'union');
+  if (passed === undefined || exprText(passed) !== "parameters('appSettings')" || rest.length > 0) {
+    throw new Error(`unexpected appsettings: ${String(config.properties)}`);
   }
-  throw new Error(`unbalanced ${open} at ${start}`);
-}
-
-/** Top-level keys of a Bicep object literal (one property a line, as this repository writes them). */
-function objectKeys(block: string): string[] {
-  const keys: string[] = [];
-  let depth = 0;
-  for (const line of block.split('\n')) {
-    const m = depth === 1 ? /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:/.exec(line) : null;
-    if (m) keys.push(m[1] as string);
-    for (const ch of line.replace(/'[^']*'/g, "''").replace(/\/\/.*$/, '')) {
-      if (ch === '{' || ch === '[') depth += 1;
-      else if (ch === '}' || ch === ']') depth -= 1;
-    }
+  const pairs = added === undefined ? [] : callArgs(added, 'createObject');
+  const own: Record<string, unknown> = {};
+  for (let i = 0; i < pairs.length; i += 2) {
+    const [key, value] = [pairs[i], pairs[i + 1]];
+    if (key?.kind !== 'string' || value === undefined) throw new Error('createObject with a computed key');
+    own[key.value] = value.kind === 'string' ? value.value : `[${exprText(value)}]`;
   }
-  return keys;
+  const fromMain = api.parameters.appSettings;
+  if (fromMain === null || typeof fromMain !== 'object') throw new Error('main passes no appSettings object');
+  return { ...(fromMain as Record<string, unknown>), ...own };
 }
 
-/** App settings the Bicep assigns: the appSettings object in main.bicep and the union in the app module. */
-function bicepAppSettings(): string[] {
-  const main = read('infra/bicep/main.bicep');
-  const app = read('infra/bicep/modules/functionapp.bicep');
-  return [
-    ...objectKeys(balanced(main, main.indexOf('appSettings: {'))),
-    ...objectKeys(balanced(app, app.indexOf('union(appSettings, {') + 'union(appSettings, '.length)),
-  ];
-}
-
-/** The declaration and body of `resource <symbol> '…'` (or `module <symbol> '…'`) in one Bicep file. */
-function resourceBlock(text: string, symbol: string): string {
-  const at = text.search(new RegExp(`(resource|module) ${symbol} '`));
-  if (at < 0) throw new Error(`no resource or module ${symbol}`);
-  return text.slice(at, at + text.slice(at).indexOf('{')) + balanced(text, at);
-}
-
-/** Every `resource <symbol> '<type>@…'` of the given types in the Bicep files, with its body. */
-function resourcesOfType(pattern: RegExp): { file: string; symbol: string; body: string }[] {
-  return bicepFiles.flatMap((file) => {
-    const text = read(file);
-    return [...text.matchAll(/^\s*resource (\w+) '([^'@]+)@[^']+'/gm)]
-      .filter((m) => pattern.test(m[2] as string))
-      .map((m) => ({ file, symbol: m[1] as string, body: resourceBlock(text, m[1] as string) }));
-  });
-}
+/** The names of the app settings as deployed. */
+const bicepAppSettings = (template: ArmTemplate = arm()): string[] => Object.keys(appSettingValues(template));
 
 const parameters = (
   JSON.parse(read('infra/bicep/main.parameters.json')) as {
@@ -125,8 +135,8 @@ test('every setting the code reads in Azure is a Bicep app setting', () => {
   );
   expect(missing).toEqual([]);
   // and Azure runs the production profile on Cosmos DB, never an emulator key or TLS bypass
-  expect(read('infra/bicep/main.bicep')).toMatch(/ROUTELOCK_PROFILE: 'production'/);
-  expect(read('infra/bicep/main.bicep')).toMatch(/ROUTELOCK_STORE: 'cosmos'/);
+  expect(appSettingValues().ROUTELOCK_PROFILE).toBe('production');
+  expect(appSettingValues().ROUTELOCK_STORE).toBe('cosmos');
   for (const v of localOnly) expect(appSettings).not.toContain(v);
 });
 
@@ -137,54 +147,38 @@ test('no stale settings: every ROUTELOCK_/COSMOS_ setting in the files is one th
   expect(localSettings.filter((k) => isOurs(k) && !known.has(k))).toEqual([]);
 });
 
-/** `param <name> <type> = <default>` in main.bicep, the default as the app setting's string. */
-function bicepParamDefaults(): Record<string, string> {
-  const main = read('infra/bicep/main.bicep');
-  return Object.fromEntries(
-    [...main.matchAll(/^param (\w+) \w+ = (?:'([^']*)'|(\S+))$/gm)].map((m) => [
-      m[1] as string,
-      (m[2] ?? m[3]) as string,
-    ]),
-  );
-}
-
-/** What main.bicep's appSettings assign to each setting (the expression, as written). */
-function bicepAppSettingExpressions(): Record<string, string> {
-  const main = read('infra/bicep/main.bicep');
-  const block = balanced(main, main.indexOf('appSettings: {'));
-  return Object.fromEntries(
-    [...block.matchAll(/^\s*([A-Z][A-Za-z0-9_]*)\s*:\s*(.+?)\s*$/gm)].map((m) => [
-      m[1] as string,
-      m[2] as string,
-    ]),
-  );
-}
-
-/** Each profile variable whose Bicep default differs from `profile`: `VAR: bicep …, profile …`. */
-function bicepDisagreements(profile: Profile): string[] {
-  const defaults = bicepParamDefaults();
-  const expressions = bicepAppSettingExpressions();
+/**
+ * Each profile variable whose deployed default differs from `profile`: `VAR: bicep <expression> = <main's
+ * parameter default>, profile <value>`. A setting must be main's parameter, or `string()` of it.
+ */
+function bicepDisagreements(profile: Profile, template: ArmTemplate = arm()): string[] {
+  const defaults = mainDefaults(template);
+  const settings = appSettingValues(template);
   return Object.entries(profile).flatMap(([variable, expected]) => {
-    const expression = expressions[variable];
-    const param = expression === undefined ? undefined : /^(?:string\((\w+)\)|(\w+))$/.exec(expression);
+    const expression = settings[variable];
+    const param =
+      typeof expression === 'string'
+        ? /^\[(?:string\(parameters\('(\w+)'\)\)|parameters\('(\w+)'\))\]$/.exec(expression)
+        : null;
     const name = param?.[1] ?? param?.[2];
     const value = name === undefined ? undefined : defaults[name];
-    return value === expected
+    return value !== undefined && String(value) === expected
       ? []
-      : [`${variable}: bicep ${expression ?? '(unset)'} = ${value}, profile ${expected}`];
+      : [`${variable}: bicep ${String(expression ?? '(unset)')} = ${String(value)}, profile ${expected}`];
   });
 }
 
 test('the Bicep app settings default to the production profile (shared/profiles.ts)', () => {
   expect(bicepDisagreements(profiles.production)).toEqual([]);
   // the replication bound the convergence delay uses is the store's own staleness bound
-  const main = read('infra/bicep/main.bicep');
-  expect(main).toMatch(/ROUTELOCK_REPLICATION_BOUND_SECONDS: string\(maxStalenessIntervalSeconds\)/);
+  expect(appSettingValues().ROUTELOCK_REPLICATION_BOUND_SECONDS).toBe(
+    "[string(parameters('maxStalenessIntervalSeconds'))]",
+  );
 });
 
 test('negative control: a Bicep default that differs from the profile is caught', () => {
   expect(bicepDisagreements({ ...profiles.production, ROUTELOCK_WRITE_LEASE_SECONDS: '301' })).toEqual([
-    'ROUTELOCK_WRITE_LEASE_SECONDS: bicep string(writeLeaseSeconds) = 300, profile 301',
+    "ROUTELOCK_WRITE_LEASE_SECONDS: bicep [string(parameters('writeLeaseSeconds'))] = 300, profile 301",
   ]);
 });
 
@@ -235,25 +229,46 @@ test("every trigger's connection has its settings", () => {
     ),
   );
   expect([...connections].sort()).toEqual(['AzureWebJobsStorage', 'COSMOS']);
-  const appSettings = bicepAppSettings();
+  const settings = appSettingValues();
   // identity-based connections: the service URI (or endpoint), the credential and the client id
-  expect(appSettings).toEqual(
-    expect.arrayContaining(['COSMOS__accountEndpoint', 'COSMOS__credential', 'COSMOS__clientId']),
-  );
-  expect(appSettings).toEqual(
-    expect.arrayContaining([
-      'AzureWebJobsStorage__blobServiceUri',
-      'AzureWebJobsStorage__queueServiceUri',
-      'AzureWebJobsStorage__tableServiceUri',
-      'AzureWebJobsStorage__credential',
-      'AzureWebJobsStorage__clientId',
-    ]),
-  );
+  expect(settings).toMatchObject({
+    COSMOS__accountEndpoint: expect.any(String),
+    COSMOS__credential: 'managedidentity',
+    COSMOS__clientId: expect.any(String),
+  });
+  expect(moduleOutput(settings.COSMOS__accountEndpoint)).toEqual({ module: 'cosmos', output: 'endpoint' });
+  expect(moduleOutput(settings.COSMOS__clientId)).toEqual({ module: 'identity', output: 'clientId' });
+  expect(settings).toMatchObject({
+    AzureWebJobsStorage__blobServiceUri: "[parameters('storageBlobEndpoint')]",
+    AzureWebJobsStorage__queueServiceUri: "[parameters('storageQueueEndpoint')]",
+    AzureWebJobsStorage__tableServiceUri: "[parameters('storageTableEndpoint')]",
+    AzureWebJobsStorage__credential: 'managedidentity',
+    AzureWebJobsStorage__clientId: "[parameters('identityClientId')]",
+  });
+  // which main feeds from the storage account's endpoints and the identity's client id
+  const api = moduleNamed(arm(), 'api');
+  for (const service of ['Blob', 'Queue', 'Table']) {
+    expect(moduleOutput(api.parameters[`storage${service}Endpoint`])).toEqual({
+      module: 'storage',
+      output: `${service.toLowerCase()}Endpoint`,
+    });
+  }
+  expect(moduleOutput(api.parameters.identityClientId)).toEqual({ module: 'identity', output: 'clientId' });
   expect(localSettings).toEqual(expect.arrayContaining(['AzureWebJobsStorage', 'COSMOS__accountEndpoint']));
   // the queues and the lease container the triggers use are created by the Bicep
-  expect(bicep).toMatch(/name: 'migrations'/);
-  expect(bicep).toMatch(/name: 'migrations-poison'/);
-  expect(read('infra/bicep/modules/cosmos.bicep')).toMatch(/'locations', 'leases', 'audit', 'migrations'/);
+  const storage = moduleNamed(arm(), 'storage').template;
+  expect(
+    storage.resources
+      .filter((r) => r.type === 'Microsoft.Storage/storageAccounts/queueServices/queues')
+      .map((r) => nameSegments(r, storage).at(-1)),
+  ).toEqual(['migrations', 'migrations-poison']);
+  const cosmos = moduleNamed(arm(), 'cosmos').template;
+  const containers = resourceIn(cosmos, 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers');
+  expect(
+    Array.from({ length: instanceCount(containers, cosmos) }, (_, i) =>
+      nameSegments(containers, cosmos, i).at(-1),
+    ),
+  ).toEqual(['locations', 'leases', 'audit', 'migrations']);
   expect(read('functions/lockTelemetry.ts')).toMatch(/createLeaseContainerIfNotExists: false/);
 });
 
@@ -275,76 +290,176 @@ test('package.json main matches the compiled function files', () => {
   }
 });
 
-test('the Bicep holds no key material; the one secret is the token key set, from a secure parameter', () => {
-  for (const pattern of [
-    /listKeys/i,
-    /primaryMasterKey/i,
-    /AccountKey=/i,
-    /SharedAccessKey/i,
-    /\bkey\s*:/i,
-    /listConnectionStrings/i,
-    /listSecrets/i,
-    /clientSecret/i,
-    /'[A-Za-z0-9+/_-]{40,}={0,2}'/, // a literal that looks like key material
-  ]) {
-    expect({ pattern: String(pattern), found: pattern.test(bicep) }).toEqual({
-      pattern: String(pattern),
-      found: false,
-    });
-  }
-  expect(read('infra/bicep/modules/storage.bicep')).toMatch(/allowSharedKeyAccess: false/);
-  expect(read('infra/bicep/modules/cosmos.bicep')).toMatch(/disableLocalAuth: true/);
-  expect(read('infra/bicep/modules/monitoring.bicep')).toMatch(/DisableLocalAuth: true/);
+/** Every template of the tree: main and each module's. */
+const templates = (): { module: string; template: ArmTemplate }[] => [
+  { module: 'main', template: arm() },
+  ...modulesOf(arm()).map((m) => ({ module: m.name, template: m.template })),
+];
 
-  // The only secret is the Key Vault secret for the token key set, written from a @secure() parameter
-  // that defaults to empty and appears in no output.
-  const secrets = resourcesOfType(/^Microsoft\.KeyVault\/vaults\/secrets$/);
-  expect(secrets.map((r) => `${r.file}:${r.symbol}`)).toEqual([
-    'infra/bicep/modules/keyvault.bicep:tokenKeysSecret',
-  ]);
-  expect(secrets[0]?.body).toMatch(/value: base64ToString\(tokenKeysBase64\)/);
-  for (const file of bicepFiles) {
-    const text = read(file);
-    const secureParams = [
-      ...text.matchAll(/@secure\(\)\s*\n(?:@description\([^\n]*\)\s*\n)?param (\w+) (\w+)( = '')?/g),
-    ];
-    expect(secureParams.map((m) => `${m[1]} ${m[2]}${m[3] ?? ''}`)).toEqual(
-      file.endsWith('main.bicep') || file.endsWith('keyvault.bicep') ? ["tokenKeysBase64 string = ''"] : [],
-    );
-    expect(text.split('\n').filter((l) => /^output /.test(l) && /tokenKeysBase64/.test(l))).toEqual([]);
+test('the Bicep holds no key material; the one secret is the token key set, from a secure parameter', () => {
+  const strings = jsonStrings(arm());
+  const expressions = strings.filter(isExpression).map(parseExpression);
+  // no function that reads keys, connection strings or secrets (listKeys, listConnectionStrings, listSecrets…)
+  expect([...new Set(expressions.flatMap(functionsCalled))].filter((f) => /^list/i.test(f))).toEqual([]);
+  // no key-bearing property, connection-string fragment, or literal that looks like key material
+  expect(jsonKeys(arm()).filter((k) => /^(key|clientSecret|primaryMasterKey)$/i.test(k))).toEqual([]);
+  const literals = [...strings.filter((s) => !isExpression(s)), ...expressions.flatMap(stringLiterals)];
+  for (const pattern of [/primaryMasterKey/i, /AccountKey=/i, /SharedAccessKey/i, /clientSecret/i])
+    expect({ pattern: String(pattern), found: literals.filter((s) => pattern.test(s)) }).toEqual({
+      pattern: String(pattern),
+      found: [],
+    });
+  // (random key material mixes cases and digits; a setting name such as APPLICATIONINSIGHTS_… does not)
+  const keyLike = (s: string) =>
+    /^[A-Za-z0-9+/_-]{40,}={0,2}$/.test(s) && /[a-z]/.test(s) && /[A-Z]/.test(s) && /\d/.test(s);
+  expect(literals.filter(keyLike)).toEqual([]);
+  expect(keyLike('q2E6xTm0VbQeJ8l3yP0rW5nZ4cK9aS1dF7gH2jL6mN0=')).toBe(true); // the check sees a real-looking key
+  const storage = moduleNamed(arm(), 'storage').template;
+  expect(props(resourceIn(storage, 'Microsoft.Storage/storageAccounts')).allowSharedKeyAccess).toBe(false);
+  const cosmos = moduleNamed(arm(), 'cosmos').template;
+  expect(props(resourceIn(cosmos, 'Microsoft.DocumentDB/databaseAccounts')).disableLocalAuth).toBe(true);
+  const monitoring = moduleNamed(arm(), 'monitoring').template;
+  expect(props(resourceIn(monitoring, 'Microsoft.Insights/components')).DisableLocalAuth).toBe(true);
+
+  // The only secret is the Key Vault secret for the token key set, written from a secure parameter that
+  // defaults to empty, is passed only to the vault's module, and appears in no output.
+  const secrets = resourcesOfType(arm(), 'Microsoft.KeyVault/vaults/secrets');
+  expect(secrets.map((r) => r.module)).toEqual(['keyvault']);
+  expect(props(secrets[0]?.resource as ArmResource).value).toBe(
+    "[base64ToString(parameters('tokenKeysBase64'))]",
+  );
+  for (const { module, template } of templates()) {
+    const secureParams = Object.entries(template.parameters ?? {})
+      .filter(([, p]) => /^secure/i.test(p.type))
+      .map(([name, p]) => `${name} ${p.type}${p.defaultValue === '' ? " = ''" : ''}`);
+    expect({ module, secureParams }).toEqual({
+      module,
+      secureParams: module === 'main' || module === 'keyvault' ? ["tokenKeysBase64 securestring = ''"] : [],
+    });
+    const outputsReading = Object.entries(template.outputs ?? {})
+      .filter(([, o]) =>
+        jsonStrings(o.value).some(
+          (s) => isExpression(s) && parametersRead(parseExpression(s)).includes('tokenKeysBase64'),
+        ),
+      )
+      .map(([name]) => name);
+    expect({ module, outputsReading }).toEqual({ module, outputsReading: [] });
   }
+  const passing = modulesOf(arm()).filter((m) =>
+    jsonStrings(m.parameters).some(
+      (s) => isExpression(s) && parametersRead(parseExpression(s)).includes('tokenKeysBase64'),
+    ),
+  );
+  expect(
+    passing.map((m) => [m.name, Object.keys(m.parameters).filter((k) => k === 'tokenKeysBase64')]),
+  ).toEqual([['keyvault', ['tokenKeysBase64']]]);
 });
 
-test('Cosmos DB: bounded staleness with a single write region, and the app identity as Data Contributor', () => {
-  const cosmos = read('infra/bicep/modules/cosmos.bicep');
-  expect(cosmos).toMatch(/defaultConsistencyLevel: 'BoundedStaleness'/);
-  expect(cosmos).toMatch(/enableMultipleWriteLocations: false/);
-  expect(cosmos).toMatch(
-    /@minLength\(2\)\s*\n@description\('Regions of the account; the first is the single write region.'\)\s*\nparam locations array/,
+/** The Cosmos DB account as designed; throws (a failed expectation) when the template lacks any of it. */
+function expectCosmosAsDesigned(template: ArmTemplate): void {
+  const cosmos = moduleNamed(template, 'cosmos');
+  const account = resourceIn(cosmos.template, 'Microsoft.DocumentDB/databaseAccounts');
+  const properties = props(account);
+  expect(properties.consistencyPolicy).toEqual({
+    defaultConsistencyLevel: 'BoundedStaleness',
+    maxIntervalInSeconds: "[parameters('maxStalenessIntervalSeconds')]",
+    maxStalenessPrefix: "[parameters('maxStalenessPrefix')]",
+  });
+  expect(properties.enableMultipleWriteLocations).toBe(false);
+  // one location per region, in order: the first is the account's location and the only write region
+  expect(account.location).toBe("[parameters('locations')[0]]");
+  expect(
+    evaluate(
+      { copy: properties.copy },
+      { template: cosmos.template, parameters: { locations: ['a', 'b', 'c'] } },
+    ),
+  ).toEqual({
+    locations: [
+      { locationName: 'a', failoverPriority: 0, isZoneRedundant: false },
+      { locationName: 'b', failoverPriority: 1, isZoneRedundant: false },
+      { locationName: 'c', failoverPriority: 2, isZoneRedundant: false },
+    ],
+  });
+  expect(cosmos.template.parameters?.locations).toMatchObject({
+    type: 'array',
+    minLength: 2,
+    metadata: { description: 'Regions of the account; the first is the single write region.' },
+  });
+  expect(cosmos.template.parameters?.maxStalenessIntervalSeconds?.defaultValue).toBe(300);
+  expect(cosmos.template.parameters?.maxStalenessPrefix?.defaultValue).toBe(100000);
+  // main passes its own regions and staleness bounds (the same bound ROUTELOCK_REPLICATION_BOUND_SECONDS reads)
+  expect(cosmos.parameters).toMatchObject({
+    locations: "[parameters('cosmosLocations')]",
+    maxStalenessIntervalSeconds: "[parameters('maxStalenessIntervalSeconds')]",
+    maxStalenessPrefix: "[parameters('maxStalenessPrefix')]",
+  });
+
+  // the built-in Data Contributor, on this account, for the app's identity
+  const grant = resourceIn(cosmos.template, 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments');
+  const grantProps = props(grant);
+  const [pattern, accountId, role, ...rest] = callArgs(String(grantProps.roleDefinitionId), 'format');
+  expect(pattern).toEqual({ kind: 'string', value: '{0}/sqlRoleDefinitions/{1}' });
+  expect(rest).toEqual([]);
+  expect(accountId && exprText(accountId)).toBe(
+    "resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('name'))",
   );
-  expect(cosmos).toMatch(/param maxStalenessIntervalSeconds int = 300/);
-  expect(cosmos).toMatch(/param maxStalenessPrefix int = 100000/);
-  expect(cosmos).toMatch(/var dataContributor = '00000000-0000-0000-0000-000000000002'/);
-  expect(cosmos).toMatch(/sqlRoleDefinitions\/\$\{dataContributor\}/);
+  expect(evaluateNode(role, { template: cosmos.template })).toBe('00000000-0000-0000-0000-000000000002');
+  expect(grantProps.scope).toBe("[resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('name'))]");
+  expect(grantProps.principalId).toBe("[parameters('principalId')]");
+  expect(moduleOutput(cosmos.parameters.principalId)).toEqual({ module: 'identity', output: 'principalId' });
+}
+
+test('Cosmos DB: bounded staleness with a single write region, and the app identity as Data Contributor', () => {
+  expectCosmosAsDesigned(arm());
 });
 
 test('Flex Consumption, Node, a user-assigned identity, the azd service tag, and the four role assignments', () => {
-  const app = read('infra/bicep/modules/functionapp.bicep');
-  expect(app).toMatch(/sku: \{ name: 'FC1', tier: 'FlexConsumption' \}/);
+  const api = moduleNamed(arm(), 'api');
+  const plan = resourceIn(api.template, 'Microsoft.Web/serverfarms');
+  expect(plan.sku).toEqual({ name: 'FC1', tier: 'FlexConsumption' });
+  const app = resourceIn(api.template, 'Microsoft.Web/sites');
+  const functionAppConfig = props(app).functionAppConfig as {
+    runtime: unknown;
+    scaleAndConcurrency: { maximumInstanceCount: unknown };
+  };
   // Node 20 left Functions support in April 2026
-  expect(app).toMatch(/runtime: \{ name: 'node', version: '22' \}/);
-  expect(app).toMatch(/type: 'UserAssigned'/);
-  expect(app).toMatch(/'azd-service-name': 'api'/);
-  expect(app).toMatch(/maximumInstanceCount: maximumInstanceCount/);
-  const rbac = read('infra/bicep/modules/rbac.bicep');
-  for (const role of [
-    'b7e6dc6d-f1e8-4753-8033-0f276bb0955b',
-    '974c5e8b-45b9-4653-ba55-5f855dd0fb88',
-    '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3',
-    '3913510d-42f4-4e42-8a64-420c390055eb',
-  ]) {
-    expect(rbac).toContain(role);
+  expect(functionAppConfig.runtime).toEqual({ name: 'node', version: '22' });
+  expect(app.identity).toMatchObject({ type: 'UserAssigned' });
+  const [, azdTag] = callArgs(String(app.tags), 'union');
+  expect(evaluateNode(azdTag, { template: api.template })).toEqual({ 'azd-service-name': 'api' });
+  expect(functionAppConfig.scaleAndConcurrency.maximumInstanceCount).toBe(
+    "[parameters('maximumInstanceCount')]",
+  );
+  expect(api.parameters.maximumInstanceCount).toBe("[parameters('maximumInstanceCount')]");
+  // the app's identity: Storage Blob Data Owner, Queue and Table Data Contributor, Monitoring Metrics Publisher
+  const rbac = moduleNamed(arm(), 'rbac');
+  const forApp = roleAssignments(arm()).filter(
+    (a) => a.module === 'rbac' && a.principalId === "[parameters('principalId')]",
+  );
+  expect(forApp.map((a) => a.role).sort()).toEqual(
+    [
+      'b7e6dc6d-f1e8-4753-8033-0f276bb0955b',
+      '974c5e8b-45b9-4653-ba55-5f855dd0fb88',
+      '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3',
+      '3913510d-42f4-4e42-8a64-420c390055eb',
+    ].sort(),
+  );
+  for (const a of forApp) {
+    expect(a).toMatchObject({ principalType: 'ServicePrincipal', condition: undefined });
+    // on the storage account (the data roles) or on Application Insights (the metrics publisher)
+    const scope = resourceIdOf(String(a.scope));
+    expect(scope).toEqual(
+      a.role === '3913510d-42f4-4e42-8a64-420c390055eb'
+        ? { type: 'Microsoft.Insights/components', names: ["parameters('applicationInsightsName')"] }
+        : { type: 'Microsoft.Storage/storageAccounts', names: ["parameters('storageAccountName')"] },
+    );
   }
+  // the app's identity, and the very account and component the other modules create
+  expect(moduleOutput(rbac.parameters.principalId)).toEqual({ module: 'identity', output: 'principalId' });
+  expect(rbac.parameters.storageAccountName).toBe(moduleNamed(arm(), 'storage').parameters.name);
+  expect(rbac.parameters.applicationInsightsName).toBe(
+    moduleNamed(arm(), 'monitoring').parameters.applicationInsightsName,
+  );
   expect(read('azure.yaml')).toMatch(/api:\s*\n\s*project: \.\s*\n\s*language: ts\s*\n\s*host: function/);
 });
 
@@ -369,6 +484,41 @@ test('negative control: the settings check finds a setting that only the code kn
   expect(withExtra.filter((v) => !platform.has(v) && !localSettings.includes(v))).toEqual([
     'ROUTELOCK_SOMETHING_NEW',
   ]);
+});
+
+test('negative control: the ARM checks fail when the compiled template lacks what they assert', () => {
+  // the Data Contributor grant removed from the compiled cosmos module
+  const withoutGrant = structuredClone(arm());
+  const cosmos = moduleNamed(withoutGrant, 'cosmos').template;
+  cosmos.resources = cosmos.resources.filter(
+    (r) => r.type !== 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments',
+  );
+  expect(() => expectCosmosAsDesigned(arm())).not.toThrow();
+  expect(() => expectCosmosAsDesigned(withoutGrant)).toThrow(/sqlRoleAssignments, found 0/);
+  // a second write region
+  const multiWrite = structuredClone(arm());
+  props(
+    resourceIn(moduleNamed(multiWrite, 'cosmos').template, 'Microsoft.DocumentDB/databaseAccounts'),
+  ).enableMultipleWriteLocations = true;
+  expect(() => expectCosmosAsDesigned(multiWrite)).toThrow(/expect\(received\)\.toBe\(expected\)/);
+  // an app setting main no longer passes
+  const withoutSetting = structuredClone(arm());
+  delete (moduleNamed(withoutSetting, 'api').parameters.appSettings as Record<string, unknown>)
+    .ROUTELOCK_CACHE_TIERS;
+  expect(bicepAppSettings()).toContain('ROUTELOCK_CACHE_TIERS');
+  const withoutCacheTiers = bicepAppSettings(withoutSetting);
+  expect(
+    configVariables.filter(
+      (v) => !platform.has(v) && !localOnly.has(v) && !azureDefaults.has(v) && !withoutCacheTiers.includes(v),
+    ),
+  ).toEqual(['ROUTELOCK_CACHE_TIERS']);
+  // no compiled template at all: the message says how to get one
+  const empty = mkdtempSync(join(tmpdir(), 'routelock-arm-'));
+  try {
+    expect(() => loadArmTemplate(empty)).toThrow('run `npm run infra:build`');
+  } finally {
+    rmSync(empty, { recursive: true, force: true });
+  }
 });
 
 // ---------------------------------------------------------------------------------------------------
@@ -406,25 +556,38 @@ function endpointRoles(): { route: string; role: string }[] {
 }
 
 test('App Service authentication: Entra ID, 401 without a token, only /api/health open', () => {
-  const app = read('infra/bicep/modules/functionapp.bicep');
-  const auth = resourceBlock(app, 'auth');
-  expect(auth).toMatch(/resource auth 'config'/);
-  expect(auth).toMatch(/name: 'authsettingsV2'/);
-  expect(auth).toMatch(/platform: \{ enabled: true \}/);
-  expect(auth).toMatch(/requireAuthentication: true/);
-  expect(auth).toMatch(/unauthenticatedClientAction: 'Return401'/);
-  expect(auth).toMatch(/excludedPaths: unauthenticatedPaths/);
-  expect(app).toMatch(/param unauthenticatedPaths array = \['\/api\/health'\]/);
-  expect(auth).toMatch(/azureActiveDirectory: \{\s*enabled: true/);
-  expect(auth).toMatch(/clientId: entraClientId/);
-  // https://login.microsoftonline.com/<tenant>/v2.0 in the public cloud
-  expect(auth).toMatch(
-    /openIdIssuer: '\$\{environment\(\)\.authentication\.loginEndpoint\}\$\{entraTenantId\}\/v2\.0'/,
-  );
-  expect(auth).toMatch(/validation: \{ allowedAudiences: entraAudiences \}/);
-  expect(auth).toMatch(/tokenStore: \{ enabled: false \}/);
+  const api = moduleNamed(arm(), 'api');
+  const auth = resourceIn(api.template, 'Microsoft.Web/sites/config', 'authsettingsV2');
+  expect(nameSegments(auth, api.template)).toEqual(["parameters('name')", 'authsettingsV2']);
+  expect(props(auth)).toMatchObject({
+    platform: { enabled: true },
+    globalValidation: {
+      requireAuthentication: true,
+      unauthenticatedClientAction: 'Return401',
+      excludedPaths: "[parameters('unauthenticatedPaths')]",
+    },
+    login: { tokenStore: { enabled: false } },
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true,
+        registration: {
+          clientId: "[parameters('entraClientId')]",
+          // https://login.microsoftonline.com/<tenant>/v2.0 in the public cloud
+          openIdIssuer:
+            "[format('{0}{1}/v2.0', environment().authentication.loginEndpoint, parameters('entraTenantId'))]",
+        },
+        validation: { allowedAudiences: "[parameters('entraAudiences')]" },
+      },
+    },
+  });
+  // the default applies: main passes no other paths
+  expect(api.template.parameters?.unauthenticatedPaths?.defaultValue).toEqual(['/api/health']);
+  expect(api.parameters).not.toHaveProperty('unauthenticatedPaths');
   // the app starts with its settings only after authentication is on
-  expect(resourceBlock(app, 'settings')).toMatch(/dependsOn: \[auth\]/);
+  const settings = resourceIn(api.template, 'Microsoft.Web/sites/config', 'appsettings');
+  expect(settings.dependsOn).toContain(
+    "[resourceId('Microsoft.Web/sites/config', parameters('name'), 'authsettingsV2')]",
+  );
 
   // every endpoint the code leaves anonymous is an excluded path, and no other
   const anonymous = endpointRoles()
@@ -434,24 +597,29 @@ test('App Service authentication: Entra ID, 401 without a token, only /api/healt
 });
 
 test('ROUTELOCK_AUTH and the Entra settings the app reads come from the same parameters as Easy Auth', () => {
-  const main = read('infra/bicep/main.bicep');
-  expect(main).toMatch(
-    /@minLength\(36\)\s*\n@maxLength\(36\)\s*\n@description\([^\n]*\)\s*\nparam entraClientId string\n/,
-  );
-  expect(main).toMatch(/param entraTenantId string = subscription\(\)\.tenantId/);
-  expect(main).toMatch(/param entraAudiences array = \['api:\/\/\$\{entraClientId\}'\]/);
-  expect(main).toMatch(
-    /@allowed\(\['appservice', 'entra'\]\)\s*\n@description\([^\n]*\)\s*\nparam authMode string = 'appservice'/,
-  );
+  const main = arm().parameters ?? {};
+  expect(main.entraClientId).toMatchObject({ type: 'string', minLength: 36, maxLength: 36 });
+  expect(main.entraClientId?.metadata?.description).toEqual(expect.any(String));
+  expect(main.entraClientId).not.toHaveProperty('defaultValue');
+  expect(main.entraTenantId?.defaultValue).toBe('[subscription().tenantId]');
+  expect(main.entraAudiences?.defaultValue).toEqual(["[format('api://{0}', parameters('entraClientId'))]"]);
+  expect(main.authMode).toMatchObject({ allowedValues: ['appservice', 'entra'], defaultValue: 'appservice' });
+  expect(main.authMode?.metadata?.description).toEqual(expect.any(String));
   // v2 access tokens carry the client id as aud: accepted in both modes, like Easy Auth does implicitly
-  expect(main).toMatch(/var audiences = union\(entraAudiences, \[entraClientId\]\)/);
-  expect(main).toMatch(/entraAudiences: audiences/);
-  expect(main).toMatch(/ROUTELOCK_AUTH: authMode/);
-  expect(main).toMatch(/ROUTELOCK_ENTRA_TENANT_ID: entraTenantId/);
-  expect(main).toMatch(/ROUTELOCK_ENTRA_AUDIENCES: join\(audiences, ','\)/);
-  expect(bicepAppSettings()).toEqual(
-    expect.arrayContaining(['ROUTELOCK_AUTH', 'ROUTELOCK_ENTRA_TENANT_ID', 'ROUTELOCK_ENTRA_AUDIENCES']),
+  expect(arm().variables?.audiences).toBe(
+    "[union(parameters('entraAudiences'), createArray(parameters('entraClientId')))]",
   );
+  const api = moduleNamed(arm(), 'api');
+  expect(api.parameters).toMatchObject({
+    entraClientId: "[parameters('entraClientId')]",
+    entraTenantId: "[parameters('entraTenantId')]",
+    entraAudiences: "[variables('audiences')]",
+  });
+  expect(appSettingValues()).toMatchObject({
+    ROUTELOCK_AUTH: "[parameters('authMode')]",
+    ROUTELOCK_ENTRA_TENANT_ID: "[parameters('entraTenantId')]",
+    ROUTELOCK_ENTRA_AUDIENCES: "[join(variables('audiences'), ',')]",
+  });
   expect(parameters.entraClientId?.value).toBe('${ENTRA_CLIENT_ID}');
   expect(parameters.authMode?.value).toBe('${ROUTELOCK_AUTH=appservice}');
 });
@@ -626,13 +794,15 @@ test('token-keys.sh generates the key set once, and never over a vault that has 
 // ---------------------------------------------------------------------------------------------------
 
 test('ROUTELOCK_REGIONS: the declared migration target regions, by default the two deployment regions', () => {
-  const main = read('infra/bicep/main.bicep');
-  expect(main).toMatch(/param secondaryRegion string = cosmosLocations\[1\]/);
-  expect(main).toMatch(
-    /@minLength\(1\)\s*\n@description\([^\n]*\)\s*\nparam allowedRegions array = \[location, secondaryRegion\]/,
-  );
-  expect(main).toMatch(/ROUTELOCK_REGIONS: join\(allowedRegions, ','\)/);
-  expect(bicepAppSettings()).toContain('ROUTELOCK_REGIONS');
+  const main = arm().parameters ?? {};
+  expect(main.secondaryRegion?.defaultValue).toBe("[parameters('cosmosLocations')[1]]");
+  expect(main.allowedRegions).toMatchObject({
+    type: 'array',
+    minLength: 1,
+    defaultValue: ["[parameters('location')]", "[parameters('secondaryRegion')]"],
+  });
+  expect(main.allowedRegions?.metadata?.description).toEqual(expect.any(String));
+  expect(appSettingValues().ROUTELOCK_REGIONS).toBe("[join(parameters('allowedRegions'), ',')]");
   expect(parameters.secondaryRegion?.value).toBe('${ROUTELOCK_SECONDARY_REGION=northeurope}');
   expect(parameters.cosmosLocations?.value).toEqual([
     '${AZURE_LOCATION}',
@@ -641,43 +811,88 @@ test('ROUTELOCK_REGIONS: the declared migration target regions, by default the t
 });
 
 test('Key Vault: RBAC only, purge protection, Secrets User for the app identity, a KV reference for the key set', () => {
-  const kv = read('infra/bicep/modules/keyvault.bicep');
-  const vault = resourceBlock(kv, 'vault');
-  expect(vault).toMatch(/resource vault 'Microsoft\.KeyVault\/vaults@/);
-  expect(vault).toMatch(/enableRbacAuthorization: true/);
-  expect(vault).toMatch(/enableSoftDelete: true/);
-  expect(vault).toMatch(/enablePurgeProtection: true/);
-  expect(vault).not.toMatch(/accessPolicies/);
+  const keyvault = moduleNamed(arm(), 'keyvault');
+  const kv = keyvault.template;
+  const vault = props(resourceIn(kv, 'Microsoft.KeyVault/vaults'));
+  expect(vault).toMatchObject({
+    enableRbacAuthorization: true,
+    enableSoftDelete: true,
+    enablePurgeProtection: true,
+  });
+  expect(vault).not.toHaveProperty('accessPolicies');
   // the same public-endpoint posture as the storage account
-  expect(vault).toMatch(/publicNetworkAccess: 'Enabled'/);
+  expect(vault.publicNetworkAccess).toBe('Enabled');
 
   // Key Vault Secrets User, for the app's user-assigned identity, on this vault only
-  const grant = resourceBlock(kv, 'appSecretsUser');
-  expect(kv).toMatch(/var keyVaultSecretsUser = '4633458b-17de-408a-b874-0445c86b69e6'/);
-  expect(grant).toMatch(/scope: vault/);
-  expect(grant).toMatch(/roleDefinitions', keyVaultSecretsUser\)/);
-  expect(grant).toMatch(/principalId: appPrincipalId/);
-  expect(grant).toMatch(/principalType: 'ServicePrincipal'/);
-  const main = read('infra/bicep/main.bicep');
-  expect(resourceBlock(main, 'keyvault')).toMatch(/appPrincipalId: identity\.outputs\.principalId/);
+  const grants = roleAssignments(arm()).filter((a) => a.module === 'keyvault');
+  expect(grants).toEqual([
+    {
+      module: 'keyvault',
+      role: '4633458b-17de-408a-b874-0445c86b69e6',
+      principalId: "[parameters('appPrincipalId')]",
+      principalType: 'ServicePrincipal',
+      scope: "[resourceId('Microsoft.KeyVault/vaults', parameters('name'))]",
+      condition: undefined,
+    },
+  ]);
+  expect(resourceIn(kv, 'Microsoft.KeyVault/vaults').name).toBe("[parameters('name')]");
+  expect(moduleOutput(keyvault.parameters.appPrincipalId)).toEqual({
+    module: 'identity',
+    output: 'principalId',
+  });
 
   // the secret only when a key set is passed: a later deployment leaves the secret and its versions alone
-  const secret = resourceBlock(kv, 'tokenKeysSecret');
-  expect(secret).toMatch(/= if \(!empty\(tokenKeysBase64\)\) \{/);
-  expect(secret).toMatch(/name: tokenKeysSecretName/);
-  expect(main).toMatch(/var tokenKeysSecretName = 'routelock-token-keys'/);
-  expect(resourceBlock(main, 'keyvault')).toMatch(/tokenKeysBase64: tokenKeysBase64/);
+  const secret = resourceIn(kv, 'Microsoft.KeyVault/vaults/secrets');
+  expect(secret.condition).toBe("[not(empty(parameters('tokenKeysBase64')))]");
+  expect(nameSegments(secret, kv)).toEqual(["parameters('name')", "parameters('tokenKeysSecretName')"]);
+  expect(keyvault.parameters.tokenKeysSecretName).toBe("[variables('tokenKeysSecretName')]");
+  expect(arm().variables?.tokenKeysSecretName).toBe('routelock-token-keys');
+  expect(keyvault.parameters.tokenKeysBase64).toBe("[parameters('tokenKeysBase64')]");
 
-  // the app setting is a Key Vault reference, resolved with the user-assigned identity
-  expect(main).toMatch(
-    /var tokenKeysReference = '@Microsoft\.KeyVault\(VaultName=\$\{keyVaultName\};SecretName=\$\{tokenKeysSecretName\}\)'/,
+  // the app setting is a Key Vault reference to that vault and secret, resolved with the user-assigned identity
+  const [format, vaultName, secretName, ...more] = callArgs(
+    String(arm().variables?.tokenKeysReference),
+    'format',
   );
-  expect(main).toMatch(/ROUTELOCK_TOKEN_KEYS: tokenKeysReference/);
-  expect(bicepAppSettings()).toContain('ROUTELOCK_TOKEN_KEYS');
-  const app = read('infra/bicep/modules/functionapp.bicep');
-  expect(app).toMatch(/keyVaultReferenceIdentity: identityResourceId/);
+  expect(format).toEqual({ kind: 'string', value: '@Microsoft.KeyVault(VaultName={0};SecretName={1})' });
+  expect(more).toEqual([]);
+  expect(`[${exprText(vaultName ?? missingValue('no vault name'))}]`).toBe(keyvault.parameters.name);
+  expect(evaluateNode(secretName, { template: arm() })).toBe('routelock-token-keys');
+  expect(appSettingValues().ROUTELOCK_TOKEN_KEYS).toBe("[variables('tokenKeysReference')]");
+  const api = moduleNamed(arm(), 'api');
+  expect(props(resourceIn(api.template, 'Microsoft.Web/sites')).keyVaultReferenceIdentity).toBe(
+    "[parameters('identityResourceId')]",
+  );
   // the grant and the secret exist before the app resolves the reference
-  expect(resourceBlock(main, 'api')).toMatch(/dependsOn: \[keyvault\]/);
+  expect((api.deployment.dependsOn ?? []).map((d) => deploymentNamed(d))).toContain('keyvault');
+});
+
+test('the outputs azd records: what the hooks read, from the modules that own them', () => {
+  const outputs = arm().outputs ?? {};
+  expect(moduleOutput(outputs.SERVICE_API_URI?.value)).toEqual({ module: 'api', output: 'uri' });
+  expect(moduleOutput(outputs.SERVICE_API_NAME?.value)).toEqual({ module: 'api', output: 'name' });
+  expect(moduleOutput(outputs.AZURE_KEY_VAULT_NAME?.value)).toEqual({ module: 'keyvault', output: 'name' });
+  expect(moduleOutput(outputs.ROUTELOCK_TOKEN_KEYS_SECRET?.value)).toEqual({
+    module: 'keyvault',
+    output: 'tokenKeysSecretName',
+  });
+  expect(outputs.AZURE_RESOURCE_GROUP?.value).toBe(
+    resourceIn(arm(), 'Microsoft.Resources/resourceGroups').name,
+  );
+  // every value a hook reads (azd_value NAME) is an output, or set by azd or by a hook itself
+  const setElsewhere = new Set([
+    'AZURE_ENV_NAME',
+    'AZURE_SUBSCRIPTION_ID',
+    'ENTRA_CLIENT_ID',
+    'ROUTELOCK_TOKEN_KEYS_B64',
+  ]);
+  const hookReads = readdirSync(join(root, 'infra/hooks'))
+    .filter((f) => f.endsWith('.sh'))
+    .flatMap((f) =>
+      [...read(`infra/hooks/${f}`).matchAll(/azd_value ([A-Z0-9_]+)/g)].map((m) => m[1] as string),
+    );
+  expect(hookReads.length).toBeGreaterThan(0);
+  expect([...new Set(hookReads)].filter((v) => !setElsewhere.has(v) && !(v in outputs))).toEqual([]);
 });
 
 // ---------------------------------------------------------------------------------------------------
@@ -685,94 +900,125 @@ test('Key Vault: RBAC only, purge protection, Secrets User for the app identity,
 // ---------------------------------------------------------------------------------------------------
 
 test('the deploying principal: its type from azd, and no data-plane access unless asked for', () => {
-  const rbac = read('infra/bicep/modules/rbac.bicep');
-  expect(rbac).toMatch(
-    /@allowed\(\['User', 'ServicePrincipal', 'Group'\]\)\s*\nparam userPrincipalType string = 'User'/,
+  const rbac = moduleNamed(arm(), 'rbac');
+  expect(rbac.template.parameters?.userPrincipalType).toMatchObject({
+    allowedValues: ['User', 'ServicePrincipal', 'Group'],
+    defaultValue: 'User',
+  });
+  expect(rbac.template.parameters?.grantDeveloperDataAccess?.defaultValue).toBe(false);
+  expect(rbac.template.variables?.developerAccess).toBe(
+    "[and(parameters('grantDeveloperDataAccess'), not(empty(parameters('userPrincipalId'))))]",
   );
-  expect(rbac).toMatch(/param grantDeveloperDataAccess bool = false/);
-  expect(rbac).toMatch(/var developerAccess = grantDeveloperDataAccess && !empty\(userPrincipalId\)/);
-  const user = resourceBlock(rbac, 'userStorageAccess');
-  expect(user).toMatch(/if \(developerAccess\)/);
-  expect(user).toMatch(/principalType: userPrincipalType/);
+  const user = roleAssignments(arm()).filter((a) => a.principalId === "[parameters('userPrincipalId')]");
+  expect(user.length).toBeGreaterThan(0);
+  for (const grant of user) {
+    expect(grant).toMatchObject({
+      module: 'rbac',
+      condition: "[variables('developerAccess')]",
+      principalType: "[parameters('userPrincipalType')]",
+    });
+  }
   // the user's principal type is never hard-coded
-  expect(rbac.match(/principalType: 'User'/g)).toBeNull();
-  const main = read('infra/bicep/main.bicep');
-  expect(main).toMatch(/param grantDeveloperDataAccess bool = false/);
-  expect(resourceBlock(main, 'rbac')).toMatch(/userPrincipalType: principalType/);
-  expect(resourceBlock(main, 'rbac')).toMatch(/grantDeveloperDataAccess: grantDeveloperDataAccess/);
+  expect(roleAssignments(arm()).filter((a) => a.principalType === 'User')).toEqual([]);
+  expect(arm().parameters?.grantDeveloperDataAccess?.defaultValue).toBe(false);
+  expect(rbac.parameters).toMatchObject({
+    userPrincipalType: "[parameters('principalType')]",
+    grantDeveloperDataAccess: "[parameters('grantDeveloperDataAccess')]",
+  });
   expect(parameters.principalType?.value).toBe('${AZURE_PRINCIPAL_TYPE=User}');
   expect(parameters.grantDeveloperDataAccess?.value).toBe('${ROUTELOCK_GRANT_DEVELOPER_DATA_ACCESS=false}');
 });
 
 test('the site: no basic-auth publishing, TLS 1.2, no FTP setting on Flex Consumption', () => {
-  const app = read('infra/bicep/modules/functionapp.bicep');
-  for (const policy of ['ftpPublishing', 'scmPublishing']) {
-    const block = resourceBlock(app, policy);
-    expect(block).toMatch(/'basicPublishingCredentialsPolicies'/);
-    expect(block).toMatch(/properties: \{ allow: false \}/);
-  }
-  expect(resourceBlock(app, 'ftpPublishing')).toMatch(/name: 'ftp'/);
-  expect(resourceBlock(app, 'scmPublishing')).toMatch(/name: 'scm'/);
-  expect(app).toMatch(/minTlsVersion: '1\.2'/);
-  expect(app).toMatch(/scmMinTlsVersion: '1\.2'/);
-  expect(app).toMatch(/httpsOnly: true/);
+  const api = moduleNamed(arm(), 'api').template;
+  const policies = api.resources.filter(
+    (r) => r.type === 'Microsoft.Web/sites/basicPublishingCredentialsPolicies',
+  );
+  expect(policies.map((p) => nameSegments(p, api))).toEqual([
+    ["parameters('name')", 'ftp'],
+    ["parameters('name')", 'scm'],
+  ]);
+  for (const policy of policies) expect(policy.properties).toEqual({ allow: false });
+  const site = props(resourceIn(api, 'Microsoft.Web/sites'));
+  expect(site.siteConfig).toMatchObject({ minTlsVersion: '1.2', scmMinTlsVersion: '1.2' });
+  expect(site.httpsOnly).toBe(true);
   // ftpsState is a deprecated site property on Flex Consumption ("FTPS not supported")
-  expect(app).not.toMatch(/^\s*ftpsState\s*:/m);
-  expect(read('infra/bicep/modules/cosmos.bicep')).toMatch(/disableKeyBasedMetadataWriteAccess: true/);
+  expect(jsonKeys(resourceIn(api, 'Microsoft.Web/sites'))).not.toContain('ftpsState');
+  const cosmos = moduleNamed(arm(), 'cosmos').template;
+  expect(
+    props(resourceIn(cosmos, 'Microsoft.DocumentDB/databaseAccounts')).disableKeyBasedMetadataWriteAccess,
+  ).toBe(true);
 });
 
 test('diagnostic settings to Log Analytics: Cosmos DB, the storage services, the function app, Key Vault', () => {
-  const settings = resourcesOfType(/^Microsoft\.Insights\/diagnosticSettings$/);
+  const settings = resourcesOfType(arm(), 'Microsoft.Insights/diagnosticSettings');
   const byScope = Object.fromEntries(
-    settings.map((s) => [`${s.file.replace(/^.*\//, '')}:${/scope: (\w+)/.exec(s.body)?.[1]}`, s.body]),
+    settings.map((s) => [`${s.module}:${resourceIdOf(String(s.resource.scope)).type}`, s]),
   );
   expect(Object.keys(byScope).sort()).toEqual(
     [
-      'cosmos.bicep:account',
-      'functionapp.bicep:app',
-      'keyvault.bicep:vault',
-      'storage.bicep:blobs',
-      'storage.bicep:queues',
-      'storage.bicep:storage',
-      'storage.bicep:tables',
+      'cosmos:Microsoft.DocumentDB/databaseAccounts',
+      'api:Microsoft.Web/sites',
+      'keyvault:Microsoft.KeyVault/vaults',
+      'storage:Microsoft.Storage/storageAccounts/blobServices',
+      'storage:Microsoft.Storage/storageAccounts/queueServices',
+      'storage:Microsoft.Storage/storageAccounts',
+      'storage:Microsoft.Storage/storageAccounts/tableServices',
     ].sort(),
   );
-  for (const body of Object.values(byScope)) expect(body).toMatch(/workspaceId: logAnalyticsWorkspaceId/);
-  expect(byScope['cosmos.bicep:account']).toMatch(/category: 'DataPlaneRequests'/);
-  expect(byScope['functionapp.bicep:app']).toMatch(/category: 'FunctionAppLogs'/);
-  expect(byScope['keyvault.bicep:vault']).toMatch(/categoryGroup: 'allLogs'/);
+  expect(settings).toHaveLength(Object.keys(byScope).length);
+  for (const { resource } of settings)
+    expect(props(resource).workspaceId).toBe("[parameters('logAnalyticsWorkspaceId')]");
+  const logs = (key: string) => {
+    const s = byScope[key] ?? missingValue(`no diagnostic setting ${key}`);
+    return evaluate(props(s.resource).logs, { template: s.template }) as
+      Record<string, unknown>[] | undefined;
+  };
+  expect(logs('cosmos:Microsoft.DocumentDB/databaseAccounts')).toContainEqual({
+    category: 'DataPlaneRequests',
+    enabled: true,
+  });
+  expect(logs('api:Microsoft.Web/sites')).toContainEqual({ category: 'FunctionAppLogs', enabled: true });
+  expect(logs('keyvault:Microsoft.KeyVault/vaults')).toContainEqual({
+    categoryGroup: 'allLogs',
+    enabled: true,
+  });
   // the account itself has metrics only; the logs are per service
-  expect(byScope['storage.bicep:storage']).not.toMatch(/logs:/);
-  const storage = read('infra/bicep/modules/storage.bicep');
-  for (const category of ['StorageRead', 'StorageWrite', 'StorageDelete'])
-    expect(storage).toContain(category);
-  for (const service of ['blobs', 'queues', 'tables'])
-    expect(byScope[`storage.bicep:${service}`]).toMatch(/logs: storageLogs/);
+  expect(logs('storage:Microsoft.Storage/storageAccounts')).toBeUndefined();
+  for (const service of ['blobServices', 'queueServices', 'tableServices'])
+    expect(logs(`storage:Microsoft.Storage/storageAccounts/${service}`)).toEqual(
+      ['StorageRead', 'StorageWrite', 'StorageDelete'].map((category) => ({ category, enabled: true })),
+    );
   // every module that has one gets the workspace from monitoring
-  const main = read('infra/bicep/main.bicep');
   for (const module of ['storage', 'cosmos', 'keyvault', 'api']) {
-    expect(resourceBlock(main, module)).toMatch(/logAnalyticsWorkspaceId: monitoring\.outputs\.workspaceId/);
+    expect(moduleOutput(moduleNamed(arm(), module).parameters.logAnalyticsWorkspaceId)).toEqual({
+      module: 'monitoring',
+      output: 'workspaceId',
+    });
   }
 });
 
 test('an action group, with or without an email, on every alert rule', () => {
-  const monitoring = read('infra/bicep/modules/monitoring.bicep');
-  const group = resourceBlock(monitoring, 'actionGroup');
-  expect(group).toMatch(/resource actionGroup 'Microsoft\.Insights\/actionGroups@[^']+' = \{/); // unconditional
-  expect(group).toMatch(/emailReceivers: empty\(alertEmail\)\s*\?\s*\[\]/);
-  expect(monitoring).toMatch(/param alertEmail string = ''/);
+  const monitoring = moduleNamed(arm(), 'monitoring');
+  const group = resourceIn(monitoring.template, 'Microsoft.Insights/actionGroups');
+  expect(group).not.toHaveProperty('condition'); // unconditional
+  const [condition, none] = callArgs(String(props(group).emailReceivers), 'if');
+  expect(condition && exprText(condition)).toBe("empty(parameters('alertEmail'))");
+  expect(evaluateNode(none, { template: monitoring.template })).toEqual([]);
+  expect(monitoring.template.parameters?.alertEmail?.defaultValue).toBe('');
+  expect(monitoring.parameters.alertEmail).toBe("[parameters('alertEmail')]");
   expect(parameters.alertEmail?.value).toBe('${ROUTELOCK_ALERT_EMAIL}');
+  const groupId = `[resourceId('Microsoft.Insights/actionGroups', ${exprText(parseExpression(group.name))})]`;
   const rules = resourcesOfType(
+    arm(),
     /^Microsoft\.Insights\/(scheduledQueryRules|metricAlerts|activityLogAlerts)$/,
   );
   expect(rules.length).toBeGreaterThanOrEqual(2);
-  for (const rule of rules) {
-    expect({
-      rule: rule.symbol,
-      attached: /actions: \{ actionGroups: \[actionGroup\.id\] \}/.test(rule.body),
-    }).toEqual({
-      rule: rule.symbol,
-      attached: true,
+  for (const { module, resource } of rules) {
+    expect({ rule: resource.name, module, actions: props(resource).actions }).toEqual({
+      rule: resource.name,
+      module: 'monitoring',
+      actions: { actionGroups: [groupId] },
     });
   }
 });
