@@ -5,8 +5,9 @@ import { lockEndpoints } from '../functions/locks';
 import { handleMigrationMessage } from '../functions/migrationQueue';
 import { migrationEndpoints } from '../functions/migrations';
 import { operationsEndpoints } from '../functions/operations';
-import { SqliteAuditStore } from '../shared/audit';
-import { SqliteStore } from '../shared/store/sqlite';
+import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
+import { SqliteForceReleaseRequests } from '../shared/store/sqlite/forceRelease';
+import { SqliteStore } from '../shared/store/sqlite/locations';
 import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
 import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
 import { routeEndpoints } from '../functions/routes';
@@ -15,14 +16,14 @@ import type { Clock } from '../shared/clock';
 import { type Config, parseConfig } from '../shared/config';
 import { openTokenKeyring } from '../shared/security/tokenKeys';
 import { InProcessRunner } from '../shared/migration/inProcess';
-import { SqliteMigrationState } from '../shared/migration/records';
+import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
 import { type Scheduler, realScheduler } from '../shared/migration/scheduler';
 import { InProcessMigrationService } from '../shared/migration/service';
 import type { HttpCall, HttpResult } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import type { RouterOptions } from '../shared/router';
 import { openStore } from '../shared/store/open';
-import type { LocationStore } from '../shared/store/port';
+import type { LocationStore } from '../shared/store/ports/locations';
 import { assertHostAuth, parseHostConfig } from './config';
 import { metricsEndpoints } from './metrics';
 import { serveStatusPage } from './statusPage';
@@ -111,12 +112,13 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     new LogSink((message, fields) => log('information', message, fields)),
     metrics,
   ]);
-  const audit = new SqliteAuditStore(statePath);
+  const audit = new SqliteAuditLedger(statePath);
   const services = await createServices(config, {
     clock,
     store,
     records: state,
     audit,
+    forceReleaseRequests: new SqliteForceReleaseRequests(statePath),
     keyring,
     sink,
     metrics,

@@ -5,7 +5,7 @@ import { type Location, type LocationDocument, sameLocation } from './lock/docum
 import { reclaim } from './lock/rules';
 import type { RouteView } from './lock/view';
 import { Router } from './router';
-import type { LocationStore } from './store/port';
+import type { LocationStore } from './store/ports/locations';
 import type { TelemetrySink } from './telemetry/sink';
 
 /**
