@@ -4,6 +4,7 @@ import { RouteLockError, isRouteLockError } from './errors';
 import { forceRelease, liveLock, lockInstance } from './lock/rules';
 import { type RouteView, routeView } from './lock/view';
 import type { Router } from './router';
+import { forceReleaseRequestSubject, notFound } from './store/errors';
 import type { AuditLedger } from './store/ports/audit';
 import type { ForceReleaseRequests } from './store/ports/forceRelease';
 
@@ -136,7 +137,7 @@ export class ForceReleaseService {
 
   async get(requestId: string): Promise<ForceReleaseRequest> {
     const request = await this.requests.get(requestId);
-    if (!request) throw new RouteLockError('NotFound', `No force-release request ${requestId}.`);
+    if (!request) throw notFound(forceReleaseRequestSubject(requestId));
     return request;
   }
 

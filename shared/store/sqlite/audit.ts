@@ -1,18 +1,17 @@
-import type Database from 'better-sqlite3';
 import type { AuditRecord } from '../../audit';
 import { auditEntrySubject } from '../errors';
 import type { AuditLedger } from '../ports/audit';
 import { guarded } from './errors';
-import { openSqlite } from './open';
+import { SqliteTables } from './open';
 
 /** The embedded host's audit ledger: table `audit`, a record's id its primary key. */
-export class SqliteAuditLedger implements AuditLedger {
-  private readonly db: Database.Database;
+export class SqliteAuditLedger extends SqliteTables implements AuditLedger {
   private readonly statements;
 
   constructor(path: string) {
-    this.db = openSqlite(path);
-    this.db.exec(`
+    super(
+      path,
+      `
       CREATE TABLE IF NOT EXISTS audit (
         id TEXT PRIMARY KEY,
         resource_id TEXT NOT NULL,
@@ -20,7 +19,8 @@ export class SqliteAuditLedger implements AuditLedger {
         record TEXT NOT NULL
       );
       CREATE INDEX IF NOT EXISTS audit_resource ON audit (resource_id, at);
-    `);
+    `,
+    );
     this.statements = {
       append: this.db.prepare<[string, string, string, string]>(
         'INSERT OR REPLACE INTO audit (id, resource_id, at, record) VALUES (?, ?, ?, ?)',
@@ -42,9 +42,5 @@ export class SqliteAuditLedger implements AuditLedger {
       this.statements.list.all(resourceId, limit),
     );
     return rows.map((row) => JSON.parse(row.record) as AuditRecord);
-  }
-
-  close(): void {
-    if (this.db.open) this.db.close();
   }
 }

@@ -1,24 +1,24 @@
-import type Database from 'better-sqlite3';
 import type { ForceReleaseRequest } from '../../audit';
 import { changedSinceRead, forceReleaseRequestSubject } from '../errors';
 import type { ForceReleaseRequests } from '../ports/forceRelease';
 import { guarded } from './errors';
-import { openSqlite } from './open';
+import { SqliteTables } from './open';
 
 /** The embedded host's force-release requests: table `force_release_requests`, saved by version. */
-export class SqliteForceReleaseRequests implements ForceReleaseRequests {
-  private readonly db: Database.Database;
+export class SqliteForceReleaseRequests extends SqliteTables implements ForceReleaseRequests {
   private readonly statements;
 
   constructor(path: string) {
-    this.db = openSqlite(path);
-    this.db.exec(`
+    super(
+      path,
+      `
       CREATE TABLE IF NOT EXISTS force_release_requests (
         id TEXT PRIMARY KEY,
         version INTEGER NOT NULL,
         request TEXT NOT NULL
       );
-    `);
+    `,
+    );
     this.statements = {
       create: this.db.prepare<[string, number, string]>(
         'INSERT INTO force_release_requests (id, version, request) VALUES (?, ?, ?)',
@@ -51,9 +51,5 @@ export class SqliteForceReleaseRequests implements ForceReleaseRequests {
     );
     if (result.changes === 0) throw changedSinceRead(subject);
     return next;
-  }
-
-  close(): void {
-    if (this.db.open) this.db.close();
   }
 }

@@ -13,23 +13,22 @@ import {
   newCounters,
 } from '../ports/locations';
 import { guarded } from './errors';
-import { openSqlite } from './open';
+import { SqliteTables } from './open';
 
 /**
  * The embedded store: one SQLite file (or ":memory:"), WAL, and a fresh random ETag per write.
  * Every mutation is `UPDATE … WHERE id = ? AND etag = ?`, the same compare-and-swap Cosmos DB does.
  * There is one copy, so "nearest" and "writeRegion" reads hit the same row; they are counted apart.
  */
-export class SqliteStore implements LocationStore {
+export class SqliteStore extends SqliteTables implements LocationStore {
   readonly kind = 'sqlite';
   readonly counters = newCounters();
-  private readonly db: Database.Database;
   private readonly statements: ReturnType<SqliteStore['prepare']>;
   private readonly listeners = new Set<(doc: LocationDocument) => void>();
 
-  constructor(readonly path: string) {
-    this.db = openSqlite(path);
-    this.db.exec(
+  constructor(path: string) {
+    super(
+      path,
       `CREATE TABLE IF NOT EXISTS locations (
          id TEXT PRIMARY KEY,
          etag TEXT NOT NULL,
@@ -59,7 +58,7 @@ export class SqliteStore implements LocationStore {
     }
   }
 
-  /** The underlying database, for the embedded host's other tables (migrations, audit). */
+  /** The underlying database: bulk seeding in the benchmarks, pragma checks in the tests. */
   get database(): Database.Database {
     return this.db;
   }
@@ -133,8 +132,8 @@ export class SqliteStore implements LocationStore {
     };
   }
 
-  async close(): Promise<void> {
-    if (this.db.open) this.db.close();
+  override async close(): Promise<void> {
+    super.close();
   }
 
   private missOrConflict(id: string): RouteLockError {

@@ -1,22 +1,21 @@
-import type Database from 'better-sqlite3';
 import type { MigrationRecord } from '../../migration/records';
 import type { MigrationStatus } from '../../migration/types';
 import { migrationRecordSubject, notFound } from '../errors';
 import type { JournalEntry, MigrationRecords } from '../ports/migrations';
 import { guarded } from './errors';
-import { openSqlite } from './open';
+import { SqliteTables } from './open';
 
 /**
  * The embedded host's migration records and its in-process runner's journal (tables `migrations` and
  * `migration_journal`). The journal of a finished migration is dropped and the WAL checkpointed.
  */
-export class SqliteMigrationState implements MigrationRecords {
-  private readonly db: Database.Database;
+export class SqliteMigrationState extends SqliteTables implements MigrationRecords {
   private readonly statements;
 
   constructor(path: string) {
-    this.db = openSqlite(path);
-    this.db.exec(`
+    super(
+      path,
+      `
       CREATE TABLE IF NOT EXISTS migrations (
         migration_id TEXT PRIMARY KEY,
         resource_id TEXT NOT NULL,
@@ -33,7 +32,8 @@ export class SqliteMigrationState implements MigrationRecords {
         entry TEXT NOT NULL,
         PRIMARY KEY (migration_id, key)
       );
-    `);
+    `,
+    );
     this.statements = {
       insert: this.db.prepare<[string, string, string, number, number, number]>(
         `INSERT INTO migrations (migration_id, resource_id, record, done, created_at, updated_at)
@@ -149,9 +149,5 @@ export class SqliteMigrationState implements MigrationRecords {
 
   append(migrationId: string, key: string, entry: JournalEntry): void {
     this.statements.append.run(migrationId, key, JSON.stringify(entry));
-  }
-
-  close(): void {
-    if (this.db.open) this.db.close();
   }
 }

@@ -21,3 +21,20 @@ export function openSqlite(path: string): Database.Database {
   db.pragma('busy_timeout = 5000');
   return db;
 }
+
+/** What every SQLite adapter starts from: its database opened by openSqlite, its tables in place. */
+export abstract class SqliteTables {
+  protected readonly db: Database.Database;
+
+  protected constructor(
+    readonly path: string,
+    schema: string,
+  ) {
+    this.db = openSqlite(path);
+    this.db.exec(schema);
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
