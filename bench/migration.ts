@@ -5,12 +5,12 @@ import { type Config, parseConfig } from '../shared/config';
 import { newLocationDocument } from '../shared/lock/document';
 import { type Activities, createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
-import { SqliteMigrationState } from '../shared/migration/records';
+import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
 import { VirtualScheduler } from '../shared/migration/scheduler';
 import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/router';
-import { type LocationStore, resetCounters } from '../shared/store/port';
-import { SqliteStore } from '../shared/store/sqlite';
+import { type LocationStore, resetCounters } from '../shared/store/ports/locations';
+import { SqliteStore } from '../shared/store/sqlite/locations';
 import { heapMiB, median, settleGc, table } from './lib';
 
 /**

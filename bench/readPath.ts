@@ -4,8 +4,8 @@ import { type TimingConfig, parseConfig } from '../shared/config';
 import { type LocationDocument, type StoredDocument, newLocationDocument } from '../shared/lock/document';
 import { enforcement } from '../shared/lock/view';
 import { Router } from '../shared/router';
-import { resetCounters } from '../shared/store/port';
-import { SqliteStore } from '../shared/store/sqlite';
+import { resetCounters } from '../shared/store/ports/locations';
+import { SqliteStore } from '../shared/store/sqlite/locations';
 import { heapMiB, median, percentileOf, prng, table } from './lib';
 
 /**

@@ -1,23 +1,20 @@
 import type { InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
-import { type AuditStore, CosmosAuditStore, SqliteAuditStore } from '../shared/audit';
 import { type Clock, systemClock } from '../shared/clock';
 import { type Config, getConfig } from '../shared/config';
 import { ForceReleaseService } from '../shared/forceRelease';
 import { type Activities, createActivities } from '../shared/migration/activities';
-import {
-  CosmosMigrationRecords,
-  type MigrationRecords,
-  SqliteMigrationState,
-} from '../shared/migration/records';
 import type { MigrationService } from '../shared/migration/service';
 import type { MigrationStatus } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import { type TokenKeyring, openTokenKeyring } from '../shared/security/tokenKeys';
 import { Router, type RouterOptions } from '../shared/router';
-import { CosmosStore } from '../shared/store/cosmos';
-import { openStore } from '../shared/store/open';
-import type { LocationStore } from '../shared/store/port';
+import { CosmosStore } from '../shared/store/cosmos/locations';
+import { openStores } from '../shared/store/open';
+import type { AuditLedger } from '../shared/store/ports/audit';
+import type { ForceReleaseRequests } from '../shared/store/ports/forceRelease';
+import type { LocationStore } from '../shared/store/ports/locations';
+import type { MigrationRecords } from '../shared/store/ports/migrations';
 import {
   type MetricsRecorder,
   type TelemetrySink,
@@ -46,7 +43,7 @@ export interface CoreServices {
   readonly activities: Activities;
   /** The workflow's token key ring (never serialized: its toJSON lists key ids only). */
   readonly keyring: TokenKeyring;
-  readonly audit: AuditStore;
+  readonly audit: AuditLedger;
   readonly forceRelease: ForceReleaseService;
   readonly sink: TelemetrySink;
   /** Startup findings worth an operator's attention (e.g. a dedicated-gateway endpoint). */
@@ -81,7 +78,8 @@ export interface CoreOverrides {
   clock?: Clock;
   store?: LocationStore;
   records?: MigrationRecords;
-  audit?: AuditStore;
+  audit?: AuditLedger;
+  forceReleaseRequests?: ForceReleaseRequests;
   sink?: TelemetrySink;
   keyring?: TokenKeyring;
   /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
@@ -90,10 +88,6 @@ export interface CoreOverrides {
 
 /** The Functions host's composition, with the host parts a test may replace. */
 export interface ServiceOverrides extends CoreOverrides, Partial<HostServices> {}
-
-function sqlitePath(config: Config): string {
-  return config.store.kind === 'sqlite' ? config.store.path : ':memory:';
-}
 
 /**
  * Guards on the Cosmos account (DESIGN §2 assumes one write region): with several, ETag
@@ -126,7 +120,17 @@ export async function createCoreServices(
   overrides: CoreOverrides = {},
 ): Promise<CoreServices> {
   const clock = overrides.clock ?? systemClock;
-  const store = overrides.store ?? (await openStore(config.store));
+  const {
+    locations: store,
+    migrations: records,
+    audit,
+    forceReleaseRequests,
+  } = await openStores(config.store, {
+    locations: overrides.store,
+    migrations: overrides.records,
+    audit: overrides.audit,
+    forceReleaseRequests: overrides.forceReleaseRequests,
+  });
   const guards = accountGuards(store, config.store.kind === 'cosmos' ? config.store.endpoint : undefined);
   const sink = overrides.sink ?? (await applicationInsightsSink(process.env)) ?? nullSink;
   const router = new Router({
@@ -139,18 +143,6 @@ export async function createCoreServices(
       sink.event({ name: 'ClockSkewHigh', properties: { resourceId }, measurements: { skewSeconds } }),
     ...overrides.routerOptions,
   });
-  const cosmos =
-    store instanceof CosmosStore && config.store.kind === 'cosmos' ? { store, cfg: config.store } : undefined;
-  const records =
-    overrides.records ??
-    (cosmos
-      ? new CosmosMigrationRecords(cosmos.store.containerNamed(cosmos.cfg.migrationsContainer))
-      : new SqliteMigrationState(sqlitePath(config)));
-  const audit =
-    overrides.audit ??
-    (cosmos
-      ? new CosmosAuditStore(cosmos.store.containerNamed(cosmos.cfg.auditContainer))
-      : new SqliteAuditStore(sqlitePath(config)));
   const keyring = overrides.keyring ?? openTokenKeyring(config.security.tokenKeys);
   return Object.freeze({
     config,
@@ -161,7 +153,7 @@ export async function createCoreServices(
     activities: createActivities(router, config.timing, { keyring, records }),
     keyring,
     audit,
-    forceRelease: new ForceReleaseService(router, audit, clock),
+    forceRelease: new ForceReleaseService(router, audit, forceReleaseRequests, clock),
     sink,
     warnings: Object.freeze([...guards.warnings]),
     authenticator: createAuthenticator(config.auth),

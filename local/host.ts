@@ -3,21 +3,22 @@ import { functionEndpoints } from '../functions/endpoints';
 import { type EndpointDeclaration, bindEndpoint, refusal } from '../functions/http/endpoint';
 import { handleMigrationMessage } from '../functions/migrationQueue';
 import { type Services, composeServices, createCoreServices } from '../functions/services';
-import { SqliteAuditStore } from '../shared/audit';
+import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
+import { SqliteForceReleaseRequests } from '../shared/store/sqlite/forceRelease';
+import { SqliteStore } from '../shared/store/sqlite/locations';
+import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
+import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
 import type { Clock } from '../shared/clock';
 import { type Config, parseConfig } from '../shared/config';
 import { InProcessRunner } from '../shared/migration/inProcess';
-import { SqliteMigrationState } from '../shared/migration/records';
+import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
 import { type Scheduler, realScheduler } from '../shared/migration/scheduler';
 import { InProcessMigrationService } from '../shared/migration/service';
 import type { HttpCall, HttpResult } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import type { RouterOptions } from '../shared/router';
 import { openStore } from '../shared/store/open';
-import type { LocationStore } from '../shared/store/port';
-import { SqliteStore } from '../shared/store/sqlite';
-import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
-import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
+import type { LocationStore } from '../shared/store/ports/locations';
 import { assertHostAuth, parseHostConfig } from './config';
 import { metricsEndpoints } from './metrics';
 import { LocalQueueConsumer } from './queueConsumer';
@@ -96,12 +97,13 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     new LogSink((message, fields) => log('information', message, fields)),
     metrics,
   ]);
-  const audit = new SqliteAuditStore(statePath);
+  const audit = new SqliteAuditLedger(statePath);
   const core = await createCoreServices(config, {
     clock,
     store,
     records: state,
     audit,
+    forceReleaseRequests: new SqliteForceReleaseRequests(statePath),
     sink,
     ...(options.routerOptions ? { routerOptions: options.routerOptions } : {}),
   });

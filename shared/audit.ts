@@ -1,15 +1,11 @@
-import type { Container } from '@azure/cosmos';
-import type Database from 'better-sqlite3';
-import { RouteLockError } from './errors';
 import type { Location, LocationDocument } from './lock/document';
-import { storeError } from './store/cosmos';
-import { openSqlite } from './store/sqlite';
 
 /**
  * The audit ledger (residency evidence for compliance reviews) and the force-release requests it
  * records. Every swap, release, force-release and reclaim appends a record derived from the document
  * version that did it; every force-release step appends one too. Records have deterministic ids, so a
- * change feed delivering a version twice writes one record.
+ * change feed delivering a version twice writes one record. Where they are kept: the ports
+ * shared/store/ports/{audit,forceRelease}.ts and their adapters in shared/store/{sqlite,cosmos}/.
  */
 
 export type AuditOp =
@@ -76,15 +72,6 @@ export interface ForceReleaseRequest {
   version: number;
 }
 
-export interface AuditStore {
-  append(record: AuditRecord): Promise<void>;
-  list(resourceId: string, limit: number): Promise<AuditRecord[]>;
-  createRequest(request: ForceReleaseRequest): Promise<void>;
-  getRequest(id: string): Promise<ForceReleaseRequest | null>;
-  /** Saves `request` (its version incremented) only if the stored version is still `request.version`. */
-  saveRequest(request: ForceReleaseRequest): Promise<ForceReleaseRequest>;
-}
-
 const auditOps = new Set(['swap', 'release', 'forceRelease', 'reclaim']);
 
 /** The audit record a document version calls for, if its write was one the ledger keeps. */
@@ -139,158 +126,4 @@ export function requestAuditRecord(
     reason: request.reason,
     requestId: request.id,
   };
-}
-
-export class SqliteAuditStore implements AuditStore {
-  private readonly db: Database.Database;
-  private readonly statements;
-
-  constructor(path: string) {
-    this.db = openSqlite(path);
-    this.db.exec(`
-      CREATE TABLE IF NOT EXISTS audit (
-        id TEXT PRIMARY KEY,
-        resource_id TEXT NOT NULL,
-        at TEXT NOT NULL,
-        record TEXT NOT NULL
-      );
-      CREATE INDEX IF NOT EXISTS audit_resource ON audit (resource_id, at);
-      CREATE TABLE IF NOT EXISTS force_release_requests (
-        id TEXT PRIMARY KEY,
-        version INTEGER NOT NULL,
-        request TEXT NOT NULL
-      );
-    `);
-    this.statements = {
-      append: this.db.prepare<[string, string, string, string]>(
-        'INSERT OR REPLACE INTO audit (id, resource_id, at, record) VALUES (?, ?, ?, ?)',
-      ),
-      list: this.db.prepare<[string, number], { record: string }>(
-        'SELECT record FROM audit WHERE resource_id = ? ORDER BY at, rowid LIMIT ?',
-      ),
-      createRequest: this.db.prepare<[string, number, string]>(
-        'INSERT INTO force_release_requests (id, version, request) VALUES (?, ?, ?)',
-      ),
-      getRequest: this.db.prepare<[string], { request: string }>(
-        'SELECT request FROM force_release_requests WHERE id = ?',
-      ),
-      saveRequest: this.db.prepare<[number, string, string, number]>(
-        'UPDATE force_release_requests SET version = ?, request = ? WHERE id = ? AND version = ?',
-      ),
-    };
-  }
-
-  async append(record: AuditRecord): Promise<void> {
-    this.statements.append.run(record.id, record.resourceId, record.at, JSON.stringify(record));
-  }
-
-  async list(resourceId: string, limit: number): Promise<AuditRecord[]> {
-    return this.statements.list.all(resourceId, limit).map((r) => JSON.parse(r.record) as AuditRecord);
-  }
-
-  async createRequest(request: ForceReleaseRequest): Promise<void> {
-    this.statements.createRequest.run(request.id, request.version, JSON.stringify(request));
-  }
-
-  async getRequest(id: string): Promise<ForceReleaseRequest | null> {
-    const row = this.statements.getRequest.get(id);
-    return row ? (JSON.parse(row.request) as ForceReleaseRequest) : null;
-  }
-
-  async saveRequest(request: ForceReleaseRequest): Promise<ForceReleaseRequest> {
-    const next = { ...request, version: request.version + 1 };
-    const result = this.statements.saveRequest.run(
-      next.version,
-      JSON.stringify(next),
-      request.id,
-      request.version,
-    );
-    if (result.changes === 0) {
-      throw new RouteLockError(
-        'PreconditionFailed',
-        `Force-release request ${request.id} changed concurrently; retry.`,
-      );
-    }
-    return next;
-  }
-
-  close(): void {
-    if (this.db.open) this.db.close();
-  }
-}
-
-/** Azure: container `audit` (partition key `/id`), created by Bicep. */
-export class CosmosAuditStore implements AuditStore {
-  constructor(private readonly container: Container) {}
-
-  async append(record: AuditRecord): Promise<void> {
-    try {
-      await this.container.items.upsert(record);
-    } catch (error) {
-      throw storeError(error, record.resourceId);
-    }
-  }
-
-  async list(resourceId: string, limit: number): Promise<AuditRecord[]> {
-    try {
-      const { resources } = await this.container.items
-        .query<AuditRecord>(
-          {
-            query: "SELECT * FROM c WHERE c.kind = 'audit' AND c.resourceId = @resourceId ORDER BY c.at",
-            parameters: [{ name: '@resourceId', value: resourceId }],
-          },
-          { maxItemCount: limit },
-        )
-        .fetchNext();
-      return resources.slice(0, limit).map(strip);
-    } catch (error) {
-      throw storeError(error, resourceId);
-    }
-  }
-
-  async createRequest(request: ForceReleaseRequest): Promise<void> {
-    try {
-      await this.container.items.create(request);
-    } catch (error) {
-      throw storeError(error, request.resourceId);
-    }
-  }
-
-  async getRequest(id: string): Promise<ForceReleaseRequest | null> {
-    try {
-      const { resource } = await this.container.item(id, id).read<ForceReleaseRequest>();
-      return resource ? strip(resource) : null;
-    } catch (error) {
-      const mapped = storeError(error, id);
-      if (mapped.code === 'NotFound') return null;
-      throw mapped;
-    }
-  }
-
-  async saveRequest(request: ForceReleaseRequest): Promise<ForceReleaseRequest> {
-    const { resource, etag } = await this.container
-      .item(request.id, request.id)
-      .read<ForceReleaseRequest & { _etag: string }>();
-    if (!resource || resource.version !== request.version) {
-      throw new RouteLockError(
-        'PreconditionFailed',
-        `Force-release request ${request.id} changed concurrently; retry.`,
-      );
-    }
-    const next = { ...request, version: request.version + 1 };
-    try {
-      await this.container
-        .item(request.id, request.id)
-        .replace(next, { accessCondition: { type: 'IfMatch', condition: etag ?? '' } });
-      return next;
-    } catch (error) {
-      throw storeError(error, request.id);
-    }
-  }
-}
-
-function strip<T extends object>(item: T): T {
-  const copy = { ...item } as Record<string, unknown>;
-  for (const key of ['_rid', '_self', '_etag', '_attachments', '_ts']) delete copy[key];
-  return copy as T;
 }

@@ -1,9 +1,12 @@
-import { type Actor, type AuditStore, type ForceReleaseRequest, requestAuditRecord, toActor } from './audit';
+import { type Actor, type ForceReleaseRequest, requestAuditRecord, toActor } from './audit';
 import type { Clock } from './clock';
 import { RouteLockError, isRouteLockError } from './errors';
 import { forceRelease, liveLock, lockInstance } from './lock/rules';
 import { type RouteView, routeView } from './lock/view';
 import type { Router } from './router';
+import { forceReleaseRequestSubject, notFound } from './store/errors';
+import type { AuditLedger } from './store/ports/audit';
+import type { ForceReleaseRequests } from './store/ports/forceRelease';
 
 /**
  * Force-release with two approvals (paper §8: stuck locks were the failure it learned most from).
@@ -99,7 +102,8 @@ export interface ApprovalOutcome {
 export class ForceReleaseService {
   constructor(
     private readonly router: Router,
-    private readonly audit: AuditStore,
+    private readonly audit: AuditLedger,
+    private readonly requests: ForceReleaseRequests,
     private readonly clock: Clock,
     private readonly newId: () => string = () => `fr-${crypto.randomUUID()}`,
   ) {}
@@ -124,7 +128,7 @@ export class ForceReleaseService {
       reason,
       now,
     });
-    await this.audit.createRequest(request);
+    await this.requests.create(request);
     await this.audit.append(
       requestAuditRecord(request, 'forceReleaseRequested', actor, request.requestedAt, lock.migrationId),
     );
@@ -132,8 +136,8 @@ export class ForceReleaseService {
   }
 
   async get(requestId: string): Promise<ForceReleaseRequest> {
-    const request = await this.audit.getRequest(requestId);
-    if (!request) throw new RouteLockError('NotFound', `No force-release request ${requestId}.`);
+    const request = await this.requests.get(requestId);
+    if (!request) throw notFound(forceReleaseRequestSubject(requestId));
     return request;
   }
 
@@ -142,7 +146,7 @@ export class ForceReleaseService {
     const current = (await this.get(requestId)) as ForceReleaseRequest & { migrationId?: string };
     const now = this.clock();
     const { request, ready } = approveRequest(current, actor, now);
-    let saved = await this.audit.saveRequest(request);
+    let saved = await this.requests.save(request);
     await this.audit.append(
       requestAuditRecord(
         saved,
@@ -170,11 +174,10 @@ export class ForceReleaseService {
       );
     } catch (error) {
       // The lock is gone: the approvals end with it, so none of them can ever release a later lock.
-      if (isRouteLockError(error, 'NotLocked'))
-        await this.audit.saveRequest({ ...saved, status: 'obsolete' });
+      if (isRouteLockError(error, 'NotLocked')) await this.requests.save({ ...saved, status: 'obsolete' });
       throw error;
     }
-    saved = await this.audit.saveRequest({
+    saved = await this.requests.save({
       ...saved,
       status: 'released',
       releasedAt: new Date(this.clock()).toISOString(),

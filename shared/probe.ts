@@ -6,7 +6,7 @@ import { profiles } from './profiles';
 import { reclaim } from './lock/rules';
 import type { RouteView } from './lock/view';
 import { Router } from './router';
-import type { LocationStore } from './store/port';
+import type { LocationStore } from './store/ports/locations';
 import type { TelemetrySink } from './telemetry/sink';
 
 /**

@@ -26,7 +26,7 @@ import {
 import { newFencingToken } from './lock/token';
 import { type LockGrant, type RouteView, cacheHeaders, lockGrant, routeView } from './lock/view';
 import { type AllowedRegions, assertAllowedRegion } from './regions';
-import type { LocationStore } from './store/port';
+import type { LocationStore } from './store/ports/locations';
 
 /**
  * The router (DESIGN §5): resolves location documents through a local cache and performs every lock

@@ -2,7 +2,7 @@ import type { Clock } from './clock';
 import { isRouteLockError } from './errors';
 import { reclaim } from './lock/rules';
 import type { Router } from './router';
-import type { LocationStore } from './store/port';
+import type { LocationStore } from './store/ports/locations';
 
 /**
  * The orphan sweeper: finds locks whose parent lease has expired and clears them with a conditional

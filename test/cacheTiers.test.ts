@@ -5,8 +5,8 @@ import { newLocationDocument } from '../shared/lock/document';
 import { prelock } from '../shared/lock/rules';
 import { type CacheHeaders, cacheHeaders } from '../shared/lock/view';
 import { Router } from '../shared/router';
-import { resetCounters } from '../shared/store/port';
-import { SqliteStore } from '../shared/store/sqlite';
+import { resetCounters } from '../shared/store/ports/locations';
+import { SqliteStore } from '../shared/store/sqlite/locations';
 import { T0, productionTiming, seconds } from './support/timing';
 
 /**

@@ -6,11 +6,11 @@ import { type LocalHost, startLocalHost } from '../local/host';
 import { ManualClock } from '../shared/clock';
 import { parseConfig } from '../shared/config';
 import { swap as swapRule } from '../shared/lock/rules';
-import { SqliteMigrationState } from '../shared/migration/records';
+import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
 import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/router';
 import { TokenKeyring } from '../shared/security/tokenKeys';
-import { SqliteStore } from '../shared/store/sqlite';
+import { SqliteStore } from '../shared/store/sqlite/locations';
 
 /**
  * ROUTELOCK_REGIONS: a route is placed in, locked towards and moved to declared regions only. The check

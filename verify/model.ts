@@ -12,8 +12,8 @@ import { hasStarted, isLive, writeLockInForce } from '../shared/lock/rules';
 import { sha256Hex, tokenMatches } from '../shared/lock/token';
 import { enforcement, routeView } from '../shared/lock/view';
 import { type LockRules, Router } from '../shared/router';
-import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../shared/store/port';
-import { SqliteStore } from '../shared/store/sqlite';
+import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../shared/store/ports/locations';
+import { SqliteStore } from '../shared/store/sqlite/locations';
 
 /**
  * The lock protocol under test: several orchestrators (each with its own router, as separate service

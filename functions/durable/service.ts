@@ -2,7 +2,8 @@ import * as df from 'durable-functions';
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
-import { type MigrationRecords, newMigrationRecord } from '../../shared/migration/records';
+import { newMigrationRecord } from '../../shared/migration/records';
+import type { MigrationRecords } from '../../shared/store/ports/migrations';
 import {
   type MigrationRequest,
   type MigrationService,

@@ -4,7 +4,7 @@ import { release as releaseRule, swap as swapRule } from '../lock/rules';
 import type { LockSeed, TokenKeyring } from '../security/tokenKeys';
 import { routeView } from '../lock/view';
 import type { Router } from '../router';
-import type { MigrationRecords } from './records';
+import type { MigrationRecords } from '../store/ports/migrations';
 import type { ActivityInputs, ActivityName, ActivityOutputs, ActivityResult } from './types';
 
 /**

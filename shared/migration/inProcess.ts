@@ -3,12 +3,9 @@ import type { Location } from '../lock/document';
 import type { TokenKeyring } from '../security/tokenKeys';
 import type { Activities } from './activities';
 import { callParticipant } from './participantHttp';
-import {
-  type JournalEntry,
-  type MigrationRecord,
-  type SqliteMigrationState,
-  newMigrationRecord,
-} from './records';
+import type { JournalEntry } from '../store/ports/migrations';
+import type { SqliteMigrationState } from '../store/sqlite/migrations';
+import { type MigrationRecord, newMigrationRecord } from './records';
 import type { Scheduler } from './scheduler';
 import {
   type HttpCall,

@@ -1,9 +1,26 @@
 import type { StoreConfig } from '../config';
-import { CosmosStore } from './cosmos';
-import type { LocationStore } from './port';
-import { SqliteStore } from './sqlite';
+import { CosmosAuditLedger } from './cosmos/audit';
+import { CosmosForceReleaseRequests } from './cosmos/forceRelease';
+import { CosmosStore } from './cosmos/locations';
+import { CosmosMigrationRecords } from './cosmos/migrations';
+import type { AuditLedger } from './ports/audit';
+import type { ForceReleaseRequests } from './ports/forceRelease';
+import type { LocationStore } from './ports/locations';
+import type { MigrationRecords } from './ports/migrations';
+import { SqliteAuditLedger } from './sqlite/audit';
+import { SqliteForceReleaseRequests } from './sqlite/forceRelease';
+import { SqliteStore } from './sqlite/locations';
+import { SqliteMigrationState } from './sqlite/migrations';
 
-/** Open the store the configuration names. */
+/** Everything routelock persists, one port each. */
+export interface Stores {
+  locations: LocationStore;
+  migrations: MigrationRecords;
+  audit: AuditLedger;
+  forceReleaseRequests: ForceReleaseRequests;
+}
+
+/** Open the location store the configuration names. */
 export async function openStore(config: StoreConfig): Promise<LocationStore> {
   if (config.kind === 'sqlite') return new SqliteStore(config.path);
   return CosmosStore.connect({
@@ -15,4 +32,33 @@ export async function openStore(config: StoreConfig): Promise<LocationStore> {
     extraContainers: [config.migrationsContainer, config.auditContainer],
     preferredRegion: config.preferredRegion,
   });
+}
+
+/**
+ * Open all four stores of the configured backend; a store in `given` is used as it is and nothing is
+ * opened in its place. With Cosmos DB (a cosmos configuration and its CosmosStore) the others are
+ * containers of the same database, the force-release requests beside the ledger; otherwise they are
+ * SQLite tables at the configured path (":memory:" when the locations given are not the configured
+ * Cosmos DB store).
+ */
+export async function openStores(config: StoreConfig, given: Partial<Stores> = {}): Promise<Stores> {
+  const locations = given.locations ?? (await openStore(config));
+  if (locations instanceof CosmosStore && config.kind === 'cosmos') {
+    return {
+      locations,
+      migrations:
+        given.migrations ?? new CosmosMigrationRecords(locations.containerNamed(config.migrationsContainer)),
+      audit: given.audit ?? new CosmosAuditLedger(locations.containerNamed(config.auditContainer)),
+      forceReleaseRequests:
+        given.forceReleaseRequests ??
+        new CosmosForceReleaseRequests(locations.containerNamed(config.auditContainer)),
+    };
+  }
+  const path = config.kind === 'sqlite' ? config.path : ':memory:';
+  return {
+    locations,
+    migrations: given.migrations ?? new SqliteMigrationState(path),
+    audit: given.audit ?? new SqliteAuditLedger(path),
+    forceReleaseRequests: given.forceReleaseRequests ?? new SqliteForceReleaseRequests(path),
+  };
 }

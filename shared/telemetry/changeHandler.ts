@@ -1,4 +1,5 @@
-import { type AuditStore, auditRecordFor } from '../audit';
+import { auditRecordFor } from '../audit';
+import type { AuditLedger } from '../store/ports/audit';
 import type { LocationDocument } from '../lock/document';
 import { lockTelemetry } from './lockTelemetry';
 import { type TelemetrySink, send } from './sink';
@@ -11,7 +12,7 @@ import { type TelemetrySink, send } from './sink';
  */
 export interface ChangeHandlerDeps {
   sink: TelemetrySink;
-  audit?: AuditStore | undefined;
+  audit?: AuditLedger | undefined;
   declaredConvergenceDelaySeconds: number;
 }
 

@@ -1,7 +1,7 @@
 import { ConfigError, parseConfig } from '../../shared/config';
 import { assertHostAuth } from '../../local/config';
 import { localEnv, startLocalHost } from '../../local/host';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 
 /** ROUTELOCK_AUTH, ROUTELOCK_ENTRA_*, ROUTELOCK_REGIONS: parsed once, bad values name their variable. */
 

@@ -4,7 +4,7 @@ import { type JWK, type KeyLike, SignJWT, UnsecuredJWT, exportJWK, generateKeyPa
 import type { Services } from '../../functions/services';
 import { startLocalHost } from '../../local/host';
 import { RoutingClient } from '../../shared/client';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type Called, call, handlerServices } from '../support/handlers';
 
 /**

@@ -1,7 +1,7 @@
 import type { ForceReleaseRequest } from '../../shared/audit';
 import { approveRequest, openRequest } from '../../shared/forceRelease';
 import { type LocalHost, startLocalHost } from '../../local/host';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type TestPrincipal, asPrincipal } from '../support/principals';
 
 /**

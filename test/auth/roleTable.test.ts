@@ -3,7 +3,7 @@ import { type AppRole, type EndpointRole, appRoles } from '../../functions/http/
 import type { HttpEndpoint } from '../../functions/http/endpoint';
 import { type LocalHost, allEndpoints, extraRoutes, startLocalHost } from '../../local/host';
 import { createLocalServer } from '../../local/server';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { asPrincipal } from '../support/principals';
 
 /**

@@ -5,7 +5,7 @@ import { type RouteView, cacheHeaders } from '../../shared/lock/view';
 import { VirtualScheduler } from '../../shared/migration/scheduler';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { Router } from '../../shared/router';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 
 /**
  * The server's cache is a tier in series with the client's (issue 14, item 2), over real HTTP on the

@@ -3,8 +3,8 @@ import { type LocalHost, startLocalHost } from '../../local/host';
 import { RoutingClient, RoutingServiceError, decide } from '../../shared/client';
 import { ManualClock } from '../../shared/clock';
 import type { LockGrant, RouteView } from '../../shared/lock/view';
-import type { LocationStore } from '../../shared/store/port';
-import { SqliteStore } from '../../shared/store/sqlite';
+import type { LocationStore } from '../../shared/store/ports/locations';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
 import { assertNoSecrets } from '../support/secrets';
 

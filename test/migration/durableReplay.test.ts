@@ -7,8 +7,8 @@ import { createActivities } from '../../shared/migration/activities';
 import type { ActivityName, MigrationInput, MigrationStatus } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
-import { SqliteStore } from '../../shared/store/sqlite';
-import { SqliteMigrationState } from '../../shared/migration/records';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import { FaultyStore } from '../support/faultyStore';
 import { DurableReplay, type HttpReply } from '../support/durableReplay';
 

@@ -7,11 +7,11 @@ import { createServices } from '../../functions/services';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
-import { SqliteMigrationState } from '../../shared/migration/records';
+import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import type { MigrationInput } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 
 /**
  * Starting migrations on Durable Functions, against a fake DurableClient that behaves as the extension

@@ -6,7 +6,7 @@ import { createActivities } from '../../shared/migration/activities';
 import type { ActivityName, MigrationInput, MigrationStatus } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 
 /**
  * The Durable orchestrator driven by hand with a fake `context.df`: every yielded task is inspected

@@ -1,7 +1,7 @@
 import { QueueClient } from '@azure/storage-queue';
 import { type LocalHost, startLocalHost } from '../../local/host';
 import { decodeBase64 } from '../../local/queueConsumer';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';
 import { FaultyStore } from '../support/faultyStore';
 import { poll } from '../support/poll';

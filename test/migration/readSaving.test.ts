@@ -1,6 +1,6 @@
 import { withoutIfMatch } from '../../bench/migration';
 import { parseConfig } from '../../shared/config';
-import { resetCounters } from '../../shared/store/port';
+import { resetCounters } from '../../shared/store/ports/locations';
 import { virtualRunner } from '../support/migrationHarness';
 
 /**

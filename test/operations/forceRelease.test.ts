@@ -1,4 +1,3 @@
-import { type AuditStore, CosmosAuditStore, SqliteAuditStore } from '../../shared/audit';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
@@ -10,8 +9,14 @@ import {
 } from '../../shared/forceRelease';
 import { forceRelease } from '../../shared/lock/rules';
 import { Router } from '../../shared/router';
-import type { LocationStore } from '../../shared/store/port';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { CosmosAuditLedger } from '../../shared/store/cosmos/audit';
+import { CosmosForceReleaseRequests } from '../../shared/store/cosmos/forceRelease';
+import type { AuditLedger } from '../../shared/store/ports/audit';
+import type { ForceReleaseRequests } from '../../shared/store/ports/forceRelease';
+import type { LocationStore } from '../../shared/store/ports/locations';
+import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
+import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { sweepOrphans } from '../../shared/sweeper';
 import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
@@ -78,46 +83,45 @@ afterAll(async () => {
   await cosmos.close();
 });
 
+interface Opened {
+  store: LocationStore;
+  audit: AuditLedger;
+  requests: ForceReleaseRequests;
+}
+
 describe.each([
   [
     'sqlite',
-    async (): Promise<{ store: LocationStore; audit: AuditStore }> => ({
+    async (): Promise<Opened> => ({
       store: new SqliteStore(':memory:'),
-      audit: new SqliteAuditStore(':memory:'),
+      audit: new SqliteAuditLedger(':memory:'),
+      requests: new SqliteForceReleaseRequests(':memory:'),
     }),
   ],
   [
     'cosmos',
-    async (): Promise<{ store: LocationStore; audit: AuditStore }> => {
+    async (): Promise<Opened> => {
       const store = await cosmos.connect();
-      return {
-        store,
-        audit: new CosmosAuditStore(store.containerNamed('locations' + Math.random().toString(36).slice(2))),
-      };
-    },
-  ],
-])('force-release, sweeper and audit on %s', (name, open) => {
-  async function setup() {
-    const { store, audit } = await open();
-    if (name === 'cosmos') {
       // the audit container, as Bicep would create it
-      const container = (
-        audit as unknown as {
-          container: {
-            database: { containers: { createIfNotExists: (b: object) => Promise<unknown> } };
-            id: string;
-          };
-        }
-      ).container;
+      const container = store.containerNamed('locations' + Math.random().toString(36).slice(2));
       await container.database.containers.createIfNotExists({
         id: container.id,
         partitionKey: { paths: ['/id'] },
       });
-    }
+      return {
+        store,
+        audit: new CosmosAuditLedger(container),
+        requests: new CosmosForceReleaseRequests(container),
+      };
+    },
+  ],
+])('force-release, sweeper and audit on %s', (_name, open) => {
+  async function setup() {
+    const { store, audit, requests } = await open();
     const clock = new ManualClock();
     const timing = parseConfig({}).timing;
     const router = new Router({ store, timing, clock: clock.now });
-    const service = new ForceReleaseService(router, audit, clock.now);
+    const service = new ForceReleaseService(router, audit, requests, clock.now);
     await router.createRoute('stuck-1', SOURCE);
     return { store, audit, clock, router, service, timing };
   }

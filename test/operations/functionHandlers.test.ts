@@ -3,11 +3,11 @@ import { lockTelemetryHandler } from '../../functions/lockTelemetry';
 import { orphanSweeperHandler } from '../../functions/orphanSweeper';
 import { createServices } from '../../functions/services';
 import { syntheticProbeHandler } from '../../functions/syntheticProbe';
-import { SqliteAuditStore } from '../../shared/audit';
+import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
 import type { LocationDocument } from '../../shared/lock/document';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
 
 /** The Azure trigger handlers, called as the Functions host calls them. */
@@ -21,7 +21,7 @@ async function setup() {
   const clock = new ManualClock();
   const store = new SqliteStore(':memory:');
   const recorder = new MetricsRecorder();
-  const audit = new SqliteAuditStore(':memory:');
+  const audit = new SqliteAuditLedger(':memory:');
   const services = await createServices(parseConfig({ ROUTELOCK_PROBE_REGION: 'northeurope' }), {
     clock: clock.now,
     store,

@@ -1,7 +1,7 @@
 import { accountGuards, createServices } from '../../functions/services';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
 import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
 

@@ -1,6 +1,6 @@
 import { type LocalHost, startLocalHost } from '../../local/host';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import type { MetricsSnapshot } from '../../shared/telemetry/sink';
 import { assertNoSecrets } from '../support/secrets';
 

@@ -2,8 +2,8 @@ import { ManualClock } from '../../shared/clock';
 import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
 import { probeTiming, runProbe } from '../../shared/probe';
 import { Router } from '../../shared/router';
-import type { LocationStore } from '../../shared/store/port';
-import { SqliteStore } from '../../shared/store/sqlite';
+import type { LocationStore } from '../../shared/store/ports/locations';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
 import { FaultyStore } from '../support/faultyStore';
 

@@ -1,8 +1,8 @@
 import { parseConfig } from '../../shared/config';
 import type { LocationDocument } from '../../shared/lock/document';
 import { sha256Hex } from '../../shared/lock/token';
-import { SqliteStore } from '../../shared/store/sqlite';
-import { SqliteAuditStore } from '../../shared/audit';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
 import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
 import {
   MetricsRecorder,
@@ -78,7 +78,7 @@ test('a completed migration: LockAcquired per phase, LockReleased + MigrationSwa
     'swap',
   ]);
   const client = new FakeTelemetryClient();
-  const audit = new SqliteAuditStore(':memory:');
+  const audit = new SqliteAuditLedger(':memory:');
   const result = await handleDocumentVersions(versions, {
     sink: new TelemetryClientSink(client),
     audit,
@@ -135,7 +135,7 @@ test('an abort (failing participant): LockReleased with reason release, audited,
   );
   expect(versions.at(-1)!.lastChange?.op).toBe('release');
   const client = new FakeTelemetryClient();
-  const audit = new SqliteAuditStore(':memory:');
+  const audit = new SqliteAuditLedger(':memory:');
   await handleDocumentVersions(versions, {
     sink: new TelemetryClientSink(client),
     audit,

@@ -10,7 +10,7 @@ import {
   isLoopbackHostHeader as isLoopbackHost,
   isLoopbackHostname as isLoopbackAddress,
 } from '../../shared/loopback';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { call, handlerServices } from '../support/handlers';
 import { fastHostEnv } from '../support/timing';
 

@@ -4,7 +4,7 @@ import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { Router } from '../../shared/router';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { plantedRules } from '../../verify/model';
 import { attemptHijack } from '../support/hijack';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';

@@ -3,7 +3,7 @@ import { type LocalHost, startLocalHost } from '../../local/host';
 import { callParticipant } from '../../shared/migration/participantHttp';
 import { realScheduler } from '../../shared/migration/scheduler';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';
 import { fastHostEnv } from '../support/timing';

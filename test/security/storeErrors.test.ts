@@ -5,9 +5,10 @@ import { newLocationDocument } from '../../shared/lock/document';
 import { createActivities } from '../../shared/migration/activities';
 import { Router } from '../../shared/router';
 import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { type CosmosStore, storeError } from '../../shared/store/cosmos';
-import type { LocationStore, ReadFrom } from '../../shared/store/port';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { storeError } from '../../shared/store/cosmos/common';
+import type { CosmosStore } from '../../shared/store/cosmos/locations';
+import type { LocationStore, ReadFrom } from '../../shared/store/ports/locations';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
 import { call, handlerServices } from '../support/handlers';
 

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type LocalHost, startLocalHost } from '../../local/host';
-import { SqliteMigrationState } from '../../shared/migration/records';
+import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';

@@ -21,7 +21,7 @@ import {
   parseTokenKeySet,
   rotateTokenKeySet,
 } from '../../shared/security/tokenKeys';
-import { SqliteStore } from '../../shared/store/sqlite';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { virtualRunner } from '../support/migrationHarness';
 
 /** The workflow's token key ring: where it comes from, how it is kept, and rotating it mid-migration. */

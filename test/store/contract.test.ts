@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RouteLockError } from '../../shared/errors';
 import { newLocationDocument } from '../../shared/lock/document';
-import type { LocationStore } from '../../shared/store/port';
-import { SqliteStore } from '../../shared/store/sqlite';
+import type { LocationStore } from '../../shared/store/ports/locations';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
 
 /**
@@ -199,7 +199,7 @@ describe('sqlite specifics', () => {
 
 describe('cosmos specifics', () => {
   test('an unreachable account is StoreUnavailable with a retry-after', async () => {
-    const { CosmosStore } = await import('../../shared/store/cosmos');
+    const { CosmosStore } = await import('../../shared/store/cosmos/locations');
     const error = await CosmosStore.connect({
       endpoint: 'https://127.0.0.1:1',
       key: cosmos.key,
@@ -226,7 +226,7 @@ describe('cosmos specifics', () => {
     [{ code: 409 }, 'AlreadyExists', undefined],
     [{ code: 404 }, 'NotFound', undefined],
   ])('SDK error %j maps to %s', async (raw, code, retryAfterSeconds) => {
-    const { storeError } = await import('../../shared/store/cosmos');
+    const { storeError } = await import('../../shared/store/cosmos/common');
     const mapped = storeError(Object.assign(new Error('sdk'), raw), 'r-1');
     expect(mapped.code).toBe(code);
     expect(mapped.retryAfterSeconds).toBe(retryAfterSeconds);

@@ -1,6 +1,6 @@
 import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
 import { RouteLockError } from '../../shared/errors';
-import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../../shared/store/port';
+import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../../shared/store/ports/locations';
 
 /** Wraps a store; while `down`, every call fails as a throttled or unavailable Cosmos account would. */
 export class FaultyStore implements LocationStore {

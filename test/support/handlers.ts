@@ -3,8 +3,8 @@ import { bindEndpoint } from '../../functions/http/endpoint';
 import { type Services, createServices } from '../../functions/services';
 import { ManualClock } from '../../shared/clock';
 import { parseConfig } from '../../shared/config';
-import type { LocationStore } from '../../shared/store/port';
-import { SqliteStore } from '../../shared/store/sqlite';
+import type { LocationStore } from '../../shared/store/ports/locations';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { allEndpoints } from '../../local/host';
 import { type TestPrincipal, allRoles, clientPrincipal } from './principals';
 

@@ -8,7 +8,7 @@ import {
   type ReadFrom,
   countRead,
   newCounters,
-} from '../../shared/store/port';
+} from '../../shared/store/ports/locations';
 
 /**
  * A store whose "nearest" replica lags: it serves the newest version written at least `lagMs()` ago,

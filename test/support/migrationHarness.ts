@@ -3,13 +3,13 @@ import { ManualClock } from '../../shared/clock';
 import { type Config, parseConfig } from '../../shared/config';
 import { createActivities } from '../../shared/migration/activities';
 import { InProcessRunner } from '../../shared/migration/inProcess';
-import { SqliteMigrationState } from '../../shared/migration/records';
+import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import { VirtualScheduler } from '../../shared/migration/scheduler';
 import type { HttpCall, HttpResult } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
-import type { LocationStore } from '../../shared/store/port';
-import { SqliteStore } from '../../shared/store/sqlite';
+import type { LocationStore } from '../../shared/store/ports/locations';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 
 /** The in-process runner on virtual time over a real store: migrations of hours finish in milliseconds. */
 export function virtualRunner(

@@ -1,25 +1,19 @@
-import {
-  type Container,
-  CosmosClient,
-  type CosmosClientOptions,
-  ErrorResponse,
-  type ItemDefinition,
-} from '@azure/cosmos';
+import { type Container, CosmosClient, type CosmosClientOptions, type ItemDefinition } from '@azure/cosmos';
 import { DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import { Agent } from 'node:https';
-import { RouteLockError, retryAfterFromMs } from '../errors';
-import type { LocationDocument, StoredDocument } from '../lock/document';
+import { RouteLockError } from '../../errors';
+import type { LocationDocument, StoredDocument } from '../../lock/document';
+import { decodeContinuation, encodeContinuation } from '../continuation';
+import { notFound, routeSubject } from '../errors';
 import {
   type ListOptions,
   type ListPage,
   type LocationStore,
   type ReadFrom,
-  badContinuation,
   countRead,
-  decodeContinuation,
-  encodeContinuation,
   newCounters,
-} from './port';
+} from '../ports/locations';
+import { storeError, withoutSystemFields } from './common';
 
 /**
  * Cosmos DB adapter. Point reads and ETag-conditional replaces on container `locations` (pk `/id`).
@@ -53,13 +47,9 @@ export interface CosmosAccountInfo {
 
 type CosmosItem = LocationDocument & ItemDefinition & { _etag?: string };
 
-const systemProperties = ['_rid', '_self', '_etag', '_attachments', '_ts', '_lsn'] as const;
-
 export class CosmosStore implements LocationStore {
   readonly kind = 'cosmos';
   readonly counters = newCounters();
-  /** Cosmos DB sends ETags quoted ("…"); the library keeps them bare and quotes them back on the wire. */
-  private quotedEtags = false;
 
   private constructor(
     private readonly nearestClient: CosmosClient,
@@ -140,7 +130,7 @@ export class CosmosStore implements LocationStore {
     const container = from === 'nearest' ? this.nearest : this.writeRegion;
     try {
       const response = await container.item(id, id).read<CosmosItem>();
-      if (response.statusCode === 404 || !response.resource) throw notFound(id);
+      if (response.statusCode === 404 || !response.resource) throw notFound(routeSubject(id));
       return this.stored(response.resource, response.etag);
     } catch (error) {
       throw storeError(error, id);
@@ -161,7 +151,7 @@ export class CosmosStore implements LocationStore {
     this.counters.replaces += 1;
     try {
       const response = await this.writeRegion.item(doc.id, doc.id).replace<CosmosItem>(doc as CosmosItem, {
-        accessCondition: { type: 'IfMatch', condition: this.wire(ifMatch) },
+        accessCondition: { type: 'IfMatch', condition: ifMatch },
       });
       return this.written(response.resource ?? (doc as CosmosItem), response.etag);
     } catch (error) {
@@ -212,13 +202,12 @@ export class CosmosStore implements LocationStore {
     this.writeClient.dispose();
   }
 
+  /** The ETag exactly as Cosmos DB sent it: opaque, never unquoted (see ./common). */
   private stored(item: CosmosItem, etag: string | undefined): StoredDocument {
-    const doc: Record<string, unknown> = { ...item };
-    for (const key of systemProperties) delete doc[key];
     const version = etag ?? item._etag;
     if (!version)
       throw new RouteLockError('StoreUnavailable', `Cosmos DB returned ${item.id} without an ETag.`);
-    return { doc: doc as unknown as LocationDocument, etag: this.bare(version) };
+    return { doc: withoutSystemFields(item) as LocationDocument, etag: version };
   }
 
   /** A write's result, with the service's own timestamp for the clock-skew check. */
@@ -226,94 +215,4 @@ export class CosmosStore implements LocationStore {
     const stored = this.stored(item, etag);
     return typeof item._ts === 'number' ? { ...stored, storedAt: item._ts * 1000 } : stored;
   }
-
-  private bare(etag: string): string {
-    if (etag.length >= 2 && etag.startsWith('"') && etag.endsWith('"')) {
-      this.quotedEtags = true;
-      return etag.slice(1, -1);
-    }
-    return etag;
-  }
-
-  private wire(etag: string): string {
-    return this.quotedEtags ? `"${etag}"` : etag;
-  }
-}
-
-function notFound(id: string): RouteLockError {
-  return new RouteLockError('NotFound', `No route for resource ${id}.`, { resourceId: id });
-}
-
-/**
- * Statuses Cosmos DB answers for a transient condition: throttling (429), request timeout (408), a
- * partition moved (410) and "retry with" (449). Any 5xx is transient too.
- */
-const transientStatuses = new Set([408, 410, 429, 449]);
-
-/**
- * Map SDK and transport failures to the port's typed errors. The SDK's own text never reaches a
- * message (messages travel to callers in problem details); it stays on `cause`, for the server log.
- *
- * - 404, 409, 412: the port's NotFound, AlreadyExists, PreconditionFailed.
- * - A 400 on a query given a caller's continuation token (or the SDK failing to parse that token):
- *   BadRequest — the caller's input, not the store's fault.
- * - 429, 408, 410, 449, 5xx and transport failures (no status): StoreUnavailable, with Retry-After.
- * - Any other 4xx (401/403: the identity or key is refused; 400 on our own request; 413): StoreRejected,
- *   not retriable — retrying cannot help, and a 503 would invite every caller to hammer the store.
- */
-export function storeError(
-  error: unknown,
-  id: string,
-  context: { continuation?: string | undefined } = {},
-): RouteLockError {
-  if (error instanceof RouteLockError) return error;
-  const e = (error ?? {}) as {
-    code?: unknown;
-    statusCode?: unknown;
-    retryAfterInMs?: unknown;
-  };
-  const status =
-    typeof e.statusCode === 'number' ? e.statusCode : typeof e.code === 'number' ? e.code : undefined;
-  const resourceId = id.startsWith('(') ? undefined : id;
-  switch (status) {
-    case 404:
-      return notFound(id);
-    case 409:
-      return new RouteLockError('AlreadyExists', `Route ${id} already exists.`, { resourceId });
-    case 412:
-      return new RouteLockError(
-        'PreconditionFailed',
-        `Route ${id} changed since it was read (ETag mismatch).`,
-        {
-          resourceId,
-        },
-      );
-  }
-  if (context.continuation !== undefined && (status === 400 || continuationParseFailure(error, status))) {
-    return badContinuation(error);
-  }
-  if (status !== undefined && status >= 400 && status < 500 && !transientStatuses.has(status)) {
-    return new RouteLockError('StoreRejected', 'The routing store refused the request.', {
-      resourceId,
-      cause: error,
-    });
-  }
-  const retryAfterMs = typeof e.retryAfterInMs === 'number' ? e.retryAfterInMs : 1000;
-  const reason =
-    status ?? (typeof e.code === 'string' && /^[A-Za-z][A-Za-z0-9_]{1,40}$/.test(e.code) ? e.code : 'error');
-  return new RouteLockError('StoreUnavailable', `Cosmos DB did not serve ${id} (${reason}).`, {
-    resourceId,
-    retryAfterSeconds: retryAfterFromMs(retryAfterMs),
-    cause: error,
-  });
-}
-
-/**
- * The SDK parses a query's continuation token itself (ORDER BY and cross-partition queries) and throws
- * an ErrorResponse with neither status nor code when it cannot (or JSON.parse's SyntaxError). A
- * transport failure always carries a code (ECONNRESET, REQUEST_SEND_ERROR, TimeoutError …).
- */
-function continuationParseFailure(error: unknown, status: number | undefined): boolean {
-  if (status !== undefined || (error as { code?: unknown } | null)?.code !== undefined) return false;
-  return error instanceof SyntaxError || error instanceof ErrorResponse;
 }

@@ -1,54 +1,34 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import { RouteLockError } from '../errors';
-import type { LocationDocument, StoredDocument } from '../lock/document';
-import { checkPrivateFile, ensurePrivateFile } from '../security/privateFiles';
+import type { RouteLockError } from '../../errors';
+import type { LocationDocument, StoredDocument } from '../../lock/document';
+import { decodeContinuation, encodeContinuation } from '../continuation';
+import { changedSinceRead, notFound, routeSubject } from '../errors';
 import {
   type ListOptions,
   type ListPage,
   type LocationStore,
   type ReadFrom,
   countRead,
-  decodeContinuation,
-  encodeContinuation,
   newCounters,
-} from './port';
+} from '../ports/locations';
+import { guarded } from './errors';
+import { SqliteTables } from './open';
 
 /**
  * The embedded store: one SQLite file (or ":memory:"), WAL, and a fresh random ETag per write.
  * Every mutation is `UPDATE … WHERE id = ? AND etag = ?`, the same compare-and-swap Cosmos DB does.
  * There is one copy, so "nearest" and "writeRegion" reads hit the same row; they are counted apart.
  */
-/**
- * Open an embedded SQLite database: the parent folder created, WAL, and NORMAL sync (which in WAL mode
- * survives a killed process, the only crash the embedded host must survive).
- */
-export function openSqlite(path: string): Database.Database {
-  if (path !== ':memory:') {
-    // Ours and owner-only before SQLite opens it (its -wal and -shm files take the database file's mode),
-    // in a folder nobody else can write: another user's planted file is refused, not adopted.
-    ensurePrivateFile(path);
-    for (const suffix of ['-wal', '-shm']) checkPrivateFile(path + suffix, { tighten: true });
-  }
-  const db = new Database(path);
-  // Deleted rows (finished migrations' journals, released locks) are overwritten, not left in free pages.
-  db.pragma('secure_delete = ON');
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.pragma('busy_timeout = 5000');
-  return db;
-}
-
-export class SqliteStore implements LocationStore {
+export class SqliteStore extends SqliteTables implements LocationStore {
   readonly kind = 'sqlite';
   readonly counters = newCounters();
-  private readonly db: Database.Database;
   private readonly statements: ReturnType<SqliteStore['prepare']>;
   private readonly listeners = new Set<(doc: LocationDocument) => void>();
 
-  constructor(readonly path: string) {
-    this.db = openSqlite(path);
-    this.db.exec(
+  constructor(path: string) {
+    super(
+      path,
       `CREATE TABLE IF NOT EXISTS locations (
          id TEXT PRIMARY KEY,
          etag TEXT NOT NULL,
@@ -78,7 +58,7 @@ export class SqliteStore implements LocationStore {
     }
   }
 
-  /** The underlying database, for the embedded host's other tables (migrations, audit). */
+  /** The underlying database: bulk seeding in the benchmarks, pragma checks in the tests. */
   get database(): Database.Database {
     return this.db;
   }
@@ -106,22 +86,17 @@ export class SqliteStore implements LocationStore {
 
   async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {
     countRead(this.counters, from);
-    const row = this.guard(() => this.statements.read.get(id));
-    if (!row) throw notFound(id);
+    const row = guarded(routeSubject(id), () => this.statements.read.get(id));
+    if (!row) throw notFound(routeSubject(id));
     return { doc: JSON.parse(row.doc) as LocationDocument, etag: row.etag };
   }
 
   async create(doc: LocationDocument): Promise<StoredDocument> {
     this.counters.creates += 1;
     const etag = newEtag();
-    try {
-      this.statements.insert.run(doc.id, etag, JSON.stringify(doc), Date.now());
-    } catch (error) {
-      if (isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) {
-        throw new RouteLockError('AlreadyExists', `Route ${doc.id} already exists.`, { resourceId: doc.id });
-      }
-      throw unavailable(error);
-    }
+    guarded(routeSubject(doc.id), () =>
+      this.statements.insert.run(doc.id, etag, JSON.stringify(doc), Date.now()),
+    );
     this.publish(doc);
     return { doc, etag };
   }
@@ -129,7 +104,7 @@ export class SqliteStore implements LocationStore {
   async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
     this.counters.replaces += 1;
     const etag = newEtag();
-    const result = this.guard(() =>
+    const result = guarded(routeSubject(doc.id), () =>
       this.statements.replace.run(JSON.stringify(doc), etag, Date.now(), doc.id, ifMatch),
     );
     if (result.changes === 0) throw this.missOrConflict(doc.id);
@@ -139,14 +114,16 @@ export class SqliteStore implements LocationStore {
 
   async delete(id: string, ifMatch: string): Promise<void> {
     this.counters.deletes += 1;
-    const result = this.guard(() => this.statements.delete.run(id, ifMatch));
+    const result = guarded(routeSubject(id), () => this.statements.delete.run(id, ifMatch));
     if (result.changes === 0) throw this.missOrConflict(id);
   }
 
   async list({ lockedOnly, limit, continuation }: ListOptions): Promise<ListPage> {
     this.counters.lists += 1;
     const after = continuation === undefined ? '' : decodeContinuation(continuation);
-    const rows = this.guard(() => this.statements.list.all(lockedOnly ? 1 : 0, after, limit + 1));
+    const rows = guarded(routeSubject('(list)'), () =>
+      this.statements.list.all(lockedOnly ? 1 : 0, after, limit + 1),
+    );
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
@@ -155,46 +132,15 @@ export class SqliteStore implements LocationStore {
     };
   }
 
-  async close(): Promise<void> {
-    if (this.db.open) this.db.close();
+  override async close(): Promise<void> {
+    super.close();
   }
 
   private missOrConflict(id: string): RouteLockError {
-    if (!this.statements.exists.get(id)) return notFound(id);
-    return new RouteLockError(
-      'PreconditionFailed',
-      `Route ${id} changed since it was read (ETag mismatch).`,
-      {
-        resourceId: id,
-      },
-    );
-  }
-
-  private guard<T>(action: () => T): T {
-    try {
-      return action();
-    } catch (error) {
-      throw unavailable(error);
-    }
+    return this.statements.exists.get(id) ? changedSinceRead(routeSubject(id)) : notFound(routeSubject(id));
   }
 }
 
 function newEtag(): string {
   return randomBytes(12).toString('base64url');
-}
-
-function notFound(id: string): RouteLockError {
-  return new RouteLockError('NotFound', `No route for resource ${id}.`, { resourceId: id });
-}
-
-function isSqliteError(error: unknown, code: string): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
-}
-
-function unavailable(error: unknown): RouteLockError {
-  if (error instanceof RouteLockError) return error;
-  return new RouteLockError('StoreUnavailable', `SQLite store failed: ${(error as Error).message}`, {
-    retryAfterSeconds: 1,
-    cause: error,
-  });
 }

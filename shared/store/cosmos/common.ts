@@ -1,0 +1,97 @@
+import { ErrorResponse } from '@azure/cosmos';
+import { RouteLockError, retryAfterFromMs } from '../../errors';
+import { badContinuation } from '../continuation';
+import { type StoreSubject, alreadyExists, changedSinceRead, notFound, routeSubject } from '../errors';
+
+/**
+ * What every Cosmos DB adapter shares: items without the service's system fields, and SDK failures as
+ * the ports' typed errors, worded by what the item is. ETags are opaque: an adapter hands back the
+ * value Cosmos DB sent (quoted, on the real service) and passes a caller's value back unchanged; none
+ * parses, quotes or unquotes one.
+ */
+
+/** Fields Cosmos DB adds to every item (`_lsn` on change-feed items). */
+const systemFields = ['_rid', '_self', '_etag', '_attachments', '_ts', '_lsn'] as const;
+
+/** A copy of `item` without Cosmos DB's system fields. */
+export function withoutSystemFields<T extends object>(item: T): T {
+  const copy = { ...item } as Record<string, unknown>;
+  for (const key of systemFields) delete copy[key];
+  return copy as T;
+}
+
+/**
+ * Statuses Cosmos DB answers for a transient condition: throttling (429), request timeout (408), a
+ * partition moved (410) and "retry with" (449). Any 5xx is transient too.
+ */
+const transientStatuses = new Set([408, 410, 429, 449]);
+
+/**
+ * Map SDK and transport failures to the port's typed errors. The SDK's own text never reaches a
+ * message (messages travel to callers in problem details); it stays on `cause`, for the server log.
+ *
+ * - 404, 409, 412: the port's NotFound, AlreadyExists, PreconditionFailed, naming the subject (a bare
+ *   string is a route's resource id, or an operation in parentheses: "(list)", "(account)").
+ * - A 400 on a query given a caller's continuation token (or the SDK failing to parse that token):
+ *   BadRequest — the caller's input, not the store's fault.
+ * - 429, 408, 410, 449, 5xx and transport failures (no status): StoreUnavailable, with Retry-After.
+ * - Any other 4xx (401/403: the identity or key is refused; 400 on our own request; 413): StoreRejected,
+ *   not retriable — retrying cannot help, and a 503 would invite every caller to hammer the store.
+ */
+export function storeError(
+  error: unknown,
+  about: StoreSubject | string,
+  context: { continuation?: string | undefined } = {},
+): RouteLockError {
+  if (error instanceof RouteLockError) return error;
+  const subject = typeof about === 'string' ? operationOrRoute(about) : about;
+  const { id, resourceId } = subject;
+  const e = (error ?? {}) as {
+    code?: unknown;
+    statusCode?: unknown;
+    retryAfterInMs?: unknown;
+  };
+  const status =
+    typeof e.statusCode === 'number' ? e.statusCode : typeof e.code === 'number' ? e.code : undefined;
+  switch (status) {
+    case 404:
+      return notFound(subject);
+    case 409:
+      return alreadyExists(subject);
+    case 412:
+      return changedSinceRead(subject);
+  }
+  if (context.continuation !== undefined && (status === 400 || continuationParseFailure(error, status))) {
+    return badContinuation(error);
+  }
+  if (status !== undefined && status >= 400 && status < 500 && !transientStatuses.has(status)) {
+    return new RouteLockError('StoreRejected', 'The routing store refused the request.', {
+      resourceId,
+      cause: error,
+    });
+  }
+  const retryAfterMs = typeof e.retryAfterInMs === 'number' ? e.retryAfterInMs : 1000;
+  const reason =
+    status ?? (typeof e.code === 'string' && /^[A-Za-z][A-Za-z0-9_]{1,40}$/.test(e.code) ? e.code : 'error');
+  const what = subject.kind === 'route' ? id : `${subject.kind} ${id}`;
+  return new RouteLockError('StoreUnavailable', `Cosmos DB did not serve ${what} (${reason}).`, {
+    resourceId,
+    retryAfterSeconds: retryAfterFromMs(retryAfterMs),
+    cause: error,
+  });
+}
+
+/**
+ * The SDK parses a query's continuation token itself (ORDER BY and cross-partition queries) and throws
+ * an ErrorResponse with neither status nor code when it cannot (or JSON.parse's SyntaxError). A
+ * transport failure always carries a code (ECONNRESET, REQUEST_SEND_ERROR, TimeoutError …).
+ */
+function continuationParseFailure(error: unknown, status: number | undefined): boolean {
+  if (status !== undefined || (error as { code?: unknown } | null)?.code !== undefined) return false;
+  return error instanceof SyntaxError || error instanceof ErrorResponse;
+}
+
+/** A route's resource id, or an operation such as "(list)" that names no resource. */
+function operationOrRoute(id: string): StoreSubject {
+  return id.startsWith('(') ? { kind: 'route', id } : routeSubject(id);
+}

@@ -1,0 +1,12 @@
+import type { AuditRecord } from '../../audit';
+
+/**
+ * The audit ledger port: append-only records with deterministic ids (appending one twice keeps one).
+ * Adapters: shared/store/sqlite/audit.ts and shared/store/cosmos/audit.ts (container `audit`). What a
+ * record says is derived in shared/audit.ts.
+ */
+export interface AuditLedger {
+  append(record: AuditRecord): Promise<void>;
+  /** A resource's records, oldest first, at most `limit`. */
+  list(resourceId: string, limit: number): Promise<AuditRecord[]>;
+}

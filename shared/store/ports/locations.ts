@@ -1,0 +1,63 @@
+import type { LocationDocument, StoredDocument } from '../../lock/document';
+
+/**
+ * The location store port (the routing documents). Adapters: shared/store/sqlite/locations.ts (embedded
+ * default) and shared/store/cosmos/locations.ts (production). Every failure is a
+ * RouteLockError: NotFound, AlreadyExists, PreconditionFailed, StoreUnavailable (transient, with
+ * retry-after), StoreRejected (the store refused the request itself: not retriable) or BadRequest (a
+ * continuation no store handed out).
+ */
+
+/** "nearest": the closest replica, possibly lagging. "writeRegion": the authoritative copy. */
+export type ReadFrom = 'nearest' | 'writeRegion';
+
+export interface StoreCounters {
+  nearestReads: number;
+  /** Pages listed (dashboards, sweeper); never on the request path. */
+  lists: number;
+  writeRegionReads: number;
+  creates: number;
+  replaces: number;
+  deletes: number;
+}
+
+export interface LocationStore {
+  /** Short name for logs and /health: "sqlite", "cosmos". */
+  readonly kind: string;
+  /** What this store has done since it was opened (or last reset): for tests and benchmarks. */
+  readonly counters: StoreCounters;
+  read(id: string, options: { from: ReadFrom }): Promise<StoredDocument>;
+  create(doc: LocationDocument): Promise<StoredDocument>;
+  /** Conditional on `ifMatch`: 412 PreconditionFailed when the stored ETag differs. */
+  replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument>;
+  delete(id: string, ifMatch: string): Promise<void>;
+  /** A page of documents in a stable order; `lockedOnly` keeps those carrying lock state. */
+  list(options: ListOptions): Promise<ListPage>;
+  close(): Promise<void>;
+}
+
+export interface ListOptions {
+  lockedOnly: boolean;
+  limit: number;
+  /** Opaque, from the previous page. */
+  continuation?: string | undefined;
+}
+
+export interface ListPage {
+  items: StoredDocument[];
+  /** Null on the last page. */
+  continuation: string | null;
+}
+
+export function newCounters(): StoreCounters {
+  return { nearestReads: 0, writeRegionReads: 0, creates: 0, replaces: 0, deletes: 0, lists: 0 };
+}
+
+export function resetCounters(counters: StoreCounters): void {
+  Object.assign(counters, newCounters());
+}
+
+export function countRead(counters: StoreCounters, from: ReadFrom): void {
+  if (from === 'nearest') counters.nearestReads += 1;
+  else counters.writeRegionReads += 1;
+}

@@ -1,0 +1,153 @@
+import type { MigrationRecord } from '../../migration/records';
+import type { MigrationStatus } from '../../migration/types';
+import { migrationRecordSubject, notFound } from '../errors';
+import type { JournalEntry, MigrationRecords } from '../ports/migrations';
+import { guarded } from './errors';
+import { SqliteTables } from './open';
+
+/**
+ * The embedded host's migration records and its in-process runner's journal (tables `migrations` and
+ * `migration_journal`). The journal of a finished migration is dropped and the WAL checkpointed.
+ */
+export class SqliteMigrationState extends SqliteTables implements MigrationRecords {
+  private readonly statements;
+
+  constructor(path: string) {
+    super(
+      path,
+      `
+      CREATE TABLE IF NOT EXISTS migrations (
+        migration_id TEXT PRIMARY KEY,
+        resource_id TEXT NOT NULL,
+        record TEXT NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS migrations_active ON migrations (resource_id, done);
+      CREATE INDEX IF NOT EXISTS migrations_recent ON migrations (updated_at);
+      CREATE TABLE IF NOT EXISTS migration_journal (
+        migration_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        entry TEXT NOT NULL,
+        PRIMARY KEY (migration_id, key)
+      );
+    `,
+    );
+    this.statements = {
+      insert: this.db.prepare<[string, string, string, number, number, number]>(
+        `INSERT INTO migrations (migration_id, resource_id, record, done, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (migration_id) DO NOTHING`,
+      ),
+      get: this.db.prepare<[string], { record: string }>(
+        'SELECT record FROM migrations WHERE migration_id = ?',
+      ),
+      update: this.db.prepare<[string, number, number, string]>(
+        'UPDATE migrations SET record = ?, done = ?, updated_at = ? WHERE migration_id = ?',
+      ),
+      active: this.db.prepare<[string], { record: string }>(
+        'SELECT record FROM migrations WHERE resource_id = ? AND done = 0 ORDER BY created_at DESC, rowid DESC LIMIT 1',
+      ),
+      unfinished: this.db.prepare<[], { record: string }>(
+        'SELECT record FROM migrations WHERE done = 0 ORDER BY created_at, rowid',
+      ),
+      recent: this.db.prepare<[number], { record: string }>(
+        'SELECT record FROM migrations ORDER BY updated_at DESC, rowid DESC LIMIT ?',
+      ),
+      journal: this.db.prepare<[string], { key: string; entry: string }>(
+        'SELECT key, entry FROM migration_journal WHERE migration_id = ?',
+      ),
+      append: this.db.prepare<[string, string, string]>(
+        'INSERT OR REPLACE INTO migration_journal (migration_id, key, entry) VALUES (?, ?, ?)',
+      ),
+      dropJournal: this.db.prepare<[string]>('DELETE FROM migration_journal WHERE migration_id = ?'),
+    };
+  }
+
+  async create(record: MigrationRecord): Promise<boolean> {
+    return guarded(migrationRecordSubject(record.migrationId), () => this.createSync(record));
+  }
+
+  /**
+   * Create a record unless the resource already has an unfinished migration: one atomic step, so two
+   * concurrent starts for one resource can never both win. Returns the record that stands.
+   */
+  createUnlessActive(record: MigrationRecord): { record: MigrationRecord; created: boolean } {
+    return this.db
+      .transaction(() => {
+        const existing = this.getSync(record.migrationId);
+        if (existing) return { record: existing, created: false };
+        const active = this.activeFor(record.resourceId);
+        if (active) return { record: active, created: false };
+        this.createSync(record);
+        return { record, created: true };
+      })
+      .immediate();
+  }
+
+  private createSync(record: MigrationRecord): boolean {
+    const now = Date.now();
+    const result = this.statements.insert.run(
+      record.migrationId,
+      record.resourceId,
+      JSON.stringify(record),
+      record.done ? 1 : 0,
+      now,
+      now,
+    );
+    return result.changes === 1;
+  }
+
+  async get(migrationId: string): Promise<MigrationRecord | null> {
+    return guarded(migrationRecordSubject(migrationId), () => this.getSync(migrationId));
+  }
+
+  private getSync(migrationId: string): MigrationRecord | null {
+    const row = this.statements.get.get(migrationId);
+    return row ? (JSON.parse(row.record) as MigrationRecord) : null;
+  }
+
+  async saveStatus(migrationId: string, status: MigrationStatus, done: boolean): Promise<void> {
+    guarded(migrationRecordSubject(migrationId), () => this.saveStatusSync(migrationId, status, done));
+  }
+
+  private saveStatusSync(migrationId: string, status: MigrationStatus, done: boolean): void {
+    const record = this.getSync(migrationId);
+    if (!record) throw notFound(migrationRecordSubject(migrationId));
+    this.statements.update.run(
+      JSON.stringify({ ...record, status, done }),
+      done ? 1 : 0,
+      Date.now(),
+      migrationId,
+    );
+    if (done) {
+      this.statements.dropJournal.run(migrationId);
+      // secure_delete zeroes the journal's pages; the checkpoint also empties the WAL that still holds
+      // their earlier versions, so a finished migration's steps leave no copy on disk.
+      this.db.pragma('wal_checkpoint(TRUNCATE)');
+    }
+  }
+
+  activeFor(resourceId: string): MigrationRecord | null {
+    const row = this.statements.active.get(resourceId);
+    return row ? (JSON.parse(row.record) as MigrationRecord) : null;
+  }
+
+  unfinished(): MigrationRecord[] {
+    return this.statements.unfinished.all().map((row) => JSON.parse(row.record) as MigrationRecord);
+  }
+
+  recent(limit: number): MigrationRecord[] {
+    return this.statements.recent.all(limit).map((row) => JSON.parse(row.record) as MigrationRecord);
+  }
+
+  journal(migrationId: string): Map<string, JournalEntry> {
+    return new Map(
+      this.statements.journal.all(migrationId).map((row) => [row.key, JSON.parse(row.entry) as JournalEntry]),
+    );
+  }
+
+  append(migrationId: string, key: string, entry: JournalEntry): void {
+    this.statements.append.run(migrationId, key, JSON.stringify(entry));
+  }
+}

@@ -1,0 +1,242 @@
+import type { Container } from '@azure/cosmos';
+import { requestAuditRecord } from '../../shared/audit';
+import { parseConfig } from '../../shared/config';
+import { RouteLockError } from '../../shared/errors';
+import { openRequest } from '../../shared/forceRelease';
+import { type MigrationRecord, newMigrationRecord } from '../../shared/migration/records';
+import { migrationSettings } from '../../shared/migration/workflow';
+import { CosmosAuditLedger } from '../../shared/store/cosmos/audit';
+import { storeError } from '../../shared/store/cosmos/common';
+import { CosmosForceReleaseRequests } from '../../shared/store/cosmos/forceRelease';
+import { CosmosMigrationRecords } from '../../shared/store/cosmos/migrations';
+import {
+  type StoreSubject,
+  auditEntrySubject,
+  forceReleaseRequestSubject,
+  migrationRecordSubject,
+  routeSubject,
+} from '../../shared/store/errors';
+import type { AuditLedger } from '../../shared/store/ports/audit';
+import type { ForceReleaseRequests } from '../../shared/store/ports/forceRelease';
+import type { MigrationRecords } from '../../shared/store/ports/migrations';
+import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
+import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
+import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+
+/**
+ * The other three ports' contract, both adapters each: migration records, the audit ledger and the
+ * force-release requests. The Cosmos adapters run against @vercel/cosmosdb-server. Every error names
+ * what it is about: a conflict on anything but a route never reads "Route … already exists".
+ */
+
+interface Ports {
+  migrations: MigrationRecords;
+  audit: AuditLedger;
+  requests: ForceReleaseRequests;
+}
+
+let cosmos: CosmosTestServer;
+let containers = 0;
+
+beforeAll(async () => {
+  cosmos = await startCosmosServer();
+});
+afterAll(async () => {
+  await cosmos.close();
+});
+
+/** A fresh container, as Bicep would create it (partition key `/id`). */
+async function cosmosContainer(): Promise<Container> {
+  const store = await cosmos.connect();
+  const container = store.containerNamed(`records${++containers}`);
+  await container.database.containers.createIfNotExists({
+    id: container.id,
+    partitionKey: { paths: ['/id'] },
+  });
+  return container;
+}
+
+const backends: [string, () => Promise<Ports>][] = [
+  [
+    'sqlite',
+    async () => ({
+      migrations: new SqliteMigrationState(':memory:'),
+      audit: new SqliteAuditLedger(':memory:'),
+      requests: new SqliteForceReleaseRequests(':memory:'),
+    }),
+  ],
+  [
+    'cosmos',
+    async () => {
+      const audit = await cosmosContainer();
+      return {
+        migrations: new CosmosMigrationRecords(await cosmosContainer()),
+        audit: new CosmosAuditLedger(audit),
+        requests: new CosmosForceReleaseRequests(audit),
+      };
+    },
+  ],
+];
+
+async function failure(promise: Promise<unknown>): Promise<RouteLockError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof RouteLockError)) throw new Error(`expected a RouteLockError, got ${String(error)}`);
+  return error;
+}
+
+function migrationRecord(migrationId: string): MigrationRecord {
+  return newMigrationRecord(
+    {
+      migrationId,
+      instanceId: `mig-${migrationId}`,
+      resourceId: 'conv-1',
+      target: { region: 'eastus' },
+      settings: migrationSettings(parseConfig({})),
+      lock: { keyId: 'k1', nonce: 'bm9uY2U' },
+    },
+    '2026-01-01T00:00:00.000Z',
+  );
+}
+
+function request(id: string, now = Date.parse('2026-01-01T00:00:00.000Z')) {
+  return openRequest({
+    id,
+    resourceId: 'conv-1',
+    migrationId: 'm-1',
+    actor: { id: 'oid-alice', name: 'Alice' },
+    reason: 'stuck',
+    now,
+  });
+}
+
+describe.each(backends)('records contract: %s', (_name, open) => {
+  let ports: Ports;
+  beforeEach(async () => {
+    ports = await open();
+  });
+
+  describe('migration records', () => {
+    test('create, get, and a repeated create answered false, not an error', async () => {
+      const record = migrationRecord('m-1');
+      expect(await ports.migrations.create(record)).toBe(true);
+      expect(await ports.migrations.get('m-1')).toEqual(record);
+      expect(await ports.migrations.create({ ...record, instanceId: 'other' })).toBe(false);
+      expect(await ports.migrations.get('m-1')).toEqual(record);
+      expect(await ports.migrations.get('m-unknown')).toBeNull();
+    });
+
+    test('saveStatus keeps the record and replaces its status', async () => {
+      const record = migrationRecord('m-2');
+      await ports.migrations.create(record);
+      const status = { ...record.status, status: 'Completed' as const, phase: 'released' as const };
+      await ports.migrations.saveStatus('m-2', status, true);
+      expect(await ports.migrations.get('m-2')).toEqual({ ...record, status, done: true });
+    });
+
+    test('saveStatus of an unknown record is NotFound naming the migration record', async () => {
+      const error = await failure(
+        ports.migrations.saveStatus('m-none', migrationRecord('m-none').status, false),
+      );
+      expect(error.code).toBe('NotFound');
+      expect(error.message).toBe('No migration record m-none.');
+    });
+  });
+
+  describe('audit ledger', () => {
+    const entry = (
+      at: string,
+      op: 'forceReleaseRequested' | 'forceReleaseApproved' = 'forceReleaseApproved',
+    ) => requestAuditRecord(request('fr-a'), op, { id: 'oid-bob', name: 'Bob' }, at, 'm-1');
+
+    test("a resource's records, oldest first, at most limit, without the store's fields", async () => {
+      const first = entry('2026-01-01T00:00:01.000Z', 'forceReleaseRequested');
+      const second = entry('2026-01-01T00:00:02.000Z');
+      const third = entry('2026-01-01T00:00:03.000Z');
+      for (const record of [second, third, first]) await ports.audit.append(record);
+      expect(await ports.audit.list('conv-1', 10)).toEqual([first, second, third]);
+      expect(await ports.audit.list('conv-1', 2)).toEqual([first, second]);
+      expect(await ports.audit.list('conv-other', 10)).toEqual([]);
+    });
+
+    test('appending a record twice keeps one (a change feed may deliver a version twice)', async () => {
+      const record = entry('2026-01-01T00:00:05.000Z');
+      await ports.audit.append(record);
+      await ports.audit.append(record);
+      expect(await ports.audit.list('conv-1', 10)).toEqual([record]);
+    });
+  });
+
+  describe('force-release requests', () => {
+    test('create then get returns the request as created; unknown is null', async () => {
+      const created = request('fr-1');
+      await ports.requests.create(created);
+      expect(await ports.requests.get('fr-1')).toEqual(created);
+      expect(await ports.requests.get('fr-unknown')).toBeNull();
+    });
+
+    test('a second create of one id is AlreadyExists naming the force-release request', async () => {
+      await ports.requests.create(request('fr-2'));
+      const error = await failure(ports.requests.create(request('fr-2')));
+      expect(error.code).toBe('AlreadyExists');
+      expect(error.message).toBe('Force-release request fr-2 already exists.');
+      expect(error.message).not.toMatch(/route/i);
+    });
+
+    test('save increments the version; a save from a stale version is PreconditionFailed', async () => {
+      const created = request('fr-3');
+      await ports.requests.create(created);
+      const saved = await ports.requests.save({ ...created, status: 'obsolete' });
+      expect(saved).toEqual({ ...created, status: 'obsolete', version: created.version + 1 });
+      expect(await ports.requests.get('fr-3')).toEqual(saved);
+      const error = await failure(ports.requests.save({ ...created, reason: 'stale' }));
+      expect(error.code).toBe('PreconditionFailed');
+      expect(error.message).toMatch(/^Force-release request fr-3 /);
+      expect(error.message).not.toMatch(/route/i);
+      expect(await ports.requests.get('fr-3')).toEqual(saved);
+    });
+  });
+});
+
+describe('Cosmos DB errors name what they are about', () => {
+  const sdk = (code: number) => Object.assign(new Error('sdk text'), { code });
+  const subjects: [StoreSubject, string, string, string][] = [
+    [routeSubject('r-1'), 'Route r-1 already exists.', 'No route for resource r-1.', 'Route r-1 '],
+    [
+      migrationRecordSubject('m-1'),
+      'Migration record m-1 already exists.',
+      'No migration record m-1.',
+      'Migration record m-1 ',
+    ],
+    [
+      auditEntrySubject('a-1', 'r-1'),
+      'Audit entry a-1 already exists.',
+      'No audit entry a-1.',
+      'Audit entry a-1 ',
+    ],
+    [
+      forceReleaseRequestSubject('fr-1', 'r-1'),
+      'Force-release request fr-1 already exists.',
+      'No force-release request fr-1.',
+      'Force-release request fr-1 ',
+    ],
+  ];
+
+  test.each(subjects)('%j', (subject, conflict, missing, changed) => {
+    expect(storeError(sdk(409), subject)).toMatchObject({ code: 'AlreadyExists', message: conflict });
+    expect(storeError(sdk(404), subject)).toMatchObject({ code: 'NotFound', message: missing });
+    const precondition = storeError(sdk(412), subject);
+    expect(precondition.code).toBe('PreconditionFailed');
+    expect(precondition.message.startsWith(changed)).toBe(true);
+    for (const error of [storeError(sdk(409), subject), storeError(sdk(503), subject)]) {
+      expect(error.message).not.toContain('sdk text');
+    }
+  });
+
+  test('a migration record conflict does not read as a route', () => {
+    expect(storeError(sdk(409), migrationRecordSubject('m-1')).message).not.toMatch(/route/i);
+  });
+});
