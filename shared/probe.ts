@@ -2,7 +2,6 @@ import type { Clock } from './clock';
 import { type TimingConfig, parseConfig } from './config';
 import { isRouteLockError } from './errors';
 import { type Location, type LocationDocument, sameLocation } from './lock/document';
-import { reclaim } from './lock/rules';
 import type { RouteView } from './lock/view';
 import { Router } from './router';
 import type { LocationStore } from './store/port';
@@ -128,7 +127,7 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
     }
     if (stored.doc.lock) {
       // A previous probe that died: its short lease is over by now, or the probe reports it.
-      const cleared = await router.apply(resourceId, (doc, now) => reclaim(doc, now)).catch(() => null);
+      const cleared = await router.reclaim(resourceId).catch(() => null);
       if (!cleared) throw new ProbeFailure('setup', 'a previous probe lock is still live');
     }
     const current = (await router.readAuthoritative(resourceId)).doc.location;

@@ -11,7 +11,7 @@ import {
   newLocationDocument,
   sameLocation,
 } from '../shared/lock/document';
-import { hardDeleteInForce, isLive, liveLock, writeLockInForce } from '../shared/lock/rules';
+import { hardDeleteInForce, isLive, liveLock, writeLockInForce } from '../shared/lock/state';
 import {
   type Enforcement,
   type Operation,

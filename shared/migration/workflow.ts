@@ -1,6 +1,7 @@
 import type { Config, Participant } from '../config';
 import { type Location, sameLocation } from '../lock/document';
-import type { LockGrant, RouteView } from '../lock/view';
+import { convergenceWaitUntil } from '../lock/state';
+import type { RouteView } from '../lock/view';
 import type {
   ActivityInputs,
   ActivityName,
@@ -53,18 +54,6 @@ export function migrationSettings(config: Config): MigrationSettings {
     retryIntervalSeconds: config.migration.retryIntervalSeconds,
     participants: config.migration.participants,
   };
-}
-
-/** When the orchestrator may escalate: after every cache tier and replica has seen the pre-lock. */
-export function convergenceWaitUntil(
-  grant: Pick<LockGrant, 'acquiredAt' | 'startsAt'>,
-  settings: MigrationSettings,
-): number {
-  const acquiredAt = Date.parse(grant.acquiredAt);
-  return (
-    Math.max(Date.parse(grant.startsAt), acquiredAt + settings.replicationBoundSeconds * 1000) +
-    settings.safetyBufferSeconds * 1000
-  );
 }
 
 /** Renew a phase lock a few times per lease, so one lost renewal never lets it lapse. */
