@@ -2,6 +2,7 @@ import type { Clock } from './clock';
 import { type TimingConfig, parseConfig } from './config';
 import { isRouteLockError } from './errors';
 import { type Location, type LocationDocument, sameLocation } from './lock/document';
+import { startedEverywhereAt } from './lock/state';
 import type { RouteView } from './lock/view';
 import { Router } from './router';
 import type { LocationStore } from './store/port';
@@ -147,7 +148,9 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
       ['the lock is visible on the read path', (v) => v.lock?.migrationId === grant.migrationId],
     ]);
 
-    await options.sleep(Math.max(0, Date.parse(grant.startsAt) - options.clock()) + 50);
+    // The first escalation waits until the lock has started on every clock (the rules refuse it before).
+    const startedEverywhere = startedEverywhereAt(grant, probeTiming.clockSkewSeconds);
+    await options.sleep(Math.max(0, startedEverywhere - options.clock()) + 50);
     await router.escalate(resourceId, { token, phase: 'hardDelete' });
     await check('hardDelete', [
       ['hard-delete lock: deletes become tombstones', (v) => v.enforcement.delete === 'tombstone'],

@@ -433,7 +433,7 @@ export function lockInstance(lock: Lock): string {
 export function reclaim(doc: LocationDocument, now: number): RuleResult {
   const lock = doc.lock;
   if (!lock) return { doc, changed: false };
-  if (now < ms(lock.expiresAt)) throw lockedError(doc.id, lock, now, 'the lease is still live');
+  if (liveLock(doc, now)) throw lockedError(doc.id, lock, now, 'the lease is still live');
   const ageSeconds = Math.floor((now - ms(lock.expiresAt)) / 1000);
   return stamp(
     { doc: clearLock(doc, lock, 'reclaimed', now), changed: true },

@@ -34,7 +34,10 @@ const ms = (iso: string): number => Date.parse(iso);
 // Live
 // ---------------------------------------------------------------------------------------------
 
-/** A lock is live while its parent lease runs: `now < expiresAt`. A lock that is not live restricts nothing. */
+/**
+ * A lock is live while its parent lease runs: `now < expiresAt`. A lock that is not live restricts nothing.
+ * (Narrows `Lock | null` to `Lock` when true; when false, ask `liveLock` if the lock is still needed.)
+ */
 export function isLive(lock: Lock | null, now: number): lock is Lock {
   return lock !== null && now < ms(lock.expiresAt);
 }
@@ -92,9 +95,14 @@ export function phaseExpiresAt(lock: Lock): string {
   return lock.expiresAt;
 }
 
-/** The holder may still act within a phase ending at `endsAt`: its end less the skew margin. */
+/** The holder's own end of a phase ending at `endsAt`: its end less the skew margin (epoch ms). */
+export function holderEndsAt(endsAt: string, skewSeconds: number): number {
+  return ms(endsAt) - skewSeconds * SECOND;
+}
+
+/** The holder may still act (renew, escalate, swap) within a phase ending at `endsAt`. */
 export function beforeEnd(endsAt: string, now: number, skewSeconds: number): boolean {
-  return now + skewSeconds * SECOND < ms(endsAt);
+  return now < holderEndsAt(endsAt, skewSeconds);
 }
 
 // ---------------------------------------------------------------------------------------------
