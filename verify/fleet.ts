@@ -1242,8 +1242,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
           }
           // A lost answer may have committed: a retry then finds the route gone.
           if (isRouteLockError(error, 'NotFound') && attempt > 1) break;
-          if (!isRouteLockError(error, 'StoreUnavailable') && !isRouteLockError(error, 'PreconditionFailed'))
-            throw error;
+          if (!isRouteLockError(error) || !error.retriable) throw error; // retriable: per the code's table entry
           if (attempt >= 10) return;
           await pause(1000);
         }
