@@ -1,5 +1,5 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
-import { isLive } from '../shared/lock/rules';
+import { isLive } from '../shared/lock/state';
 import { routeView } from '../shared/lock/view';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
 import {

@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from './clock';
-import type { ErrorCode } from './errors';
+import type { ClientErrorCode, ErrorCode } from './errors';
 import { type Location, sameLocation } from './lock/document';
+import { DEFAULT_CLOCK_SKEW_SECONDS, hasStarted } from './lock/state';
 import type { Operation, LockGrant, RouteView } from './lock/view';
 
 /**
@@ -31,7 +32,10 @@ export interface RoutingClientOptions {
    */
   accessToken?: () => Promise<string>;
   clock?: Clock;
-  /** Margin for clock skew between this service and the routing service. */
+  /**
+   * Margin for clock skew between this service and the routing service: set it to the server's
+   * ROUTELOCK_CLOCK_SKEW_SECONDS. Default: the production profile's (DEFAULT_CLOCK_SKEW_SECONDS, 5 s).
+   */
   clockSkewSeconds?: number;
   /** Most views held in the cache. */
   cacheMax?: number;
@@ -48,7 +52,8 @@ export class RoutingServiceError extends Error {
   override readonly name = 'RoutingServiceError';
   constructor(
     readonly status: number,
-    readonly code: ErrorCode | string,
+    /** The problem's code; `RoutingUnreachable` (status 0) when no HTTP answer came at all. */
+    readonly code: ErrorCode | ClientErrorCode | string,
     message: string,
     readonly retryAfterSeconds: number | undefined,
   ) {
@@ -59,7 +64,7 @@ export class RoutingServiceError extends Error {
 export class RoutingClient {
   private readonly cache = new Map<string, CachedView>();
   private readonly clock: Clock;
-  private readonly skewMs: number;
+  private readonly skewSeconds: number;
   private readonly cacheMax: number;
   private readonly fetchImpl: typeof fetch;
   /** Requests made to the routing service, for tests and benchmarks. */
@@ -67,7 +72,7 @@ export class RoutingClient {
 
   constructor(private readonly options: RoutingClientOptions) {
     this.clock = options.clock ?? systemClock;
-    this.skewMs = (options.clockSkewSeconds ?? 5) * 1000;
+    this.skewSeconds = options.clockSkewSeconds ?? DEFAULT_CLOCK_SKEW_SECONDS;
     this.cacheMax = options.cacheMax ?? 10_000;
     this.fetchImpl = options.fetch ?? fetch;
   }
@@ -153,7 +158,7 @@ export class RoutingClient {
 
   /** A started lock (within the skew margin) may change at any moment: never serve it from cache. */
   private lockMayBeInForce(view: RouteView, now: number): boolean {
-    return view.lock !== null && Date.parse(view.lock.startsAt) - this.skewMs <= now;
+    return view.lock !== null && hasStarted(view.lock, now, this.skewSeconds);
   }
 
   private async call(
@@ -179,7 +184,7 @@ export class RoutingClient {
     } catch (error) {
       throw new RoutingServiceError(
         0,
-        'StoreUnavailable',
+        'RoutingUnreachable',
         `Routing service unreachable: ${(error as Error).message}`,
         1,
       );

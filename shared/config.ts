@@ -1,5 +1,6 @@
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
+import { earliestEscalationAt } from './lock/state';
 import { isLoopbackHostname } from './loopback';
 import { type ProfileVariable, type ServingProfile, profiles } from './profiles';
 import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
@@ -442,12 +443,21 @@ export function parseConfig(env: Env = process.env): Config {
     t.ROUTELOCK_CACHE_TIERS.reduce((a, b) => (b.ttlSeconds < a.ttlSeconds ? b : a));
 
   // A pre-lock must be able to outlive its own convergence wait, or no migration could ever escalate.
-  // (the lock rules let it escalate only from startsAt + the clock-skew margin)
+  // (the lock rules let it escalate only from startsAt + the clock-skew margin): counted in seconds
+  // after a pre-lock taken at instant 0.
   const skew = t.ROUTELOCK_CLOCK_SKEW_SECONDS;
-  const earliestEscalation = Math.max(
-    convergenceDelaySeconds + Math.max(t.ROUTELOCK_SAFETY_BUFFER_SECONDS, skew),
-    t.ROUTELOCK_REPLICATION_BOUND_SECONDS + t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
-  );
+  const earliestEscalation =
+    earliestEscalationAt(
+      {
+        acquiredAt: new Date(0).toISOString(),
+        startsAt: new Date(convergenceDelaySeconds * 1000).toISOString(),
+      },
+      {
+        replicationBoundSeconds: t.ROUTELOCK_REPLICATION_BOUND_SECONDS,
+        safetyBufferSeconds: t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
+        clockSkewSeconds: skew,
+      },
+    ) / 1000;
   if (t.ROUTELOCK_PRELOCK_MAX_SECONDS <= earliestEscalation) {
     problems.push(
       `ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer and the clock skew (${earliestEscalation} s), got ${t.ROUTELOCK_PRELOCK_MAX_SECONDS}`,

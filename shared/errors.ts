@@ -1,35 +1,208 @@
 /**
- * Typed errors with a stable `code`. The library throws (or returns) these; the HTTP layer maps
- * `code` to a status in exactly one place. Callers branch on `code`, never on `message`.
+ * Typed errors with a stable `code`, and the one table of what each code means: its HTTP status and
+ * title, whether it is retriable, and whether its answer says when to come back. The library throws (or
+ * returns) these; the HTTP layer maps them through this table; callers branch on `code`, never on
+ * `message`.
  */
-export const errorCodes = [
-  'NotFound',
-  'AlreadyExists',
-  'AlreadyAtTarget',
-  'Locked',
-  'LockExpired',
-  'ConvergencePending',
-  'InvalidTransition',
-  'MaxLeaseReached',
-  'FreezeBudgetExceeded',
-  'PreconditionFailed',
-  'StoreUnavailable',
-  /** The store refused the request (401/403, another 4xx): not transient, never retried. */
-  'StoreRejected',
-  'BadRequest',
-  'MigrationInProgress',
-  'NotLocked',
-  'UnsafeConfiguration',
-  'Forbidden',
-  'DuplicateApproval',
-  'RequestExpired',
-  /** No identity on a request that needs one (HTTP 401). */
-  'Unauthenticated',
-  /** A target region outside ROUTELOCK_REGIONS (HTTP 400). */
-  'RegionNotAllowed',
-] as const;
 
-export type ErrorCode = (typeof errorCodes)[number];
+export interface ErrorKind {
+  /**
+   * Who raises it: the library (a RouteLockError, sent by the API as it is), the HTTP layer alone, or
+   * RoutingClient in the calling service's process (the API never sends it).
+   */
+  raisedBy: 'library' | 'http' | 'client';
+  /** The status of its problem response (for a client-side code: what a service answering with it should use). */
+  status: number;
+  /** The problem's `title`. */
+  title: string;
+  /**
+   * A transient fault: the same call, made again as it is, may succeed. Retry policies retry these and
+   * only these; the migration's activities throw them to theirs, and answer every other code as a value.
+   */
+  retriable: boolean;
+  /**
+   * The answer carries `Retry-After` when the error knows when to come back: the same request may succeed
+   * after that wait. A number: the seconds sent when a library error does not say.
+   */
+  retryAfter?: 'whenKnown' | number;
+}
+
+const errorKinds = {
+  BadRequest: { raisedBy: 'library', status: 400, retriable: false, title: 'The request is not valid' },
+  /** A target region outside ROUTELOCK_REGIONS. */
+  RegionNotAllowed: {
+    raisedBy: 'library',
+    status: 400,
+    retriable: false,
+    title: 'The region is not one of the declared regions',
+  },
+  /** No identity on a request that needs one. */
+  Unauthenticated: {
+    raisedBy: 'library',
+    status: 401,
+    retriable: false,
+    title: 'An authenticated identity is required',
+  },
+  Forbidden: { raisedBy: 'library', status: 403, retriable: false, title: 'Not allowed for this identity' },
+  NotFound: { raisedBy: 'library', status: 404, retriable: false, title: 'Not found' },
+  AlreadyExists: { raisedBy: 'library', status: 409, retriable: false, title: 'The route already exists' },
+  AlreadyAtTarget: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The resource already lives at the target',
+  },
+  ConvergencePending: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    retryAfter: 'whenKnown',
+    title: 'Caches have not converged yet',
+  },
+  InvalidTransition: { raisedBy: 'library', status: 409, retriable: false, title: 'Invalid lock transition' },
+  MaxLeaseReached: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The lock cannot be extended further',
+  },
+  FreezeBudgetExceeded: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The write lock has used its budget',
+  },
+  MigrationInProgress: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'Another migration is in progress',
+  },
+  NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
+  DuplicateApproval: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'This approver has already approved',
+  },
+  LockExpired: { raisedBy: 'library', status: 410, retriable: false, title: 'The lock has expired' },
+  RequestExpired: { raisedBy: 'library', status: 410, retriable: false, title: 'The request has expired' },
+  /**
+   * Retriable as contention: the router's own re-decide lost again ("retry it"). A 412 on the caller's own
+   * If-Match is the caller's answer; the activities drop their If-Match and decide again before it could
+   * reach a retry.
+   */
+  PreconditionFailed: {
+    raisedBy: 'library',
+    status: 412,
+    retriable: true,
+    title: 'The route changed (ETag mismatch)',
+  },
+  Locked: {
+    raisedBy: 'library',
+    status: 423,
+    retriable: false,
+    retryAfter: 1,
+    title: 'The resource is locked',
+  },
+  /** The store refused the request (401/403, another 4xx): not transient, never retried. */
+  StoreRejected: {
+    raisedBy: 'library',
+    status: 500,
+    retriable: false,
+    title: 'The routing store refused the request',
+  },
+  /** The routing store is throttling, timing out or down. */
+  StoreUnavailable: {
+    raisedBy: 'library',
+    status: 503,
+    retriable: true,
+    retryAfter: 1,
+    title: 'The routing store is unavailable',
+  },
+  /** The Durable Functions task hub did not answer a migration's status (or start) query. */
+  OrchestrationStatusUnavailable: {
+    raisedBy: 'library',
+    status: 503,
+    retriable: true,
+    retryAfter: 1,
+    title: 'The migration orchestration status is unavailable',
+  },
+  UnsafeConfiguration: {
+    raisedBy: 'library',
+    status: 503,
+    retriable: false,
+    title: 'The store is configured unsafely for locks',
+  },
+
+  PayloadTooLarge: {
+    raisedBy: 'http',
+    status: 413,
+    retriable: false,
+    title: 'The request body is too large',
+  },
+  UnsupportedMediaType: {
+    raisedBy: 'http',
+    status: 415,
+    retriable: false,
+    title: 'The request body must be JSON',
+  },
+  MethodNotAllowed: { raisedBy: 'http', status: 405, retriable: false, title: 'Method not allowed' },
+  MisdirectedRequest: {
+    raisedBy: 'http',
+    status: 421,
+    retriable: false,
+    title: 'This server does not answer for the requested host',
+  },
+  InternalError: { raisedBy: 'http', status: 500, retriable: false, title: 'Internal error' },
+  /** Under ROUTELOCK_AUTH=entra: the tenant's signing keys could not be fetched. */
+  AuthUnavailable: {
+    raisedBy: 'http',
+    status: 503,
+    retriable: true,
+    retryAfter: 'whenKnown',
+    title: "The identity provider's signing keys are unavailable",
+  },
+
+  /**
+   * RoutingClient got no HTTP answer at all (connection refused, DNS, reset): its RoutingServiceError has
+   * status 0. A service that passes it on answers 503: its own dependency is down, not a bad gateway reply.
+   */
+  RoutingUnreachable: {
+    raisedBy: 'client',
+    status: 503,
+    retriable: true,
+    retryAfter: 1,
+    title: 'The routing service is unreachable',
+  },
+} as const satisfies Record<string, ErrorKind>;
+
+type Kinds = typeof errorKinds;
+type CodesRaisedBy<R extends ErrorKind['raisedBy']> = {
+  [K in keyof Kinds]: Kinds[K]['raisedBy'] extends R ? K : never;
+}[keyof Kinds];
+
+/** The codes a RouteLockError carries. */
+export type ErrorCode = CodesRaisedBy<'library'>;
+/** Codes only the HTTP layer raises (conditions the library never sees). */
+export type HttpOnlyCode = CodesRaisedBy<'http'>;
+/** The codes a problem response from the API can carry. */
+export type ProblemCode = ErrorCode | HttpOnlyCode;
+/** Codes only RoutingClient raises, in the calling service. */
+export type ClientErrorCode = CodesRaisedBy<'client'>;
+export type AnyErrorCode = keyof Kinds;
+
+const allCodes = Object.keys(errorKinds) as AnyErrorCode[];
+export const errorCodes = allCodes.filter(
+  (c) => errorKinds[c].raisedBy === 'library',
+) as readonly ErrorCode[];
+export const problemCodes = allCodes.filter(
+  (c) => errorKinds[c].raisedBy !== 'client',
+) as readonly ProblemCode[];
+
+export function errorKind(code: AnyErrorCode): ErrorKind {
+  return errorKinds[code];
+}
 
 export interface RouteLockErrorOptions {
   /** Seconds after which the same request may succeed (423, 409 ConvergencePending, 503). */
@@ -50,6 +223,11 @@ export class RouteLockError extends Error {
     this.code = code;
     this.retryAfterSeconds = options.retryAfterSeconds;
     this.resourceId = options.resourceId;
+  }
+
+  /** Whether a retry policy may retry it (see ErrorKind.retriable). */
+  get retriable(): boolean {
+    return errorKinds[this.code].retriable;
   }
 }
 

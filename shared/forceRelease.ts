@@ -1,7 +1,8 @@
 import { type Actor, type ForceReleaseRequest, requestAuditRecord, toActor } from './audit';
 import type { Clock } from './clock';
 import { RouteLockError, isRouteLockError } from './errors';
-import { forceRelease, liveLock, lockInstance } from './lock/rules';
+import { lockInstance } from './lock/rules';
+import { liveLock } from './lock/state';
 import { type RouteView, routeView } from './lock/view';
 import type { Router } from './router';
 import { forceReleaseRequestSubject, notFound } from './store/errors';
@@ -159,19 +160,13 @@ export class ForceReleaseService {
     if (!ready) return { request: saved, released: false };
     let stored;
     try {
-      stored = await this.router.apply(saved.resourceId, (doc, at) =>
-        forceRelease(
-          doc,
-          {
-            actor: [saved.requestedBy, ...saved.approvals.map((a) => a.actor)].join(','),
-            reason: saved.reason,
-            requestId: saved.id,
-            ...(current.migrationId ? { migrationId: current.migrationId } : {}),
-            ...(saved.lockInstance ? { lockInstance: saved.lockInstance } : {}),
-          },
-          at,
-        ),
-      );
+      stored = await this.router.forceRelease(saved.resourceId, {
+        actor: [saved.requestedBy, ...saved.approvals.map((a) => a.actor)].join(','),
+        reason: saved.reason,
+        requestId: saved.id,
+        ...(current.migrationId ? { migrationId: current.migrationId } : {}),
+        ...(saved.lockInstance ? { lockInstance: saved.lockInstance } : {}),
+      });
     } catch (error) {
       // The lock is gone: the approvals end with it, so none of them can ever release a later lock.
       if (isRouteLockError(error, 'NotLocked')) await this.requests.save({ ...saved, status: 'obsolete' });

@@ -4,6 +4,7 @@ export * from './config';
 export * from './errors';
 export * from './lock/document';
 export * from './lock/rules';
+export * from './lock/state';
 export * from './lock/token';
 export * from './lock/view';
 export * from './router';

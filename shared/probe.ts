@@ -3,7 +3,7 @@ import { type TimingConfig, parseConfig } from './config';
 import { isRouteLockError } from './errors';
 import { type Location, type LocationDocument, sameLocation } from './lock/document';
 import { profiles } from './profiles';
-import { reclaim } from './lock/rules';
+import { startedEverywhereAt } from './lock/state';
 import type { RouteView } from './lock/view';
 import { Router } from './router';
 import type { LocationStore } from './store/ports/locations';
@@ -84,9 +84,10 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
   const started = options.clock();
   const steps: ProbeStep[] = [];
   // The orchestrator side, and a reader whose cache sees what a service resolving the route sees.
+  const timing = probeTiming();
   const routerOptions = {
     store: options.store,
-    timing: probeTiming(),
+    timing,
     clock: options.clock,
     ...options.policy,
     ...(options.onWrite ? { onWrite: options.onWrite } : {}),
@@ -123,7 +124,7 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
     }
     if (stored.doc.lock) {
       // A previous probe that died: its short lease is over by now, or the probe reports it.
-      const cleared = await router.apply(resourceId, (doc, now) => reclaim(doc, now)).catch(() => null);
+      const cleared = await router.reclaim(resourceId).catch(() => null);
       if (!cleared) throw new ProbeFailure('setup', 'a previous probe lock is still live');
     }
     const current = (await router.readAuthoritative(resourceId)).doc.location;
@@ -143,7 +144,9 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
       ['the lock is visible on the read path', (v) => v.lock?.migrationId === grant.migrationId],
     ]);
 
-    await options.sleep(Math.max(0, Date.parse(grant.startsAt) - options.clock()) + 50);
+    // The first escalation waits until the lock has started on every clock (the rules refuse it before).
+    const startedEverywhere = startedEverywhereAt(grant, timing.clockSkewSeconds);
+    await options.sleep(Math.max(0, startedEverywhere - options.clock()) + 50);
     await router.escalate(resourceId, { token, phase: 'hardDelete' });
     await check('hardDelete', [
       ['hard-delete lock: deletes become tombstones', (v) => v.enforcement.delete === 'tombstone'],

@@ -18,11 +18,14 @@ import {
   type SwapRequest,
   assertDeletable,
   escalate,
+  forceRelease,
   prelock,
+  reclaim,
   release,
   renew,
   swap,
 } from './lock/rules';
+import { deadInWriteRegion, enforcedFrom } from './lock/state';
 import { newFencingToken } from './lock/token';
 import { type LockGrant, type RouteView, cacheHeaders, lockGrant, routeView } from './lock/view';
 import { type AllowedRegions, assertAllowedRegion } from './regions';
@@ -87,15 +90,24 @@ export interface MutationOptions {
   ifMatch?: string | undefined;
 }
 
+/** Every lock mutation the router performs, one rule each (the `rules` seam replaces any of them). */
 export interface LockRules {
   prelock: typeof prelock;
   escalate: typeof escalate;
   renew: typeof renew;
   swap: typeof swap;
   release: typeof release;
+  forceRelease: typeof forceRelease;
+  reclaim: typeof reclaim;
 }
 
-const defaultRules: LockRules = { prelock, escalate, renew, swap, release };
+const defaultRules: LockRules = { prelock, escalate, renew, swap, release, forceRelease, reclaim };
+
+/** The swap's answer for the workflow: the view, and when the swap landed (a replay: the first swap's time). */
+export interface SwapOutcome {
+  view: RouteView;
+  swappedAt: string | null;
+}
 
 interface VersionedCopy {
   stored: StoredDocument;
@@ -110,8 +122,6 @@ interface CacheEntry {
   /** When the copy entered the cache (its TTL counts from here): a served copy's Age. */
   cachedAt: number;
 }
-
-const ms = (iso: string): number => Date.parse(iso);
 
 export class Router {
   readonly store: LocationStore;
@@ -134,7 +144,6 @@ export class Router {
    */
   private readonly versions: LRUCache<string, StoredDocument>;
   private readonly newToken: () => string;
-  private readonly skewMs: number;
   private readonly options: RouterOptions;
   private readonly rules: LockRules;
 
@@ -146,7 +155,6 @@ export class Router {
     this.allowedRegions = options.allowedRegions ?? null;
     this.clock = options.clock ?? systemClock;
     this.newToken = options.newToken ?? newFencingToken;
-    this.skewMs = options.timing.clockSkewSeconds * 1000;
     const clock = this.clock;
     this.cache = new LRUCache<string, CacheEntry>({
       max: options.cacheMax ?? 100_000,
@@ -216,14 +224,14 @@ export class Router {
    * When a copy fetched at `fetchedAt` stops being safe to serve from cache. A lock whose start has
    * come (within the skew margin) may have been escalated, renewed or released since the copy was
    * taken, so from then on only the write region's copy will do. A lock the write region itself
-   * showed as dead (past its lease, with margin for clock skew on both sides) cannot come back: a new
-   * lock would have to start over, after this entry's TTL.
+   * showed as dead cannot come back: a new lock would have to start over, after this entry's TTL.
    */
   private readThroughFrom(stored: StoredDocument, fetchedAt: number, fromWriteRegion: boolean): number {
     const lock = stored.doc.lock;
+    const skew = this.timing.clockSkewSeconds;
     if (!lock) return Number.POSITIVE_INFINITY;
-    if (fromWriteRegion && ms(lock.expiresAt) + 2 * this.skewMs <= fetchedAt) return Number.POSITIVE_INFINITY;
-    return ms(lock.startsAt) - this.skewMs;
+    if (fromWriteRegion && deadInWriteRegion(lock, fetchedAt, skew)) return Number.POSITIVE_INFINITY;
+    return enforcedFrom(lock, skew);
   }
 
   /** A cache hit the read path may serve without a store read at `now`. */
@@ -348,26 +356,34 @@ export class Router {
     );
   }
 
+  /** The swap (pinned to its write-lock attempt when `req.writeAt` names one: the rule refuses another's). */
   async swap(id: string, req: SwapRequest, options: MutationOptions = {}): Promise<RouteView> {
-    const stored = await this.mutate(id, (doc, now) => this.rules.swap(doc, req, now, this.timing), options);
-    return routeView(stored, this.clock(), this.timing);
+    return (await this.swapWithTime(id, req, options)).view;
   }
 
+  /** The swap, and when it landed: the migration's timeline records it. */
+  async swapWithTime(id: string, req: SwapRequest, options: MutationOptions = {}): Promise<SwapOutcome> {
+    const stored = await this.mutate(id, (doc, now) => this.rules.swap(doc, req, now, this.timing), options);
+    return {
+      view: routeView(stored, this.clock(), this.timing),
+      swappedAt: stored.doc.lastMigration?.swappedAt ?? null,
+    };
+  }
+
+  /** Release everything, or (`phase: "write"`) downgrade the write lock of the attempt `writeAt` names. */
   async release(id: string, req: ReleaseRequest, options: MutationOptions = {}): Promise<RouteView> {
     const stored = await this.mutate(id, (doc, now) => this.rules.release(doc, req, now), options);
     return routeView(stored, this.clock(), this.timing);
   }
 
-  /**
-   * Apply one lock rule as one conditional write and return the stored result: for callers that
-   * need more of the document than a view shows (the migration's activities read its timestamps).
-   */
-  apply(
-    id: string,
-    rule: (doc: LocationDocument, now: number) => RuleResult,
-    options: MutationOptions = {},
-  ): Promise<StoredDocument> {
-    return this.mutate(id, rule, options);
+  /** An operator's force-release (after its approvals): the stored result, for the audit trail. */
+  forceRelease(id: string, req: Parameters<typeof forceRelease>[1]): Promise<StoredDocument> {
+    return this.mutate(id, (doc, now) => this.rules.forceRelease(doc, req, now), {});
+  }
+
+  /** Clear an orphan (a lock past its lease); refused (423) while the lock is live. The stored result. */
+  reclaim(id: string): Promise<StoredDocument> {
+    return this.mutate(id, (doc, now) => this.rules.reclaim(doc, now), {});
   }
 
   /** The authoritative copy, from the write region (refreshes the cache). */
@@ -393,7 +409,7 @@ export class Router {
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
       const { doc, changed } = rule(current.doc, this.clock());
-      // Any write that moves the route (a swap, through swap() or apply()) must land in a declared region.
+      // Any write that moves the route (a swap, or any rule the `rules` seam plants) lands in a declared region.
       if (changed && !sameLocation(doc.location, current.doc.location))
         assertAllowedRegion(this.allowedRegions, doc.location, 'moving the route', id);
       if (!changed && copy.fromCache && attempt === 0) {

@@ -1,6 +1,6 @@
 import type { Clock } from './clock';
 import { isRouteLockError } from './errors';
-import { reclaim } from './lock/rules';
+import { isLive } from './lock/state';
 import type { Router } from './router';
 import type { LocationStore } from './store/ports/locations';
 
@@ -22,9 +22,9 @@ export async function sweepOrphans(options: {
     const page = await options.store.list({ lockedOnly: true, limit: options.pageSize ?? 100, continuation });
     for (const { doc, etag } of page.items) {
       scanned += 1;
-      if (!doc.lock || options.clock() < Date.parse(doc.lock.expiresAt)) continue;
+      if (!doc.lock || isLive(doc.lock, options.clock())) continue;
       try {
-        const stored = await options.router.apply(doc.id, (current, now) => reclaim(current, now));
+        const stored = await options.router.reclaim(doc.id);
         if (stored.etag === etag || stored.doc.lastChange?.op !== 'reclaim') continue; // nothing written
         reclaimed.push({ resourceId: doc.id, ageSeconds: stored.doc.lastChange.ageSeconds ?? 0 });
       } catch (error) {

@@ -57,7 +57,7 @@ describe('the router', () => {
     ).resolves.toMatchObject({ migrationId: 'm' });
   });
 
-  test('a swap that would move the route to an undeclared region is refused, by swap() and by apply()', async () => {
+  test('a swap that would move the route to an undeclared region is refused, by swap() and by any planted rule', async () => {
     const h = routers();
     await h.anywhere.createRoute('r-2', SOURCE);
     const grant = await h.anywhere.prelock('r-2', { migrationId: 'm', owner: 'o', target: UNDECLARED });
@@ -67,10 +67,19 @@ describe('the router', () => {
     const before = await h.store.read('r-2', { from: 'writeRegion' });
 
     await expect(h.restricted.swap('r-2', { token: grant.token! })).rejects.toMatchObject(refusal('eastus2'));
-    // the workflow's activities swap through apply() with the same rule
-    await expect(
-      h.restricted.apply('r-2', (doc, now) => swapRule(doc, { token: grant.token! }, now, timing)),
-    ).rejects.toMatchObject(refusal('eastus2'));
+    // the workflow's activities swap through swapWithTime()
+    await expect(h.restricted.swapWithTime('r-2', { token: grant.token! })).rejects.toMatchObject(
+      refusal('eastus2'),
+    );
+    // a rule planted through the `rules` seam that moves the route (here a release that swaps) is held too
+    const planted = new Router({
+      store: h.store,
+      timing,
+      clock: h.clock.now,
+      allowedRegions: ALLOWED,
+      rules: { release: (doc, req, now) => swapRule(doc, { token: req.token }, now, timing) },
+    });
+    await expect(planted.release('r-2', { token: grant.token! })).rejects.toMatchObject(refusal('eastus2'));
     const after = await h.store.read('r-2', { from: 'writeRegion' });
     expect(after.etag).toBe(before.etag);
     expect(after.doc).toMatchObject({ location: SOURCE, lock: { phase: 'write' } });

@@ -3,7 +3,7 @@ import { ManualClock } from '../shared/clock';
 import type { TimingConfig } from '../shared/config';
 import { RouteLockError } from '../shared/errors';
 import type { StoredDocument } from '../shared/lock/document';
-import { hasStarted, isLive } from '../shared/lock/rules';
+import { hasStarted, isLive } from '../shared/lock/state';
 import { enforcement } from '../shared/lock/view';
 import { Router } from '../shared/router';
 import { type LocationStore, resetCounters } from '../shared/store/ports/locations';

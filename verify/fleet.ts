@@ -11,7 +11,7 @@ import {
   newLocationDocument,
   sameLocation,
 } from '../shared/lock/document';
-import { hardDeleteInForce, isLive, liveLock, writeLockInForce } from '../shared/lock/rules';
+import { hardDeleteInForce, isLive, liveLock, writeLockInForce } from '../shared/lock/state';
 import {
   type Enforcement,
   type Operation,
@@ -1244,8 +1244,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
           }
           // A lost answer may have committed: a retry then finds the route gone.
           if (isRouteLockError(error, 'NotFound') && attempt > 1) break;
-          if (!isRouteLockError(error, 'StoreUnavailable') && !isRouteLockError(error, 'PreconditionFailed'))
-            throw error;
+          if (!isRouteLockError(error) || !error.retriable) throw error; // retriable: per the code's table entry
           if (attempt >= 10) return;
           await pause(1000);
         }

@@ -8,7 +8,7 @@ import {
   newLocationDocument,
   sameLocation,
 } from '../shared/lock/document';
-import { hasStarted, isLive, writeLockInForce } from '../shared/lock/rules';
+import { hasStarted, isLive, writeLockInForce } from '../shared/lock/state';
 import { sha256Hex, tokenMatches } from '../shared/lock/token';
 import { enforcement, routeView } from '../shared/lock/view';
 import { type LockRules, Router } from '../shared/router';
@@ -136,6 +136,16 @@ export function plantedRules(bug: Bug): Partial<LockRules> | undefined {
           return { doc: { ...doc, lock: { ...lock, tokenHash: sha256Hex(req.newToken) } }, changed: true };
         return realRules.prelock(doc, req, now, cfg);
       },
+    };
+  }
+  if (bug === 'swapInTwoWrites') {
+    // The planted bug: a swap's first call moves the location and leaves the lock; the next one (the real
+    // rule, on a document already at the target) clears the lock.
+    return {
+      swap: (doc, req, now, cfg) =>
+        doc.lock && !sameLocation(doc.location, doc.lock.target)
+          ? { doc: { ...doc, location: doc.lock.target }, changed: true }
+          : realRules.swap(doc, req, now, cfg),
     };
   }
   if (bug !== 'tokenCheckSkipped') return undefined;
@@ -323,13 +333,8 @@ export async function runCommands(
         actor.etag = grant.etag;
       } else if (command.kind === 'swap') {
         const ifMatch = command.staleIfMatch ? actor.staleEtag : undefined;
-        if (bug === 'swapInTwoWrites') {
-          // The planted bug: the location in one write, the lock in a second.
-          await router.apply(id, (doc) => ({
-            doc: doc.lock ? { ...doc, location: doc.lock.target } : doc,
-            changed: Boolean(doc.lock),
-          }));
-        }
+        // The planted bug (its swap rule, see plantedRules): the location in one write, the lock in a second.
+        if (bug === 'swapInTwoWrites') await router.swap(id, { token: actor.token });
         const view = await router.swap(id, { token: actor.token }, { ifMatch });
         step.result = view;
         step.swappedTo = view.location;

@@ -48,7 +48,7 @@ export class DurableMigrationService implements MigrationService {
     } catch (error) {
       if (/HTTP 404/.test((error as Error).message)) return null;
       throw new RouteLockError(
-        'StoreUnavailable',
+        'OrchestrationStatusUnavailable',
         'The Durable Functions task hub did not answer; retry shortly.', // its own text stays in `cause`
         {
           retryAfterSeconds: 1,

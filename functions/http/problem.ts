@@ -1,87 +1,16 @@
 import type { HttpResponseInit } from '@azure/functions';
-import { type ErrorCode, RouteLockError } from '../../shared/errors';
+import { type ProblemCode, RouteLockError, errorKind, problemCodes } from '../../shared/errors';
 
 /**
- * RFC 9457 problem details, and the one place where an error `code` becomes an HTTP status.
- * Codes beyond the library's are HTTP-only conditions the library never sees.
+ * RFC 9457 problem details. An error `code` becomes an HTTP status, a title and a Retry-After through
+ * the one table of codes (shared/errors.ts); the codes only this layer raises are in it too.
  */
-export type HttpOnlyCode =
-  | 'PayloadTooLarge'
-  | 'UnsupportedMediaType'
-  | 'MethodNotAllowed'
-  | 'MisdirectedRequest'
-  | 'MigrationInProgress'
-  | 'InternalError'
-  | 'AuthUnavailable';
-export type ProblemCode = ErrorCode | HttpOnlyCode;
+export type { HttpOnlyCode, ProblemCode } from '../../shared/errors';
 
-export const statusByCode: Record<ProblemCode, number> = {
-  BadRequest: 400,
-  RegionNotAllowed: 400,
-  Unauthenticated: 401,
-  Forbidden: 403,
-  NotFound: 404,
-  MethodNotAllowed: 405,
-  AlreadyExists: 409,
-  AlreadyAtTarget: 409,
-  ConvergencePending: 409,
-  InvalidTransition: 409,
-  MaxLeaseReached: 409,
-  FreezeBudgetExceeded: 409,
-  MigrationInProgress: 409,
-  NotLocked: 409,
-  DuplicateApproval: 409,
-  LockExpired: 410,
-  RequestExpired: 410,
-  PreconditionFailed: 412,
-  PayloadTooLarge: 413,
-  UnsupportedMediaType: 415,
-  MisdirectedRequest: 421,
-  Locked: 423,
-  InternalError: 500,
-  StoreRejected: 500,
-  StoreUnavailable: 503,
-  UnsafeConfiguration: 503,
-  AuthUnavailable: 503,
-};
-
-const titles: Record<ProblemCode, string> = {
-  BadRequest: 'The request is not valid',
-  RegionNotAllowed: 'The region is not one of the declared regions',
-  Unauthenticated: 'An authenticated identity is required',
-  Forbidden: 'Not allowed for this identity',
-  NotLocked: 'The resource holds no live lock',
-  DuplicateApproval: 'This approver has already approved',
-  RequestExpired: 'The request has expired',
-  UnsafeConfiguration: 'The store is configured unsafely for locks',
-  NotFound: 'Not found',
-  MethodNotAllowed: 'Method not allowed',
-  AlreadyExists: 'The route already exists',
-  AlreadyAtTarget: 'The resource already lives at the target',
-  ConvergencePending: 'Caches have not converged yet',
-  InvalidTransition: 'Invalid lock transition',
-  MaxLeaseReached: 'The lock cannot be extended further',
-  FreezeBudgetExceeded: 'The write lock has used its budget',
-  MigrationInProgress: 'Another migration is in progress',
-  LockExpired: 'The lock has expired',
-  PreconditionFailed: 'The route changed (ETag mismatch)',
-  PayloadTooLarge: 'The request body is too large',
-  UnsupportedMediaType: 'The request body must be JSON',
-  Locked: 'The resource is locked',
-  InternalError: 'Internal error',
-  StoreRejected: 'The routing store refused the request',
-  MisdirectedRequest: 'This server does not answer for the requested host',
-  StoreUnavailable: 'The routing store is unavailable',
-  AuthUnavailable: "The identity provider's signing keys are unavailable",
-};
-
-/** Statuses whose response carries Retry-After when the error knows it. */
-const retryable = new Set<ProblemCode>([
-  'Locked',
-  'ConvergencePending',
-  'StoreUnavailable',
-  'AuthUnavailable',
-]);
+/** Every code the API can send, with its status. */
+export const statusByCode = Object.fromEntries(
+  problemCodes.map((code) => [code, errorKind(code).status]),
+) as Record<ProblemCode, number>;
 
 export interface Problem {
   type: string;
@@ -114,10 +43,11 @@ export function problemResponse(
     headers?: Record<string, string>;
   } = {},
 ): HttpResponseInit {
-  const status = statusByCode[code];
+  const kind = errorKind(code);
+  const status = kind.status;
   const problem: Problem = {
     type: `urn:routelock:problem:${code}`,
-    title: titles[code],
+    title: kind.title,
     status,
     detail,
     code,
@@ -130,7 +60,7 @@ export function problemResponse(
     'Cache-Control': 'no-store',
     ...options.headers,
   };
-  if (options.retryAfterSeconds !== undefined && retryable.has(code)) {
+  if (options.retryAfterSeconds !== undefined && kind.retryAfter !== undefined) {
     headers['Retry-After'] = String(options.retryAfterSeconds);
   }
   return { status, headers, body: JSON.stringify(problem) };
@@ -139,9 +69,9 @@ export function problemResponse(
 /** Map anything thrown by a handler to a problem. Unknown errors are 500 and say nothing inside. */
 export function problemFromError(error: unknown, instance?: string): HttpResponseInit {
   if (error instanceof RouteLockError) {
+    const fallback = errorKind(error.code).retryAfter;
     const retryAfterSeconds =
-      error.retryAfterSeconds ??
-      (error.code === 'StoreUnavailable' || error.code === 'Locked' ? 1 : undefined);
+      error.retryAfterSeconds ?? (typeof fallback === 'number' ? fallback : undefined);
     return problemResponse(error.code, error.message, {
       retryAfterSeconds,
       ...(instance ? { instance } : {}),

@@ -8,7 +8,7 @@ export interface Location {
 export const phases = ['prelock', 'hardDelete', 'write'] as const;
 export type Phase = (typeof phases)[number];
 
-export interface Lock {
+interface LockBase {
   /** SHA-256 (hex) of the fencing token. The token itself is never stored. */
   tokenHash: string;
   idempotencyKeyHash?: string;
@@ -17,8 +17,6 @@ export interface Lock {
   migrationId: string;
   owner: string;
   target: Location;
-  /** Highest phase acquired so far (the write downgrade moves it back to hardDelete). */
-  phase: Phase;
   acquiredAt: string;
   /** acquiredAt + convergence delay: nothing is restricted before this instant. */
   startsAt: string;
@@ -26,12 +24,40 @@ export interface Lock {
   expiresAt: string;
   /** Cap on renewing the parent lease. */
   maxExpiresAt: string;
-  hardDeleteAt?: string;
-  hardDeleteExpiresAt?: string;
-  writeAt?: string;
-  writeExpiresAt?: string;
   convergenceDelaySeconds: number;
 }
+
+/** Taken, not yet escalated: no phase lock. */
+export interface PrelockLock extends LockBase {
+  phase: 'prelock';
+  hardDeleteAt?: never;
+  hardDeleteExpiresAt?: never;
+  writeAt?: never;
+  writeExpiresAt?: never;
+}
+
+/** Escalated to the hard-delete lock, or back to it after a write downgrade (which drops the write fields). */
+export interface HardDeleteLock extends LockBase {
+  phase: 'hardDelete';
+  hardDeleteAt: string;
+  /** Stays at least as late as any write lock it held (deletes stay intercepted after a downgrade). */
+  hardDeleteExpiresAt: string;
+  writeAt?: never;
+  writeExpiresAt?: never;
+}
+
+/** Escalated to the write lock: the hard-delete lock's fields stay. */
+export interface WriteLock extends LockBase {
+  phase: 'write';
+  hardDeleteAt: string;
+  hardDeleteExpiresAt: string;
+  /** When this write-lock attempt was granted: it names the attempt a swap or downgrade belongs to. */
+  writeAt: string;
+  writeExpiresAt: string;
+}
+
+/** The lock, by highest phase held: each phase's fields exist exactly in the phases that write them. */
+export type Lock = PrelockLock | HardDeleteLock | WriteLock;
 
 export type SecondaryRole = 'pendingTarget' | 'retiredSource';
 

@@ -6,17 +6,28 @@ import {
   type Location,
   type Lock,
   type LocationDocument,
+  type PrelockLock,
   type Phase,
   normalizeLocation,
   sameLocation,
 } from './document';
+import {
+  beforeEnd,
+  hardDeleteInForce,
+  liveLock,
+  phaseExpiresAt,
+  retiredSourceWindow,
+  startedEverywhereAt,
+  writeLockInForce,
+} from './state';
 import { hashesEqual, sha256Hex, tokenMatches } from './token';
 
 /**
  * The lock rules (DESIGN §2–§3): pure functions of (document, request, now, config). Each returns the
  * next document, or `changed: false` when the request is an idempotent replay that needs no write,
  * or throws a RouteLockError. No I/O, no clock, no randomness: the caller supplies `now` (epoch ms)
- * and, for a pre-lock, the freshly generated token.
+ * and, for a pre-lock, the freshly generated token. What a lock means at `now`, clock-skew margins
+ * included, is asked of `./state`.
  */
 
 export interface RuleResult {
@@ -71,61 +82,6 @@ const ms = (iso: string): number => Date.parse(iso);
 const iso = (epochMs: number): string => new Date(epochMs).toISOString();
 
 // ---------------------------------------------------------------------------------------------
-// What a lock means at `now`
-// ---------------------------------------------------------------------------------------------
-
-export function isLive(lock: Lock | null, now: number): lock is Lock {
-  return lock !== null && now < ms(lock.expiresAt);
-}
-
-/**
- * Clock-skew margins (`ROUTELOCK_CLOCK_SKEW_SECONDS`), always on the safe side of a boundary: the
- * lock's holder acts as if a phase starts `skew` later and ends `skew` earlier than its timestamps say,
- * and enforcement treats the lock as started `skew` earlier. So two clocks up to `skew` apart never
- * disagree in the direction that loses data: no copy starts while some service still allows what the
- * phase forbids, and no swap lands after some service already allows writes again.
- */
-const skewMs = (cfg: TimingConfig): number => cfg.clockSkewSeconds * SECOND;
-
-/** The holder may still act within a phase ending at `endsAt` (its end less the skew margin). */
-function beforeEnd(endsAt: string | undefined, now: number, cfg: TimingConfig): boolean {
-  return endsAt !== undefined && now + skewMs(cfg) < ms(endsAt);
-}
-
-/** The lock as everyone must see it: a lock that is not live is absent. */
-export function liveLock(doc: LocationDocument, now: number): Lock | null {
-  return isLive(doc.lock, now) ? doc.lock : null;
-}
-
-export function hasStarted(lock: Lock, now: number, skewSeconds = 0): boolean {
-  return ms(lock.startsAt) - skewSeconds * SECOND <= now;
-}
-
-export function hardDeleteInForce(lock: Lock | null, now: number): boolean {
-  return (
-    isLive(lock, now) &&
-    lock.phase !== 'prelock' &&
-    lock.hardDeleteExpiresAt !== undefined &&
-    now < ms(lock.hardDeleteExpiresAt)
-  );
-}
-
-export function writeLockInForce(lock: Lock | null, now: number): boolean {
-  return (
-    isLive(lock, now) &&
-    lock.phase === 'write' &&
-    lock.writeExpiresAt !== undefined &&
-    now < ms(lock.writeExpiresAt)
-  );
-}
-
-export function phaseExpiresAt(lock: Lock): string {
-  if (lock.phase === 'write' && lock.writeExpiresAt) return lock.writeExpiresAt;
-  if (lock.phase === 'hardDelete' && lock.hardDeleteExpiresAt) return lock.hardDeleteExpiresAt;
-  return lock.expiresAt;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Pre-lock
 // ---------------------------------------------------------------------------------------------
 
@@ -163,13 +119,13 @@ function prelockRule(doc: LocationDocument, req: PrelockRequest, now: number, cf
     });
   }
 
-  const secondary = doc.secondary;
-  if (secondary?.role === 'retiredSource' && now < ms(secondary.writesBlockedUntil)) {
+  const retired = retiredSourceWindow(doc, now);
+  if (retired) {
     // Caches may still route writes to the retired source; a new migration waits until they cannot.
     throw new RouteLockError(
       'ConvergencePending',
-      `Resource ${doc.id} was cut over recently; its retired source is write-blocked until ${secondary.writesBlockedUntil}.`,
-      { resourceId: doc.id, retryAfterSeconds: retryAfterFromMs(ms(secondary.writesBlockedUntil) - now) },
+      `Resource ${doc.id} was cut over recently; its retired source is write-blocked until ${retired.writesBlockedUntil}.`,
+      { resourceId: doc.id, retryAfterSeconds: retryAfterFromMs(ms(retired.writesBlockedUntil) - now) },
     );
   }
 
@@ -177,7 +133,7 @@ function prelockRule(doc: LocationDocument, req: PrelockRequest, now: number, cf
   const startsAt = now + delay;
   const maxExpiresAt = now + cfg.prelockMaxSeconds * SECOND;
   const expiresAt = Math.min(startsAt + cfg.prelockLeaseSeconds * SECOND, maxExpiresAt);
-  const lock: Lock = {
+  const lock: PrelockLock = {
     tokenHash: sha256Hex(req.newToken),
     ...(keyHash === undefined ? {} : { idempotencyKeyHash: keyHash }),
     ...(principalHash === undefined ? {} : { principalHash }),
@@ -221,7 +177,7 @@ function escalateRule(
   }
 
   // Escalate only once the lock has started on every clock within the skew margin.
-  const startedEverywhere = ms(lock.startsAt) + skewMs(cfg);
+  const startedEverywhere = startedEverywhereAt(lock, cfg.clockSkewSeconds);
   if (now < startedEverywhere) {
     throw new RouteLockError(
       'ConvergencePending',
@@ -252,7 +208,7 @@ function escalateRule(
   if (lock.phase !== 'hardDelete') {
     throw invalidTransition(doc.id, 'escalate to hardDelete before write');
   }
-  if (!hardDeleteInForce(lock, now) || !beforeEnd(lock.hardDeleteExpiresAt, now, cfg)) {
+  if (!hardDeleteInForce(lock, now) || !beforeEnd(lock.hardDeleteExpiresAt, now, cfg.clockSkewSeconds)) {
     // Deletes were physical for a while (or are, on a clock up to the skew ahead); what the bulk copy
     // moved may no longer match the source.
     throw invalidTransition(
@@ -273,7 +229,7 @@ function escalateRule(
       writeAt: iso(now),
       writeExpiresAt: iso(writeExpiresAt),
       // Deletes must stay intercepted after the write lock lapses or is downgraded.
-      hardDeleteExpiresAt: iso(Math.max(ms(lock.hardDeleteExpiresAt ?? lock.expiresAt), writeExpiresAt)),
+      hardDeleteExpiresAt: iso(Math.max(ms(lock.hardDeleteExpiresAt), writeExpiresAt)),
     }),
     changed: true,
   };
@@ -293,12 +249,10 @@ function renewRule(doc: LocationDocument, req: RenewRequest, now: number, cfg: T
   }
 
   if (phase === 'hardDelete') {
-    if (lock.phase === 'prelock' || lock.hardDeleteExpiresAt === undefined) {
-      throw invalidTransition(doc.id, 'no hard-delete lock is held');
-    }
+    if (lock.phase === 'prelock') throw invalidTransition(doc.id, 'no hard-delete lock is held');
     const current = ms(lock.hardDeleteExpiresAt);
     // Within the skew margin of its end another clock may already see it lapsed: too late to extend.
-    if (!beforeEnd(lock.hardDeleteExpiresAt, now, cfg))
+    if (!beforeEnd(lock.hardDeleteExpiresAt, now, cfg.clockSkewSeconds))
       throw phaseLapsed(doc.id, 'hard-delete', lock.hardDeleteExpiresAt);
     const wanted = now + cfg.hardDeleteLeaseSeconds * SECOND;
     const parent = extendParent(lock, wanted);
@@ -311,11 +265,10 @@ function renewRule(doc: LocationDocument, req: RenewRequest, now: number, cfg: T
   }
 
   // write
-  if (lock.phase !== 'write' || lock.writeAt === undefined || lock.writeExpiresAt === undefined) {
-    throw invalidTransition(doc.id, 'no write lock is held');
-  }
+  if (lock.phase !== 'write') throw invalidTransition(doc.id, 'no write lock is held');
   const current = ms(lock.writeExpiresAt);
-  if (!beforeEnd(lock.writeExpiresAt, now, cfg)) throw phaseLapsed(doc.id, 'write', lock.writeExpiresAt);
+  if (!beforeEnd(lock.writeExpiresAt, now, cfg.clockSkewSeconds))
+    throw phaseLapsed(doc.id, 'write', lock.writeExpiresAt);
   const budgetCap = ms(lock.writeAt) + cfg.writeBudgetSeconds * SECOND;
   const wanted = now + cfg.writeLeaseSeconds * SECOND;
   const parent = extendParent(lock, Math.min(wanted, budgetCap));
@@ -335,7 +288,7 @@ function renewRule(doc: LocationDocument, req: RenewRequest, now: number, cfg: T
       ...lock,
       expiresAt: iso(parent),
       writeExpiresAt: iso(next),
-      hardDeleteExpiresAt: iso(Math.max(ms(lock.hardDeleteExpiresAt ?? lock.expiresAt), next)),
+      hardDeleteExpiresAt: iso(Math.max(ms(lock.hardDeleteExpiresAt), next)),
     }),
     changed: true,
   };
@@ -349,12 +302,11 @@ function swapRule(doc: LocationDocument, req: SwapRequest, now: number, cfg: Tim
   if (completedBy(doc, req.token, now, 'swapped')) return { doc, changed: false };
   const lock = heldLock(doc, req.token, now);
   assertAttempt(doc.id, lock, req.writeAt);
-  if (!writeLockInForce(lock, now) || !beforeEnd(lock.writeExpiresAt, now, cfg)) {
+  if (lock.phase !== 'write') throw invalidTransition(doc.id, 'swap needs the write lock');
+  if (!writeLockInForce(lock, now) || !beforeEnd(lock.writeExpiresAt, now, cfg.clockSkewSeconds)) {
     throw invalidTransition(
       doc.id,
-      lock.phase === 'write'
-        ? `the write lock lapses at ${lock.writeExpiresAt} (within ${cfg.clockSkewSeconds} s of clock skew another service may already allow writes)`
-        : 'swap needs the write lock',
+      `the write lock lapses at ${lock.writeExpiresAt} (within ${cfg.clockSkewSeconds} s of clock skew another service may already allow writes)`,
     );
   }
   const from = doc.location;
@@ -382,26 +334,13 @@ function releaseRule(doc: LocationDocument, req: ReleaseRequest, now: number): R
   if (req.phase === 'write') {
     assertAttempt(doc.id, lock, req.writeAt);
     // A retried downgrade whose first answer was lost: the hard-delete lock it leaves is already there.
-    if (
-      lock.phase === 'hardDelete' &&
-      lock.hardDeleteExpiresAt !== undefined &&
-      now < ms(lock.hardDeleteExpiresAt)
-    )
-      return { doc, changed: false };
+    if (lock.phase === 'hardDelete' && hardDeleteInForce(lock, now)) return { doc, changed: false };
     if (lock.phase !== 'write') throw invalidTransition(doc.id, 'no write lock is held');
     const { writeAt: _writeAt, writeExpiresAt: _writeExpiresAt, ...rest } = lock;
     return { doc: withLock(doc, { ...rest, phase: 'hardDelete' }), changed: true };
   }
 
-  return {
-    doc: {
-      ...doc,
-      lock: null,
-      secondary: doc.secondary?.role === 'pendingTarget' ? null : doc.secondary,
-      lastMigration: lastMigrationOf(lock, doc.location, 'released', now),
-    },
-    changed: true,
-  };
+  return { doc: clearLock(doc, lock, 'released', now), changed: true };
 }
 
 export function prelock(
@@ -472,15 +411,7 @@ export function forceRelease(
     );
   }
   return stamp(
-    {
-      doc: {
-        ...doc,
-        lock: null,
-        secondary: doc.secondary?.role === 'pendingTarget' ? null : doc.secondary,
-        lastMigration: lastMigrationOf(lock, doc.location, 'forceReleased', now),
-      },
-      changed: true,
-    },
+    { doc: clearLock(doc, lock, 'forceReleased', now), changed: true },
     { op: 'forceRelease', actor: req.actor, reason: req.reason, requestId: req.requestId },
     now,
   );
@@ -502,18 +433,10 @@ export function lockInstance(lock: Lock): string {
 export function reclaim(doc: LocationDocument, now: number): RuleResult {
   const lock = doc.lock;
   if (!lock) return { doc, changed: false };
-  if (now < ms(lock.expiresAt)) throw lockedError(doc.id, lock, now, 'the lease is still live');
+  if (liveLock(doc, now)) throw lockedError(doc.id, lock, now, 'the lease is still live');
   const ageSeconds = Math.floor((now - ms(lock.expiresAt)) / 1000);
   return stamp(
-    {
-      doc: {
-        ...doc,
-        lock: null,
-        secondary: doc.secondary?.role === 'pendingTarget' ? null : doc.secondary,
-        lastMigration: lastMigrationOf(lock, doc.location, 'reclaimed', now),
-      },
-      changed: true,
-    },
+    { doc: clearLock(doc, lock, 'reclaimed', now), changed: true },
     { op: 'reclaim', actor: 'sweeper', ageSeconds },
     now,
   );
@@ -527,12 +450,12 @@ export function reclaim(doc: LocationDocument, now: number): RuleResult {
 export function assertDeletable(doc: LocationDocument, now: number): void {
   const lock = liveLock(doc, now);
   if (lock) throw lockedError(doc.id, lock, now);
-  const secondary = doc.secondary;
-  if (secondary?.role === 'retiredSource' && now < ms(secondary.writesBlockedUntil)) {
+  const retired = retiredSourceWindow(doc, now);
+  if (retired) {
     throw new RouteLockError(
       'ConvergencePending',
-      `Resource ${doc.id} was cut over recently; it cannot be deleted before ${secondary.writesBlockedUntil}, while caches may still send writes to its retired source.`,
-      { resourceId: doc.id, retryAfterSeconds: retryAfterFromMs(ms(secondary.writesBlockedUntil) - now) },
+      `Resource ${doc.id} was cut over recently; it cannot be deleted before ${retired.writesBlockedUntil}, while caches may still send writes to its retired source.`,
+      { resourceId: doc.id, retryAfterSeconds: retryAfterFromMs(ms(retired.writesBlockedUntil) - now) },
     );
   }
 }
@@ -555,7 +478,7 @@ function heldLock(doc: LocationDocument, token: string, now: number): Lock {
 /** A swap or downgrade naming its write-lock attempt acts only on that attempt's write lock. */
 function assertAttempt(id: string, lock: Lock, writeAt: string | undefined): void {
   // Compared as instants: any ISO spelling of the grant's writeAt names the same attempt.
-  if (writeAt !== undefined && lock.phase === 'write' && ms(lock.writeAt ?? '') !== ms(writeAt)) {
+  if (writeAt !== undefined && lock.phase === 'write' && ms(lock.writeAt) !== ms(writeAt)) {
     throw invalidTransition(
       id,
       `this step belongs to the write-lock attempt of ${writeAt}; the lock holds the attempt of ${lock.writeAt}`,
@@ -596,6 +519,24 @@ function unchangedOrCapped(doc: LocationDocument, wanted: number, current: numbe
 
 function withLock(doc: LocationDocument, lock: Lock): LocationDocument {
   return { ...doc, lock };
+}
+
+/**
+ * The lock ends without a swap (release, force-release, reclaim): the location stays, a pending target
+ * goes with the lock (a retired source keeps its window), and the outcome is recorded.
+ */
+function clearLock(
+  doc: LocationDocument,
+  lock: Lock,
+  outcome: 'released' | 'forceReleased' | 'reclaimed',
+  now: number,
+): LocationDocument {
+  return {
+    ...doc,
+    lock: null,
+    secondary: doc.secondary?.role === 'pendingTarget' ? null : doc.secondary,
+    lastMigration: lastMigrationOf(lock, doc.location, outcome, now),
+  };
 }
 
 function lastMigrationOf(

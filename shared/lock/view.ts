@@ -1,7 +1,15 @@
 import type { TimingConfig } from '../config';
 import { retryAfterFromMs } from '../errors';
 import type { Location, Lock, LocationDocument, Phase, Secondary, StoredDocument } from './document';
-import { hardDeleteInForce, hasStarted, liveLock, phaseExpiresAt, writeLockInForce } from './rules';
+import {
+  enforcedFrom,
+  hardDeleteInForce,
+  hasStarted,
+  liveLock,
+  phaseExpiresAt,
+  secondaryInForce,
+  writeLockInForce,
+} from './state';
 
 /**
  * What callers see (DESIGN §4): the route view with its enforcement decision and Cache-Control,
@@ -64,24 +72,17 @@ export function enforcement(doc: LocationDocument, now: number, cfg: TimingConfi
   const lock = liveLock(doc, now);
   // Nothing is restricted before startsAt, whatever the phase claims — counted from startsAt less the
   // skew margin, so a clock that is behind still enforces once the holder may act (startsAt + skew).
+  // Phase ends are enforced at face value: the holder already stops a margin early (see ./state).
   if (!lock || !hasStarted(lock, now, cfg.clockSkewSeconds)) return ALLOW_ALL;
-  if (writeLockInForce(lock, now)) {
+  if (lock.phase === 'write' && writeLockInForce(lock, now)) {
     const retryAfterSeconds = Math.min(
-      retryAfterFromMs(ms(lock.writeExpiresAt as string) - now),
+      retryAfterFromMs(ms(lock.writeExpiresAt) - now),
       cfg.retryAfterMaxSeconds,
     );
     return { read: 'allow', write: 'deny', delete: 'deny', retryAfterSeconds };
   }
   if (hardDeleteInForce(lock, now)) return { read: 'allow', write: 'allow', delete: 'tombstone' };
   return ALLOW_ALL;
-}
-
-/** The secondary as it stands at `now`: a pending target lives with its lock, a retired source until its time. */
-export function secondaryInForce(doc: LocationDocument, now: number): Secondary | null {
-  const secondary = doc.secondary;
-  if (!secondary || now >= ms(secondary.writesBlockedUntil)) return null;
-  if (secondary.role === 'pendingTarget' && !liveLock(doc, now)) return null;
-  return secondary;
 }
 
 export function lockView(lock: Lock): LockView {
@@ -123,7 +124,7 @@ export function cacheControl(doc: LocationDocument, now: number, cfg: TimingConf
   const ttl = Math.max(0, Math.floor((cfg.localCacheTtlSeconds * 1000 - Math.max(0, heldMs)) / 1000));
   if (!lock) return `private, max-age=${ttl}`;
   if (hasStarted(lock, now, cfg.clockSkewSeconds)) return 'no-store';
-  const untilStart = Math.floor((ms(lock.startsAt) - cfg.clockSkewSeconds * 1000 - now) / 1000);
+  const untilStart = Math.floor((enforcedFrom(lock, cfg.clockSkewSeconds) - now) / 1000);
   return `private, max-age=${Math.max(0, Math.min(ttl, untilStart))}`;
 }
 

@@ -1,6 +1,5 @@
 import type { TimingConfig } from '../config';
 import { RouteLockError, isRouteLockError } from '../errors';
-import { release as releaseRule, swap as swapRule } from '../lock/rules';
 import type { LockSeed, TokenKeyring } from '../security/tokenKeys';
 import { routeView } from '../lock/view';
 import type { Router } from '../router';
@@ -32,11 +31,8 @@ export function createActivities(
     try {
       return { ok: true, value: await work() };
     } catch (error) {
-      if (
-        isRouteLockError(error) &&
-        error.code !== 'StoreUnavailable' &&
-        error.code !== 'PreconditionFailed'
-      ) {
+      // A retriable code (a store outage, write contention) goes to the retry policy; any other is the answer.
+      if (isRouteLockError(error) && !error.retriable) {
         return {
           ok: false,
           code: error.code,
@@ -90,29 +86,12 @@ export function createActivities(
     renew: ({ resourceId, ifMatch, lock, ...req }) =>
       conditional(ifMatch, (m) => router.renew(resourceId, { ...req, token: tokenOf(lock) }, opts(m))),
     swap: ({ resourceId, ifMatch, lock, writeAt }) =>
-      conditional(ifMatch, async (m) => {
-        const token = tokenOf(lock);
-        const stored = await router.apply(
-          resourceId,
-          (doc, now) => swapRule(doc, { token, writeAt }, now, timing),
-          opts(m),
-        );
-        return {
-          view: routeView(stored, router.now(), timing),
-          swappedAt: stored.doc.lastMigration?.swappedAt ?? null,
-        };
-      }),
+      conditional(ifMatch, (m) =>
+        router.swapWithTime(resourceId, { token: tokenOf(lock), writeAt }, opts(m)),
+      ),
     release: ({ resourceId, ifMatch, writeAt, lock, ...req }) =>
-      conditional(ifMatch, async (m) =>
-        routeView(
-          await router.apply(
-            resourceId,
-            (doc, now) => releaseRule(doc, { ...req, writeAt, token: tokenOf(lock) }, now),
-            opts(m),
-          ),
-          router.now(),
-          timing,
-        ),
+      conditional(ifMatch, (m) =>
+        router.release(resourceId, { ...req, writeAt, token: tokenOf(lock) }, opts(m)),
       ),
     readRoute: ({ resourceId, from }) =>
       run(async () =>

@@ -1,5 +1,5 @@
 import type { Config } from '../config';
-import type { LockGrant } from '../lock/view';
+import { convergenceWaitUntil } from '../lock/state';
 import type { MigrationInput, MigrationSettings, MigrationStatus, Step } from './types';
 import { pendingStatus } from './types';
 import { cleanUp } from './workflow/cleanUp';
@@ -64,18 +64,6 @@ export function migrationSettings(config: Config): MigrationSettings {
     retryIntervalSeconds: config.migration.retryIntervalSeconds,
     participants: config.migration.participants,
   };
-}
-
-/** When the orchestrator may escalate: after every cache tier and replica has seen the pre-lock. */
-export function convergenceWaitUntil(
-  grant: Pick<LockGrant, 'acquiredAt' | 'startsAt'>,
-  settings: MigrationSettings,
-): number {
-  const acquiredAt = Date.parse(grant.acquiredAt);
-  return (
-    Math.max(Date.parse(grant.startsAt), acquiredAt + settings.replicationBoundSeconds * 1000) +
-    settings.safetyBufferSeconds * 1000
-  );
 }
 
 export function* migrationWorkflow(input: MigrationInput): Workflow {

@@ -1,3 +1,4 @@
+import { holderEndsAt } from '../../lock/state';
 import type { Participant } from '../../config';
 import type { Location } from '../../lock/document';
 import type {
@@ -125,8 +126,8 @@ export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOu
   let etag = state.etag;
   // The holder's own end of the phase: its lease less the clock-skew margin, after which the rules
   // refuse the renewal or the swap (another clock may already see the phase over).
-  const margin = (s.clockSkewSeconds ?? 0) * 1000;
-  let phaseEndsAt = Date.parse(state.grant.phaseExpiresAt) - margin;
+  const skew = s.clockSkewSeconds ?? 0;
+  let phaseEndsAt = holderEndsAt(state.grant.phaseExpiresAt, skew);
   let renewable = true;
   while (pending.length > 0) {
     const deadline = renewable
@@ -148,7 +149,7 @@ export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOu
       const renewed = yield* renewLock({ ...state, etag }, job.phase);
       if (renewed.ok) {
         etag = renewed.value.etag;
-        phaseEndsAt = Date.parse(renewed.value.phaseExpiresAt) - margin;
+        phaseEndsAt = holderEndsAt(renewed.value.phaseExpiresAt, skew);
       } else if (renewed.code === 'FreezeBudgetExceeded' || renewed.code === 'MaxLeaseReached') {
         renewable = false;
       } else {

@@ -1,0 +1,161 @@
+import type { Lock, LocationDocument, Secondary } from './document';
+
+/**
+ * What a lock means at `now` (DESIGN §2–§3): the one home of every time predicate the rules, the router's
+ * read path, the route view, Cache-Control, RoutingClient, the sweeper and the probe ask. Pure functions of
+ * (lock, now, skew); `now` in epoch ms.
+ *
+ * Clock skew (`ROUTELOCK_CLOCK_SKEW_SECONDS`): two clocks may disagree by up to `skew`, so each side of a
+ * phase boundary counts it on its own safe side:
+ * - enforcement (route view, Cache-Control, the caches) treats a lock as started `skew` early
+ *   (`hasStarted(lock, now, skew)`: from startsAt − skew), so a clock behind still enforces once the holder
+ *   may act;
+ * - the holder acts as if a phase starts `skew` late (`startedEverywhereAt`: startsAt + skew) and ends `skew`
+ *   early (`beforeEnd`), so no copy starts while some service still allows what the phase forbids, and no
+ *   swap lands after some service already allows writes again;
+ * - phase ends are enforced at face value (`hardDeleteInForce`, `writeLockInForce`: no margin): the holder's
+ *   early end already covers the skew;
+ * - a lock the write region shows past its lease is dead only once `2 × skew` more has passed
+ *   (`deadInWriteRegion`): the copy's reader and the lock's last writer may each be `skew` off, in opposite
+ *   directions, so one skew margin is not enough to know that no holder still renews it.
+ */
+
+/**
+ * The production profile's ROUTELOCK_CLOCK_SKEW_SECONDS, and RoutingClient's margin when it is not told
+ * the server's: a client cannot read the server's configuration, so it assumes the production bound. Against
+ * a server with a smaller margin (the dev profile's 0) it only fetches a started lock a little early, never late.
+ */
+export const DEFAULT_CLOCK_SKEW_SECONDS = 5;
+
+const SECOND = 1000;
+const ms = (iso: string): number => Date.parse(iso);
+
+// ---------------------------------------------------------------------------------------------
+// Live
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A lock is live while its parent lease runs: `now < expiresAt`. A lock that is not live restricts nothing.
+ * (Narrows `Lock | null` to `Lock` when true; when false, ask `liveLock` if the lock is still needed.)
+ */
+export function isLive(lock: Lock | null, now: number): lock is Lock {
+  return lock !== null && now < ms(lock.expiresAt);
+}
+
+/** The lock as everyone must see it: a lock that is not live is absent. */
+export function liveLock(doc: LocationDocument, now: number): Lock | null {
+  return isLive(doc.lock, now) ? doc.lock : null;
+}
+
+/**
+ * Seen by a copy read from the write region at `fetchedAt`: the lock is past its lease by more than twice
+ * the skew margin, so it cannot come back (a new lock would start over, after a full convergence delay).
+ */
+export function deadInWriteRegion(lock: Lock, fetchedAt: number, skewSeconds: number): boolean {
+  return ms(lock.expiresAt) + 2 * skewSeconds * SECOND <= fetchedAt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Started
+// ---------------------------------------------------------------------------------------------
+
+/** From this instant enforcement counts the lock as started: startsAt less the skew margin. */
+export function enforcedFrom(lock: Pick<Lock, 'startsAt'>, skewSeconds: number): number {
+  return ms(lock.startsAt) - skewSeconds * SECOND;
+}
+
+/** Enforcement's view: the lock has started, counted from startsAt − skew (0 skew: at face value). */
+export function hasStarted(lock: Pick<Lock, 'startsAt'>, now: number, skewSeconds = 0): boolean {
+  return enforcedFrom(lock, skewSeconds) <= now;
+}
+
+/** The holder's view: from this instant the lock has started on every clock (startsAt + skew). */
+export function startedEverywhereAt(lock: Pick<Lock, 'startsAt'>, skewSeconds: number): number {
+  return ms(lock.startsAt) + skewSeconds * SECOND;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+// ---------------------------------------------------------------------------------------------
+
+/** Deletes are intercepted (tombstoned): a live lock past pre-lock whose hard-delete lease runs. */
+export function hardDeleteInForce(lock: Lock | null, now: number): boolean {
+  return isLive(lock, now) && lock.phase !== 'prelock' && now < ms(lock.hardDeleteExpiresAt);
+}
+
+/** Writes (and deletes) are refused: a live lock in the write phase whose write lease runs. */
+export function writeLockInForce(lock: Lock | null, now: number): boolean {
+  return isLive(lock, now) && lock.phase === 'write' && now < ms(lock.writeExpiresAt);
+}
+
+/** When the lock's current phase ends: its phase lease, or the parent lease for a pre-lock. */
+export function phaseExpiresAt(lock: Lock): string {
+  if (lock.phase === 'write') return lock.writeExpiresAt;
+  if (lock.phase === 'hardDelete') return lock.hardDeleteExpiresAt;
+  return lock.expiresAt;
+}
+
+/** The holder's own end of a phase ending at `endsAt`: its end less the skew margin (epoch ms). */
+export function holderEndsAt(endsAt: string, skewSeconds: number): number {
+  return ms(endsAt) - skewSeconds * SECOND;
+}
+
+/** The holder may still act (renew, escalate, swap) within a phase ending at `endsAt`. */
+export function beforeEnd(endsAt: string, now: number, skewSeconds: number): boolean {
+  return now < holderEndsAt(endsAt, skewSeconds);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secondary locations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The retired source while its window runs (writes through it blocked until `writesBlockedUntil`): no new
+ * pre-lock and no DELETE then, while caches may still send writes to it. Null otherwise.
+ */
+export function retiredSourceWindow(doc: LocationDocument, now: number): Secondary | null {
+  const secondary = doc.secondary;
+  return secondary?.role === 'retiredSource' && now < ms(secondary.writesBlockedUntil) ? secondary : null;
+}
+
+/** The secondary as it stands at `now`: a pending target lives with its lock, a retired source until its time. */
+export function secondaryInForce(doc: LocationDocument, now: number): Secondary | null {
+  const secondary = doc.secondary;
+  if (!secondary || now >= ms(secondary.writesBlockedUntil)) return null;
+  if (secondary.role === 'pendingTarget' && !liveLock(doc, now)) return null;
+  return secondary;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convergence
+// ---------------------------------------------------------------------------------------------
+
+export interface ConvergenceMargins {
+  replicationBoundSeconds: number;
+  safetyBufferSeconds: number;
+}
+
+/**
+ * When the orchestrator may escalate a pre-lock: after every cache tier and replica has seen it, i.e.
+ * max(startsAt, acquiredAt + replication bound) + safety buffer.
+ */
+export function convergenceWaitUntil(
+  grant: Pick<Lock, 'acquiredAt' | 'startsAt'>,
+  margins: ConvergenceMargins,
+): number {
+  return (
+    Math.max(ms(grant.startsAt), ms(grant.acquiredAt) + margins.replicationBoundSeconds * SECOND) +
+    margins.safetyBufferSeconds * SECOND
+  );
+}
+
+/**
+ * The earliest a first escalation can succeed: the orchestrator's convergence wait, and the rules' start on
+ * every clock (startsAt + skew). Start-up refuses a pre-lock cap that does not outlast it.
+ */
+export function earliestEscalationAt(
+  grant: Pick<Lock, 'acquiredAt' | 'startsAt'>,
+  margins: ConvergenceMargins & { clockSkewSeconds: number },
+): number {
+  return Math.max(convergenceWaitUntil(grant, margins), startedEverywhereAt(grant, margins.clockSkewSeconds));
+}
