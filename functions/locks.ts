@@ -1,6 +1,7 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 import type { z } from 'zod';
 import type { MutationOptions, Router } from '../shared/router';
+import { entityTag } from '../shared/lock/document';
 import type { Caller } from './http/auth';
 import { type EndpointDeclaration, type ServiceHandler, json, registerHttp } from './http/endpoint';
 import {
@@ -9,7 +10,6 @@ import {
   ifMatch,
   parse,
   prelockBody,
-  quoteEtag,
   readJson,
   releaseBody,
   renewBody,
@@ -47,7 +47,7 @@ export async function prelock(
     },
     { ifMatch: ifMatch(request) },
   );
-  return json(200, grant, { ETag: quoteEtag(grant.etag) });
+  return json(200, grant, { ETag: entityTag(grant.etag) });
 }
 
 /** A token-bearing mutation: parse the body, run it through the router with the caller's If-Match. */
@@ -63,7 +63,7 @@ function tokenMutation<S extends z.ZodType, R extends { etag: string }>(
     const id = routeId(request);
     const body = parse(schema, await readJson(request), 'body');
     const result = await run(router, id, body, { ifMatch: ifMatch(request) });
-    return json(200, result, { ETag: quoteEtag(result.etag) });
+    return json(200, result, { ETag: entityTag(result.etag) });
   };
 }
 

@@ -1,4 +1,5 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
+import { entityTag } from '../shared/lock/document';
 import { isLive } from '../shared/lock/state';
 import { routeView } from '../shared/lock/view';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
@@ -9,7 +10,6 @@ import {
   parse,
   putRouteBody,
   queryObject,
-  quoteEtag,
   readJson,
   routeId,
 } from './http/validation';
@@ -27,7 +27,7 @@ export async function putRoute(
   const { stored, created } = await router.createRoute(id, body.location);
   const view = routeView(stored, clock(), config.timing);
   return json(created ? 201 : 200, view, {
-    ETag: quoteEtag(view.etag),
+    ETag: entityTag(view.etag),
     ...(created ? { Location: `/api/routes/${encodeURIComponent(id)}` } : {}),
   });
 }
@@ -40,7 +40,7 @@ export async function getRoute(
   // Age: how long the server's cache had held this copy; max-age already counts it off the TTL.
   const { view, cacheControl, ageSeconds } = await router.view(routeId(request));
   return json(200, view, {
-    ETag: quoteEtag(view.etag),
+    ETag: entityTag(view.etag),
     'Cache-Control': cacheControl,
     Age: String(ageSeconds),
   });

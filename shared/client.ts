@@ -1,6 +1,6 @@
 import { type Clock, systemClock } from './clock';
 import type { ClientErrorCode, ErrorCode } from './errors';
-import { type Location, sameLocation } from './lock/document';
+import { type Location, entityTag, sameLocation } from './lock/document';
 import { DEFAULT_CLOCK_SKEW_SECONDS, hasStarted } from './lock/state';
 import type { Operation, LockGrant, RouteView } from './lock/view';
 
@@ -172,7 +172,7 @@ export class RoutingClient {
     if (this.options.functionKey) headers['x-functions-key'] = this.options.functionKey;
     if (this.options.accessToken) headers.authorization = `Bearer ${await this.options.accessToken()}`;
     if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
-    if (options.ifMatch) headers['if-match'] = `"${options.ifMatch}"`;
+    if (options.ifMatch) headers['if-match'] = entityTag(options.ifMatch);
     this.requests += 1;
     let response: Response;
     try {

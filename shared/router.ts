@@ -7,6 +7,7 @@ import {
   type LocationDocument,
   type StoredDocument,
   newLocationDocument,
+  sameEtag,
   sameLocation,
 } from './lock/document';
 import {
@@ -415,7 +416,7 @@ export class Router {
       if (!changed && copy.fromCache && attempt === 0) {
         // A no-op answers without a write, so no ETag condition would catch a stale copy: confirm it.
         current = await this.readAndCache(id, 'writeRegion');
-        if (current.etag !== options.ifMatch)
+        if (options.ifMatch === undefined || !sameEtag(current.etag, options.ifMatch))
           throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
         continue;
       }
@@ -443,10 +444,10 @@ export class Router {
   private async readForMutation(id: string, ifMatch: string | undefined): Promise<VersionedCopy> {
     if (ifMatch !== undefined) {
       const known = this.versions.get(id) ?? this.cache.get(id)?.stored;
-      if (known && known.etag === ifMatch) return { stored: known, fromCache: true };
+      if (known && sameEtag(known.etag, ifMatch)) return { stored: known, fromCache: true };
     }
     const current = await this.readAndCache(id, 'writeRegion');
-    if (ifMatch !== undefined && current.etag !== ifMatch)
+    if (ifMatch !== undefined && !sameEtag(current.etag, ifMatch))
       throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
     return { stored: current, fromCache: false };
   }

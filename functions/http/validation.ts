@@ -167,11 +167,6 @@ function tooLarge(): HttpProblem {
   return new HttpProblem('PayloadTooLarge', `The body exceeds ${MAX_BODY_BYTES} bytes.`);
 }
 
-/** ETag values travel quoted in headers; the library keeps them bare. */
-export function quoteEtag(etag: string): string {
-  return etag.startsWith('"') || etag.startsWith('W/"') ? etag : `"${etag}"`;
-}
-
 export function ifMatch(request: HttpRequest): string | undefined {
   const raw = request.headers.get('if-match');
   if (raw === null || raw.trim() === '' || raw.trim() === '*') return undefined;

@@ -114,6 +114,22 @@ export interface LocationDocument {
   createdBy?: 'probe';
 }
 
+/**
+ * Whether a caller's ETag names the stored version `stored`. ETags are opaque and kept exactly as the store
+ * gave them (Cosmos DB quotes its own, some stand-ins do not); a caller's copy may have lost or gained the
+ * surrounding quotes on its way through HTTP (`If-Match: "…"`), so one pair of them is not significant.
+ */
+export function sameEtag(stored: string, given: string): boolean {
+  const bare = (etag: string) =>
+    etag.length >= 2 && etag.startsWith('"') && etag.endsWith('"') ? etag.slice(1, -1) : etag;
+  return bare(stored) === bare(given);
+}
+
+/** An ETag as an HTTP header carries it (RFC 9110 entity-tag): quoted, unless the store already quoted it. */
+export function entityTag(etag: string): string {
+  return etag.startsWith('"') || etag.startsWith('W/"') ? etag : `"${etag}"`;
+}
+
 /** A document as a store returned it, with the ETag that versions it. */
 export interface StoredDocument {
   doc: LocationDocument;
