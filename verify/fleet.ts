@@ -1,7 +1,7 @@
 import { TokenKeyring } from '../shared/security/tokenKeys';
-import { prng } from '../bench/lib';
+import { prng } from '../testkit/prng';
 import { type Decision, decide } from '../shared/client';
-import { ManualClock } from '../shared/clock';
+import { ManualClock } from '../testkit/clock';
 import { type TimingConfig, parseConfig } from '../shared/config';
 import { RouteLockError, isRouteLockError } from '../shared/errors';
 import {
@@ -23,15 +23,16 @@ import {
 import { createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
 import { type JournalEntry, type MigrationRecord, SqliteMigrationState } from '../shared/migration/records';
-import { VirtualScheduler } from '../shared/migration/scheduler';
+import { VirtualScheduler } from '../testkit/virtualScheduler';
 import type { Scheduler } from '../shared/migration/scheduler';
 import type { HttpCall, HttpResult, ParticipantRequest } from '../shared/migration/types';
 import { terminalStates } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/router';
-import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../shared/store/port';
+import type { LocationStore } from '../shared/store/port';
 import { SqliteStore } from '../shared/store/sqlite';
-import { LaggingStore } from '../test/support/laggingStore';
+import { ForwardingStore, type StoreCall, isWriteCall } from '../testkit/forwardingStore';
+import { LaggingStore } from '../testkit/laggingStore';
 import { ClientTier } from './clientTier';
 import type { ScenarioResult } from './scenarios';
 
@@ -213,8 +214,7 @@ const logBetween = (random: Random, lo: number, hi: number) =>
  * The store's misbehaviour, drawn from a seeded generator. Sits above the lagging replicas and the
  * write region, below every router; the oracles read the write region directly.
  */
-class FaultInjectingStore implements LocationStore {
-  readonly kind: string;
+class FaultInjectingStore extends ForwardingStore {
   calls = 0;
   readonly faults: FleetStats['faults'] = {
     throttled: 0,
@@ -227,15 +227,15 @@ class FaultInjectingStore implements LocationStore {
   enabled = true;
 
   constructor(
-    private readonly inner: LocationStore,
+    inner: LocationStore,
     private readonly random: Random,
     private readonly rate: number,
   ) {
-    this.kind = `faulty(${inner.kind})`;
+    super(inner);
   }
 
-  get counters() {
-    return this.inner.counters;
+  override get kind(): string {
+    return `faulty(${this.inner.kind})`;
   }
 
   private draw(write: boolean): 'none' | 'throttled' | 'unavailable' | 'timeout' | 'conflict' {
@@ -296,33 +296,17 @@ class FaultInjectingStore implements LocationStore {
     return work();
   }
 
-  read(id: string, options: { from: ReadFrom }): Promise<StoredDocument> {
-    return this.readLike(() => this.inner.read(id, options));
-  }
-  create(doc: LocationDocument): Promise<StoredDocument> {
-    return this.writeLike(doc.id, () => this.inner.create(doc));
-  }
-  replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
-    return this.writeLike(doc.id, () => this.inner.replace(doc, ifMatch));
-  }
-  delete(id: string, ifMatch: string): Promise<void> {
-    return this.writeLike(id, () => this.inner.delete(id, ifMatch));
-  }
-  list(options: ListOptions): Promise<ListPage> {
-    return this.readLike(() => this.inner.list(options));
-  }
-  close(): Promise<void> {
-    return this.inner.close();
+  protected override around<T>(call: StoreCall, work: () => Promise<T>): Promise<T> {
+    return isWriteCall(call) ? this.writeLike(call.id as string, work) : this.readLike(work);
   }
 }
 
 /** The write region, checking every committed version against the previous one: no partial cutover. */
-class CommitWatchingStore implements LocationStore {
-  readonly kind: string;
+class CommitWatchingStore extends ForwardingStore {
   private readonly last = new Map<string, LocationDocument>();
 
   constructor(
-    private readonly inner: LocationStore,
+    inner: LocationStore,
     private readonly now: () => number,
     private readonly violation: (resourceId: string, message: string, kind: ViolationKind) => void,
     private readonly onSwap: (before: LocationDocument, after: LocationDocument) => void,
@@ -331,34 +315,19 @@ class CommitWatchingStore implements LocationStore {
     /** The most any clock is ahead of (or behind) true time: the declared skew's half. */
     private readonly maxOffsetMs: number,
   ) {
-    this.kind = inner.kind;
+    super(inner);
   }
-  get counters() {
-    return this.inner.counters;
-  }
-  read(id: string, options: { from: ReadFrom }) {
-    return this.inner.read(id, options);
-  }
-  async create(doc: LocationDocument) {
+  override async create(doc: LocationDocument) {
     const stored = await this.inner.create(doc);
     this.last.set(doc.id, stored.doc);
     return stored;
   }
-  async replace(doc: LocationDocument, ifMatch: string) {
+  override async replace(doc: LocationDocument, ifMatch: string) {
     const stored = await this.inner.replace(doc, ifMatch);
     const before = this.last.get(doc.id);
     this.last.set(doc.id, stored.doc);
     if (before) this.checkVersion(before, stored.doc);
     return stored;
-  }
-  delete(id: string, ifMatch: string) {
-    return this.inner.delete(id, ifMatch);
-  }
-  list(options: ListOptions) {
-    return this.inner.list(options);
-  }
-  close() {
-    return this.inner.close();
   }
 
   private checkVersion(before: LocationDocument, after: LocationDocument): void {

@@ -1,5 +1,5 @@
 import { type AuditStore, CosmosAuditStore, SqliteAuditStore } from '../../shared/audit';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
 import {
@@ -15,7 +15,7 @@ import { SqliteStore } from '../../shared/store/sqlite';
 import { sweepOrphans } from '../../shared/sweeper';
 import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
-import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };

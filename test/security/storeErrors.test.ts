@@ -8,7 +8,7 @@ import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { type CosmosStore, storeError } from '../../shared/store/cosmos';
 import type { LocationStore, ReadFrom } from '../../shared/store/port';
 import { SqliteStore } from '../../shared/store/sqlite';
-import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 import { call, handlerServices } from '../support/handlers';
 
 /**

@@ -1,6 +1,6 @@
 import { HttpRequest, HttpResponse, type HttpResponseInit, InvocationContext } from '@azure/functions';
 import { type Services, createServices, useServices } from '../../functions/services';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import type { LocationStore } from '../../shared/store/port';
 import { SqliteStore } from '../../shared/store/sqlite';
