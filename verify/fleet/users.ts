@@ -1,5 +1,6 @@
 import { isRouteLockError } from '../../shared/errors';
-import { sameLocation } from '../../shared/lock/document';
+import type { Decision } from '../../shared/client';
+import { type LocationDocument, sameLocation } from '../../shared/lock/document';
 import { type Enforcement, type Operation, type RouteView, enforcement } from '../../shared/lock/view';
 import type { Tier } from './controls';
 import type { Service } from './services';
@@ -49,13 +50,7 @@ async function userOp(
       throw error;
     }
     const decision = f.decideAs(view, op, service.serves);
-    const viaClient = tier === service.client;
-    if (viaClient) {
-      const c = f.stats.clientTier;
-      if (decision.kind === 'notHere') c.redirects += 1;
-      else if (op === 'read') c.reads += 1;
-      else c.decisions += 1;
-    }
+    if (tier === service.client) countClientDecision(f, op, decision);
     if (decision.kind === 'notHere') {
       f.stats.userOps.redirected += 1;
       serving = locationKey(decision.location);
@@ -93,34 +88,7 @@ async function userOp(
     // judged as the request began (`before`), and left to the in-flight grace and the data oracle.
     const now = await f.writeRegion.read(resourceId, { from: 'writeRegion' }).catch(() => null);
     if (now?.etag !== beforeEtag) f.stats.userOps.raced += 1;
-    if (!sameLocation(before.location, service.location))
-      violation(
-        f,
-        resourceId,
-        `${where} accepted; the route is at ${locationKey(before.location)}`,
-        'decision',
-      );
-    if (op === 'write' && early.write !== 'allow' && late.write !== 'allow')
-      violation(f, resourceId, `${where} accepted during the write lock`, 'decision');
-    if (op === 'delete' && early.delete === 'deny' && late.delete === 'deny')
-      violation(
-        f,
-        resourceId,
-        `${where}: ${decision.kind === 'tombstone' ? 'tombstone' : 'delete'} accepted during the write lock`,
-        'decision',
-      );
-    else if (
-      op === 'delete' &&
-      decision.kind === 'allow' &&
-      early.delete !== 'allow' &&
-      late.delete !== 'allow'
-    )
-      violation(
-        f,
-        resourceId,
-        `${where}: physical delete accepted while the ${before.lock?.phase} lock is in force`,
-        'decision',
-      );
+    judgeAccepted(f, { resourceId, where, op, decision, before, service, early, late });
     // Requests take a while to land what they decided, within the declared in-flight bound.
     const land = () =>
       landDecision(f, resourceId, serving, op, decision.kind === 'tombstone', where, at, inForce);
@@ -133,6 +101,63 @@ async function userOp(
     }
     return;
   }
+}
+
+/** What the client tier decided: redirects, reads, and the writes and deletes the oracles judge. */
+function countClientDecision(f: Fleet, op: Operation, decision: Decision): void {
+  const c = f.stats.clientTier;
+  if (decision.kind === 'notHere') c.redirects += 1;
+  else if (op === 'read') c.reads += 1;
+  else c.decisions += 1;
+}
+
+/**
+ * An accepted write or delete, judged as the request began (`before`) on every clock within the skew
+ * (`early`, `late`): only at the committed location, never during the write lock, no physical delete
+ * while any lock is in force.
+ */
+function judgeAccepted(
+  f: Fleet,
+  request: {
+    resourceId: string;
+    where: string;
+    op: Operation;
+    decision: Decision;
+    before: LocationDocument;
+    service: Service;
+    early: Enforcement;
+    late: Enforcement;
+  },
+): void {
+  const { resourceId, where, op, decision, before, service, early, late } = request;
+  if (!sameLocation(before.location, service.location))
+    violation(
+      f,
+      resourceId,
+      `${where} accepted; the route is at ${locationKey(before.location)}`,
+      'decision',
+    );
+  if (op === 'write' && early.write !== 'allow' && late.write !== 'allow')
+    violation(f, resourceId, `${where} accepted during the write lock`, 'decision');
+  if (op === 'delete' && early.delete === 'deny' && late.delete === 'deny')
+    violation(
+      f,
+      resourceId,
+      `${where}: ${decision.kind === 'tombstone' ? 'tombstone' : 'delete'} accepted during the write lock`,
+      'decision',
+    );
+  else if (
+    op === 'delete' &&
+    decision.kind === 'allow' &&
+    early.delete !== 'allow' &&
+    late.delete !== 'allow'
+  )
+    violation(
+      f,
+      resourceId,
+      `${where}: physical delete accepted while the ${before.lock?.phase} lock is in force`,
+      'decision',
+    );
 }
 
 /** A decided write or delete lands (a while after its decision, under a lock committed meanwhile or not). */
