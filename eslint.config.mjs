@@ -26,7 +26,17 @@ export default tseslint.config(
             },
             { name: 'durable-functions', message: 'shared/ must not import durable-functions (DESIGN §1).' },
           ],
+          patterns: [{ group: ['**/testkit/**'], message: 'The test kit is not part of the product.' }],
         },
+      ],
+    },
+  },
+  {
+    files: ['functions/**/*.ts', 'local/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/testkit/**'], message: 'The test kit is not part of the product.' }] },
       ],
     },
   },

@@ -1,5 +1,6 @@
 import { enforcement } from '../shared/lock/view';
-import { heapMiB, prng, settleGc, table } from './lib';
+import { prng } from '../testkit/prng';
+import { heapMiB, settleGc, table } from './lib';
 import { setupReadPath } from './readPath';
 
 /**

@@ -20,7 +20,7 @@ function startServer(
     [
       '-r',
       join(root, 'scripts/ts-register.js'),
-      join(root, 'bench/servers.ts'),
+      join(root, 'testkit/servers.ts'),
       mode,
       ...(body ? [body] : []),
     ],

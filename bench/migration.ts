@@ -1,12 +1,13 @@
 import { TokenKeyring } from '../shared/security/tokenKeys';
-import { startCosmosServer } from '../test/support/cosmosServer';
-import { ManualClock } from '../shared/clock';
+import { startCosmosServer } from '../testkit/cosmosServer';
+import { ManualClock } from '../testkit/clock';
 import { type Config, parseConfig } from '../shared/config';
 import { newLocationDocument } from '../shared/lock/document';
-import { type Activities, createActivities } from '../shared/migration/activities';
+import { createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
 import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
-import { VirtualScheduler } from '../shared/migration/scheduler';
+import { VirtualScheduler } from '../testkit/virtualScheduler';
+import { withoutIfMatch } from '../testkit/withoutIfMatch';
 import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/router';
 import { type LocationStore, resetCounters } from '../shared/store/ports/locations';
@@ -21,21 +22,6 @@ import { heapMiB, median, settleGc, table } from './lib';
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };
-
-/** The same activities with If-Match stripped: every mutation reads the write region first. */
-export function withoutIfMatch(activities: Activities): Activities {
-  const strip = <T extends { ifMatch?: string }>(input: T): T => {
-    const { ifMatch: _ifMatch, ...rest } = input;
-    return rest as T;
-  };
-  return {
-    ...activities,
-    escalate: (input) => activities.escalate(strip(input)),
-    renew: (input) => activities.renew(strip(input)),
-    swap: (input) => activities.swap(strip(input)),
-    release: (input) => activities.release(strip(input)),
-  };
-}
 
 async function runMigrations(
   store: LocationStore,

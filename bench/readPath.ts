@@ -1,12 +1,13 @@
 import { LRUCache } from 'lru-cache';
-import { ManualClock } from '../shared/clock';
+import { ManualClock } from '../testkit/clock';
 import { type TimingConfig, parseConfig } from '../shared/config';
 import { type LocationDocument, type StoredDocument, newLocationDocument } from '../shared/lock/document';
 import { enforcement } from '../shared/lock/view';
 import { Router } from '../shared/router';
 import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
-import { heapMiB, median, percentileOf, prng, table } from './lib';
+import { heapMiB, median, percentileOf, table } from './lib';
+import { prng } from '../testkit/prng';
 
 /**
  * Lock-check cost on the read path. routelock (the lock inside the routing document; a store read only

@@ -1,5 +1,5 @@
 import { cacheLifetimeSeconds, freshnessSeconds } from '../shared/client';
-import { ManualClock } from '../shared/clock';
+import { ManualClock } from '../testkit/clock';
 import type { TimingConfig } from '../shared/config';
 import { newLocationDocument } from '../shared/lock/document';
 import { prelock } from '../shared/lock/rules';

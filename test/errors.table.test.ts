@@ -2,7 +2,7 @@ import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService } from '../functions/durable/service';
 import { problemFromError, statusByCode } from '../functions/http/problem';
 import { RoutingClient, RoutingServiceError } from '../shared/client';
-import { ManualClock } from '../shared/clock';
+import { ManualClock } from '../testkit/clock';
 import { parseConfig } from '../shared/config';
 import { RouteLockError, errorCodes, errorKind, problemCodes } from '../shared/errors';
 import { migrationSettings } from '../shared/migration/workflow';

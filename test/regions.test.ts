@@ -3,7 +3,7 @@ import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService } from '../functions/durable/service';
 import { handleMigrationMessage } from '../functions/migrationQueue';
 import { type LocalHost, startLocalHost } from '../local/host';
-import { ManualClock } from '../shared/clock';
+import { ManualClock } from '../testkit/clock';
 import { parseConfig } from '../shared/config';
 import { swap as swapRule } from '../shared/lock/rules';
 import { SqliteMigrationState } from '../shared/store/sqlite/migrations';

@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { ManualClock } from '../shared/clock';
+import { ManualClock } from '../testkit/clock';
 import type { TimingConfig } from '../shared/config';
 import { RouteLockError } from '../shared/errors';
 import type { StoredDocument } from '../shared/lock/document';
@@ -8,8 +8,8 @@ import { enforcement } from '../shared/lock/view';
 import { Router } from '../shared/router';
 import { type LocationStore, resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
-import { type CosmosTestServer, startCosmosServer } from './support/cosmosServer';
-import { LaggingStore } from './support/laggingStore';
+import { type CosmosTestServer, startCosmosServer } from '../testkit/cosmosServer';
+import { LaggingStore } from '../testkit/laggingStore';
 import { devTiming, productionTiming, seconds } from './support/timing';
 
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };

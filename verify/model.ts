@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { ManualClock } from '../shared/clock';
+import { ManualClock } from '../testkit/clock';
 import { type TimingConfig, parseConfig } from '../shared/config';
 import { RouteLockError } from '../shared/errors';
 import {
@@ -11,9 +11,11 @@ import {
 import { hasStarted, isLive, writeLockInForce } from '../shared/lock/state';
 import { sha256Hex, tokenMatches } from '../shared/lock/token';
 import { enforcement, routeView } from '../shared/lock/view';
-import { type LockRules, Router } from '../shared/router';
-import type { ListOptions, ListPage, LocationStore, ReadFrom } from '../shared/store/ports/locations';
+import { Router } from '../shared/router';
+import type { ReadFrom } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
+import { ForwardingStore } from '../testkit/forwardingStore';
+import { type Bug, plantedRules } from '../testkit/plantedBugs';
 
 /**
  * The lock protocol under test: several orchestrators (each with its own router, as separate service
@@ -43,14 +45,6 @@ export type Command =
   /** Several actors' commands at once: their store calls interleave (under fast-check's scheduler). */
   | { kind: 'race'; commands: Command[] };
 
-export type Bug =
-  | 'none'
-  | 'tokenCheckSkipped'
-  | 'unconditionalWrite'
-  | 'swapInTwoWrites'
-  /** The replay rule before the security fix: key alone, and keys derived from the migration id. */
-  | 'replayTrustsKeyAlone';
-
 interface Actor {
   token?: string;
   /** The current migration's Idempotency-Key: random, as the workflow's is. */
@@ -76,29 +70,30 @@ export interface Interleaver {
   waitFor<T>(task: Promise<T>): Promise<T>;
 }
 
-class ObservedStore implements LocationStore {
-  readonly kind = 'observed';
+class ObservedStore extends ForwardingStore<SqliteStore> {
   versions: LocationDocument[] = [];
   constructor(
-    private readonly inner: SqliteStore,
+    inner: SqliteStore,
     private readonly unconditional: boolean,
     private readonly interleaver?: Interleaver,
-  ) {}
+  ) {
+    super(inner);
+  }
+  override get kind() {
+    return 'observed';
+  }
   private turn<T>(task: Promise<T>, label: string): Promise<T> {
     return this.interleaver ? this.interleaver.schedule(task, label) : task;
   }
-  get counters() {
-    return this.inner.counters;
-  }
-  read(id: string, options: { from: ReadFrom }) {
+  override read(id: string, options: { from: ReadFrom }) {
     return this.turn(this.inner.read(id, options), 'read');
   }
-  async create(doc: LocationDocument) {
+  override async create(doc: LocationDocument) {
     const stored = await this.inner.create(doc);
     this.versions.push(stored.doc);
     return stored;
   }
-  async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+  override async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
     // The planted bug: last writer wins.
     await this.turn(Promise.resolve(), 'replace');
     const etag = this.unconditional ? (await this.inner.read(doc.id, { from: 'writeRegion' })).etag : ifMatch;
@@ -106,63 +101,7 @@ class ObservedStore implements LocationStore {
     this.versions.push(stored.doc);
     return stored;
   }
-  delete(id: string, ifMatch: string) {
-    return this.inner.delete(id, ifMatch);
-  }
-  list(options: ListOptions): Promise<ListPage> {
-    return this.inner.list(options);
-  }
-  close() {
-    return this.inner.close();
-  }
 }
-
-export function plantedRules(bug: Bug): Partial<LockRules> | undefined {
-  if (bug === 'replayTrustsKeyAlone') {
-    // The planted bug: a live pre-lock whose key hash, migration and target match is re-tokened for
-    // anyone, whatever owner or principal asks.
-    return {
-      prelock: (doc, req, now, cfg) => {
-        const lock = doc.lock;
-        if (
-          lock &&
-          isLive(lock, now) &&
-          lock.phase === 'prelock' &&
-          req.idempotencyKey !== undefined &&
-          lock.idempotencyKeyHash === sha256Hex(req.idempotencyKey) &&
-          lock.migrationId === req.migrationId &&
-          sameLocation(lock.target, req.target)
-        )
-          return { doc: { ...doc, lock: { ...lock, tokenHash: sha256Hex(req.newToken) } }, changed: true };
-        return realRules.prelock(doc, req, now, cfg);
-      },
-    };
-  }
-  if (bug === 'swapInTwoWrites') {
-    // The planted bug: a swap's first call moves the location and leaves the lock; the next one (the real
-    // rule, on a document already at the target) clears the lock.
-    return {
-      swap: (doc, req, now, cfg) =>
-        doc.lock && !sameLocation(doc.location, doc.lock.target)
-          ? { doc: { ...doc, location: doc.lock.target }, changed: true }
-          : realRules.swap(doc, req, now, cfg),
-    };
-  }
-  if (bug !== 'tokenCheckSkipped') return undefined;
-  // The planted bug: whatever token is presented is taken for the holder's.
-  const trust = (doc: LocationDocument, token: string): LocationDocument =>
-    doc.lock ? { ...doc, lock: { ...doc.lock, tokenHash: sha256Hex(token) } } : doc;
-  return {
-    escalate: (doc, req, now, cfg) => defaultRulesCall('escalate')(trust(doc, req.token), req, now, cfg),
-    swap: (doc, req, now, cfg) => defaultRulesCall('swap')(trust(doc, req.token), req, now, cfg),
-    renew: (doc, req, now, cfg) => defaultRulesCall('renew')(trust(doc, req.token), req, now, cfg),
-  };
-}
-
-// The real rules, for the planted variants to delegate to.
-import * as realRules from '../shared/lock/rules';
-const defaultRulesCall = <K extends 'escalate' | 'swap' | 'renew'>(name: K) =>
-  realRules[name] as LockRules[K];
 
 export interface RunResult {
   violations: string[];

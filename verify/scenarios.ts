@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { ACTORS, type Bug, type Command, runCommands } from './model';
+import { type Bug } from '../testkit/plantedBugs';
+import { ACTORS, type Command, runCommands } from './model';
 
 /** The verification scenarios: random interleavings (fast-check), exhaustive small scope, negative controls. */
 

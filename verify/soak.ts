@@ -39,7 +39,7 @@ export async function soak(options: {
       join(root, 'verify/gcOnSignal.js'),
       '-r',
       join(root, 'scripts/ts-register.js'),
-      join(root, 'bench/servers.ts'),
+      join(root, 'testkit/servers.ts'),
       'host',
       join(dataDir, 'soak.db'),
     ],

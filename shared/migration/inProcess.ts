@@ -48,7 +48,9 @@ export interface InProcessRunnerOptions {
   settings: MigrationSettings;
   /** Makes each migration's lock seed at start (the activities derive its credentials with it). */
   keyring: TokenKeyring;
+  /** How participants are called; defaults to HTTP with 202 polling. A seam: tests and verify answer in process. */
   http?: (call: HttpCall) => Promise<HttpResult>;
+  /** Migration ids; defaults to `m-<uuid>`. A seam: tests and verify pin them for readable traces. */
   newId?: () => string;
   log?: (message: string, fields: Record<string, unknown>) => void;
 }

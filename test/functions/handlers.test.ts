@@ -1,9 +1,9 @@
 import type { LockGrant, RouteView } from '../../shared/lock/view';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { FaultyStore } from '../support/faultyStore';
+import { FaultyStore } from '../../testkit/faultyStore';
 import { type Called, call, handlerServices } from '../support/handlers';
 import { assertNoSecrets } from '../support/secrets';
-import type { ManualClock } from '../../shared/clock';
+import type { ManualClock } from '../../testkit/clock';
 import type { Services } from '../../functions/services';
 
 import { productionTiming } from '../support/timing';

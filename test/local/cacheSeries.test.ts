@@ -1,8 +1,8 @@
 import { type LocalHost, startLocalHost } from '../../local/host';
 import { RoutingClient, decide } from '../../shared/client';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { type RouteView, cacheHeaders } from '../../shared/lock/view';
-import { VirtualScheduler } from '../../shared/migration/scheduler';
+import { VirtualScheduler } from '../../testkit/virtualScheduler';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';

@@ -1,11 +1,11 @@
 import { request as httpRequest } from 'node:http';
 import { type LocalHost, startLocalHost } from '../../local/host';
 import { RoutingClient, RoutingServiceError, decide } from '../../shared/client';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import type { LockGrant, RouteView } from '../../shared/lock/view';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 import { assertNoSecrets } from '../support/secrets';
 
 /**

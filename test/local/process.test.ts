@@ -120,7 +120,7 @@ test("the README's curl walkthrough works verbatim against a fresh host", async 
 });
 
 test('ROUTELOCK_STORE=cosmos runs the host on the Cosmos adapter (emulator on loopback)', async () => {
-  const { startCosmosServer } = await import('../support/cosmosServer');
+  const { startCosmosServer } = await import('../../testkit/cosmosServer');
   const cosmos = await startCosmosServer();
   const host = await spawnHost({
     ROUTELOCK_STORE: 'cosmos',

@@ -2,14 +2,14 @@ import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { activityNames, migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
 import { parseConfig } from '../../shared/config';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { createActivities } from '../../shared/migration/activities';
 import type { ActivityName, MigrationInput, MigrationStatus } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { FaultyStore } from '../support/faultyStore';
+import { FaultyStore } from '../../testkit/faultyStore';
 import { DurableReplay, type HttpReply } from '../support/durableReplay';
 
 /**

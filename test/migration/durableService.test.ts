@@ -4,7 +4,7 @@ import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/service';
 import { migrationQueueHandler, poisonOutput } from '../../functions/migrationQueue';
 import { createServices } from '../../functions/services';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';

@@ -2,7 +2,7 @@ import { RouteLockError } from '../../shared/errors';
 import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
 import type { HttpCall } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { FaultyStore } from '../support/faultyStore';
+import { FaultyStore } from '../../testkit/faultyStore';
 import { virtualRunner } from '../support/migrationHarness';
 
 /**

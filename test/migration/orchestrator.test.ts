@@ -1,6 +1,6 @@
 import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { createActivities } from '../../shared/migration/activities';
 import type { ActivityName, MigrationInput, MigrationStatus } from '../../shared/migration/types';

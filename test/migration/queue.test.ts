@@ -3,7 +3,7 @@ import { type LocalHost, startLocalHost } from '../../local/host';
 import { decodeBase64 } from '../../local/queueConsumer';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';
-import { FaultyStore } from '../support/faultyStore';
+import { FaultyStore } from '../../testkit/faultyStore';
 import { poll } from '../support/poll';
 
 /**

@@ -1,4 +1,4 @@
-import { withoutIfMatch } from '../../bench/migration';
+import { withoutIfMatch } from '../../testkit/withoutIfMatch';
 import { parseConfig } from '../../shared/config';
 import { resetCounters } from '../../shared/store/ports/locations';
 import { virtualRunner } from '../support/migrationHarness';

@@ -1,4 +1,4 @@
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
 import {
@@ -20,7 +20,7 @@ import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { sweepOrphans } from '../../shared/sweeper';
 import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
-import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };

@@ -4,7 +4,7 @@ import { orphanSweeperHandler } from '../../functions/orphanSweeper';
 import { createServices } from '../../functions/services';
 import { syntheticProbeHandler } from '../../functions/syntheticProbe';
 import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import type { LocationDocument } from '../../shared/lock/document';
 import { SqliteStore } from '../../shared/store/sqlite/locations';

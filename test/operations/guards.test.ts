@@ -1,9 +1,9 @@
 import { accountGuards, createServices } from '../../functions/services';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
-import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };

@@ -1,11 +1,11 @@
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
 import { probeTiming, runProbe } from '../../shared/probe';
 import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
-import { FaultyStore } from '../support/faultyStore';
+import { FaultyStore } from '../../testkit/faultyStore';
 
 /** The synthetic probe: green on a healthy store; on a broken one, it names the phase and the assertion. */
 

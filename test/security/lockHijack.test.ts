@@ -1,11 +1,11 @@
 import { type LocalHost, startLocalHost } from '../../local/host';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { plantedRules } from '../../verify/model';
+import { plantedRules } from '../../testkit/plantedBugs';
 import { attemptHijack } from '../support/hijack';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';

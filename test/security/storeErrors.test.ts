@@ -9,7 +9,7 @@ import { storeError } from '../../shared/store/cosmos/common';
 import type { CosmosStore } from '../../shared/store/cosmos/locations';
 import type { LocationStore, ReadFrom } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 import { call, handlerServices } from '../support/handlers';
 
 /**

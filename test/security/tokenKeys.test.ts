@@ -12,7 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { ConfigError, parseConfig } from '../../shared/config';
 import {
   TokenKeyring,

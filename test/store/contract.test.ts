@@ -5,7 +5,7 @@ import { RouteLockError } from '../../shared/errors';
 import { newLocationDocument } from '../../shared/lock/document';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 
 /**
  * One contract, two adapters: what the router relies on from any store. The Cosmos adapter runs

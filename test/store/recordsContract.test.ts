@@ -22,7 +22,7 @@ import type { MigrationRecords } from '../../shared/store/ports/migrations';
 import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
 import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { type CosmosTestServer, startCosmosServer } from '../support/cosmosServer';
+import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 
 /**
  * The other three ports' contract, both adapters each: migration records, the audit ledger and the

@@ -1,7 +1,7 @@
 import { HttpRequest, HttpResponse, type HttpResponseInit, InvocationContext } from '@azure/functions';
 import { bindEndpoint } from '../../functions/http/endpoint';
 import { type Services, createServices } from '../../functions/services';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';

@@ -1,10 +1,10 @@
 import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { ManualClock } from '../../shared/clock';
+import { ManualClock } from '../../testkit/clock';
 import { type Config, parseConfig } from '../../shared/config';
 import { createActivities } from '../../shared/migration/activities';
 import { InProcessRunner } from '../../shared/migration/inProcess';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { VirtualScheduler } from '../../shared/migration/scheduler';
+import { VirtualScheduler } from '../../testkit/virtualScheduler';
 import type { HttpCall, HttpResult } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';

@@ -1,6 +1,6 @@
 import cosmosServer from '@vercel/cosmosdb-server';
 import type { AddressInfo } from 'node:net';
-import { CosmosStore } from '../../shared/store/cosmos/locations';
+import { CosmosStore } from '../shared/store/cosmos/locations';
 
 /**
  * A Cosmos DB wire-protocol server (@vercel/cosmosdb-server) on a free loopback port, HTTPS with its

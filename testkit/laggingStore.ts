@@ -1,6 +1,6 @@
-import type { Clock } from '../../shared/clock';
-import { RouteLockError } from '../../shared/errors';
-import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
+import type { Clock } from '../shared/clock';
+import { RouteLockError } from '../shared/errors';
+import type { LocationDocument, StoredDocument } from '../shared/lock/document';
 import {
   type ListOptions,
   type ListPage,
@@ -8,26 +8,33 @@ import {
   type ReadFrom,
   countRead,
   newCounters,
-} from '../../shared/store/ports/locations';
+} from '../shared/store/ports/locations';
+import { ForwardingStore } from './forwardingStore';
 
 /**
  * A store whose "nearest" replica lags: it serves the newest version written at least `lagMs()` ago,
  * as a bounded-staleness replica may. Write-region reads and all writes go to the inner store.
  */
-export class LaggingStore implements LocationStore {
-  readonly kind: string;
-  readonly counters = newCounters();
+export class LaggingStore extends ForwardingStore {
+  private readonly ownCounters = newCounters();
   private readonly history = new Map<string, { at: number; version: StoredDocument | null }[]>();
 
   constructor(
-    private readonly inner: LocationStore,
+    inner: LocationStore,
     private readonly clock: Clock,
     private readonly lagMs: () => number,
   ) {
-    this.kind = `lagging(${inner.kind})`;
+    super(inner);
   }
 
-  async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {
+  override get kind(): string {
+    return `lagging(${this.inner.kind})`;
+  }
+  override get counters() {
+    return this.ownCounters;
+  }
+
+  override async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {
     countRead(this.counters, from);
     if (from === 'writeRegion') return this.inner.read(id, { from });
     const visibleAt = this.clock() - this.lagMs();
@@ -38,29 +45,25 @@ export class LaggingStore implements LocationStore {
     return seen;
   }
 
-  async create(doc: LocationDocument): Promise<StoredDocument> {
+  override async create(doc: LocationDocument): Promise<StoredDocument> {
     this.counters.creates += 1;
     return this.record(await this.inner.create(doc));
   }
 
-  async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+  override async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
     this.counters.replaces += 1;
     return this.record(await this.inner.replace(doc, ifMatch));
   }
 
-  async delete(id: string, ifMatch: string): Promise<void> {
+  override async delete(id: string, ifMatch: string): Promise<void> {
     this.counters.deletes += 1;
     await this.inner.delete(id, ifMatch);
     this.push(id, null);
   }
 
-  async list(options: ListOptions): Promise<ListPage> {
+  override async list(options: ListOptions): Promise<ListPage> {
     this.counters.lists += 1;
     return this.inner.list(options);
-  }
-
-  async close(): Promise<void> {
-    await this.inner.close();
   }
 
   private record(stored: StoredDocument): StoredDocument {

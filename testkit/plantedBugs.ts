@@ -1,0 +1,63 @@
+import { type LocationDocument, sameLocation } from '../shared/lock/document';
+import * as realRules from '../shared/lock/rules';
+import { isLive } from '../shared/lock/state';
+import { sha256Hex } from '../shared/lock/token';
+import type { LockRules } from '../shared/router';
+
+/**
+ * The bugs verify plants to show its oracles catch them, always through an injection seam (the router's
+ * rules, a store wrapper), never by editing the library. Tests plant them too, to show a guard holds.
+ */
+export type Bug =
+  | 'none'
+  | 'tokenCheckSkipped'
+  | 'unconditionalWrite'
+  | 'swapInTwoWrites'
+  /** The replay rule before the security fix: key alone, and keys derived from the migration id. */
+  | 'replayTrustsKeyAlone';
+
+export function plantedRules(bug: Bug): Partial<LockRules> | undefined {
+  if (bug === 'replayTrustsKeyAlone') {
+    // The planted bug: a live pre-lock whose key hash, migration and target match is re-tokened for
+    // anyone, whatever owner or principal asks.
+    return {
+      prelock: (doc, req, now, cfg) => {
+        const lock = doc.lock;
+        if (
+          lock &&
+          isLive(lock, now) &&
+          lock.phase === 'prelock' &&
+          req.idempotencyKey !== undefined &&
+          lock.idempotencyKeyHash === sha256Hex(req.idempotencyKey) &&
+          lock.migrationId === req.migrationId &&
+          sameLocation(lock.target, req.target)
+        )
+          return { doc: { ...doc, lock: { ...lock, tokenHash: sha256Hex(req.newToken) } }, changed: true };
+        return realRules.prelock(doc, req, now, cfg);
+      },
+    };
+  }
+  if (bug === 'swapInTwoWrites') {
+    // The planted bug: a swap's first call moves the location and leaves the lock; the next one (the real
+    // rule, on a document already at the target) clears the lock.
+    return {
+      swap: (doc, req, now, cfg) =>
+        doc.lock && !sameLocation(doc.location, doc.lock.target)
+          ? { doc: { ...doc, location: doc.lock.target }, changed: true }
+          : realRules.swap(doc, req, now, cfg),
+    };
+  }
+  if (bug !== 'tokenCheckSkipped') return undefined;
+  // The planted bug: whatever token is presented is taken for the holder's.
+  const trust = (doc: LocationDocument, token: string): LocationDocument =>
+    doc.lock ? { ...doc, lock: { ...doc.lock, tokenHash: sha256Hex(token) } } : doc;
+  return {
+    escalate: (doc, req, now, cfg) => defaultRulesCall('escalate')(trust(doc, req.token), req, now, cfg),
+    swap: (doc, req, now, cfg) => defaultRulesCall('swap')(trust(doc, req.token), req, now, cfg),
+    renew: (doc, req, now, cfg) => defaultRulesCall('renew')(trust(doc, req.token), req, now, cfg),
+  };
+}
+
+// The real rules, for the planted variants to delegate to.
+const defaultRulesCall = <K extends 'escalate' | 'swap' | 'renew'>(name: K) =>
+  realRules[name] as LockRules[K];

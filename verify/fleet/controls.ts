@@ -1,0 +1,104 @@
+import { type Decision } from '../../shared/client';
+import type { Config, TimingConfig } from '../../shared/config';
+import type { Location, StoredDocument } from '../../shared/lock/document';
+import { type Operation, type RouteView, routeView } from '../../shared/lock/view';
+import type { MigrationSettings } from '../../shared/migration/types';
+import { migrationSettings } from '../../shared/migration/workflow';
+import type { Router } from '../../shared/router';
+import type { FleetControl, ViolationKind } from './types';
+import { edgeTtlSeconds } from './world';
+
+/**
+ * The negative controls: each plants one bug through a seam (timing, settings, the `decide()` the
+ * services call, the tier they read, the router's Cache-Control builder, the actor's delete) and must
+ * be caught by the kinds of violation that bug must cause.
+ */
+
+export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, ViolationKind[]> = {
+  convergenceShorterThanCacheTtl: ['decision', 'data'],
+  noReadThrough: ['decision', 'data'],
+  noInFlightGrace: ['data'],
+  regionOnlyDecide: ['decision', 'data'],
+  // A phase boundary crossed on one clock and not another: a decision, lost data, or a late swap.
+  noSkewMargins: ['decision', 'data', 'version'],
+  deleteDuringRetiredWindow: ['window'],
+  // A client holding a copy the edge had held: a decision on a view older than the convergence delay.
+  serverCacheNoAge: ['decision', 'data'],
+};
+
+/**
+ * Negative control: `decide()` as it was, comparing regions only (a serving location without an
+ * account matches any account; the string form compares the region) and not checking the secondary.
+ */
+export function regionOnlyDecide(
+  view: RouteView,
+  operation: Operation,
+  serving: string | Location,
+): Decision {
+  const sameRegion =
+    typeof serving === 'string'
+      ? view.location.region === serving
+      : view.location.region === serving.region &&
+        (serving.account === undefined || view.location.account === serving.account);
+  if (!sameRegion) return { kind: 'notHere', location: view.location };
+  const e = view.enforcement;
+  const verdict = operation === 'read' ? e.read : operation === 'write' ? e.write : e.delete;
+  if (verdict === 'allow') return { kind: 'allow' };
+  if (verdict === 'tombstone') return { kind: 'tombstone' };
+  return { kind: 'deny', retryAfterSeconds: e.retryAfterSeconds ?? 1 };
+}
+
+/** What a tier answers: the real Router, or (negative control) a cache that never reads through. */
+export interface Tier {
+  view(id: string): Promise<{ view: RouteView }>;
+}
+
+/** Negative control: holds whatever it fetched for its TTL, started lock or not. */
+export class NoReadThroughTier implements Tier {
+  private readonly held = new Map<string, { stored: StoredDocument; until: number }>();
+  constructor(
+    private readonly router: Router,
+    private readonly timing: TimingConfig,
+    private readonly now: () => number,
+  ) {}
+  async view(id: string) {
+    const now = this.now();
+    let hit = this.held.get(id);
+    if (!hit || now >= hit.until) {
+      this.router.forget(id);
+      hit = { stored: await this.router.resolve(id), until: now + this.timing.localCacheTtlSeconds * 1000 };
+      this.held.set(id, hit);
+    }
+    return { view: routeView(hit.stored, now, this.timing) };
+  }
+}
+
+/** The timings a control changes: the rules' (no clock-skew margins), the orchestrators' (no edge tier). */
+export function controlTimings(
+  control: FleetControl,
+  timing: TimingConfig,
+): { timing: TimingConfig; ruleTiming: TimingConfig; orchestratorTiming: TimingConfig } {
+  // Control: every router and rule without clock-skew margins, on the same skewed clocks.
+  const ruleTiming: TimingConfig = control === 'noSkewMargins' ? { ...timing, clockSkewSeconds: 0 } : timing;
+  const edge = edgeTtlSeconds(timing);
+  // Control: the declaration forgot the largest tier (edge), as a service that added a CDN might.
+  const orchestratorTiming: TimingConfig =
+    control === 'convergenceShorterThanCacheTtl'
+      ? {
+          ...ruleTiming,
+          convergenceDelaySeconds:
+            Math.max(0, ...timing.cacheTiers.map((t) => t.ttlSeconds).filter((s) => s < edge)) +
+            timing.replicationBoundSeconds,
+        }
+      : ruleTiming;
+  return { timing, ruleTiming, orchestratorTiming };
+}
+
+/** The workflow's settings: copies that start the moment their lock commits, or no clock-skew margins. */
+export function controlSettings(control: FleetControl, config: Config): MigrationSettings {
+  return {
+    ...migrationSettings(config),
+    ...(control === 'noInFlightGrace' ? { inFlightGraceSeconds: 0 } : {}),
+    ...(control === 'noSkewMargins' ? { clockSkewSeconds: 0 } : {}),
+  };
+}

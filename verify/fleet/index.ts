@@ -1,0 +1,163 @@
+import { newLocationDocument } from '../../shared/lock/document';
+import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { Router } from '../../shared/router';
+import { TokenKeyring } from '../../shared/security/tokenKeys';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { LaggingStore } from '../../testkit/laggingStore';
+import { operatorNow } from './routeDeleter';
+import { controlSettings } from './controls';
+import { startDriving } from './driver';
+import { FaultInjectingStore } from './faults';
+import { CommitWatchingStore, checkData, swapped } from './oracles';
+import { CrashingState, journaled, newRunner } from './orchestrator';
+import { newParticipantState } from './participants';
+import { countEnd, fleetResult, judgeOutcomes } from './report';
+import { createServices } from './services';
+import { type Fleet, type FleetEnv, drawOffset, fleetEnv, newStats, violation } from './state';
+import type { FleetOptions, FleetResult } from './types';
+import { LOCATIONS, RegionData, locationKey, pick } from './world';
+
+export type { FleetControl, FleetOptions, FleetResult, FleetStats } from './types';
+
+/**
+ * The fleet simulation (issue #7 §3): the real router, lock rules, workflow and in-process runner, on
+ * virtual time, in an environment that misbehaves. Only the environment is simulated:
+ *
+ * - one write region (SQLite) under replicas that lag by up to the replication bound (LaggingStore);
+ * - store faults on every call at `faultRate`: throttling (429), outage (503), timeouts (half of the
+ *   timed-out writes did commit: the caller cannot tell), and real 412s (a concurrent write lands first);
+ * - a service per location (three regions; westeurope with two accounts beside its account-less
+ *   location, so some migrations move between two accounts of one region), each declaring its full
+ *   location to `decide()`, with the three declared cache tiers, each a Router whose cache TTL is that
+ *   tier's (edge 2 h, regional 30 min, local 60 s by default), enforcing `decide()` on user reads, writes
+ *   and deletes against per-location data; and a fourth way in, the service's own `RoutingClient` in
+ *   series behind its largest tier (edge), over "HTTP" answered by that tier's router (`ClientTier`):
+ *   the in-series overstay the old headers allowed (up to twice the TTL) would exceed the delay;
+ * - skewed clocks: every service (its routers and its `decide` time) and every orchestrator instance
+ *   (runner and activities router; each restart is a new instance) is off true time by its own offset
+ *   within ±skew/2 (production's 5 s skew), so any two differ by at most the declared skew;
+ * - participants that bulk- and delta-copy that data, as real ones would (snapshot at start, upsert at
+ *   the end, the delta being everything changed since the bulk copy began);
+ * - migrations through the in-process runner, whose process is killed after every step (migration i
+ *   dies after its journal step i mod 30) and restarted after a pause, sometimes past a lease, sometimes
+ *   around the end of a phase lease; that now and then stalls (its timers held) until around the end
+ *   of a write lease it holds; and a rival orchestrator that now and then starts a migration of its own;
+ * - a user or operator who, shortly after some swaps, DELETEs the route through a router (409
+ *   ConvergencePending during the retired-source window; Retry-After honoured) and re-creates it at
+ *   the same location.
+ *
+ * Oracles, judged in true (virtual) time, allowing any clock its offset within the declared skew,
+ * checked at the instant of every user operation against the write region's copy, on every committed
+ * version, and at the end: no write or physical delete accepted at the source once the lock that
+ * forbids it is in force (on every clock), nor anywhere but the committed (full) location; no refusal
+ * without a lock in force (a lock outliving its lease); a location changes only by one write that also
+ * drops the lock, while every clock still sees the write lock; no phase lease extended or built on
+ * after some clock saw it end; no pre-lock while the retired source of the route's last swap is still
+ * write-blocked, even across a delete and re-create; every acknowledged write, and no deleted item, at
+ * the committed location at the end; every migration ends Completed, Failed, Conflict or NoOp; no lock
+ * past its cap.
+ *
+ * One file a concern, every function given the run's state (`Fleet`, in state.ts) explicitly: world
+ * (locations, per-location data), services (the tiers and the client), users, participants,
+ * routeDeleter, orchestrator (crashes, restarts, stalls), faults (the store's, the instance clocks'),
+ * oracles (the committed-version checks and the data check), controls (the planted bugs), driver
+ * (starts migrations), report (the end state and the summary).
+ */
+export async function fleet(options: FleetOptions): Promise<FleetResult> {
+  const env = fleetEnv(options);
+  const { clock, random, timing } = env;
+  // The write region (the oracles read it directly), under replicas that lag, under the faults.
+  const writeRegion = new SqliteStore(':memory:');
+  const retiredUntil = new Map<string, number>();
+  const watched = new CommitWatchingStore(
+    writeRegion,
+    clock.now,
+    (resourceId, message, kind) => violation(env, resourceId, message, kind),
+    (before, after) => swapped(f, before, after),
+    (id) => retiredUntil.get(id),
+    env.maxOffsetMs,
+  );
+  const replicas = new LaggingStore(watched, clock.now, () =>
+    Math.floor(random() * timing.replicationBoundSeconds * 1000),
+  );
+  const store = new FaultInjectingStore(replicas, random, options.faultRate);
+  const { services, serviceOffsets, tierNames, decideAs } = createServices(env, store);
+  const { resources, expected } = await seedRoutes(env, replicas, store);
+
+  const f: Fleet = {
+    ...env,
+    writeRegion,
+    replicas,
+    store,
+    retiredUntil,
+    services,
+    tierNames,
+    decideAs,
+    data: new Map(LOCATIONS.map((l) => [locationKey(l), new RegionData()])),
+    expected,
+    resources,
+    reported: new Set(),
+    participants: newParticipantState(),
+    stats: newStats(store.faults, { started: 0, swapped: 0 }, serviceOffsets),
+    crashPlan: new Map(),
+    crashedAt: new Set(),
+    journalLength: new Map(),
+    settings: controlSettings(env.control, env.config),
+    keyring: TokenKeyring.ephemeral(),
+    serial: 0,
+    state: new CrashingState(':memory:', (migrationId, position) => journaled(f, migrationId, position)),
+    rivalState: new SqliteMigrationState(':memory:'),
+    runner: null,
+    rival: null,
+    done: false,
+    itemSerial: 0,
+    deleting: new Set(),
+    operatorOffsetMs: 0,
+    operator: new Router({ store, timing: env.ruleTiming, clock: () => operatorNow(f) }),
+    started: 0,
+    lastBusyAt: new Map(),
+    running: new Map(),
+  };
+  // Clock offsets are drawn in this order: the orchestrator, its rival, then the route-deleting actor.
+  f.runner = newRunner(f, f.state, 'm');
+  f.rival = newRunner(f, f.rivalState, 'x');
+  f.operatorOffsetMs = drawOffset(f);
+
+  // The run, on virtual time, until every migration has ended (a control: until its first violation).
+  // One function from here to the closes: requests still in flight when the run stops keep going, and
+  // the counts are read at the same turns as they always were.
+  const startedAtMs = clock.now();
+  startDriving(f);
+  const limitMs = startedAtMs + 5000 * 3600_000;
+  while (!f.done) {
+    await f.scheduler.runUntilIdle({ maxTimers: 1 });
+    if (options.stopAtFirstViolation && f.violations.length > 0) f.done = true;
+    if (clock.now() > limitMs) throw new Error('harness: the fleet did not finish in 5,000 virtual hours');
+  }
+  f.runner?.stop();
+  f.rival?.stop();
+  judgeOutcomes(f, (clock.now() - startedAtMs) / 3600_000);
+  // The data, even after a control stopped early: whatever has swapped must hold what was acknowledged.
+  await Promise.all(resources.map((id) => checkData(f, id, 'at the end')));
+  countEnd(f);
+  f.state.close();
+  f.rivalState.close();
+  await writeRegion.close();
+  return fleetResult(f);
+}
+
+/** The routes, each at a random location, on every replica before the first request. */
+async function seedRoutes(env: FleetEnv, replicas: LaggingStore, store: FaultInjectingStore) {
+  const resources: string[] = [];
+  const expected = new Map<string, Set<string>>();
+  store.enabled = false;
+  for (let i = 0; i < env.options.resources; i += 1) {
+    const id = `r${i}`;
+    resources.push(id);
+    expected.set(id, new Set<string>());
+    await replicas.create(newLocationDocument(id, pick(env.random, LOCATIONS), env.clock.now()));
+  }
+  store.enabled = true;
+  env.clock.advance(env.timing.replicationBoundSeconds * 1000 + 1);
+  return { resources, expected };
+}

@@ -1,0 +1,70 @@
+import type { HttpCall, HttpResult, ParticipantRequest } from '../../shared/migration/types';
+import { type Fleet, note, regionData } from './state';
+import { type Item, between, logBetween } from './world';
+
+/** The participants' bookkeeping: jobs by attempt, where each bulk copy began, the newest job. */
+export interface ParticipantState {
+  jobs: Map<string, Promise<HttpResult>>;
+  bulkStartedAt: Map<string, number>;
+  currentCopy: Map<string, string>;
+  copies: number;
+}
+
+export const newParticipantState = (): ParticipantState => ({
+  jobs: new Map(),
+  bulkStartedAt: new Map(),
+  currentCopy: new Map(),
+  copies: 0,
+});
+
+/** A participant copying one resource's data between regions, as a real data service would. */
+async function copy(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
+  const { random, clock } = f;
+  const p = f.participants;
+  const source = regionData(f, body.from);
+  const target = regionData(f, body.to);
+  // The newest job for a resource supersedes every older one (a delta attempt that overran, an older
+  // migration's copy): an older job that finishes later must not land on a target that may be live.
+  const job = `${body.migrationId}/${body.step}/${body.attempt}`;
+  p.currentCopy.set(body.resourceId, job);
+  let snapshot: Map<string, Item>;
+  if (body.step === 'bulkCopy') {
+    p.bulkStartedAt.set(body.migrationId, source.current);
+    target.shelf(body.resourceId).clear();
+    snapshot = source.snapshot(body.resourceId);
+  } else {
+    const since = p.bulkStartedAt.get(body.migrationId) ?? 0;
+    snapshot = source.snapshot(body.resourceId, since);
+  }
+  const seconds =
+    body.step === 'bulkCopy'
+      ? logBetween(random, 600, 3 * 3600)
+      : random() < 0.1
+        ? between(random, 960, 1500) // overruns the write budget
+        : logBetween(random, 10, 600);
+  await f.scheduler.timer(clock.now() + Math.round(seconds * 1000)).promise;
+  if (random() < 0.02) return { status: 503, body: 'participant busy' };
+  if (p.currentCopy.get(body.resourceId) !== job) {
+    note(f, body.resourceId, `${job} superseded: not applied`);
+    return { status: 409, body: 'superseded' };
+  }
+  target.upsert(body.resourceId, snapshot);
+  p.copies += 1;
+  note(f, body.resourceId, `${body.migrationId} ${body.step} #${body.attempt} done (${snapshot.size} items)`);
+  return { status: 200, body: { copied: snapshot.size } };
+}
+
+/** The participants' HTTP as the runner calls it: one job per attempt, asked again as often as it likes. */
+export function participantHttp(f: Fleet, call: HttpCall): Promise<HttpResult> {
+  const { jobs } = f.participants;
+  const key = `${call.body.migrationId}/${call.body.step}/${call.body.attempt}`;
+  let job = jobs.get(key);
+  if (!job) {
+    job = copy(f, call.body).then((result) => {
+      if (result.status >= 500) jobs.delete(key); // a failed job runs again when asked again
+      return result;
+    });
+    jobs.set(key, job);
+  }
+  return job;
+}

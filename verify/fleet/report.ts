@@ -1,0 +1,107 @@
+import { terminalStates } from '../../shared/migration/types';
+import { controlCaughtBy } from './controls';
+import { type Fleet, violation } from './state';
+import type { FleetResult, FleetStats } from './types';
+import { CRASH_STEPS } from './world';
+
+/** The end state, before the data is checked: every migration's outcome. */
+export function judgeOutcomes(f: Fleet, virtualHours: number): void {
+  const { stats } = f;
+  stats.virtualHours = virtualHours;
+  const records = [...f.state.recent(1_000_000), ...f.rivalState.recent(1_000_000)];
+  for (const record of records) {
+    const outcome = record.status.status;
+    stats.outcomes[outcome] = (stats.outcomes[outcome] ?? 0) + 1;
+    if (outcome === 'Failed' || outcome === 'Conflict') {
+      const reason = `${record.migrationId.startsWith('x') ? 'rival ' : ''}${outcome}: ${(record.status.error ?? '').replace(/\d[\d:.TZ-]*/g, 'N').slice(0, 90)}`;
+      stats.reasons[reason] = (stats.reasons[reason] ?? 0) + 1;
+    }
+    if (!terminalStates.has(outcome) && !f.options.stopAtFirstViolation)
+      violation(f, record.input.resourceId, `${record.migrationId} ended ${outcome}`, 'lifecycle');
+  }
+  stats.migrations = records.length;
+}
+
+/** The counts kept by the stores, the orchestrator, the participants and the client tiers. */
+export function countEnd(f: Fleet): void {
+  const { stats } = f;
+  stats.storeCalls = f.store.calls;
+  stats.crashSteps = f.crashedAt.size;
+  const lengths = [...f.journalLength.values()].sort((a, b) => a - b);
+  stats.journalSteps = { median: lengths[Math.floor(lengths.length / 2)] ?? 0, max: lengths.at(-1) ?? 0 };
+  stats.copies = f.participants.copies;
+  for (const service of f.services.values()) {
+    stats.clientTier.requests += service.client.requests;
+    stats.clientTier.maxAgeSeconds = Math.max(stats.clientTier.maxAgeSeconds, service.client.maxAgeSeconds);
+  }
+}
+
+/** The scenario row: a control is caught by the kind of violation its bug must cause, not by any failure. */
+export function fleetResult(f: Fleet): FleetResult {
+  const { control, options, stats, violations } = f;
+  const caught =
+    control === 'none' ? undefined : violations.some((v) => controlCaughtBy[control].includes(v.kind));
+  const first = violations.find((v) => v.kind === 'harness') ?? violations[0];
+  const firstResource = first?.text.split(' ')[0] ?? '';
+  return {
+    scenario:
+      control === 'none'
+        ? `fleet: ${options.faultRate * 100} % store faults, orchestrator crashes`
+        : `control (fleet): ${control}`,
+    runs: stats.migrations,
+    violations: violations.length,
+    seed: options.seed,
+    ...(caught === undefined ? {} : { caught }),
+    ...(first
+      ? {
+          counterexample: `${violations.length} violation(s); first: ${first.text}\n    events of ${firstResource}:\n      ${(f.trail.get(firstResource) ?? []).join('\n      ')}`,
+        }
+      : {}),
+    ...(control === 'none' ? { summary: summarize(stats) } : {}),
+    stats,
+  };
+}
+
+const n = (value: number) => value.toLocaleString('en-US');
+const counts = (record: Record<string, number>) =>
+  Object.entries(record)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${n(v)}`)
+    .join(', ');
+
+function summarize(s: FleetStats): string {
+  const f = s.faults;
+  const injected =
+    f.throttled + f.unavailable + f.readTimeout + f.writeTimeoutLost + f.writeTimeoutCommitted + f.conflict;
+  const u = s.userOps;
+  const lines = [
+    `${n(s.migrations)} migrations (${counts(s.outcomes)}) in ${s.virtualHours.toFixed(1)} virtual hours; ${n(s.copies)} participant copies`,
+    `store: ${n(s.storeCalls)} calls, ${n(injected)} faults injected (${((100 * injected) / s.storeCalls).toFixed(1)} %): ` +
+      `429 ${n(f.throttled)}, 503 ${n(f.unavailable)}, read timeouts ${n(f.readTimeout)}, write timeouts ` +
+      `${n(f.writeTimeoutLost + f.writeTimeoutCommitted)} (${n(f.writeTimeoutCommitted)} of them committed), 412 ${n(f.conflict)}`,
+    `orchestrator: ${n(s.crashes)} process crashes, each right after the planned journal position (1–${CRASH_STEPS}) of ` +
+      `one migration — ${s.crashSteps} distinct positions hit (a migration journals ${s.journalSteps.median} steps at the ` +
+      `median, ${s.journalSteps.max} at most); migrations in flight at a crash, by phase: ` +
+      `${counts(s.crashPhases)}; ${n(s.longOutages)} outages longer than the write lease; ${n(s.boundaryRestarts)} restarts ` +
+      `timed to around the end of a phase lease, ${n(s.stallFors)} stalls (timers held until around the end of a write lease)`,
+    `users: ${n(u.reads)} reads, ${n(u.writes)} writes, ${n(u.deletes)} deletes (${n(u.tombstoned)} tombstoned), ` +
+      `${n(u.refused)} refused (423), ${n(u.redirected)} redirected, ${n(u.unavailable)} store-unavailable; ` +
+      `every write and delete lands 0.5–4.5 s after its decision: ${n(u.landedUnderLock)} landed under a lock ` +
+      `that committed meanwhile; ${n(u.raced)} requests raced a commit while resolving their route; ` +
+      `${n(u.noRoute)} found no route (deleted for a moment)`,
+    `accounts: ${n(s.accountMoves.started)} migrations between two accounts of one region started, ` +
+      `${n(s.accountMoves.swapped)} swapped`,
+    `route DELETE after a swap: ${n(s.routeDeletes.attempts)} attempts, ${n(s.routeDeletes.refusedConvergencePending)} ` +
+      `refused 409 ConvergencePending, ${n(s.routeDeletes.refusedLocked)} refused 423 Locked, ` +
+      `${n(s.routeDeletes.deleted)} deleted and ${n(s.routeDeletes.recreated)} re-created at the same location`,
+    `client tier (each service's RoutingClient behind its edge tier, over HTTP): ${n(s.clientTier.decisions)} ` +
+      `writes and deletes decided on its views, ${n(s.clientTier.reads)} reads, ${n(s.clientTier.redirects)} ` +
+      `redirects; ${n(s.clientTier.requests)} requests reached the edge (the largest Age it sent: ` +
+      `${n(s.clientTier.maxAgeSeconds)} s)`,
+    `clocks: service offsets ${s.clockOffsetsMs.services.map((o) => `${o >= 0 ? '+' : ''}${o}`).join(', ')} ms; ` +
+      `${n(s.clockOffsetsMs.orchestrators.count)} orchestrator instances, offsets ` +
+      `${s.clockOffsetsMs.orchestrators.min} … ${s.clockOffsetsMs.orchestrators.max} ms`,
+  ];
+  if (Object.keys(s.reasons).length > 0) lines.push(`not completed: ${counts(s.reasons)}`);
+  return lines.join('\n');
+}

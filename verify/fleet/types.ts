@@ -1,0 +1,98 @@
+import type { ScenarioResult } from '../scenarios';
+
+export type FleetControl =
+  | 'none'
+  | 'convergenceShorterThanCacheTtl'
+  | 'noReadThrough'
+  | 'noInFlightGrace'
+  | 'regionOnlyDecide'
+  | 'noSkewMargins'
+  | 'deleteDuringRetiredWindow'
+  | 'serverCacheNoAge';
+
+export interface FleetOptions {
+  migrations: number;
+  concurrency: number;
+  resources: number;
+  /** Share of store calls that fail. */
+  faultRate: number;
+  seed: number;
+  control?: FleetControl;
+  /** Controls stop at their first violation: being caught is all they have to show. */
+  stopAtFirstViolation?: boolean;
+}
+
+export interface FleetStats {
+  migrations: number;
+  outcomes: Record<string, number>;
+  /** Why migrations ended Failed or Conflict (numbers elided), with counts. */
+  reasons: Record<string, number>;
+  virtualHours: number;
+  userOps: Record<
+    | 'reads'
+    | 'writes'
+    | 'deletes'
+    | 'refused'
+    | 'tombstoned'
+    | 'redirected'
+    | 'unavailable'
+    | 'raced'
+    | 'landedUnderLock'
+    | 'noRoute',
+    number
+  >;
+  faults: Record<
+    'throttled' | 'unavailable' | 'readTimeout' | 'writeTimeoutLost' | 'writeTimeoutCommitted' | 'conflict',
+    number
+  >;
+  storeCalls: number;
+  crashes: number;
+  /** Distinct journal positions (1..30) right after which a migration's process died. */
+  crashSteps: number;
+  /** Journaled steps per migration run by the crashing orchestrator. */
+  journalSteps: { median: number; max: number };
+  /** Phases the migrations were in when their process died, with counts. */
+  crashPhases: Record<string, number>;
+  /** Restarts that came after a lease could lapse. */
+  longOutages: number;
+  /** Restarts timed to come around the end of a phase lease of a migration in flight. */
+  boundaryRestarts: number;
+  /** Orchestrator stalls, each until around the end of a write lease. */
+  stallFors: number;
+  copies: number;
+  /** Migrations between two accounts of one region: started, and swapped. */
+  accountMoves: { started: number; swapped: number };
+  /** The route-deleting actor (DELETE shortly after a swap, then re-create at the same location). */
+  routeDeletes: {
+    attempts: number;
+    refusedConvergencePending: number;
+    refusedLocked: number;
+    deleted: number;
+    recreated: number;
+  };
+  /**
+   * The client tier (each service's RoutingClient behind its edge tier): writes and deletes decided on
+   * its views at the location that served them (judged by the decision oracles), reads, redirects,
+   * requests that reached the edge, and the largest Age the edge sent.
+   */
+  clientTier: {
+    decisions: number;
+    reads: number;
+    redirects: number;
+    requests: number;
+    maxAgeSeconds: number;
+  };
+  /** Clock offsets drawn (ms): per service, and per orchestrator instance (each restart draws anew). */
+  clockOffsetsMs: { services: number[]; orchestrators: { min: number; max: number; count: number } };
+}
+
+export interface FleetResult extends ScenarioResult {
+  stats: FleetStats;
+}
+
+/**
+ * What a violation is about: a service's decision at one request, the data at a committed location, a
+ * committed document version, a migration's end, or the harness itself. A control is caught only by the
+ * kinds its bug must produce.
+ */
+export type ViolationKind = 'decision' | 'data' | 'version' | 'window' | 'lifecycle' | 'harness';
