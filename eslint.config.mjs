@@ -22,9 +22,12 @@ export default tseslint.config(
           paths: [
             {
               name: '@azure/functions',
-              message: 'shared/ must not import the Functions runtime (DESIGN §1).',
+              message: 'shared/ must not import the Functions runtime (docs/design.md §1).',
             },
-            { name: 'durable-functions', message: 'shared/ must not import durable-functions (DESIGN §1).' },
+            {
+              name: 'durable-functions',
+              message: 'shared/ must not import durable-functions (docs/design.md §1).',
+            },
           ],
           patterns: [{ group: ['**/testkit/**'], message: 'The test kit is not part of the product.' }],
         },
@@ -83,7 +86,7 @@ export default tseslint.config(
             { group: ['node:*', 'fs', 'http', 'https', 'crypto'], message: 'The workflow does no I/O.' },
             {
               group: ['@azure/*', 'durable-functions'],
-              message: 'The workflow is runner-neutral (DESIGN §1).',
+              message: 'The workflow is runner-neutral (docs/design.md §1).',
             },
             {
               group: ['../store/*', '../router', './activities', './inProcess', './records'],

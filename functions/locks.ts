@@ -19,7 +19,7 @@ import {
 import type { Services } from './services';
 
 /**
- * The lock API (DESIGN §4). Every call is one conditional write through the router. The token travels
+ * The lock API (docs/design.md §4). Every call is one conditional write through the router. The token travels
  * in request bodies and only in the pre-lock grant's response body: never in a header, a view or a log.
  */
 

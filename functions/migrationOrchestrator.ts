@@ -8,7 +8,7 @@ import { inFunctionsHost } from './http/endpoint';
 import { services } from './services';
 
 /**
- * The migration orchestration on Durable Functions: the shared workflow (DESIGN §6) run by
+ * The migration orchestration on Durable Functions: the shared workflow (docs/design.md §6) run by
  * `runOnDurable`, then the final status recorded so it outlives the instance id's reuse.
  */
 export const migrationOrchestrator: OrchestrationHandler = function* (context: OrchestrationContext) {

@@ -90,7 +90,7 @@ export interface CoreOverrides {
 export interface ServiceOverrides extends CoreOverrides, Partial<HostServices> {}
 
 /**
- * Guards on the Cosmos account (DESIGN §2 assumes one write region): with several, ETag
+ * Guards on the Cosmos account (docs/design.md §2.1 assumes one write region): with several, ETag
  * compare-and-swap is not linearizable across regions, so lock mutations are refused outright.
  */
 export function accountGuards(

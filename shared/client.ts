@@ -7,7 +7,7 @@ import type { Operation, LockGrant, RouteView } from './lock/view';
 /**
  * RoutingClient: what a resource-owning service links to resolve routes over HTTP and obey them.
  *
- * `resolve(id)` keeps an in-process cache that follows the read path of DESIGN §5: it honours the
+ * `resolve(id)` keeps an in-process cache that follows the read path of docs/design.md §5: it honours the
  * server's Cache-Control (`no-store`, `max-age`) and `Age` (a view stays fresh for max-age − Age from
  * the request, RFC 9111 §4.2.3: this cache is in series with the server's), and a cached view whose
  * lock has started (or is about to, within the skew margin) is always fetched again.

@@ -6,7 +6,7 @@ import { type ProfileVariable, type ServingProfile, profiles } from './profiles'
 import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
 
 /**
- * Configuration, parsed once at start-up from the environment (DESIGN §3), over the defaults of the
+ * Configuration, parsed once at start-up from the environment (docs/design.md §3), over the defaults of the
  * profile table (shared/profiles.ts). A bad value stops start-up with a message that names the variable
  * and the expected form.
  */

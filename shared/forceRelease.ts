@@ -10,7 +10,7 @@ import type { AuditLedger } from './store/ports/audit';
 import type { ForceReleaseRequests } from './store/ports/forceRelease';
 
 /**
- * Force-release with two approvals (paper §8: stuck locks were the failure it learned most from).
+ * Force-release with two approvals (docs/design.md §7.2: stuck locks are what this is for).
  * One operator opens a request with a reason; it runs only when two distinct approvers, neither of them
  * the requester, have approved within one hour. The release is one conditional write that clears the
  * lock of the migration the request named, leaves the location alone, and is audited like every step.

@@ -1,4 +1,4 @@
-/** The routing library: everything that decides. Imports no Azure Functions API (DESIGN §1). */
+/** The routing library: everything that decides. Imports no Azure Functions API (docs/design.md §1). */
 export * from './clock';
 export * from './config';
 export * from './errors';

@@ -10,7 +10,7 @@ import type { LocationStore } from './store/ports/locations';
 import type { TelemetrySink } from './telemetry/sink';
 
 /**
- * The synthetic probe (paper §5.4): on `probe-{region}`, run the whole lock cycle through the real
+ * The synthetic probe (docs/design.md §7.3): on `probe-{region}`, run the whole lock cycle through the real
  * library and check enforcement on the read path at each phase, so an enforcement regression shows as
  * a probe failure rather than a data anomaly. It uses its own short timings, and only ever on
  * `probe-` resources.

@@ -1,5 +1,5 @@
 /**
- * The profile table: every timing and migration variable's value under each profile (DESIGN §3), written
+ * The profile table: every timing and migration variable's value under each profile (docs/design.md §3), written
  * once. `shared/config.ts` takes its defaults from here (ROUTELOCK_PROFILE picks the column; an explicit
  * variable overrides it), and the tests hold the rest to it: the Bicep parameters (production),
  * local.settings.sample.json (dev) and the README's configuration table (test/infra.test.ts).

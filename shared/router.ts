@@ -33,7 +33,7 @@ import { type AllowedRegions, assertAllowedRegion } from './regions';
 import type { LocationStore } from './store/ports/locations';
 
 /**
- * The router (DESIGN §5): resolves location documents through a local cache and performs every lock
+ * The router (docs/design.md §5): resolves location documents through a local cache and performs every lock
  * mutation as one ETag-conditional write.
  *
  * Read path:

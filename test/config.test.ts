@@ -11,7 +11,7 @@ function problemsOf(env: Record<string, string>): string[] {
 }
 
 describe('config', () => {
-  test('production defaults follow DESIGN §3, and the convergence delay is max tier TTL + replication bound', () => {
+  test('production defaults follow docs/design.md §3, and the convergence delay is max tier TTL + replication bound', () => {
     const { timing, store } = parseConfig({});
     expect(timing).toMatchObject({
       profile: 'production',

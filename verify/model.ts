@@ -359,7 +359,7 @@ export async function runCommands(
         continue;
       const token = x.presented;
       const held = Boolean(prevLive && token && tokenMatches(token, prevLive.tokenHash));
-      // DESIGN §2 step (0): a swap or release replayed with the token that completed it answers 200, unchanged.
+      // docs/design.md §3.2 step 0: a swap or release replayed with the token that completed it answers 200, unchanged.
       const replay =
         (c.kind === 'swap' || c.kind === 'release') &&
         Boolean(token && before.lastMigration && tokenMatches(token, before.lastMigration.tokenHash));

@@ -11,7 +11,7 @@ import { RegionStore } from './regionStore';
  *  - deletes turned into tombstones during the hard-delete lock;
  *  - anything sent through a region that is not the route's location (a pending target before the swap,
  *    a retired source after it) refused with 421 and the location to use.
- * It implements the participant contract (DESIGN §6): POST /migrate {migrationId, resourceId, from, to,
+ * It implements the participant contract (docs/design.md §6): POST /migrate {migrationId, resourceId, from, to,
  * step, attempt} → 202 + Location while the copy runs (one job per migration, step and attempt), 200
  * when done. Tombstones are carried over and applied at the target.
  *

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { isProbeId } from '../../shared/probe';
 import { HttpProblem } from './problem';
 
-/** Request validation (DESIGN §4). Bad input is a 4xx problem and changes nothing. */
+/** Request validation (docs/design.md §4). Bad input is a 4xx problem and changes nothing. */
 
 export const MAX_BODY_BYTES = 64 * 1024;
 

@@ -69,7 +69,7 @@ param tokenKeysBase64 string = ''
 @description('Email address the alerts go to; empty: the action group has no receiver yet.')
 param alertEmail string = ''
 
-// ROUTELOCK_* settings, production defaults of DESIGN §3. The convergence delay is the largest cache
+// ROUTELOCK_* settings, production defaults of docs/design.md §3. The convergence delay is the largest cache
 // tier TTL plus the replication bound: declare every tier your services really run.
 param cacheTiers string = 'edge=7200,regional=1800,local=60'
 param safetyBufferSeconds int = 600

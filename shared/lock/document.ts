@@ -1,4 +1,4 @@
-/** The location document (DESIGN §2): routing and lock state in one item per resource. */
+/** The location document (docs/design.md §2): routing and lock state in one item per resource. */
 
 export interface Location {
   region: string;
@@ -89,7 +89,7 @@ export type ChangeOp =
   'create' | 'prelock' | 'escalate' | 'renew' | 'downgrade' | 'swap' | 'release' | 'forceRelease' | 'reclaim';
 
 /**
- * What the write that produced this version did (an addition to DESIGN §2). The change feed may
+ * What the write that produced this version did (docs/design.md §2.6). The change feed may
  * coalesce versions, so telemetry and the audit ledger derive everything from one version alone.
  */
 export interface LastChange {

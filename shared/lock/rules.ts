@@ -23,7 +23,7 @@ import {
 import { hashesEqual, sha256Hex, tokenMatches } from './token';
 
 /**
- * The lock rules (DESIGN §2–§3): pure functions of (document, request, now, config). Each returns the
+ * The lock rules (docs/design.md §3): pure functions of (document, request, now, config). Each returns the
  * next document, or `changed: false` when the request is an idempotent replay that needs no write,
  * or throws a RouteLockError. No I/O, no clock, no randomness: the caller supplies `now` (epoch ms)
  * and, for a pre-lock, the freshly generated token. What a lock means at `now`, clock-skew margins
@@ -464,7 +464,7 @@ export function assertDeletable(doc: LocationDocument, now: number): void {
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/** Order of checks (DESIGN §2): no live lock → 410; another token → 423; only then the phase rules. */
+/** Order of checks (docs/design.md §3.2): no live lock → 410; another token → 423; only then the phase rules. */
 function heldLock(doc: LocationDocument, token: string, now: number): Lock {
   const lock = liveLock(doc, now);
   if (!lock) {

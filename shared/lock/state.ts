@@ -1,7 +1,7 @@
 import type { Lock, LocationDocument, Secondary } from './document';
 
 /**
- * What a lock means at `now` (DESIGN §2–§3): the one home of every time predicate the rules, the router's
+ * What a lock means at `now` (docs/design.md §2–§3): the one home of every time predicate the rules, the router's
  * read path, the route view, Cache-Control, RoutingClient, the sweeper and the probe ask. Pure functions of
  * (lock, now, skew); `now` in epoch ms.
  *

@@ -12,7 +12,7 @@ import {
 } from './state';
 
 /**
- * What callers see (DESIGN §4): the route view with its enforcement decision and Cache-Control,
+ * What callers see (docs/design.md §4): the route view with its enforcement decision and Cache-Control,
  * and the lock grant. Neither ever carries the token, its hash, or the idempotency key's hash.
  */
 

@@ -4,7 +4,7 @@ import type { LockSeed } from '../security/tokenKeys';
 import type { LockGrant, RouteView } from '../lock/view';
 
 /**
- * The migration workflow's vocabulary (DESIGN §6). The workflow is a generator that yields `Step`s;
+ * The migration workflow's vocabulary (docs/design.md §6). The workflow is a generator that yields `Step`s;
  * a runner (Durable Functions, or the in-process runner of the embedded host) performs each step and
  * sends back its result. Steps are plain JSON so both runners can record and replay them.
  */
@@ -49,7 +49,7 @@ export interface MigrationTimeline {
   swappedAt: string | null;
 }
 
-/** DESIGN §6 status, as `GET /migrations/{id}` returns it. */
+/** docs/design.md §6 status, as `GET /migrations/{id}` returns it. */
 export interface MigrationStatus {
   migrationId: string;
   resourceId: string;

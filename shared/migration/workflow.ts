@@ -28,7 +28,7 @@ export { swapPhase } from './workflow/swap';
 export { writePhase } from './workflow/write';
 
 /**
- * The migration, written once (DESIGN §6). A generator over `Step`s: it never reads a clock, draws a
+ * The migration, written once (docs/design.md §6). A generator over `Step`s: it never reads a clock, draws a
  * random number or does I/O; the runner performs each step and sends its result back. Durable Functions
  * replays it from history; the in-process runner replays it from its journal.
  *

@@ -12,7 +12,7 @@ import {
 
 /**
  * The migration workflow's lock credentials, kept out of orchestration state (docs/design.md
- * § Security model). The orchestration carries only a `LockSeed`: a random nonce made at start and
+ * §9). The orchestration carries only a `LockSeed`: a random nonce made at start and
  * the id of the key it is used with. The activities, which alone hold the key ring, derive the
  * fencing token and the Idempotency-Key from it with HMAC-SHA256, so neither ever sits in a Durable
  * task hub, a journal, a record, a log line or a telemetry event. A seed without the key is useless.

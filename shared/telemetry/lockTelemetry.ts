@@ -1,7 +1,7 @@
 import type { LocationDocument } from '../lock/document';
 
 /**
- * Lock telemetry derived from one document version alone (DESIGN §7): the change feed may coalesce
+ * Lock telemetry derived from one document version alone (docs/design.md §8): the change feed may coalesce
  * versions, so nothing here looks at a previous one. `lastChange` says what the write did; the phase
  * timestamps and `lastMigration` carry the durations. Properties are an allowlist: never a token,
  * its hash, or the idempotency key's hash.

@@ -12,7 +12,7 @@ import { productionTiming } from '../support/timing';
 const ESCALATE_AFTER_START = productionTiming.clockSkewSeconds * 1000;
 
 /**
- * Every endpoint and every error code of DESIGN §4, through the registered handlers with real
+ * Every endpoint and every error code of docs/design.md §4, through the registered handlers with real
  * HttpRequest / InvocationContext objects (production timing, fake clock).
  */
 

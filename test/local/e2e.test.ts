@@ -230,7 +230,7 @@ describe('health reports the store', () => {
 });
 
 describe('views stay views', () => {
-  test('a route view has exactly the DESIGN §4 fields', async () => {
+  test('a route view has exactly the docs/design.md §4 fields', async () => {
     const host = await startLocalHost({
       env: { PORT: '0' },
       store: new SqliteStore(':memory:'),

@@ -2,7 +2,7 @@ import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
- * A fake migration participant (DESIGN §6): `POST /migrate {migrationId, resourceId, from, to, step}`.
+ * A fake migration participant (docs/design.md §6): `POST /migrate {migrationId, resourceId, from, to, step}`.
  * Each (migration, step) is one job; a repeated POST answers for the same job, as the contract asks.
  * Behaviour per step is programmable: answer at once, poll (202 + Location) until the job is done,
  * fail, or hold until the test releases it.

@@ -1,6 +1,6 @@
 import { type TimingConfig, parseConfig } from '../../shared/config';
 
-/** Production timing (DESIGN §3 defaults): the numbers the lock-rule tables are written against. */
+/** Production timing (docs/design.md §3 defaults): the numbers the lock-rule tables are written against. */
 export const productionTiming: TimingConfig = parseConfig({}).timing;
 /** The dev profile: what the embedded host runs with. */
 export const devTiming: TimingConfig = parseConfig({ ROUTELOCK_PROFILE: 'dev' }).timing;
