@@ -90,7 +90,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       : config.store.kind === 'sqlite'
         ? config.store.path
         : env.ROUTELOCK_SQLITE_PATH?.trim() || '.routelock/routelock.db');
-  const state = new SqliteMigrationState(statePath);
+  const state = new SqliteMigrationState(statePath, clock);
   // Telemetry goes to structured log lines and the recorder behind GET /api/metrics.
   const metrics = new MetricsRecorder();
   const sink = new FanOutSink([
@@ -98,12 +98,13 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     metrics,
   ]);
   const audit = new SqliteAuditLedger(statePath);
+  const forceReleaseRequests = new SqliteForceReleaseRequests(statePath);
   const core = await createCoreServices(config, {
     clock,
     store,
     records: state,
     audit,
-    forceReleaseRequests: new SqliteForceReleaseRequests(statePath),
+    forceReleaseRequests,
     sink,
     ...(options.routerOptions ? { routerOptions: options.routerOptions } : {}),
   });
@@ -190,6 +191,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       await store.close();
       state.close();
       audit.close();
+      forceReleaseRequests.close();
     },
   };
 }

@@ -1,6 +1,7 @@
 import type { Clock } from './clock';
 import { isRouteLockError } from './errors';
 import { isLive } from './lock/state';
+import { sameEtag } from './lock/document';
 import type { Router } from './router';
 import type { LocationStore } from './store/ports/locations';
 
@@ -25,7 +26,7 @@ export async function sweepOrphans(options: {
       if (!doc.lock || isLive(doc.lock, options.clock())) continue;
       try {
         const stored = await options.router.reclaim(doc.id);
-        if (stored.etag === etag || stored.doc.lastChange?.op !== 'reclaim') continue; // nothing written
+        if (sameEtag(stored.etag, etag) || stored.doc.lastChange?.op !== 'reclaim') continue; // nothing written
         reclaimed.push({ resourceId: doc.id, ageSeconds: stored.doc.lastChange.ageSeconds ?? 0 });
       } catch (error) {
         // Renewed or re-locked since the page was read: not an orphan any more.

@@ -115,19 +115,28 @@ export interface LocationDocument {
 }
 
 /**
- * Whether a caller's ETag names the stored version `stored`. ETags are opaque and kept exactly as the store
- * gave them (Cosmos DB quotes its own, some stand-ins do not); a caller's copy may have lost or gained the
- * surrounding quotes on its way through HTTP (`If-Match: "…"`), so one pair of them is not significant.
+ * ETags are opaque and kept exactly as the store gave them (Cosmos DB quotes its own, some stand-ins do
+ * not): the router writes with the stored form only. These three are the one place their quotes are
+ * handled, at the edges a caller sees.
  */
-export function sameEtag(stored: string, given: string): boolean {
-  const bare = (etag: string) =>
-    etag.length >= 2 && etag.startsWith('"') && etag.endsWith('"') ? etag.slice(1, -1) : etag;
-  return bare(stored) === bare(given);
+
+/** The ETag a route view or grant shows a caller: without the store's quotes, as on every backend. */
+export function bareEtag(etag: string): string {
+  return etag.length >= 2 && etag.startsWith('"') && etag.endsWith('"') ? etag.slice(1, -1) : etag;
 }
 
-/** An ETag as an HTTP header carries it (RFC 9110 entity-tag): quoted, unless the store already quoted it. */
+/**
+ * Whether a caller's ETag names the stored version `stored`: a caller's copy may have lost or gained the
+ * surrounding quotes on its way through HTTP (`If-Match: "…"`, a view's bare `etag`), so one pair of them
+ * is not significant.
+ */
+export function sameEtag(stored: string, given: string): boolean {
+  return bareEtag(stored) === bareEtag(given);
+}
+
+/** An ETag as an HTTP header carries it (RFC 9110 entity-tag): one pair of quotes. */
 export function entityTag(etag: string): string {
-  return etag.startsWith('"') || etag.startsWith('W/"') ? etag : `"${etag}"`;
+  return etag.startsWith('W/"') ? etag : `"${bareEtag(etag)}"`;
 }
 
 /** A document as a store returned it, with the ETag that versions it. */

@@ -1,6 +1,14 @@
 import type { TimingConfig } from '../config';
 import { retryAfterFromMs } from '../errors';
-import type { Location, Lock, LocationDocument, Phase, Secondary, StoredDocument } from './document';
+import {
+  type Location,
+  type Lock,
+  type LocationDocument,
+  type Phase,
+  type Secondary,
+  type StoredDocument,
+  bareEtag,
+} from './document';
 import {
   enforcedFrom,
   hardDeleteInForce,
@@ -98,7 +106,7 @@ export function lockView(lock: Lock): LockView {
 }
 
 export function routeView(stored: StoredDocument, now: number, cfg: TimingConfig): RouteView {
-  const { doc, etag } = stored;
+  const { doc } = stored;
   const lock = liveLock(doc, now);
   return {
     resourceId: doc.id,
@@ -106,7 +114,7 @@ export function routeView(stored: StoredDocument, now: number, cfg: TimingConfig
     secondary: secondaryInForce(doc, now),
     lock: lock ? lockView(lock) : null,
     enforcement: enforcement(doc, now, cfg),
-    etag,
+    etag: bareEtag(stored.etag),
   };
 }
 
@@ -168,6 +176,6 @@ export function lockGrant(stored: StoredDocument, token?: string): LockGrant {
     acquiredAt: lock.acquiredAt,
     ...(lock.hardDeleteAt === undefined ? {} : { hardDeleteAt: lock.hardDeleteAt }),
     ...(lock.writeAt === undefined ? {} : { writeAt: lock.writeAt }),
-    etag: stored.etag,
+    etag: bareEtag(stored.etag),
   };
 }

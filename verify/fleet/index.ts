@@ -105,8 +105,11 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     settings: controlSettings(env.control, env.config),
     keyring: TokenKeyring.ephemeral(),
     serial: 0,
-    state: new CrashingState(':memory:', (migrationId, position) => journaled(f, migrationId, position)),
-    rivalState: new SqliteMigrationState(':memory:'),
+    // Stamped in virtual time, so `recent()` orders by it, not by how fast this machine ran the turn.
+    state: new CrashingState(':memory:', clock.now, (migrationId, position) =>
+      journaled(f, migrationId, position),
+    ),
+    rivalState: new SqliteMigrationState(':memory:', clock.now),
     runner: null,
     rival: null,
     done: false,

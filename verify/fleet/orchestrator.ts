@@ -1,3 +1,5 @@
+import type { Clock } from '../../shared/clock';
+import { beforeEnd } from '../../shared/lock/state';
 import { createActivities } from '../../shared/migration/activities';
 import { InProcessRunner } from '../../shared/migration/inProcess';
 import type { MigrationRecord } from '../../shared/migration/records';
@@ -19,9 +21,10 @@ import { BOUNDARY_RESTART_SHARE, STALL_SHARE, between, pick } from './world';
 export class CrashingState extends SqliteMigrationState {
   constructor(
     path: string,
+    clock: Clock,
     private readonly journaled: (migrationId: string, position: number) => void,
   ) {
-    super(path);
+    super(path, clock);
   }
   override append(migrationId: string, key: string, entry: JournalEntry): void {
     super.append(migrationId, key, entry);
@@ -79,7 +82,10 @@ async function stallFor(f: Fleet, migrationState: SqliteMigrationState): Promise
     const lock = (await truthOrNull(f, record.input.resourceId))?.lock;
     if (lock?.migrationId !== record.migrationId || lock.phase !== 'write' || !lock.writeExpiresAt) continue;
     const end = Date.parse(lock.writeExpiresAt);
-    if (end > now + timing.clockSkewSeconds * 1000 && end <= now + timing.writeLeaseSeconds * 1000)
+    if (
+      beforeEnd(lock.writeExpiresAt, now, timing.clockSkewSeconds) &&
+      end <= now + timing.writeLeaseSeconds * 1000
+    )
       ends.push({ id: record.input.resourceId, end });
   }
   if (ends.length === 0) return undefined;
@@ -157,7 +163,7 @@ async function phaseEndNear(f: Fleet, records: MigrationRecord[], from: number):
           ? lock.hardDeleteExpiresAt
           : undefined;
     const endMs = end === undefined ? Number.NaN : Date.parse(end);
-    if (endMs > from + f.timing.clockSkewSeconds * 1000 && endMs < from + 3600_000)
+    if (end !== undefined && beforeEnd(end, from, f.timing.clockSkewSeconds) && endMs < from + 3600_000)
       (lock.phase === 'write' ? writeEnds : ends).push(endMs);
   }
   if (writeEnds.length > 0) return pick(f.random, writeEnds);

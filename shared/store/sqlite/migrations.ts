@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '../../clock';
 import type { MigrationRecord } from '../../migration/records';
 import type { MigrationStatus } from '../../migration/types';
 import { migrationRecordSubject, notFound } from '../errors';
@@ -12,7 +13,11 @@ import { SqliteTables } from './open';
 export class SqliteMigrationState extends SqliteTables implements MigrationRecords {
   private readonly statements;
 
-  constructor(path: string) {
+  /** `clock` stamps rows (ordering `recent`): the host's own, so a host on virtual time orders by it. */
+  constructor(
+    path: string,
+    private readonly clock: Clock = systemClock,
+  ) {
     super(
       path,
       `
@@ -86,7 +91,7 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
   }
 
   private createSync(record: MigrationRecord): boolean {
-    const now = Date.now();
+    const now = this.clock();
     const result = this.statements.insert.run(
       record.migrationId,
       record.resourceId,
@@ -117,7 +122,7 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
     this.statements.update.run(
       JSON.stringify({ ...record, status, done }),
       done ? 1 : 0,
-      Date.now(),
+      this.clock(),
       migrationId,
     );
     if (done) {
