@@ -18,6 +18,7 @@ import { type Profile, type ProfileVariable, profiles } from '../shared/profiles
 import {
   type ArmResource,
   type ArmTemplate,
+  type Expr,
   callArgs,
   deploymentNamed,
   evaluate,
@@ -82,8 +83,15 @@ const mainDefaults = (template: ArmTemplate = arm()): Record<string, unknown> =>
 function appSettingValues(template: ArmTemplate = arm()): Record<string, unknown> {
   const api = moduleNamed(template, 'api');
   const config = resourceIn(api.template, 'Microsoft.Web/sites/config', 'appsettings');
-  const [passed, added, ...rest] = callArgs(String(config.properties), 'union');
-  if (passed === undefined || exprText(passed) !== "parameters('appSettings')" || rest.length > 0) {
+  // the Durable backend's settings between them: empty for Azure Storage (durableSettingsAsDeployed)
+  const [passed, durable, added, ...rest] = callArgs(String(config.properties), 'union');
+  if (
+    passed === undefined ||
+    exprText(passed) !== "parameters('appSettings')" ||
+    durable === undefined ||
+    exprText(durable) !== "parameters('durableSettings')" ||
+    rest.length > 0
+  ) {
     throw new Error(`unexpected appsettings: ${String(config.properties)}`);
   }
   const pairs = added === undefined ? [] : callArgs(added, 'createObject');
@@ -463,7 +471,7 @@ test('Flex Consumption, Node, a user-assigned identity, the azd service tag, and
   expect(read('azure.yaml')).toMatch(/api:\s*\n\s*project: \.\s*\n\s*language: ts\s*\n\s*host: function/);
 });
 
-test('host.json: extension bundle [4.*, 5.0.0), task hub from a setting, 5 dequeues, no instance overwrite', () => {
+test('host.json: extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues, no instance overwrite', () => {
   const host = JSON.parse(read('host.json')) as {
     extensionBundle: { version: string };
     extensions: {
@@ -471,12 +479,156 @@ test('host.json: extension bundle [4.*, 5.0.0), task hub from a setting, 5 deque
       durableTask: { hubName: string; overridableExistingInstanceStates: string };
     };
   };
-  expect(host.extensionBundle.version).toBe('[4.*, 5.0.0)');
+  // the range the Durable Task Scheduler docs require of non-.NET apps for the azureManaged provider
+  expect(host.extensionBundle.version).toBe('[4.32.0, 5.0.0)');
   expect(host.extensions.durableTask).toEqual({
     hubName: '%ROUTELOCK_TASK_HUB%',
     overridableExistingInstanceStates: 'NonRunningStates',
   });
   expect(host.extensions.queues.maxDequeueCount).toBe(5);
+});
+
+// ---------------------------------------------------------------------------------------------------
+// The Durable backend: Azure Storage by default, the Durable Task Scheduler when durableBackend says so.
+// infra/arm/main.dts.json is main compiled with durableBackend = 'durableTaskScheduler'.
+// ---------------------------------------------------------------------------------------------------
+
+const durableTaskDataContributor = '0ad04412-c4d5-4796-b79c-f76d14c8d402';
+let compiledDts: ArmTemplate | undefined;
+/** main as the DTS entry point deploys it: the nested template and the parameters bound to it. */
+const dtsMain = () => {
+  compiledDts ??= loadArmTemplate(root, 'infra/arm/main.dts.json');
+  const main = moduleNamed(compiledDts, 'main');
+  return { template: main.template, bound: main.parameters };
+};
+
+/** Whether main, with these parameters bound (the rest at their defaults), deploys the scheduler. */
+function schedulerChosen(template: ArmTemplate, bound: Record<string, unknown>): boolean {
+  const deployment = resourceIn(template, 'Microsoft.Resources/deployments', 'durableTaskScheduler');
+  expect(deployment.condition).toBe("[variables('useDurableTaskScheduler')]");
+  const [param, value] = callArgs(String(template.variables?.useDurableTaskScheduler), 'equals');
+  if (param === undefined || value?.kind !== 'string') throw new Error('unexpected useDurableTaskScheduler');
+  const [name] = callArgs(param, 'parameters');
+  const key = String(evaluateNode(name, { template }));
+  return ({ ...mainDefaults(template), ...bound } as Record<string, unknown>)[key] === value.value;
+}
+
+/**
+ * The Durable settings the app gets: main passes the app module `durableSettings` =
+ * if(useDurableTaskScheduler, the scheduler module's appSettings output, {}); this follows the branch.
+ */
+function durableSettingsAsDeployed(
+  template: ArmTemplate,
+  bound: Record<string, unknown> = {},
+): Record<string, unknown> {
+  const api = moduleNamed(template, 'api');
+  const passed = (api.deployment.properties as { parameters: Record<string, unknown> }).parameters
+    .durableSettings;
+  const [condition, chosen, otherwise] = callArgs(String(passed), 'if');
+  expect(exprText(condition as Expr)).toBe("variables('useDurableTaskScheduler')");
+  const [, value] = callArgs((schedulerChosen(template, bound) ? chosen : otherwise) as Expr, 'createObject');
+  const text = `[${exprText(value as Expr)}]`;
+  if (exprText(value as Expr) === 'createObject()') return {};
+  const output = moduleOutput(text);
+  if (output === undefined) throw new Error(`durableSettings is neither {} nor a module output: ${text}`);
+  const module = moduleNamed(template, output.module);
+  return module.template.outputs?.[output.output]?.value as Record<string, unknown>;
+}
+
+test('Durable backend by default: Azure Storage, no scheduler, no role on one, no Durable settings', () => {
+  expect(arm().parameters?.durableBackend).toMatchObject({
+    allowedValues: ['azureStorage', 'durableTaskScheduler'],
+    defaultValue: 'azureStorage',
+  });
+  expect(parameters.durableBackend?.value).toBe('${ROUTELOCK_DURABLE_BACKEND=azureStorage}');
+  expect(schedulerChosen(arm(), {})).toBe(false);
+  expect(durableSettingsAsDeployed(arm())).toEqual({});
+  // the scheduler, its task hub and its role exist only inside the conditional module
+  const durableTask = resourcesOfType(arm(), /^Microsoft\.DurableTask\//);
+  expect(durableTask.map((r) => [r.module, r.resource.type]).sort()).toEqual([
+    ['durableTaskScheduler', 'Microsoft.DurableTask/schedulers'],
+    ['durableTaskScheduler', 'Microsoft.DurableTask/schedulers/taskHubs'],
+  ]);
+  expect(
+    roleAssignments(arm())
+      .filter((a) => a.role === durableTaskDataContributor)
+      .map((a) => a.module),
+  ).toEqual(['durableTaskScheduler']);
+  // the settings the app gets name no scheduler and override no host.json value
+  expect(bicepAppSettings().filter((k) => /DURABLE_TASK|^AzureFunctionsJobHost__/.test(k))).toEqual([]);
+  // and host.json keeps the default provider (Azure Storage on AzureWebJobsStorage)
+  const host = JSON.parse(read('host.json')) as { extensions: { durableTask: Record<string, unknown> } };
+  expect(host.extensions.durableTask.storageProvider).toBeUndefined();
+});
+
+test('Durable backend durableTaskScheduler: scheduler, task hub, Data Contributor, the provider override', () => {
+  const { template, bound } = dtsMain();
+  expect(bound.durableBackend).toBe('durableTaskScheduler');
+  expect(schedulerChosen(template, bound)).toBe(true);
+  const dts = moduleNamed(template, 'durableTaskScheduler');
+  const defaults = mainDefaults(template);
+  // the scheduler: GA API version, a non-empty allow list (an empty one denies all traffic), the SKU
+  const scheduler = resourceIn(dts.template, 'Microsoft.DurableTask/schedulers');
+  expect(scheduler.apiVersion).toBe('2025-11-01');
+  expect(props(scheduler)).toEqual({
+    ipAllowlist: "[parameters('ipAllowlist')]",
+    sku: "[if(equals(parameters('skuName'), 'Dedicated'), createObject('name', parameters('skuName'), 'capacity', parameters('capacity')), createObject('name', parameters('skuName')))]",
+  });
+  expect(dts.parameters).toMatchObject({
+    ipAllowlist: "[parameters('durableTaskSchedulerIpAllowlist')]",
+    skuName: "[parameters('durableTaskSchedulerSku')]",
+    capacity: "[parameters('durableTaskSchedulerCapacity')]",
+  });
+  expect(defaults).toMatchObject({
+    durableTaskSchedulerIpAllowlist: ['0.0.0.0/0'],
+    durableTaskSchedulerSku: 'Dedicated',
+    durableTaskSchedulerCapacity: 1,
+  });
+  expect(dts.template.parameters?.ipAllowlist).toMatchObject({ minLength: 1 });
+  // the task hub is the one host.json names (%ROUTELOCK_TASK_HUB%)
+  const hub = resourceIn(dts.template, 'Microsoft.DurableTask/schedulers/taskHubs');
+  expect(nameSegments(hub, dts.template)).toEqual(["parameters('name')", "parameters('taskHubName')"]);
+  const hubName = evaluate(dts.parameters.taskHubName, { template });
+  expect(hubName).toBe('routelock');
+  expect(evaluate(appSettingValues(template).ROUTELOCK_TASK_HUB, { template })).toBe(hubName);
+  expect(JSON.parse(read('host.json')).extensions.durableTask.hubName).toBe('%ROUTELOCK_TASK_HUB%');
+  // the app identity as Durable Task Data Contributor on the scheduler (all its task hubs)
+  const grants = roleAssignments(template).filter((a) => a.module === 'durableTaskScheduler');
+  expect(grants).toEqual([
+    {
+      module: 'durableTaskScheduler',
+      role: durableTaskDataContributor,
+      principalId: "[parameters('principalId')]",
+      principalType: 'ServicePrincipal',
+      scope: "[resourceId('Microsoft.DurableTask/schedulers', parameters('name'))]",
+      condition: undefined,
+    },
+  ]);
+  expect(moduleOutput(dts.parameters.principalId)).toEqual({ module: 'identity', output: 'principalId' });
+  expect(moduleOutput(dts.parameters.identityClientId)).toEqual({ module: 'identity', output: 'clientId' });
+  // the app settings: host.json's storage provider overridden to azureManaged, and the connection with
+  // the scheduler's endpoint and the user-assigned identity's client id
+  expect(durableSettingsAsDeployed(template, bound)).toEqual({
+    AzureFunctionsJobHost__extensions__durableTask__storageProvider__type: 'azureManaged',
+    AzureFunctionsJobHost__extensions__durableTask__storageProvider__connectionStringName:
+      'DURABLE_TASK_SCHEDULER_CONNECTION_STRING',
+    DURABLE_TASK_SCHEDULER_CONNECTION_STRING:
+      "[format('Endpoint={0};Authentication=ManagedIdentity;ClientID={1}', reference(resourceId('Microsoft.DurableTask/schedulers', parameters('name')), '2025-11-01').endpoint, parameters('identityClientId'))]",
+  });
+  // the app starts on the scheduler only after the grant exists (the module deploys it)
+  const api = moduleNamed(template, 'api');
+  expect((api.deployment.dependsOn ?? []).map((d) => deploymentNamed(d))).toContain('durableTaskScheduler');
+  // the Azure Storage settings stay: the Functions host and the migrations queue still use the account
+  expect(appSettingValues(template)).toMatchObject({ AzureWebJobsStorage__credential: 'managedidentity' });
+});
+
+test('negative control: the Durable backend checks see the scheduler when the parameter selects it', () => {
+  // main.json itself, with the parameter bound as main.dts.bicep binds it
+  expect(schedulerChosen(arm(), { durableBackend: 'durableTaskScheduler' })).toBe(true);
+  expect(Object.keys(durableSettingsAsDeployed(arm(), { durableBackend: 'durableTaskScheduler' }))).toContain(
+    'DURABLE_TASK_SCHEDULER_CONNECTION_STRING',
+  );
+  expect(schedulerChosen(dtsMain().template, { durableBackend: 'azureStorage' })).toBe(false);
 });
 
 test('negative control: the settings check finds a setting that only the code knows', () => {

@@ -66,6 +66,21 @@ param authMode string = 'appservice'
 @description('The fencing-token key set JSON, base64-encoded (ROUTELOCK_TOKEN_KEYS_B64, written by infra/hooks/token-keys.sh on the first provision). Empty: the Key Vault secret is left as it is.')
 param tokenKeysBase64 string = ''
 
+@allowed(['azureStorage', 'durableTaskScheduler'])
+@description('The Durable Functions backend. azureStorage: the host storage account (the default, nothing more to deploy); durableTaskScheduler: a Durable Task Scheduler and task hub, for migration rates the storage backend cannot sustain (README "Sizing the Durable backend").')
+param durableBackend string = 'azureStorage'
+
+@allowed(['Dedicated', 'Consumption'])
+@description('Durable Task Scheduler SKU (durableBackend = durableTaskScheduler).')
+param durableTaskSchedulerSku string = 'Dedicated'
+
+@minValue(1)
+@description('Durable Task Scheduler capacity units (Dedicated SKU).')
+param durableTaskSchedulerCapacity int = 1
+
+@description('Addresses allowed to reach the Durable Task Scheduler. Flex Consumption has no fixed outbound address, so all; every call still needs the app identity\'s Entra token and role.')
+param durableTaskSchedulerIpAllowlist array = ['0.0.0.0/0']
+
 @description('Email address the alerts go to; empty: the action group has no receiver yet.')
 param alertEmail string = ''
 
@@ -110,6 +125,9 @@ var tokenKeysSecretName = 'routelock-token-keys'
 // The app setting is a reference; the platform resolves it with the app's identity.
 var tokenKeysReference = '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=${tokenKeysSecretName})'
 var audiences = union(entraAudiences, [entraClientId])
+// host.json names the task hub through ROUTELOCK_TASK_HUB; the scheduler's task hub has the same name.
+var taskHubName = 'routelock'
+var useDurableTaskScheduler = durableBackend == 'durableTaskScheduler'
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: '${abbrs.resourcesResourceGroups}${environmentName}'
@@ -183,6 +201,23 @@ module keyvault 'modules/keyvault.bicep' = {
   }
 }
 
+module durableTaskScheduler 'modules/durableTaskScheduler.bicep' = if (useDurableTaskScheduler) {
+  name: 'durableTaskScheduler'
+  scope: rg
+  params: {
+    name: '${abbrs.durableTaskSchedulers}${resourceToken}'
+    location: location
+    tags: tags
+    taskHubName: taskHubName
+    skuName: durableTaskSchedulerSku
+    capacity: durableTaskSchedulerCapacity
+    ipAllowlist: durableTaskSchedulerIpAllowlist
+    principalId: identity.outputs.principalId
+    principalKey: identityName
+    identityClientId: identity.outputs.clientId
+  }
+}
+
 module api 'modules/functionapp.bicep' = {
   name: 'api'
   scope: rg
@@ -210,7 +245,7 @@ module api 'modules/functionapp.bicep' = {
     appSettings: {
       ROUTELOCK_PROFILE: 'production'
       ROUTELOCK_STORE: 'cosmos'
-      ROUTELOCK_TASK_HUB: 'routelock'
+      ROUTELOCK_TASK_HUB: taskHubName
       COSMOS_ENDPOINT: cosmos.outputs.endpoint
       COSMOS_DATABASE: cosmos.outputs.databaseName
       COSMOS_CONTAINER: 'locations'
@@ -249,6 +284,9 @@ module api 'modules/functionapp.bicep' = {
       // The fencing-token key set, from Key Vault (never in the app settings themselves).
       ROUTELOCK_TOKEN_KEYS: tokenKeysReference
     }
+    // Azure Storage: none (host.json's default provider on AzureWebJobsStorage). The scheduler: its
+    // storage-provider overrides and connection, once the identity holds its role there.
+    durableSettings: useDurableTaskScheduler ? durableTaskScheduler!.outputs.appSettings : {}
   }
 }
 

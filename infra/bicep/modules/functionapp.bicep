@@ -18,6 +18,8 @@ param maximumInstanceCount int
 param instanceMemoryMB int = 2048
 @description('The ROUTELOCK_* and COSMOS_* settings (see main.bicep).')
 param appSettings object
+@description('The Durable backend\'s settings (empty for Azure Storage; see modules/durableTaskScheduler.bicep).')
+param durableSettings object = {}
 param logAnalyticsWorkspaceId string
 @description('Application (client) id of the routelock API app registration.')
 param entraClientId string
@@ -81,7 +83,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   resource settings 'config' = {
     name: 'appsettings'
     dependsOn: [auth]
-    properties: union(appSettings, {
+    properties: union(appSettings, durableSettings, {
       // Functions host storage, Durable Functions task hub, the migrations queues: identity-based.
       AzureWebJobsStorage__accountName: storageAccountName
       AzureWebJobsStorage__blobServiceUri: storageBlobEndpoint

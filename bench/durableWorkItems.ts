@@ -1,0 +1,162 @@
+import { activityNames, migrationOrchestrator } from '../functions/migrationOrchestrator';
+import { activityFunctionName } from '../functions/durable/runOnDurable';
+import { parseConfig } from '../shared/config';
+import type { ServingProfile } from '../shared/profiles';
+import { createActivities } from '../shared/migration/activities';
+import type { ActivityName, MigrationInput, MigrationStatus } from '../shared/migration/types';
+import { migrationSettings } from '../shared/migration/workflow';
+import { Router } from '../shared/router';
+import { TokenKeyring } from '../shared/security/tokenKeys';
+import { SqliteStore } from '../shared/store/sqlite/locations';
+import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
+import { DurableReplay } from '../test/support/durableReplay';
+import { ManualClock } from '../testkit/clock';
+
+/**
+ * What one migration costs the Durable backend, measured (README "Sizing the Durable backend"): the real
+ * orchestrator replayed through durable-functions' own executor (test/support/durableReplay.ts), the real
+ * activities against a real store, participants that finish each copy in `copySeconds` of virtual time.
+ * Counted from the actions the orchestration issued and the runs it took; the harness throws on any
+ * other action type (sub-orchestration, external event, entity), so those are 0 by construction.
+ *
+ * `npm run bench:durable` prints the table; test/migration/durableWorkItems.test.ts pins the numbers.
+ */
+
+export interface WorkItemCount {
+  profile: ServingProfile;
+  participants: number;
+  /** Activity calls scheduled (each attempt). */
+  activities: number;
+  /** Durable timers created (the convergence wait, lease-renewal races, grace and retry waits). */
+  timers: number;
+  /** Durable HTTP calls (participant copies; the extension runs each as a built-in activity). */
+  httpCalls: number;
+  subOrchestrations: 0;
+  externalEvents: 0;
+  /** Orchestrator executions (episodes): each replays the history and issues the next actions. */
+  episodes: number;
+  /** Work items dispatched: one per episode, one per activity or HTTP call. */
+  workItems: number;
+  /**
+   * Durable Task Scheduler actions (its billing and throughput unit): the start, and for each
+   * activity or HTTP call its scheduling and its result, and each timer's completion.
+   */
+  schedulerActions: number;
+  status: string;
+}
+
+const SOURCE = { region: 'westeurope', account: 'chatweu01' };
+const TARGET = { region: 'eastus', account: 'chatuse01' };
+const START = Date.UTC(2026, 2, 1);
+
+export async function countWorkItems(options: {
+  profile: ServingProfile;
+  participants: number;
+  /** Virtual seconds each participant's bulk copy takes (delta copies take 1 s). */
+  copySeconds?: number;
+}): Promise<WorkItemCount> {
+  const participants = Array.from({ length: options.participants }, (_, i) => ({
+    name: `p${i + 1}`,
+    url: `https://p${i + 1}.test/migrate`,
+  }));
+  const config = parseConfig({
+    ROUTELOCK_PROFILE: options.profile,
+    ROUTELOCK_PARTICIPANTS: JSON.stringify(participants),
+  });
+  const clock = new ManualClock(START);
+  const store = new SqliteStore(':memory:');
+  const router = new Router({ store, timing: config.timing, clock: clock.now });
+  const records = new SqliteMigrationState(':memory:');
+  const keyring = TokenKeyring.ephemeral();
+  const activities = createActivities(router, config.timing, { keyring, records });
+  await router.createRoute('conv-1', SOURCE);
+  const input: MigrationInput = {
+    migrationId: 'm-1',
+    instanceId: 'migrate-conv-1',
+    resourceId: 'conv-1',
+    target: TARGET,
+    settings: migrationSettings(config),
+    lock: keyring.newSeed(),
+  };
+  await records.create({
+    migrationId: 'm-1',
+    instanceId: input.instanceId,
+    resourceId: 'conv-1',
+    target: TARGET,
+    createdAt: new Date(START).toISOString(),
+    input,
+    status: {
+      migrationId: 'm-1',
+      resourceId: 'conv-1',
+      status: 'Pending',
+      phase: 'starting',
+      target: TARGET,
+      timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
+    },
+    done: false,
+  });
+  const byFunction = new Map(
+    activityNames.map((n) => [activityFunctionName(n), n] as [string, ActivityName]),
+  );
+  const copyMs = (options.copySeconds ?? 1) * 1000;
+  const jobsEnd = new Map<string, number>();
+  const replay: DurableReplay = new DurableReplay({
+    orchestrator: migrationOrchestrator,
+    name: 'migrationOrchestrator',
+    instanceId: input.instanceId,
+    input,
+    start: START,
+    activity: async (fn, activityInput) => {
+      clock.set(replay.now);
+      const name = byFunction.get(fn);
+      if (!name) throw new Error(`unknown activity ${fn}`);
+      return (activities[name] as (i: unknown) => Promise<unknown>)(activityInput);
+    },
+    // A participant job: the first POST starts it, a repeated POST (after a renewal) answers when it ends.
+    http: ({ url, body, now }) => {
+      const step = (body as { step: string }).step;
+      const job = `${url}:${step}`;
+      if (!jobsEnd.has(job)) jobsEnd.set(job, now + (step === 'bulkCopy' ? copyMs : 1000));
+      return { statusCode: 200, durationMs: Math.max(0, (jobsEnd.get(job) as number) - now) };
+    },
+  });
+  const result = await replay.run();
+  const count = (kind: string) => result.actions.filter((a) => a.kind === kind).length;
+  const [activitiesScheduled, timers, httpCalls] = [count('activity'), count('timer'), count('http')];
+  return {
+    profile: options.profile,
+    participants: options.participants,
+    activities: activitiesScheduled,
+    timers,
+    httpCalls,
+    subOrchestrations: 0,
+    externalEvents: 0,
+    episodes: result.runs,
+    workItems: result.runs + activitiesScheduled + httpCalls,
+    schedulerActions: 1 + 2 * (activitiesScheduled + httpCalls) + timers,
+    status: (result.output as MigrationStatus).status,
+  };
+}
+
+/** The cases the README quotes: 0, 1 and 2 participants under each serving profile. */
+export async function measureAll(): Promise<WorkItemCount[]> {
+  const rows: WorkItemCount[] = [];
+  for (const profile of ['dev', 'production'] as const)
+    for (const participants of [0, 1, 2]) rows.push(await countWorkItems({ profile, participants }));
+  return rows;
+}
+
+export function table(rows: WorkItemCount[]): string {
+  const head =
+    '| profile | participants | activities | timers | HTTP calls | episodes | work items | DTS actions |';
+  const line = '|---|---:|---:|---:|---:|---:|---:|---:|';
+  const body = rows.map(
+    (r) =>
+      `| ${r.profile} | ${r.participants} | ${r.activities} | ${r.timers} | ${r.httpCalls} | ${r.episodes} | ${r.workItems} | ${r.schedulerActions} |`,
+  );
+  return [head, line, ...body].join('\n');
+}
+
+if (require.main === module) {
+  void measureAll().then((rows) => process.stdout.write(`${table(rows)}\n`));
+}
