@@ -7,9 +7,9 @@ import { type Services, onServices } from './services';
 export async function orphanSweeperHandler(
   _timer: Timer,
   context: InvocationContext,
-  { store, router, clock }: Pick<Services, 'store' | 'router' | 'clock'>,
+  { router, clock }: Pick<Services, 'router' | 'clock'>,
 ): Promise<void> {
-  const { scanned, reclaimed } = await sweepOrphans({ store, router, clock });
+  const { scanned, reclaimed } = await sweepOrphans({ router, clock });
   context.log(`sweeper: ${scanned} locked route(s) scanned, ${reclaimed.length} orphan(s) reclaimed`);
 }
 

@@ -59,11 +59,15 @@ export async function deleteRoute(
 export async function listRoutes(
   request: HttpRequest,
   _context: InvocationContext,
-  { store, clock, config }: Pick<Services, 'store' | 'clock' | 'config'>,
+  { router, clock, config }: Pick<Services, 'router' | 'clock' | 'config'>,
 ): Promise<HttpResponseInit> {
   const query = parse(listQuery, queryObject(request), 'query');
   const lockedOnly = query.locked === 'true';
-  const page = await store.list({ lockedOnly, limit: query.limit ?? 100, continuation: query.continuation });
+  const page = await router.listRoutes({
+    lockedOnly,
+    limit: query.limit ?? 100,
+    continuation: query.continuation,
+  });
   const now = clock();
   const items = page.items
     .filter((stored) => !lockedOnly || isLive(stored.doc.lock, now))

@@ -99,7 +99,8 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
   let token: string | undefined;
 
   const check = async (phase: string, assertions: [string, (view: RouteView) => boolean][]) => {
-    const { view } = await reader.view(resourceId);
+    // The probe is not a service resolving a route: its read-path check goes low (docs/design.md §5.7).
+    const { view } = await reader.backgroundView(resourceId);
     for (const [assertion, holds] of assertions) {
       if (!holds(view)) throw new ProbeFailure(phase, assertion);
     }

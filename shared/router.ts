@@ -30,7 +30,7 @@ import { deadInWriteRegion, enforcedFrom } from './lock/state';
 import { newFencingToken } from './lock/token';
 import { type LockGrant, type RouteView, cacheHeaders, lockGrant, routeView } from './lock/view';
 import { type AllowedRegions, assertAllowedRegion } from './regions';
-import type { LocationStore } from './store/ports/locations';
+import type { ListOptions, ListPage, LocationStore, RequestPriority } from './store/ports/locations';
 
 /**
  * The router (docs/design.md §5): resolves location documents through a local cache and performs every lock
@@ -41,6 +41,23 @@ import type { LocationStore } from './store/ports/locations';
  *  - cache hit whose document carries a started lock → read from the write region, every time;
  *  - miss → nearest replica; if that copy carries a started lock → read again from the write region.
  */
+
+/**
+ * The store priority of each kind of router operation (docs/design.md §5.7), decided here and nowhere
+ * else: Cosmos DB throttles `low` requests first when the container is busy, so migration traffic
+ * yields to route resolution instead of making hot spots for unrelated resources.
+ */
+export const operationPriority = {
+  /** resolve(), view(): every service's lookup (GET /routes/{id}). */
+  resolvePath: 'high',
+  /** createRoute(), deleteRoute(): PUT and DELETE /routes/{id} by the route's owner. */
+  routeChange: 'high',
+  /**
+   * The orchestrator's and operators' work: every lock mutation, reclaim(), forceRelease(),
+   * readAuthoritative(), backgroundView(), listRoutes(), and the probe's createRoute().
+   */
+  background: 'low',
+} as const satisfies Record<string, RequestPriority>;
 
 export interface RouterOptions {
   store: LocationStore;
@@ -103,6 +120,13 @@ export interface LockRules {
 }
 
 const defaultRules: LockRules = { prelock, escalate, renew, swap, release, forceRelease, reclaim };
+
+/** A route view with its caching headers (`Cache-Control`, `Age`), as GET /routes/{id} sends it. */
+export interface RoutedView {
+  view: RouteView;
+  cacheControl: string;
+  ageSeconds: number;
+}
 
 /** The swap's answer for the workflow: the view, and when the swap landed (a replay: the first swap's time). */
 export interface SwapOutcome {
@@ -194,7 +218,7 @@ export class Router {
     const hit = this.cache.get(id);
     // The hit stays one await deep: this is the hot path.
     if (this.servable(hit, now)) return hit.stored;
-    return (await this.readPath(id, hit !== undefined, now)).stored;
+    return (await this.readPath(id, hit !== undefined, now, operationPriority.resolvePath)).stored;
   }
 
   /**
@@ -203,12 +227,24 @@ export class Router {
    * cache downstream (RoutingClient, any HTTP cache) is in series with this one, and the two together
    * must not hold a copy longer than the one local TTL the convergence delay counts.
    */
-  async view(id: string): Promise<{ view: RouteView; cacheControl: string; ageSeconds: number }> {
+  view(id: string): Promise<RoutedView> {
+    return this.viewWith(id, operationPriority.resolvePath);
+  }
+
+  /**
+   * The same view the read path serves (same cache), for work that is not a service resolving a route:
+   * the orchestrator's read-path check, the probe's, a migration's start. Its store reads go `low`.
+   */
+  backgroundView(id: string): Promise<RoutedView> {
+    return this.viewWith(id, operationPriority.background);
+  }
+
+  private async viewWith(id: string, priority: RequestPriority): Promise<RoutedView> {
     const requestedAt = this.clock();
     const hit = this.cache.get(id);
     const entry = this.servable(hit, requestedAt)
       ? hit
-      : await this.readPath(id, hit !== undefined, requestedAt);
+      : await this.readPath(id, hit !== undefined, requestedAt, priority);
     const now = this.clock();
     // A copy cached during this request was read for it (or alongside it): held 0.
     const heldMs = Math.max(0, requestedAt - entry.cachedAt);
@@ -241,20 +277,33 @@ export class Router {
   }
 
   /** The read path past the cache: the entry made by the read it takes (`cached`: a copy too old to serve). */
-  private async readPath(id: string, cached: boolean, now: number): Promise<CacheEntry> {
-    if (cached) return this.readEntry(id, 'writeRegion');
+  private async readPath(
+    id: string,
+    cached: boolean,
+    now: number,
+    priority: RequestPriority,
+  ): Promise<CacheEntry> {
+    if (cached) return this.readEntry(id, 'writeRegion', priority);
 
-    const nearest = await this.store.read(id, { from: 'nearest' });
-    if (now >= this.readThroughFrom(nearest, now, false)) return this.readEntry(id, 'writeRegion');
+    const nearest = await this.store.read(id, { from: 'nearest', priority });
+    if (now >= this.readThroughFrom(nearest, now, false)) return this.readEntry(id, 'writeRegion', priority);
     return this.remember(nearest, now, false);
   }
 
-  private async readAndCache(id: string, from: 'nearest' | 'writeRegion'): Promise<StoredDocument> {
-    return (await this.readEntry(id, from)).stored;
+  private async readAndCache(
+    id: string,
+    from: 'nearest' | 'writeRegion',
+    priority: RequestPriority,
+  ): Promise<StoredDocument> {
+    return (await this.readEntry(id, from, priority)).stored;
   }
 
-  private async readEntry(id: string, from: 'nearest' | 'writeRegion'): Promise<CacheEntry> {
-    const stored = await this.store.read(id, { from });
+  private async readEntry(
+    id: string,
+    from: 'nearest' | 'writeRegion',
+    priority: RequestPriority,
+  ): Promise<CacheEntry> {
+    const stored = await this.store.read(id, { from, priority });
     return this.remember(stored, this.clock(), from === 'writeRegion');
   }
 
@@ -289,15 +338,17 @@ export class Router {
     options: { createdBy?: 'probe' } = {},
   ): Promise<{ stored: StoredDocument; created: boolean }> {
     assertAllowedRegion(this.allowedRegions, location, 'creating the route', id);
+    const priority =
+      options.createdBy === 'probe' ? operationPriority.background : operationPriority.routeChange;
     try {
       const stored = await this.write(id, () =>
-        this.store.create(newLocationDocument(id, location, this.clock(), options.createdBy)),
+        this.store.create(newLocationDocument(id, location, this.clock(), options.createdBy), { priority }),
       );
       this.remember(stored, this.clock(), true);
       return { stored, created: true };
     } catch (error) {
       if (!isRouteLockError(error, 'AlreadyExists')) throw error;
-      const existing = await this.readAndCache(id, 'writeRegion');
+      const existing = await this.readAndCache(id, 'writeRegion', priority);
       if (sameLocation(existing.doc.location, location)) return { stored: existing, created: false };
       throw new RouteLockError('AlreadyExists', `Route ${id} already exists with another location.`, {
         resourceId: id,
@@ -307,16 +358,17 @@ export class Router {
 
   /** DELETE /routes/{id}: refused (423) while a live lock holds the route. */
   async deleteRoute(id: string, options: MutationOptions = {}): Promise<void> {
-    let current = (await this.readForMutation(id, options.ifMatch)).stored;
+    const priority = operationPriority.routeChange;
+    let current = (await this.readForMutation(id, options.ifMatch, priority)).stored;
     for (let attempt = 0; ; attempt += 1) {
       assertDeletable(current.doc, this.clock());
       try {
-        await this.write(id, () => this.store.delete(id, current.etag));
+        await this.write(id, () => this.store.delete(id, current.etag, { priority }));
         this.cache.delete(id);
         this.versions.delete(id);
         return;
       } catch (error) {
-        current = await this.afterConflict(id, error, attempt, options.ifMatch);
+        current = await this.afterConflict(id, error, attempt, options.ifMatch, priority);
       }
     }
   }
@@ -389,7 +441,12 @@ export class Router {
 
   /** The authoritative copy, from the write region (refreshes the cache). */
   readAuthoritative(id: string): Promise<StoredDocument> {
-    return this.readAndCache(id, 'writeRegion');
+    return this.readAndCache(id, 'writeRegion', operationPriority.background);
+  }
+
+  /** A page of routes (GET /routes, the sweeper): never the read path. */
+  listRoutes(options: Omit<ListOptions, 'priority'>): Promise<ListPage> {
+    return this.store.list({ ...options, priority: operationPriority.background });
   }
 
   private async mutate(
@@ -406,7 +463,8 @@ export class Router {
         },
       );
     }
-    const copy = await this.readForMutation(id, options.ifMatch);
+    const priority = operationPriority.background;
+    const copy = await this.readForMutation(id, options.ifMatch, priority);
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
       const { doc, changed } = rule(current.doc, this.clock());
@@ -415,20 +473,20 @@ export class Router {
         assertAllowedRegion(this.allowedRegions, doc.location, 'moving the route', id);
       if (!changed && copy.fromCache && attempt === 0) {
         // A no-op answers without a write, so no ETag condition would catch a stale copy: confirm it.
-        current = await this.readAndCache(id, 'writeRegion');
+        current = await this.readAndCache(id, 'writeRegion', priority);
         if (options.ifMatch === undefined || !sameEtag(current.etag, options.ifMatch))
           throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
         continue;
       }
       if (!changed) return current;
       try {
-        const written = await this.write(id, () => this.store.replace(doc, current.etag));
+        const written = await this.write(id, () => this.store.replace(doc, current.etag, { priority }));
         const now = this.clock();
         this.remember(written, now, true);
         this.checkSkew(id, written, now);
         return written;
       } catch (error) {
-        current = await this.afterConflict(id, error, attempt, options.ifMatch);
+        current = await this.afterConflict(id, error, attempt, options.ifMatch, priority);
       }
     }
   }
@@ -441,12 +499,16 @@ export class Router {
   }
 
   /** The copy a mutation decides on: the cached one when the caller's If-Match names it, else the write region's. */
-  private async readForMutation(id: string, ifMatch: string | undefined): Promise<VersionedCopy> {
+  private async readForMutation(
+    id: string,
+    ifMatch: string | undefined,
+    priority: RequestPriority,
+  ): Promise<VersionedCopy> {
     if (ifMatch !== undefined) {
       const known = this.versions.get(id) ?? this.cache.get(id)?.stored;
       if (known && sameEtag(known.etag, ifMatch)) return { stored: known, fromCache: true };
     }
-    const current = await this.readAndCache(id, 'writeRegion');
+    const current = await this.readAndCache(id, 'writeRegion', priority);
     if (ifMatch !== undefined && !sameEtag(current.etag, ifMatch))
       throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
     return { stored: current, fromCache: false };
@@ -458,6 +520,7 @@ export class Router {
     error: unknown,
     attempt: number,
     ifMatch: string | undefined,
+    priority: RequestPriority,
   ): Promise<StoredDocument> {
     if (!isRouteLockError(error, 'PreconditionFailed')) throw error;
     this.cache.delete(id);
@@ -465,7 +528,7 @@ export class Router {
     // A caller's own If-Match is a precondition, not a hint: a changed document is its 412.
     if (ifMatch !== undefined) throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
     if (attempt > 0) throw preconditionFailed(id, 'again while this request was deciding; retry it');
-    return this.readAndCache(id, 'writeRegion');
+    return this.readAndCache(id, 'writeRegion', priority);
   }
 }
 

@@ -3,7 +3,6 @@ import { isRouteLockError } from './errors';
 import { isLive } from './lock/state';
 import { sameEtag } from './lock/document';
 import type { Router } from './router';
-import type { LocationStore } from './store/ports/locations';
 
 /**
  * The orphan sweeper: finds locks whose parent lease has expired and clears them with a conditional
@@ -11,7 +10,6 @@ import type { LocationStore } from './store/ports/locations';
  * record). Expired locks already restrict nothing; this keeps the documents and dashboards honest.
  */
 export async function sweepOrphans(options: {
-  store: LocationStore;
   router: Router;
   clock: Clock;
   pageSize?: number;
@@ -20,7 +18,12 @@ export async function sweepOrphans(options: {
   const reclaimed: { resourceId: string; ageSeconds: number }[] = [];
   let continuation: string | undefined;
   do {
-    const page = await options.store.list({ lockedOnly: true, limit: options.pageSize ?? 100, continuation });
+    // Through the router, which sends it low priority (docs/design.md §5.7).
+    const page = await options.router.listRoutes({
+      lockedOnly: true,
+      limit: options.pageSize ?? 100,
+      continuation,
+    });
     for (const { doc, etag } of page.items) {
       scanned += 1;
       if (!doc.lock || isLive(doc.lock, options.clock())) continue;

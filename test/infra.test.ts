@@ -1102,6 +1102,29 @@ test('the site: no basic-auth publishing, TLS 1.2, no FTP setting on Flex Consum
   ).toBe(true);
 });
 
+/** Priority-based execution on the account (docs/design.md §5.7); throws when the template lacks it. */
+function expectPriorityBasedExecution(template: ArmTemplate): void {
+  const account = resourceIn(
+    moduleNamed(template, 'cosmos').template,
+    'Microsoft.DocumentDB/databaseAccounts',
+  );
+  expect(props(account)).toMatchObject({ enablePriorityBasedExecution: true, defaultPriorityLevel: 'High' });
+  // The first GA API version whose account type has these properties (the compiler refuses them before).
+  expect(String(account.apiVersion) >= '2025-10-15').toBe(true);
+}
+
+test('Cosmos DB priority-based execution is on, requests without a priority High', () => {
+  expectPriorityBasedExecution(arm());
+  // negative control: the account without the property fails the check
+  const without = structuredClone(arm());
+  const account = resourceIn(
+    moduleNamed(without, 'cosmos').template,
+    'Microsoft.DocumentDB/databaseAccounts',
+  );
+  delete props(account).enablePriorityBasedExecution;
+  expect(() => expectPriorityBasedExecution(without)).toThrow();
+});
+
 test('diagnostic settings to Log Analytics: Cosmos DB, the storage services, the function app, Key Vault', () => {
   const settings = resourcesOfType(arm(), 'Microsoft.Insights/diagnosticSettings');
   const byScope = Object.fromEntries(

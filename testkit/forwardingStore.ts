@@ -3,15 +3,24 @@ import type {
   ListOptions,
   ListPage,
   LocationStore,
-  ReadFrom,
+  PriorityOption,
+  ReadOptions,
+  RequestPriority,
   StoreCounters,
 } from '../shared/store/ports/locations';
 
-/** One call that goes through a wrapper: the method, and the document it names (a list names none). */
+/**
+ * One call that goes through a wrapper: the method, the document it names (a list names none), and
+ * the priority it asked for (absent: none, the store's default).
+ */
 export interface StoreCall {
   method: 'read' | 'create' | 'replace' | 'delete' | 'list';
   id?: string;
+  priority?: RequestPriority;
 }
+
+const priorityOf = (options: PriorityOption | undefined) =>
+  options?.priority === undefined ? {} : { priority: options.priority };
 
 export const isWriteCall = (call: StoreCall): boolean =>
   call.method === 'create' || call.method === 'replace' || call.method === 'delete';
@@ -35,20 +44,26 @@ export class ForwardingStore<Inner extends LocationStore = LocationStore> implem
     return work();
   }
 
-  read(id: string, options: { from: ReadFrom }): Promise<StoredDocument> {
-    return this.around({ method: 'read', id }, () => this.inner.read(id, options));
+  read(id: string, options: ReadOptions): Promise<StoredDocument> {
+    return this.around({ method: 'read', id, ...priorityOf(options) }, () => this.inner.read(id, options));
   }
-  create(doc: LocationDocument): Promise<StoredDocument> {
-    return this.around({ method: 'create', id: doc.id }, () => this.inner.create(doc));
+  create(doc: LocationDocument, options?: PriorityOption): Promise<StoredDocument> {
+    return this.around({ method: 'create', id: doc.id, ...priorityOf(options) }, () =>
+      this.inner.create(doc, options),
+    );
   }
-  replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
-    return this.around({ method: 'replace', id: doc.id }, () => this.inner.replace(doc, ifMatch));
+  replace(doc: LocationDocument, ifMatch: string, options?: PriorityOption): Promise<StoredDocument> {
+    return this.around({ method: 'replace', id: doc.id, ...priorityOf(options) }, () =>
+      this.inner.replace(doc, ifMatch, options),
+    );
   }
-  delete(id: string, ifMatch: string): Promise<void> {
-    return this.around({ method: 'delete', id }, () => this.inner.delete(id, ifMatch));
+  delete(id: string, ifMatch: string, options?: PriorityOption): Promise<void> {
+    return this.around({ method: 'delete', id, ...priorityOf(options) }, () =>
+      this.inner.delete(id, ifMatch, options),
+    );
   }
   list(options: ListOptions): Promise<ListPage> {
-    return this.around({ method: 'list' }, () => this.inner.list(options));
+    return this.around({ method: 'list', ...priorityOf(options) }, () => this.inner.list(options));
   }
   close(): Promise<void> {
     return this.inner.close();

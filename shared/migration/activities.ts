@@ -96,7 +96,7 @@ export function createActivities(
     readRoute: ({ resourceId, from }) =>
       run(async () =>
         from === 'readPath'
-          ? (await router.view(resourceId)).view
+          ? (await router.backgroundView(resourceId)).view
           : routeView(await router.readAuthoritative(resourceId), router.now(), timing),
       ),
     recordOutcome: ({ status }) =>

@@ -29,7 +29,7 @@ export interface MigrationService {
 
 /** The route must exist before a migration is accepted (404 otherwise). */
 export async function assertRouteExists(router: Router, resourceId: string): Promise<void> {
-  await router.resolve(resourceId);
+  await router.backgroundView(resourceId);
 }
 
 /** A resource already migrating: the same target gets that migration back; another target is a 409. */

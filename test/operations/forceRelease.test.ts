@@ -227,7 +227,7 @@ describe.each([
     h.clock.set(Date.parse(stale.expiresAt) + 120_000);
     await h.router.prelock('live-1', { migrationId: 'm-live', owner: 'o', target: TARGET });
     const recorder = new MetricsRecorder();
-    const result = await sweepOrphans({ store: h.store, router: h.router, clock: h.clock.now });
+    const result = await sweepOrphans({ router: h.router, clock: h.clock.now });
     expect(result).toEqual({ scanned: 2, reclaimed: [{ resourceId: 'stuck-1', ageSeconds: 120 }] });
     const reclaimed = (await h.store.read('stuck-1', { from: 'writeRegion' })).doc;
     await handleDocumentVersions([reclaimed], {
@@ -238,7 +238,7 @@ describe.each([
     expect(recorder.snapshot().events).toMatchObject({ OrphanedLockReclaimed: 1, LockReleased: 1 });
     expect((await h.audit.list('stuck-1', 10)).map((r) => r.op)).toEqual(['reclaim']);
     expect((await h.store.read('live-1', { from: 'writeRegion' })).doc.lock?.migrationId).toBe('m-live');
-    expect(await sweepOrphans({ store: h.store, router: h.router, clock: h.clock.now })).toEqual({
+    expect(await sweepOrphans({ router: h.router, clock: h.clock.now })).toEqual({
       scanned: 1,
       reclaimed: [],
     });

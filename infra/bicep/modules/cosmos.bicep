@@ -16,7 +16,7 @@ param principalId string
 param principalKey string
 param logAnalyticsWorkspaceId string
 
-resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
+resource account 'Microsoft.DocumentDB/databaseAccounts@2025-10-15' = {
   name: name
   location: locations[0]
   tags: tags
@@ -28,6 +28,12 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
     disableKeyBasedMetadataWriteAccess: true
     enableMultipleWriteLocations: false
     enableAutomaticFailover: true
+    // Priority-based execution: when the container is busy, Low requests are throttled first. The router
+    // sends route resolution High and migration traffic (orchestrator, sweeper, probe, listing) Low
+    // (docs/design.md §5.7); a request that names none is High. These two properties first appear in a
+    // GA API version at 2025-10-15, hence that version for the account and its children.
+    enablePriorityBasedExecution: true
+    defaultPriorityLevel: 'High'
     consistencyPolicy: {
       defaultConsistencyLevel: 'BoundedStaleness'
       maxIntervalInSeconds: maxStalenessIntervalSeconds
@@ -43,7 +49,7 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
   }
 }
 
-resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-05-15' = {
+resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2025-10-15' = {
   parent: account
   name: databaseName
   properties: { resource: { id: databaseName } }
@@ -53,7 +59,7 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-05-15
 // the identity cannot create containers); audit: the ledger; migrations: migration id → instance.
 var containerNames = ['locations', 'leases', 'audit', 'migrations']
 
-resource containers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = [
+resource containers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2025-10-15' = [
   for container in containerNames: {
     parent: database
     name: container
@@ -69,7 +75,7 @@ resource containers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containe
 // Built-in "Cosmos DB Built-in Data Contributor".
 var dataContributor = '00000000-0000-0000-0000-000000000002'
 
-resource dataAccess 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = {
+resource dataAccess 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2025-10-15' = {
   parent: account
   name: guid(account.id, principalKey, dataContributor)
   properties: {

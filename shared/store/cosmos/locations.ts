@@ -1,4 +1,10 @@
-import { type Container, CosmosClient, type CosmosClientOptions, type ItemDefinition } from '@azure/cosmos';
+import {
+  type Container,
+  CosmosClient,
+  type CosmosClientOptions,
+  type ItemDefinition,
+  PriorityLevel,
+} from '@azure/cosmos';
 import { DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import { Agent } from 'node:https';
 import { RouteLockError } from '../../errors';
@@ -9,7 +15,8 @@ import {
   type ListOptions,
   type ListPage,
   type LocationStore,
-  type ReadFrom,
+  type PriorityOption,
+  type ReadOptions,
   countRead,
   newCounters,
 } from '../ports/locations';
@@ -46,6 +53,12 @@ export interface CosmosAccountInfo {
 }
 
 type CosmosItem = LocationDocument & ItemDefinition & { _etag?: string };
+
+/** The SDK's request option (header `x-ms-cosmos-priority-level`); none leaves the account's default. */
+function priorityLevel({ priority }: PriorityOption = {}): { priorityLevel?: PriorityLevel } {
+  if (priority === undefined) return {};
+  return { priorityLevel: priority === 'low' ? PriorityLevel.Low : PriorityLevel.High };
+}
 
 export class CosmosStore implements LocationStore {
   readonly kind = 'cosmos';
@@ -125,11 +138,12 @@ export class CosmosStore implements LocationStore {
     return this.writeClient.database(this.databaseName).container(name);
   }
 
-  async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {
+  async read(id: string, options: ReadOptions): Promise<StoredDocument> {
+    const { from } = options;
     countRead(this.counters, from);
     const container = from === 'nearest' ? this.nearest : this.writeRegion;
     try {
-      const response = await container.item(id, id).read<CosmosItem>();
+      const response = await container.item(id, id).read<CosmosItem>(priorityLevel(options));
       if (response.statusCode === 404 || !response.resource) throw notFound(routeSubject(id));
       return this.stored(response.resource, response.etag);
     } catch (error) {
@@ -137,21 +151,25 @@ export class CosmosStore implements LocationStore {
     }
   }
 
-  async create(doc: LocationDocument): Promise<StoredDocument> {
+  async create(doc: LocationDocument, options?: PriorityOption): Promise<StoredDocument> {
     this.counters.creates += 1;
     try {
-      const response = await this.writeRegion.items.create<CosmosItem>(doc as CosmosItem);
+      const response = await this.writeRegion.items.create<CosmosItem>(
+        doc as CosmosItem,
+        priorityLevel(options),
+      );
       return this.written(response.resource ?? (doc as CosmosItem), response.etag);
     } catch (error) {
       throw storeError(error, doc.id);
     }
   }
 
-  async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
+  async replace(doc: LocationDocument, ifMatch: string, options?: PriorityOption): Promise<StoredDocument> {
     this.counters.replaces += 1;
     try {
       const response = await this.writeRegion.item(doc.id, doc.id).replace<CosmosItem>(doc as CosmosItem, {
         accessCondition: { type: 'IfMatch', condition: ifMatch },
+        ...priorityLevel(options),
       });
       return this.written(response.resource ?? (doc as CosmosItem), response.etag);
     } catch (error) {
@@ -159,12 +177,12 @@ export class CosmosStore implements LocationStore {
     }
   }
 
-  async delete(id: string, ifMatch: string): Promise<void> {
+  async delete(id: string, ifMatch: string, options?: PriorityOption): Promise<void> {
     this.counters.deletes += 1;
     try {
       await this.writeRegion
         .item(id, id)
-        .delete({ accessCondition: { type: 'IfMatch', condition: ifMatch } });
+        .delete({ accessCondition: { type: 'IfMatch', condition: ifMatch }, ...priorityLevel(options) });
     } catch (error) {
       throw storeError(error, id);
     }
@@ -175,7 +193,8 @@ export class CosmosStore implements LocationStore {
    * string, and it names internal resource ids) travels base64url-wrapped; a token that does not
    * unwrap to itself is refused here, one Cosmos DB refuses is the caller's 400 all the same.
    */
-  async list({ lockedOnly, limit, continuation }: ListOptions): Promise<ListPage> {
+  async list(options: ListOptions): Promise<ListPage> {
+    const { lockedOnly, limit, continuation } = options;
     this.counters.lists += 1;
     const query = lockedOnly
       ? 'SELECT * FROM c WHERE IS_DEFINED(c.lock) AND NOT IS_NULL(c.lock) ORDER BY c.id'
@@ -186,6 +205,7 @@ export class CosmosStore implements LocationStore {
         .query<CosmosItem>(query, {
           maxItemCount: limit,
           ...(token ? { continuationToken: token } : {}),
+          ...priorityLevel(options),
         })
         .fetchNext();
       return {

@@ -11,6 +11,17 @@ import type { LocationDocument, StoredDocument } from '../../lock/document';
 /** "nearest": the closest replica, possibly lagging. "writeRegion": the authoritative copy. */
 export type ReadFrom = 'nearest' | 'writeRegion';
 
+/**
+ * Cosmos DB priority-based execution: when the container is busy, Cosmos DB throttles `low` requests
+ * before `high` ones. The router decides it per operation (docs/design.md §5.7); absent, the account's
+ * default (`high`). Stores without priorities (SQLite) ignore it.
+ */
+export type RequestPriority = 'high' | 'low';
+
+export interface PriorityOption {
+  priority?: RequestPriority | undefined;
+}
+
 export interface StoreCounters {
   nearestReads: number;
   /** Pages listed (dashboards, sweeper); never on the request path. */
@@ -26,17 +37,21 @@ export interface LocationStore {
   readonly kind: string;
   /** What this store has done since it was opened (or last reset): for tests and benchmarks. */
   readonly counters: StoreCounters;
-  read(id: string, options: { from: ReadFrom }): Promise<StoredDocument>;
-  create(doc: LocationDocument): Promise<StoredDocument>;
+  read(id: string, options: ReadOptions): Promise<StoredDocument>;
+  create(doc: LocationDocument, options?: PriorityOption): Promise<StoredDocument>;
   /** Conditional on `ifMatch`: 412 PreconditionFailed when the stored ETag differs. */
-  replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument>;
-  delete(id: string, ifMatch: string): Promise<void>;
+  replace(doc: LocationDocument, ifMatch: string, options?: PriorityOption): Promise<StoredDocument>;
+  delete(id: string, ifMatch: string, options?: PriorityOption): Promise<void>;
   /** A page of documents in a stable order; `lockedOnly` keeps those carrying lock state. */
   list(options: ListOptions): Promise<ListPage>;
   close(): Promise<void>;
 }
 
-export interface ListOptions {
+export interface ReadOptions extends PriorityOption {
+  from: ReadFrom;
+}
+
+export interface ListOptions extends PriorityOption {
   lockedOnly: boolean;
   limit: number;
   /** Opaque, from the previous page. */

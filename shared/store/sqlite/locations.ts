@@ -8,7 +8,7 @@ import {
   type ListOptions,
   type ListPage,
   type LocationStore,
-  type ReadFrom,
+  type ReadOptions,
   countRead,
   newCounters,
 } from '../ports/locations';
@@ -84,7 +84,8 @@ export class SqliteStore extends SqliteTables implements LocationStore {
     };
   }
 
-  async read(id: string, { from }: { from: ReadFrom }): Promise<StoredDocument> {
+  /** One copy, no throttling: a request's `priority` changes nothing here. */
+  async read(id: string, { from }: ReadOptions): Promise<StoredDocument> {
     countRead(this.counters, from);
     const row = guarded(routeSubject(id), () => this.statements.read.get(id));
     if (!row) throw notFound(routeSubject(id));
