@@ -10,23 +10,29 @@ import { assertNoSecrets } from '../support/secrets';
 
 /**
  * End to end over real HTTP: the embedded host on a free loopback port, serving the registered
- * handlers, on SQLite and on Cosmos DB (@vercel/cosmosdb-server). Production timing on a fake clock.
+ * handlers, on SQLite and on Cosmos DB (@vercel/cosmosdb-server, stock and issuing quoted ETags).
+ * Production timing on a fake clock.
  */
 
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };
 const TARGET = { region: 'eastus', account: 'chatuse01' };
 
 let cosmos: CosmosTestServer;
+let quoted: CosmosTestServer;
 beforeAll(async () => {
   cosmos = await startCosmosServer();
+  quoted = await startCosmosServer({ quotedEtags: true });
 });
 afterAll(async () => {
   await cosmos.close();
+  await quoted.close();
 });
 
 const stores: [string, () => Promise<LocationStore>][] = [
   ['sqlite', async () => new SqliteStore(':memory:')],
   ['cosmos', async () => cosmos.connect()],
+  // ETags in quotes, compared exactly, as Cosmos DB issues them (testkit/cosmosServer.ts)
+  ['cosmos (quoted ETags)', async () => quoted.connect()],
 ];
 
 describe.each(stores)('embedded host over HTTP on %s', (_name, openStore) => {
@@ -83,6 +89,21 @@ describe.each(stores)('embedded host over HTTP on %s', (_name, openStore) => {
     const text = await get.text();
     assertNoSecrets(text, [grant.token!]);
     expect(JSON.parse(text)).toMatchObject({ lock: { phase: 'prelock' } });
+  });
+
+  test('DELETE of an unlocked route is 204 (If-Match from the ETag header or none); a stale one is 412', async () => {
+    expect((await send('PUT', '/routes/del-1', { location: SOURCE })).status).toBe(201);
+    expect((await send('PUT', '/routes/del-2', { location: SOURCE })).status).toBe(201);
+    const etag = (await send('GET', '/routes/del-1')).headers.get('etag') ?? '';
+    expect((await send('DELETE', '/routes/del-1', undefined, { 'if-match': etag })).status).toBe(204);
+    expect((await send('GET', '/routes/del-1')).status).toBe(404);
+    const before = (await send('GET', '/routes/del-2')).headers.get('etag') ?? '';
+    const pre = await send('POST', '/routes/del-2/prelock', { migrationId: 'm', owner: 'o', target: TARGET });
+    const { token } = (await pre.json()) as LockGrant;
+    tokens.push(token!);
+    expect((await send('POST', '/routes/del-2/release', { token })).status).toBe(200);
+    expect((await send('DELETE', '/routes/del-2', undefined, { 'if-match': before })).status).toBe(412);
+    expect((await send('DELETE', '/routes/del-2')).status).toBe(204);
   });
 
   test('Cache-Control clamps as the pending lock nears startsAt, then no-store', async () => {

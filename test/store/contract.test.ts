@@ -9,7 +9,8 @@ import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosSe
 
 /**
  * One contract, two adapters: what the router relies on from any store. The Cosmos adapter runs
- * against @vercel/cosmosdb-server (the Cosmos wire protocol, with real ETags and 412s).
+ * against @vercel/cosmosdb-server (the Cosmos wire protocol, with real ETags and 412s), twice: as it
+ * ships (bare ETags) and issuing ETags in quotes as Cosmos DB does (testkit/cosmosServer.ts).
  */
 
 async function codeOf(promise: Promise<unknown>): Promise<string> {
@@ -23,13 +24,16 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
 }
 
 let cosmos: CosmosTestServer;
+let quoted: CosmosTestServer;
 const dirs: string[] = [];
 
 beforeAll(async () => {
   cosmos = await startCosmosServer();
+  quoted = await startCosmosServer({ quotedEtags: true });
 });
 afterAll(async () => {
   await cosmos.close();
+  await quoted.close();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -44,6 +48,7 @@ const adapters: [string, () => Promise<LocationStore>][] = [
     },
   ],
   ['cosmos (@vercel/cosmosdb-server)', async () => cosmos.connect()],
+  ['cosmos (@vercel/cosmosdb-server, quoted ETags)', async () => quoted.connect()],
 ];
 
 describe.each(adapters)('store contract: %s', (_name, open) => {

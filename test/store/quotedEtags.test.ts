@@ -1,34 +1,47 @@
 import { RoutingClient } from '../../shared/client';
+import { parseConfig } from '../../shared/config';
 import { isRouteLockError } from '../../shared/errors';
+import { ForceReleaseService } from '../../shared/forceRelease';
 import { newLocationDocument } from '../../shared/lock/document';
 import type { LockGrant, RouteView } from '../../shared/lock/view';
+import { Router } from '../../shared/router';
+import { CosmosAuditLedger } from '../../shared/store/cosmos/audit';
+import { CosmosForceReleaseRequests } from '../../shared/store/cosmos/forceRelease';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { ManualClock } from '../../testkit/clock';
 import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 import { QuotingStore } from '../../testkit/quotingStore';
 import { call, handlerServices } from '../support/handlers';
 
 /**
- * Cosmos DB quotes its ETags; the stand-ins do not. Over a store that hands ETags out quoted and accepts
- * them back only in that form (testkit/quotingStore.ts), on SQLite and on the Cosmos test server: the
- * library keeps them opaque, the HTTP ETag header carries exactly one pair of quotes, a caller's If-Match
- * from either the header or a grant's `etag` names its version, and a stale one is still 412.
+ * Cosmos DB quotes its ETags; the stand-ins do not. Three ways to meet quoted ETags: the Cosmos test
+ * server configured to issue them as Cosmos DB does (testkit/cosmosServer.ts, `quotedEtags`: the real
+ * CosmosStore and SDK, nothing wrapped), and a store that hands them out quoted and accepts them back only
+ * in that form (testkit/quotingStore.ts) over SQLite and over the stock test server. On each: the library
+ * keeps them opaque, the HTTP ETag header carries exactly one pair of quotes, a caller's If-Match from
+ * either the header or a grant's `etag` names its version, a stale one is still 412, and an unlocked route
+ * deletes (the bug the issue measured: 412 on a quoting emulator).
  */
 
 let cosmos: CosmosTestServer;
+let quoted: CosmosTestServer;
 beforeAll(async () => {
   cosmos = await startCosmosServer();
+  quoted = await startCosmosServer({ quotedEtags: true });
 });
 afterAll(async () => {
   await cosmos.close();
+  await quoted.close();
 });
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'northeurope' };
 
 const backends: [string, () => Promise<LocationStore>][] = [
-  ['SQLite', async () => new QuotingStore(new SqliteStore(':memory:'))],
-  ['Cosmos test server', async () => new QuotingStore(await cosmos.connect())],
+  ['the Cosmos test server issuing quoted ETags (real CosmosStore)', async () => quoted.connect()],
+  ['SQLite behind QuotingStore', async () => new QuotingStore(new SqliteStore(':memory:'))],
+  ['the stock Cosmos test server behind QuotingStore', async () => new QuotingStore(await cosmos.connect())],
 ];
 
 describe.each(backends)('quoted ETags on %s', (_name, open) => {
@@ -39,8 +52,17 @@ describe.each(backends)('quoted ETags on %s', (_name, open) => {
     const bare = created.etag.slice(1, -1);
     const refused = await store.replace(created.doc, bare).catch((error: unknown) => error);
     expect(isRouteLockError(refused, 'PreconditionFailed')).toBe(true);
-    await expect(store.replace(created.doc, created.etag)).resolves.toMatchObject({
-      doc: { id: 'strict-1' },
+    const deleteRefused = await store.delete('strict-1', bare).catch((error: unknown) => error);
+    expect(isRouteLockError(deleteRefused, 'PreconditionFailed')).toBe(true);
+    const replaced = await store.replace(created.doc, created.etag);
+    expect(replaced).toMatchObject({ doc: { id: 'strict-1' } });
+    expect(replaced.etag).toMatch(/^"[^"]+"$/);
+    // list hands out the same form as a point read
+    const listed = await store.list({ lockedOnly: false, limit: 10 });
+    expect(listed.items.find((i) => i.doc.id === 'strict-1')?.etag).toBe(replaced.etag);
+    await store.delete('strict-1', replaced.etag);
+    expect(await store.read('strict-1', { from: 'writeRegion' }).catch((e: unknown) => e)).toMatchObject({
+      code: 'NotFound',
     });
   });
 
@@ -85,7 +107,80 @@ describe.each(backends)('quoted ETags on %s', (_name, open) => {
       headers: { 'if-match': (renewed.body as LockGrant).etag },
     });
     expect(again.status).toBe(200);
+    const released = await call('release', {
+      params: { id: 'q-1' },
+      body: { token: grant.token },
+      headers: { 'if-match': (again.body as LockGrant).etag },
+    });
+    expect(released.status).toBe(200);
   });
+
+  test('DELETE /routes/{id} of an unlocked route is 204: without If-Match, with the header, with the body etag', async () => {
+    await handlerServices({}, await open());
+    for (const id of ['d-none', 'd-header', 'd-body', 'd-stale']) {
+      expect((await call('putRoute', { params: { id }, body: { location: SOURCE } })).status).toBe(201);
+    }
+    expect((await call('deleteRoute', { params: { id: 'd-none' } })).status).toBe(204);
+
+    const header = (await call('getRoute', { params: { id: 'd-header' } })).headers.get('etag') ?? '';
+    const byHeader = await call('deleteRoute', {
+      params: { id: 'd-header' },
+      headers: { 'if-match': header },
+    });
+    expect(byHeader.status).toBe(204);
+
+    const body = (await call('getRoute', { params: { id: 'd-body' } })).body as RouteView;
+    const byBody = await call('deleteRoute', {
+      params: { id: 'd-body' },
+      headers: { 'if-match': body.etag },
+    });
+    expect(byBody.status).toBe(204);
+
+    const before = (await call('getRoute', { params: { id: 'd-stale' } })).headers.get('etag') ?? '';
+    // a new version: pre-locked and released again
+    const pre = await call('prelock', {
+      params: { id: 'd-stale' },
+      body: { migrationId: 'm-d', owner: 'orch', target: TARGET },
+    });
+    expect(pre.status).toBe(200);
+    const token = (pre.body as LockGrant).token;
+    expect((await call('release', { params: { id: 'd-stale' }, body: { token } })).status).toBe(200);
+    const stale = await call('deleteRoute', { params: { id: 'd-stale' }, headers: { 'if-match': before } });
+    expect(stale.status).toBe(412);
+
+    for (const id of ['d-none', 'd-header', 'd-body']) {
+      expect((await call('getRoute', { params: { id } })).status).toBe(404);
+    }
+    expect((await call('getRoute', { params: { id: 'd-stale' } })).status).toBe(200);
+  });
+});
+
+test('force release over quoted ETags: the request saves and the route release write both land', async () => {
+  const store = await quoted.connect();
+  const container = store.containerNamed(`audit${Date.now()}`);
+  await container.database.containers.createIfNotExists({
+    id: container.id,
+    partitionKey: { paths: ['/id'] },
+  });
+  const clock = new ManualClock();
+  const router = new Router({ store, timing: parseConfig({}).timing, clock: clock.now });
+  const service = new ForceReleaseService(
+    router,
+    new CosmosAuditLedger(container),
+    new CosmosForceReleaseRequests(container),
+    clock.now,
+  );
+  await router.createRoute('fr-q', SOURCE);
+  await router.prelock('fr-q', { migrationId: 'm-fr', owner: 'o', target: TARGET });
+  const request = await service.open('fr-q', 'alice', 'stuck');
+  clock.advance(60_000);
+  expect((await service.approve(request.id, 'bob')).released).toBe(false);
+  clock.advance(60_000);
+  expect(await service.approve(request.id, 'carol')).toMatchObject({
+    released: true,
+    request: { status: 'released' },
+  });
+  expect((await store.read('fr-q', { from: 'writeRegion' })).doc.lock).toBeNull();
 });
 
 test('RoutingClient sends a grant etag back as one entity-tag, whatever form the store gave it', async () => {

@@ -8,7 +8,7 @@ import { migrationSettings } from '../../shared/migration/workflow';
 import { CosmosAuditLedger } from '../../shared/store/cosmos/audit';
 import { storeError } from '../../shared/store/cosmos/common';
 import { CosmosForceReleaseRequests } from '../../shared/store/cosmos/forceRelease';
-import { CosmosMigrationRecords } from '../../shared/store/cosmos/migrations';
+import { CosmosMigrationRecords, saveStatusAttempts } from '../../shared/store/cosmos/migrations';
 import {
   type StoreSubject,
   auditEntrySubject,
@@ -22,11 +22,12 @@ import type { MigrationRecords } from '../../shared/store/ports/migrations';
 import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
 import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
+import { type CosmosRequest, type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 
 /**
  * The other three ports' contract, both adapters each: migration records, the audit ledger and the
- * force-release requests. The Cosmos adapters run against @vercel/cosmosdb-server. Every error names
+ * force-release requests. The Cosmos adapters run against @vercel/cosmosdb-server, as it ships (bare
+ * ETags) and issuing quoted ETags as Cosmos DB does. Every error names
  * what it is about: a conflict on anything but a route never reads "Route … already exists".
  */
 
@@ -37,18 +38,21 @@ interface Ports {
 }
 
 let cosmos: CosmosTestServer;
+let quoted: CosmosTestServer;
 let containers = 0;
 
 beforeAll(async () => {
   cosmos = await startCosmosServer();
+  quoted = await startCosmosServer({ quotedEtags: true });
 });
 afterAll(async () => {
   await cosmos.close();
+  await quoted.close();
 });
 
 /** A fresh container, as Bicep would create it (partition key `/id`). */
-async function cosmosContainer(): Promise<Container> {
-  const store = await cosmos.connect();
+async function cosmosContainer(server: CosmosTestServer = cosmos): Promise<Container> {
+  const store = await server.connect();
   const container = store.containerNamed(`records${++containers}`);
   await container.database.containers.createIfNotExists({
     id: container.id,
@@ -66,17 +70,18 @@ const backends: [string, () => Promise<Ports>][] = [
       requests: new SqliteForceReleaseRequests(':memory:'),
     }),
   ],
-  [
-    'cosmos',
+  ...(['stock', 'quoted ETags'] as const).map((form): [string, () => Promise<Ports>] => [
+    `cosmos (${form})`,
     async () => {
-      const audit = await cosmosContainer();
+      const server = form === 'stock' ? cosmos : quoted;
+      const audit = await cosmosContainer(server);
       return {
-        migrations: new CosmosMigrationRecords(await cosmosContainer()),
+        migrations: new CosmosMigrationRecords(await cosmosContainer(server)),
         audit: new CosmosAuditLedger(audit),
         requests: new CosmosForceReleaseRequests(audit),
       };
     },
-  ],
+  ]),
 ];
 
 async function failure(promise: Promise<unknown>): Promise<RouteLockError> {
@@ -238,5 +243,91 @@ describe('Cosmos DB errors name what they are about', () => {
 
   test('a migration record conflict does not read as a route', () => {
     expect(storeError(sdk(409), migrationRecordSubject('m-1')).message).not.toMatch(/route/i);
+  });
+});
+
+describe.each([
+  ['stock', () => cosmos],
+  ['quoted ETags', () => quoted],
+])('Cosmos saveStatus under a concurrent writer (%s)', (_name, server) => {
+  /**
+   * Another writer changes the record after saveStatus has read it and before its write reaches the
+   * stand-in (the interceptor holds that write back while it writes). `instanceId` stands for any field
+   * saveStatus does not own.
+   */
+  /** A write of an item of `container`: a replace (PUT …/docs/{id}) or an upsert (POST …/docs). */
+  const isItemWrite = (container: Container, req: CosmosRequest) =>
+    (req.method === 'PUT' && req.path.includes(`/colls/${container.id}/docs/`)) ||
+    (req.method === 'POST' &&
+      req.path.endsWith(`/colls/${container.id}/docs`) &&
+      req.headers['x-ms-documentdb-is-upsert'] === 'true');
+
+  async function raced(options: { every?: boolean; dropIfMatch?: boolean } = {}) {
+    const container = await cosmosContainer(server());
+    const records = new CosmosMigrationRecords(container);
+    const record = migrationRecord('m-race');
+    await records.create(record);
+    let concurrent = 0;
+    let saveWrites = 0;
+    let writing = false;
+    server().intercept(async (req) => {
+      if (writing || !isItemWrite(container, req)) return;
+      saveWrites += 1;
+      if (options.dropIfMatch) delete req.headers['if-match'];
+      if (concurrent > 0 && !options.every) return;
+      writing = true;
+      try {
+        const { resource } = await container.item('m-race', 'm-race').read<MigrationRecord>();
+        concurrent += 1;
+        await container.item('m-race', 'm-race').replace({ ...resource!, instanceId: `other-${concurrent}` });
+      } finally {
+        writing = false;
+      }
+    });
+    const status = { ...record.status, status: 'Completed' as const, phase: 'released' as const };
+    const outcome = await records.saveStatus('m-race', status, true).then(
+      () => 'ok',
+      (error: unknown) => (error instanceof RouteLockError ? error.code : String(error)),
+    );
+    server().intercept(undefined);
+    return { outcome, stored: await records.get('m-race'), record, status, saveWrites, concurrent };
+  }
+
+  test("the other writer's change is kept and the status lands on top of it", async () => {
+    const { outcome, stored, record, status, saveWrites } = await raced();
+    expect(outcome).toBe('ok');
+    expect(stored).toEqual({ ...record, instanceId: 'other-1', status, done: true });
+    expect(saveWrites).toBe(2); // a 412, a fresh read, the write that lands
+  });
+
+  test('negative control: the same write sent unconditionally overwrites the change (the lost update)', async () => {
+    const { outcome, stored, record, status } = await raced({ dropIfMatch: true });
+    expect(outcome).toBe('ok');
+    expect(stored).toEqual({ ...record, status, done: true });
+    expect(stored?.instanceId).not.toBe('other-1');
+  });
+
+  test('a writer that wins every time: PreconditionFailed after a bounded number of tries, its change kept', async () => {
+    const { outcome, stored, saveWrites, concurrent } = await raced({ every: true });
+    expect(outcome).toBe('PreconditionFailed');
+    expect(saveWrites).toBe(saveStatusAttempts);
+    expect(stored?.instanceId).toBe(`other-${concurrent}`);
+    expect(stored?.done).toBe(false);
+  });
+
+  test('a record deleted between the read and the write is NotFound, not recreated', async () => {
+    const container = await cosmosContainer(server());
+    const records = new CosmosMigrationRecords(container);
+    await records.create(migrationRecord('m-gone'));
+    let armed = true;
+    server().intercept(async (req) => {
+      if (!armed || !isItemWrite(container, req)) return;
+      armed = false;
+      await container.item('m-gone', 'm-gone').delete();
+    });
+    const error = await failure(records.saveStatus('m-gone', migrationRecord('m-gone').status, true));
+    server().intercept(undefined);
+    expect(error.code).toBe('NotFound');
+    expect(await records.get('m-gone')).toBeNull();
   });
 });

@@ -34,7 +34,9 @@ const transientStatuses = new Set([408, 410, 429, 449]);
  *   string is a route's resource id, or an operation in parentheses: "(list)", "(account)").
  * - A 400 on a query given a caller's continuation token (or the SDK failing to parse that token):
  *   BadRequest — the caller's input, not the store's fault.
- * - 429, 408, 410, 449, 5xx and transport failures (no status): StoreUnavailable, with Retry-After.
+ * - 429, 408, 410, 449, 5xx and transport failures (no status): StoreUnavailable, with Retry-After: the
+ *   service's own `x-ms-retry-after-ms` when it sent one (the SDK's `retryAfterInMs`, else the header),
+ *   in whole seconds, at least 1 and at most {@link maxStoreRetryAfterSeconds}; 1 s when it did not.
  * - Any other 4xx (401/403: the identity or key is refused; 400 on our own request; 413): StoreRejected,
  *   not retriable — retrying cannot help, and a 503 would invite every caller to hammer the store.
  */
@@ -46,11 +48,7 @@ export function storeError(
   if (error instanceof RouteLockError) return error;
   const subject = typeof about === 'string' ? operationOrRoute(about) : about;
   const { id, resourceId } = subject;
-  const e = (error ?? {}) as {
-    code?: unknown;
-    statusCode?: unknown;
-    retryAfterInMs?: unknown;
-  };
+  const e = (error ?? {}) as { code?: unknown; statusCode?: unknown };
   const status =
     typeof e.statusCode === 'number' ? e.statusCode : typeof e.code === 'number' ? e.code : undefined;
   switch (status) {
@@ -70,15 +68,35 @@ export function storeError(
       cause: error,
     });
   }
-  const retryAfterMs = typeof e.retryAfterInMs === 'number' ? e.retryAfterInMs : 1000;
+  const retryAfterSeconds = Math.min(
+    retryAfterFromMs(serviceRetryAfterMs(error) ?? 1000),
+    maxStoreRetryAfterSeconds,
+  );
   const reason =
     status ?? (typeof e.code === 'string' && /^[A-Za-z][A-Za-z0-9_]{1,40}$/.test(e.code) ? e.code : 'error');
   const what = subject.kind === 'route' ? id : `${subject.kind} ${id}`;
   return new RouteLockError('StoreUnavailable', `Cosmos DB did not serve ${what} (${reason}).`, {
     resourceId,
-    retryAfterSeconds: retryAfterFromMs(retryAfterMs),
+    retryAfterSeconds,
     cause: error,
   });
+}
+
+/**
+ * The longest Retry-After a store error passes on. The router sits on the request path: a caller told to
+ * wait minutes would rather fail over, and Cosmos DB's throttling hints are seconds at most.
+ */
+export const maxStoreRetryAfterSeconds = 30;
+
+/**
+ * The wait Cosmos DB asked for, in ms: the SDK copies `x-ms-retry-after-ms` to `retryAfterInMs` on its
+ * ErrorResponse (request/RequestHandler.js); the header itself is read when only it is there.
+ */
+function serviceRetryAfterMs(error: unknown): number | undefined {
+  const e = (error ?? {}) as { retryAfterInMs?: unknown; headers?: Record<string, unknown> };
+  const raw = e.retryAfterInMs ?? e.headers?.['x-ms-retry-after-ms'];
+  const ms = typeof raw === 'string' ? Number(raw) : raw;
+  return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0 ? ms : undefined;
 }
 
 /**

@@ -37,10 +37,12 @@ export class CosmosForceReleaseRequests implements ForceReleaseRequests {
         .item(request.id, request.id)
         .read<ForceReleaseRequest>();
       if (!resource || resource.version !== request.version) throw changedSinceRead(subject);
+      // An empty condition would make the replace unconditional: refuse rather than risk a lost update.
+      if (!etag) throw storeError({ code: 'NoEtag' }, subject);
       const next = { ...request, version: request.version + 1 };
       await this.container
         .item(request.id, request.id)
-        .replace(next, { accessCondition: { type: 'IfMatch', condition: etag ?? '' } });
+        .replace(next, { accessCondition: { type: 'IfMatch', condition: etag } });
       return next;
     } catch (error) {
       throw storeError(error, subject);
