@@ -1,5 +1,5 @@
 import type { LocationDocument, StoredDocument } from '../shared/lock/document';
-import type { ListOptions, ListPage } from '../shared/store/ports/locations';
+import type { ListOptions, ListPage, PriorityOption, ReadOptions } from '../shared/store/ports/locations';
 import { ForwardingStore } from './forwardingStore';
 
 const quoted = (etag: string) => `"${etag}"`;
@@ -19,17 +19,21 @@ export class QuotingStore extends ForwardingStore {
     return isQuoted(ifMatch) ? ifMatch.slice(1, -1) : `${ifMatch} (not an ETag this store handed out)`;
   }
 
-  override async read(id: string, options: Parameters<ForwardingStore['read']>[1]): Promise<StoredDocument> {
+  override async read(id: string, options: ReadOptions): Promise<StoredDocument> {
     return QuotingStore.out(await super.read(id, options));
   }
-  override async create(doc: LocationDocument): Promise<StoredDocument> {
-    return QuotingStore.out(await super.create(doc));
+  override async create(doc: LocationDocument, options?: PriorityOption): Promise<StoredDocument> {
+    return QuotingStore.out(await super.create(doc, options));
   }
-  override async replace(doc: LocationDocument, ifMatch: string): Promise<StoredDocument> {
-    return QuotingStore.out(await super.replace(doc, QuotingStore.in(ifMatch)));
+  override async replace(
+    doc: LocationDocument,
+    ifMatch: string,
+    options?: PriorityOption,
+  ): Promise<StoredDocument> {
+    return QuotingStore.out(await super.replace(doc, QuotingStore.in(ifMatch), options));
   }
-  override delete(id: string, ifMatch: string): Promise<void> {
-    return super.delete(id, QuotingStore.in(ifMatch));
+  override delete(id: string, ifMatch: string, options?: PriorityOption): Promise<void> {
+    return super.delete(id, QuotingStore.in(ifMatch), options);
   }
   override async list(options: ListOptions): Promise<ListPage> {
     const page = await super.list(options);
