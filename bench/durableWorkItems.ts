@@ -1,16 +1,9 @@
-import { activityNames, migrationOrchestrator } from '../functions/migrationOrchestrator';
-import { activityFunctionName } from '../functions/durable/runOnDurable';
+import { migrationOrchestrator } from '../functions/migrationOrchestrator';
 import { parseConfig } from '../shared/config';
 import type { ServingProfile } from '../shared/profiles';
-import { createActivities } from '../shared/migration/activities';
-import type { ActivityName, MigrationInput, MigrationStatus } from '../shared/migration/types';
-import { migrationSettings } from '../shared/migration/workflow';
-import { Router } from '../shared/router';
-import { TokenKeyring } from '../shared/security/tokenKeys';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
-import { DurableReplay } from '../test/support/durableReplay';
-import { ManualClock } from '../testkit/clock';
+import type { MigrationStatus } from '../shared/migration/types';
+import { DurableReplay } from '../testkit/durableReplay';
+import { migrationFixture } from '../testkit/migrationFixture';
 
 /**
  * What one migration costs the Durable backend, measured (README "Sizing the Durable backend"): the real
@@ -63,41 +56,12 @@ export async function countWorkItems(options: {
     ROUTELOCK_PROFILE: options.profile,
     ROUTELOCK_PARTICIPANTS: JSON.stringify(participants),
   });
-  const clock = new ManualClock(START);
-  const store = new SqliteStore(':memory:');
-  const router = new Router({ store, timing: config.timing, clock: clock.now });
-  const records = new SqliteMigrationState(':memory:');
-  const keyring = TokenKeyring.ephemeral();
-  const activities = createActivities(router, config.timing, { keyring, records });
-  await router.createRoute('conv-1', SOURCE);
-  const input: MigrationInput = {
-    migrationId: 'm-1',
-    instanceId: 'migrate-conv-1',
-    resourceId: 'conv-1',
+  const { input, runActivity } = await migrationFixture({
+    config,
+    start: START,
+    source: SOURCE,
     target: TARGET,
-    settings: migrationSettings(config),
-    lock: keyring.newSeed(),
-  };
-  await records.create({
-    migrationId: 'm-1',
-    instanceId: input.instanceId,
-    resourceId: 'conv-1',
-    target: TARGET,
-    createdAt: new Date(START).toISOString(),
-    input,
-    status: {
-      migrationId: 'm-1',
-      resourceId: 'conv-1',
-      status: 'Pending',
-      phase: 'starting',
-      target: TARGET,
-      timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
-    },
-    done: false,
   });
-  const byFunction = new Map(
-    activityNames.map((n) => [activityFunctionName(n), n] as [string, ActivityName]),
-  );
   const copyMs = (options.copySeconds ?? 1) * 1000;
   const jobsEnd = new Map<string, number>();
   const replay: DurableReplay = new DurableReplay({
@@ -106,12 +70,7 @@ export async function countWorkItems(options: {
     instanceId: input.instanceId,
     input,
     start: START,
-    activity: async (fn, activityInput) => {
-      clock.set(replay.now);
-      const name = byFunction.get(fn);
-      if (!name) throw new Error(`unknown activity ${fn}`);
-      return (activities[name] as (i: unknown) => Promise<unknown>)(activityInput);
-    },
+    activity: (fn, activityInput) => runActivity(fn, activityInput, replay.now),
     // A participant job: the first POST starts it, a repeated POST (after a renewal) answers when it ends.
     http: ({ url, body, now }) => {
       const step = (body as { step: string }).step;

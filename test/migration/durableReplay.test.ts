@@ -1,16 +1,10 @@
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { activityNames, migrationOrchestrator } from '../../functions/migrationOrchestrator';
-import { activityFunctionName } from '../../functions/durable/runOnDurable';
+import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { parseConfig } from '../../shared/config';
-import { ManualClock } from '../../testkit/clock';
-import { createActivities } from '../../shared/migration/activities';
-import type { ActivityName, MigrationInput, MigrationStatus } from '../../shared/migration/types';
-import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
+import { migrationFixture } from '../../testkit/migrationFixture';
+import type { MigrationStatus } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import { FaultyStore } from '../../testkit/faultyStore';
-import { DurableReplay, type HttpReply } from '../support/durableReplay';
+import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 
 /**
  * The Durable orchestrator replayed through durable-functions' own executor (pinned version), with
@@ -24,41 +18,13 @@ const START = Date.UTC(2026, 2, 1);
 
 async function setup(env: Record<string, string> = {}, participants: { name: string; url: string }[] = []) {
   const config = parseConfig({ ...env, ROUTELOCK_PARTICIPANTS: JSON.stringify(participants) });
-  const clock = new ManualClock(START);
-  const store = new FaultyStore(new SqliteStore(':memory:'));
-  const router = new Router({ store, timing: config.timing, clock: clock.now });
-  const records = new SqliteMigrationState(':memory:');
-  const keyring = TokenKeyring.ephemeral();
-  const activities = createActivities(router, config.timing, { keyring, records });
-  await router.createRoute('conv-1', SOURCE);
-  const input: MigrationInput = {
-    migrationId: 'm-1',
-    instanceId: 'migrate-conv-1',
-    resourceId: 'conv-1',
+  const { store, records, keyring, activities, input, runActivity } = await migrationFixture({
+    config,
+    start: START,
+    source: SOURCE,
     target: TARGET,
-    settings: migrationSettings(config),
-    lock: keyring.newSeed(),
-  };
-  await records.create({
-    migrationId: 'm-1',
-    instanceId: input.instanceId,
-    resourceId: 'conv-1',
-    target: TARGET,
-    createdAt: new Date(START).toISOString(),
-    input,
-    status: {
-      migrationId: 'm-1',
-      resourceId: 'conv-1',
-      status: 'Pending',
-      phase: 'starting',
-      target: TARGET,
-      timeline: { prelockAt: null, hardDeleteAt: null, writeAt: null, swappedAt: null },
-    },
-    done: false,
+    store: new FaultyStore(new SqliteStore(':memory:')),
   });
-  const byFunction = new Map(
-    activityNames.map((n) => [activityFunctionName(n), n] as [string, ActivityName]),
-  );
   let replay: DurableReplay;
   const make = (
     options: {
@@ -75,15 +41,12 @@ async function setup(env: Record<string, string> = {}, participants: { name: str
       input,
       start: START,
       activity: async (fn, activityInput) => {
-        clock.set(replay.now);
-        const name = byFunction.get(fn);
-        if (!name) throw new Error(`unknown activity ${fn}`);
-        if (failNext === name) {
-          failNext = undefined;
-          store.down = true;
-        }
         try {
-          return await (activities[name] as (i: unknown) => Promise<unknown>)(activityInput);
+          return await runActivity(fn, activityInput, replay.now, (name) => {
+            if (failNext !== name) return;
+            failNext = undefined;
+            store.down = true;
+          });
         } finally {
           store.down = false;
         }
@@ -219,7 +182,7 @@ describe('Durable orchestrator replayed through the real engine', () => {
 
   test('negative control: an orchestrator that draws a random number is caught as non-deterministic', async () => {
     const h = await setup();
-    const { DurableReplay: Replay } = await import('../support/durableReplay');
+    const { DurableReplay: Replay } = await import('../../testkit/durableReplay');
     const leaky = function* (context: Parameters<typeof migrationOrchestrator>[0]) {
       // The bug: a delay drawn at random (Date.now() is the same bug, but two replays within one
       // millisecond would hide it; a random draw differs on every replay).

@@ -24,7 +24,7 @@ import {
   swapPhase,
   writePhase,
 } from '../../shared/migration/workflow';
-import { DurableReplay, type HttpReply } from '../support/durableReplay';
+import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 
 /**
  * Each phase of the migration workflow driven alone, on the state the phase before would hand it,
