@@ -2,7 +2,8 @@ import * as df from 'durable-functions';
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
-import { newMigrationRecord } from '../../shared/migration/records';
+import { instanceIdFor } from '../../shared/migration/instanceId';
+import { type MigrationRecord, newMigrationRecord } from '../../shared/migration/records';
 import type { MigrationRecords } from '../../shared/store/ports/migrations';
 import {
   type MigrationRequest,
@@ -15,8 +16,8 @@ import {
   type MigrationInput,
   type MigrationSettings,
   type MigrationStatus,
-  instanceIdFor,
   pendingStatus,
+  terminalStates,
 } from '../../shared/migration/types';
 import type { TokenKeyring } from '../../shared/security/tokenKeys';
 import { assertAllowedRegion } from '../../shared/regions';
@@ -24,13 +25,20 @@ import type { Router } from '../../shared/router';
 
 export const ORCHESTRATOR = 'migrationOrchestrator';
 
+/**
+ * How long a claimed migration may go without its instance before a later start takes it for a starter
+ * that died between the claim and `startNew` (a live starter takes milliseconds), and ends it Failed.
+ */
+export const unstartedGraceMs = 5 * 60_000;
+
 const running = new Set(['Pending', 'Running', 'ContinuedAsNew', 'Suspended']);
 
 /**
- * Migrations on Durable Functions: one instance per resource (`migrate-{resourceId}`). `getStatus`
- * (its 404 means absent), then `startNew` only when absent or terminal. host.json sets
- * `overridableExistingInstanceStates: NonRunningStates`, so of two racing starts the second one's
- * `startNew` fails and it returns the running migration instead of replacing it.
+ * Migrations on Durable Functions: one instance per resource ({@link instanceIdFor}). A check-and-start
+ * alone is not safe: the extension's docs warn that two concurrent `startNew` calls for one instance id
+ * can both succeed while one instance starts, leaving the loser's record Pending. So the records port's
+ * per-resource claim (`createIfNoActive`) picks the one start that calls `startNew`; the others answer
+ * with the migration that holds the claim. `getStatus` first (its 404 means absent) joins a running one.
  */
 export class DurableMigrationService implements MigrationService {
   constructor(
@@ -85,30 +93,71 @@ export class DurableMigrationService implements MigrationService {
       // Random, made here and not in the orchestrator: the orchestration carries the seed, never a token.
       lock: this.keyring.newSeed(),
     };
-    const created = await this.records.create(newMigrationRecord(input, new Date(this.now()).toISOString()));
-    if (!created) {
-      const existing = await this.records.get(migrationId);
-      if (existing && existing.resourceId === request.resourceId) {
-        return { migrationId, instanceId: existing.instanceId, created: false };
-      }
-      throw new RouteLockError('BadRequest', `Migration id ${migrationId} is already used.`);
+    const record = newMigrationRecord(input, new Date(this.now()).toISOString());
+    // The claim decides, not getStatus + startNew: of concurrent starts only its winner calls startNew.
+    let claim = await this.records.createIfNoActive(record);
+    if (!claim.created && claim.record.migrationId !== migrationId && (await this.endIfStale(claim.record))) {
+      claim = await this.records.createIfNoActive(record);
     }
+    if (!claim.created) return this.answerStanding(claim.record, request, migrationId);
     try {
       await this.client.startNew(ORCHESTRATOR, { instanceId, input });
       return { migrationId, instanceId, created: true };
     } catch (error) {
-      // Lost a race with another start: the instance is running now, so answer with it.
-      const raced = await this.joinIfRunning(instanceId, request);
-      if (raced) {
-        await this.records.saveStatus(
-          migrationId,
-          { ...pendingStatus(input), status: 'Conflict', error: `superseded by ${raced.migrationId}` },
-          true,
-        );
-        return raced;
-      }
+      // Never leave the claim holding the resource: the record ends (done releases the claim), as
+      // Conflict when an instance started without a claim (before claims existed) runs, else Failed.
+      const current = await this.instance(instanceId).catch(() => null);
+      const other = current?.input as MigrationInput | undefined;
+      const raced =
+        current && running.has(String(current.runtimeStatus)) && other && other.migrationId !== migrationId
+          ? other
+          : null;
+      const reason = raced
+        ? { status: 'Conflict' as const, error: `superseded by ${raced.migrationId}` }
+        : { status: 'Failed' as const, error: 'the orchestration could not be started' };
+      await this.records.saveStatus(migrationId, { ...pendingStatus(input), ...reason }, true);
+      if (raced) return joinRunning(raced, request);
       throw error;
     }
+  }
+
+  /** A start that did not win the claim: the record that stands answers, as a second start always did. */
+  private answerStanding(
+    standing: MigrationRecord,
+    request: MigrationRequest,
+    migrationId: string,
+  ): StartedMigration {
+    if (standing.migrationId === migrationId) {
+      if (standing.resourceId !== request.resourceId) {
+        throw new RouteLockError('BadRequest', `Migration id ${migrationId} is already used.`);
+      }
+      return { migrationId, instanceId: standing.instanceId, created: false };
+    }
+    return joinRunning(standing, request);
+  }
+
+  /**
+   * End an unfinished record that no orchestration will finish, so its claim stops holding the resource:
+   * its instance ended without recording the outcome, or it never started (its starter died between the
+   * claim and `startNew`) and is older than {@link unstartedGraceMs}. True when it ended it.
+   */
+  private async endIfStale(standing: MigrationRecord): Promise<boolean> {
+    const current = await this.instance(standing.instanceId);
+    const ours = (current?.input as MigrationInput | undefined)?.migrationId === standing.migrationId;
+    if (ours && running.has(String(current!.runtimeStatus))) return false;
+    if (!ours && this.now() - Date.parse(standing.createdAt) < unstartedGraceMs) return false;
+    const status = ours ? await this.status(standing.migrationId) : standing.status;
+    const final = terminalStates.has(status.status)
+      ? status
+      : {
+          ...status,
+          status: 'Failed' as const,
+          error: ours
+            ? `orchestration ${String(current!.runtimeStatus).toLowerCase()} without a recorded outcome`
+            : 'the orchestration never started',
+        };
+    await this.records.saveStatus(standing.migrationId, final, true);
+    return true;
   }
 
   async status(migrationId: string): Promise<MigrationStatus> {

@@ -2,6 +2,7 @@ import { RouteLockError } from '../errors';
 import type { Location } from '../lock/document';
 import type { TokenKeyring } from '../security/tokenKeys';
 import type { Activities } from './activities';
+import { instanceIdFor } from './instanceId';
 import { callParticipant } from './participantHttp';
 import type { JournalEntry } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
@@ -15,7 +16,6 @@ import {
   type MigrationStatus,
   type Step,
   type TaskStep,
-  instanceIdFor,
   terminalStates,
 } from './types';
 import { migrationWorkflow } from './workflow';

@@ -69,9 +69,6 @@ export const terminalStates: ReadonlySet<MigrationState> = new Set([
   'NoOp',
 ]);
 
-/** One orchestration instance per resource: a second start finds it instead of racing it. */
-export const instanceIdFor = (resourceId: string): string => `migrate-${resourceId}`;
-
 /** A migration's status before its first step. */
 export function pendingStatus(input: MigrationInput): MigrationStatus {
   return {

@@ -142,6 +142,36 @@ describe.each(backends)('records contract: %s', (_name, open) => {
       expect(await ports.migrations.get('m-2')).toEqual({ ...record, status, done: true });
     });
 
+    test('createIfNoActive: one unfinished migration per resource; done releases it', async () => {
+      const first = migrationRecord('m-a');
+      const second = { ...migrationRecord('m-b'), target: { region: 'northeurope' } };
+      expect(await ports.migrations.createIfNoActive(first)).toEqual({ record: first, created: true });
+      // another migration of the resource: refused, answered with the one that stands
+      expect(await ports.migrations.createIfNoActive(second)).toEqual({ record: first, created: false });
+      expect(await ports.migrations.get('m-b')).toBeNull();
+      // the same migration again: its record
+      expect(await ports.migrations.createIfNoActive(first)).toEqual({ record: first, created: false });
+      // another resource is independent
+      const elsewhere = { ...migrationRecord('m-c'), resourceId: 'conv-2' };
+      expect((await ports.migrations.createIfNoActive(elsewhere)).created).toBe(true);
+      const status = { ...first.status, status: 'Completed' as const };
+      await ports.migrations.saveStatus('m-a', status, true);
+      expect(await ports.migrations.createIfNoActive(second)).toEqual({ record: second, created: true });
+      expect(await ports.migrations.get('m-a')).toEqual({ ...first, status, done: true });
+    });
+
+    test('createIfNoActive: of 20 concurrent claims exactly one wins, all others get its record', async () => {
+      const claims = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => ports.migrations.createIfNoActive(migrationRecord(`m-${i}`))),
+      );
+      const winners = claims.filter((c) => c.created);
+      expect(winners).toHaveLength(1);
+      for (const claim of claims) expect(claim.record).toEqual(winners[0]!.record);
+      let written = 0;
+      for (let i = 0; i < 20; i += 1) if (await ports.migrations.get(`m-${i}`)) written += 1;
+      expect(written).toBe(1);
+    });
+
     test('saveStatus of an unknown record is NotFound naming the migration record', async () => {
       const error = await failure(
         ports.migrations.saveStatus('m-none', migrationRecord('m-none').status, false),

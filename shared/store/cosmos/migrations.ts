@@ -1,8 +1,9 @@
 import type { Container } from '@azure/cosmos';
 import type { MigrationRecord } from '../../migration/records';
+import { boundedId } from '../../migration/instanceId';
 import type { MigrationStatus } from '../../migration/types';
-import { migrationRecordSubject, notFound } from '../errors';
-import type { MigrationRecords } from '../ports/migrations';
+import { type StoreSubject, changedSinceRead, migrationRecordSubject, notFound } from '../errors';
+import type { ActiveClaim, MigrationRecords } from '../ports/migrations';
 import { storeError, withoutSystemFields } from './common';
 
 /**
@@ -11,9 +12,97 @@ import { storeError, withoutSystemFields } from './common';
  */
 export const saveStatusAttempts = 5;
 
-/** Azure: records in Cosmos DB container `migrations` (partition key `/id`, created by Bicep). */
+/** How many times createIfNoActive goes round (a claim released or taken over under it) before PreconditionFailed. */
+export const claimAttempts = 5;
+
+/**
+ * The id of a resource's "active migration" claim, an item of its own in `migrations` (Cosmos DB ids
+ * hold at most 255 characters). `~` keeps it apart from every migration id, which cannot contain one.
+ */
+export const activeClaimId = (resourceId: string): string => boundedId('active~', resourceId, 255);
+
+/** The claim: which migration holds the resource, and its record, so a loser can answer with it at once. */
+interface ClaimItem {
+  id: string;
+  kind: 'activeMigration';
+  resourceId: string;
+  migrationId: string;
+  record: MigrationRecord;
+}
+
+/**
+ * Azure: records in Cosmos DB container `migrations` (partition key `/id`, created by Bicep), and per
+ * resource an `active~{resourceId}` claim item: created only-if-absent (a 409 loses), deleted when its
+ * migration's record is saved done. Two items in two partitions, so no transaction holds both: the claim
+ * is written first and carries the record, and whoever finds a claim without its record writes it.
+ */
 export class CosmosMigrationRecords implements MigrationRecords {
   constructor(private readonly container: Container) {}
+
+  async createIfNoActive(record: MigrationRecord): Promise<ActiveClaim> {
+    const claimId = activeClaimId(record.resourceId);
+    const claim: ClaimItem = {
+      id: claimId,
+      kind: 'activeMigration',
+      resourceId: record.resourceId,
+      migrationId: record.migrationId,
+      record,
+    };
+    const subject = migrationRecordSubject(record.migrationId);
+    for (let attempt = 1; attempt <= claimAttempts; attempt += 1) {
+      const existing = await this.get(record.migrationId);
+      if (existing) return { record: existing, created: false };
+      try {
+        await this.container.items.create(claim);
+        await this.create(record); // false only when a loser already wrote it from this claim
+        return { record, created: true };
+      } catch (error) {
+        const mapped = storeError(error, subject);
+        if (mapped.code !== 'AlreadyExists') throw mapped;
+      }
+      const held = await this.storedItem<ClaimItem>(claimId, subject);
+      if (!held) continue; // released meanwhile: try again
+      const standing = await this.recordOf(held.item);
+      if (!standing.done) return { record: standing, created: false };
+      // Its migration ended but the release never landed: take the claim over, only from that version.
+      try {
+        await this.container
+          .item(claimId, claimId)
+          .replace(claim, { accessCondition: { type: 'IfMatch', condition: held.etag } });
+        await this.create(record);
+        return { record, created: true };
+      } catch (error) {
+        const mapped = storeError(error, subject);
+        if (mapped.code !== 'PreconditionFailed' && mapped.code !== 'NotFound') throw mapped;
+      }
+    }
+    throw changedSinceRead(subject);
+  }
+
+  /** The claim's migration record; written from the claim when its winner has not written it (yet). */
+  private async recordOf(claim: ClaimItem): Promise<MigrationRecord> {
+    const standing = await this.get(claim.migrationId);
+    if (standing) return standing;
+    await this.create(claim.record);
+    return (await this.get(claim.migrationId)) ?? claim.record;
+  }
+
+  /** Delete the resource's claim if this migration still holds it (conditional: never another's). */
+  private async release(resourceId: string, migrationId: string): Promise<void> {
+    const claimId = activeClaimId(resourceId);
+    const subject = migrationRecordSubject(migrationId);
+    const held = await this.storedItem<ClaimItem>(claimId, subject);
+    if (!held || held.item.migrationId !== migrationId) return;
+    try {
+      await this.container
+        .item(claimId, claimId)
+        .delete({ accessCondition: { type: 'IfMatch', condition: held.etag } });
+    } catch (error) {
+      const mapped = storeError(error, subject);
+      // Gone or taken over since the read: either way no longer this migration's to release.
+      if (mapped.code !== 'NotFound' && mapped.code !== 'PreconditionFailed') throw mapped;
+    }
+  }
 
   async create(record: MigrationRecord): Promise<boolean> {
     try {
@@ -52,6 +141,8 @@ export class CosmosMigrationRecords implements MigrationRecords {
             { ...stored.item, status, done },
             { accessCondition: { type: 'IfMatch', condition: stored.etag } },
           );
+        // After the record: a claim left behind (this release failing) is taken over by the next start.
+        if (done) await this.release(String(stored.item.resourceId), migrationId);
         return;
       } catch (error) {
         const mapped = storeError(error, subject);
@@ -61,16 +152,21 @@ export class CosmosMigrationRecords implements MigrationRecords {
   }
 
   /** The item as stored (with its `id`, without the service's fields) and its ETag; null when missing. */
-  private async stored(
+  private stored(
     migrationId: string,
   ): Promise<{ item: Record<string, unknown> & { id: string }; etag: string } | null> {
-    const subject = migrationRecordSubject(migrationId);
+    return this.storedItem(migrationId, migrationRecordSubject(migrationId));
+  }
+
+  private async storedItem<T extends object = Record<string, unknown>>(
+    id: string,
+    subject: StoreSubject,
+  ): Promise<{ item: T & { id: string }; etag: string } | null> {
     try {
-      const { resource, etag } = await this.container
-        .item(migrationId, migrationId)
-        .read<Record<string, unknown> & { id: string }>();
+      const { resource, etag } = await this.container.item(id, id).read<T & { id: string }>();
       if (!resource) return null;
-      const version = etag ?? (typeof resource._etag === 'string' ? resource._etag : undefined);
+      const own = (resource as { _etag?: unknown })._etag;
+      const version = etag ?? (typeof own === 'string' ? own : undefined);
       // Without the version, a write could only be unconditional: refuse rather than risk a lost update.
       if (!version) throw storeError({ code: 'NoEtag' }, subject);
       return { item: withoutSystemFields(resource), etag: version };

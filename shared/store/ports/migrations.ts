@@ -10,8 +10,21 @@ import type { MigrationStatus } from '../../migration/types';
 export interface MigrationRecords {
   /** Create the record; false when one with this id exists already (a repeated start). */
   create(record: MigrationRecord): Promise<boolean>;
+  /**
+   * Create the record unless its resource has an unfinished migration: the per-resource "active
+   * migration" claim, so of any number of concurrent starts exactly one gets `created: true`. The others
+   * get the record that stands: the one with this migrationId if it exists, else the resource's
+   * unfinished one. A stale claim (its migration done, the release missed) is taken over.
+   */
+  createIfNoActive(record: MigrationRecord): Promise<ActiveClaim>;
   get(migrationId: string): Promise<MigrationRecord | null>;
+  /** `done: true` also releases the resource's claim, when this migration holds it. */
   saveStatus(migrationId: string, status: MigrationStatus, done: boolean): Promise<void>;
+}
+
+export interface ActiveClaim {
+  record: MigrationRecord;
+  created: boolean;
 }
 
 /** One journaled step result of the in-process runner. */

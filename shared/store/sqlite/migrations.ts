@@ -2,7 +2,7 @@ import { type Clock, systemClock } from '../../clock';
 import type { MigrationRecord } from '../../migration/records';
 import type { MigrationStatus } from '../../migration/types';
 import { migrationRecordSubject, notFound } from '../errors';
-import type { JournalEntry, MigrationRecords } from '../ports/migrations';
+import type { ActiveClaim, JournalEntry, MigrationRecords } from '../ports/migrations';
 import { guarded } from './errors';
 import { SqliteTables } from './open';
 
@@ -73,11 +73,16 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
     return guarded(migrationRecordSubject(record.migrationId), () => this.createSync(record));
   }
 
+  async createIfNoActive(record: MigrationRecord): Promise<ActiveClaim> {
+    return guarded(migrationRecordSubject(record.migrationId), () => this.createUnlessActive(record));
+  }
+
   /**
-   * Create a record unless the resource already has an unfinished migration: one atomic step, so two
+   * Create a record unless the resource already has an unfinished migration (here the claim is the
+   * unfinished row itself: `done = 1` releases it): one atomic step, so two
    * concurrent starts for one resource can never both win. Returns the record that stands.
    */
-  createUnlessActive(record: MigrationRecord): { record: MigrationRecord; created: boolean } {
+  createUnlessActive(record: MigrationRecord): ActiveClaim {
     return this.db
       .transaction(() => {
         const existing = this.getSync(record.migrationId);
