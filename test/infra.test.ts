@@ -471,8 +471,9 @@ test('Flex Consumption, Node, a user-assigned identity, the azd service tag, and
   expect(read('azure.yaml')).toMatch(/api:\s*\n\s*project: \.\s*\n\s*language: ts\s*\n\s*host: function/);
 });
 
-test('host.json: extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues, no instance overwrite', () => {
+test('host.json: Host.Results at Information, extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues, no instance overwrite', () => {
   const host = JSON.parse(read('host.json')) as {
+    logging: { logLevel: Record<string, string> };
     extensionBundle: { version: string };
     extensions: {
       queues: { maxDequeueCount: number };
@@ -486,6 +487,9 @@ test('host.json: extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 de
     overridableExistingInstanceStates: 'NonRunningStates',
   });
   expect(host.extensions.queues.maxDequeueCount).toBe(5);
+  // Host.Results feeds Application Insights' requests table and logs at Information only: at Error or
+  // Warning, successful invocations never reach it (Azure Functions docs, "Configure monitoring").
+  expect(host.logging.logLevel['Host.Results']).toBe('Information');
 });
 
 // ---------------------------------------------------------------------------------------------------
