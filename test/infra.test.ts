@@ -471,12 +471,12 @@ test('Flex Consumption, Node, a user-assigned identity, the azd service tag, and
   expect(read('azure.yaml')).toMatch(/api:\s*\n\s*project: \.\s*\n\s*language: ts\s*\n\s*host: function/);
 });
 
-test('host.json: Host.Results at Information, extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues, no instance overwrite', () => {
+test('host.json: Host.Results at Information, extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues 30 s apart, no instance overwrite', () => {
   const host = JSON.parse(read('host.json')) as {
     logging: { logLevel: Record<string, string> };
     extensionBundle: { version: string };
     extensions: {
-      queues: { maxDequeueCount: number };
+      queues: { maxDequeueCount: number; visibilityTimeout: string };
       durableTask: { hubName: string; overridableExistingInstanceStates: string };
     };
   };
@@ -487,6 +487,9 @@ test('host.json: Host.Results at Information, extension bundle [4.32.0, 5.0.0), 
     overridableExistingInstanceStates: 'NonRunningStates',
   });
   expect(host.extensions.queues.maxDequeueCount).toBe(5);
+  // a failed message is visible again after this backoff (the host's default 0 spends all five
+  // dequeues back to back, so a brief store outage poisons a start)
+  expect(host.extensions.queues.visibilityTimeout).toBe('00:00:30');
   // Host.Results feeds Application Insights' requests table and logs at Information only: at Error or
   // Warning, successful invocations never reach it (Azure Functions docs, "Configure monitoring").
   expect(host.logging.logLevel['Host.Results']).toBe('Information');
