@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { appRoles } from '../functions/http/auth';
+import { MAX_BODY_BYTES } from '../functions/http/validation';
 import { configVariables } from '../shared/config';
 import { type Profile, type ProfileVariable, profiles } from '../shared/profiles';
 import {
@@ -227,6 +228,12 @@ test("the README's configuration table is the profile table", () => {
     ]),
   );
   expect(readmeProfileTable()).toEqual(expected);
+});
+
+test("the Functions host refuses bodies over the app's 64 KiB cap: FUNCTIONS_REQUEST_BODY_SIZE_LIMIT in bytes", () => {
+  // the host parses it as a byte count (HttpRequestBodySizeMiddleware in azure-functions-host)
+  expect(appSettingValues().FUNCTIONS_REQUEST_BODY_SIZE_LIMIT).toBe(String(MAX_BODY_BYTES));
+  expect(MAX_BODY_BYTES).toBe(64 * 1024);
 });
 
 test("every trigger's connection has its settings", () => {
