@@ -1,4 +1,4 @@
-import { type InvocationContext, app } from '@azure/functions';
+import { type ExponentialBackoffRetryOptions, type InvocationContext, app } from '@azure/functions';
 import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
 import { inFunctionsHost } from './http/endpoint';
 import { type Services, onServices } from './services';
@@ -24,13 +24,43 @@ export async function lockTelemetryHandler(
   );
 }
 
-if (inFunctionsHost()) {
-  app.cosmosDB('lockTelemetry', {
+/**
+ * The host does not re-run a batch whose invocation threw unless the function has a retry policy: with
+ * this one a failed batch is retried (the lease not advanced) with backoff from 5 s to 5 min, then given
+ * up so one bad batch cannot stall the feed forever. The handler tolerates a batch seen twice.
+ */
+export const lockTelemetryRetry: ExponentialBackoffRetryOptions = {
+  strategy: 'exponentialBackoff',
+  maxRetryCount: 10,
+  minimumInterval: { seconds: 5 },
+  maximumInterval: { minutes: 5 },
+};
+
+/**
+ * Whether the trigger's identity-based connection `COSMOS` is configured: `COSMOS__accountEndpoint`
+ * (or a `COSMOS` connection string) set and not empty. The sample settings leave it empty, so
+ * `func start` on SQLite registers no change-feed trigger instead of one with an empty endpoint.
+ */
+export function changeFeedConfigured(env: Record<string, string | undefined>): boolean {
+  return Boolean(env.COSMOS__accountEndpoint?.trim() || env.COSMOS?.trim());
+}
+
+/** Register the change-feed trigger when its connection is configured; returns whether it did. */
+export function registerLockTelemetry(
+  register: typeof app.cosmosDB = app.cosmosDB,
+  env: Record<string, string | undefined> = process.env,
+): boolean {
+  if (!changeFeedConfigured(env)) return false;
+  register('lockTelemetry', {
     connection: 'COSMOS',
     databaseName: '%COSMOS_DATABASE%',
     containerName: '%COSMOS_CONTAINER%',
     leaseContainerName: 'leases',
     createLeaseContainerIfNotExists: false,
+    retry: lockTelemetryRetry,
     handler: onServices(lockTelemetryHandler),
   });
+  return true;
 }
+
+if (inFunctionsHost()) registerLockTelemetry();

@@ -10,7 +10,10 @@ import { type Services, onServices } from './services';
  * Queue trigger on `migrations`: messages are base64 JSON `{resourceId, target, migrationId?}` (the
  * host decodes them). An invalid message, or one for a route that does not exist, is logged with the
  * reason and sent to `migrations-poison` at once: retrying cannot fix it. A transient failure throws,
- * so the host retries it and, after `maxDequeueCount` (5), moves it to the poison queue itself.
+ * so the host retries it after host.json's `visibilityTimeout` and, at `maxDequeueCount` (5), copies
+ * it to the poison queue itself. Either way the poison queue holds the original message, nothing
+ * added: the host's own copy is the message body unchanged (QueueProcessor.CopyMessageToPoisonQueueAsync
+ * in the storage extension), so a rejected message is written the same way and can be re-sent as is.
  */
 
 export const QUEUE = 'migrations';
@@ -65,6 +68,15 @@ export async function handleMigrationMessage(
   }
 }
 
+/**
+ * What goes to `migrations-poison` for a message the handler rejects: the message as it was sent. The
+ * host hands over a JSON message parsed, so it is written back as JSON text; the output binding
+ * base64-encodes it as the trigger expects.
+ */
+export function poisonCopy(item: unknown): string {
+  return typeof item === 'string' ? item : JSON.stringify(item);
+}
+
 export async function migrationQueueHandler(
   item: unknown,
   context: InvocationContext,
@@ -73,7 +85,7 @@ export async function migrationQueueHandler(
   const outcome = await handleMigrationMessage(item, migrations(context));
   if (outcome.kind === 'poison') {
     context.warn(`migration message rejected: ${outcome.reason}`);
-    context.extraOutputs.set(poisonOutput, { reason: outcome.reason, message: item });
+    context.extraOutputs.set(poisonOutput, poisonCopy(item));
   } else if (outcome.kind === 'skipped') {
     context.warn(`migration message skipped: ${outcome.reason}`);
   } else {

@@ -21,7 +21,7 @@ import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/ports/locations';
 import { assertHostAuth, parseHostConfig } from './config';
 import { metricsEndpoints } from './metrics';
-import { LocalQueueConsumer } from './queueConsumer';
+import { LocalQueueConsumer, type QueueConsumerOptions } from './queueConsumer';
 import { type ExtraRoute, type LogLine, createLocalServer } from './server';
 import { serveStatusPage } from './statusPage';
 
@@ -54,6 +54,8 @@ export interface LocalHostOptions {
   http?: (call: HttpCall) => Promise<HttpResult>;
   /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
   routerOptions?: Pick<RouterOptions, 'cacheHeaders'>;
+  /** Tests only: a shorter queue retry backoff than host.json's. */
+  queueRetry?: Pick<QueueConsumerOptions, 'retryAfterSeconds' | 'maxDequeueCount'>;
 }
 
 /**
@@ -164,6 +166,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       connectionString: storage,
       handle: (item) => handleMigrationMessage(item, migrations),
       log,
+      ...options.queueRetry,
     });
     await queue.start();
   }

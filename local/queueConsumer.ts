@@ -1,20 +1,41 @@
 import { QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { POISON_QUEUE, QUEUE, type MessageOutcome } from '../functions/migrationQueue';
+import hostJson from '../host.json';
 import type { LogLine } from './server';
 
 /**
  * The embedded host's stand-in for the Functions queue trigger, used when `AzureWebJobsStorage` is set
- * (Azurite: `UseDevelopmentStorage=true`). Same semantics as the host: base64 message text, a
- * visibility timeout while a message is handled, a failed message retried until its fifth dequeue and
- * then moved to `migrations-poison`; a message the handler rejects goes there at once.
+ * (Azurite: `UseDevelopmentStorage=true`). Same semantics as the host (the storage extension's
+ * QueueProcessor): base64 message text, a visibility timeout while a message is handled, a failed
+ * message made visible again after host.json's `visibilityTimeout` and, at its `maxDequeueCount`th
+ * dequeue, copied to `migrations-poison` unchanged; a message the handler rejects goes there at once,
+ * also unchanged (the reason is logged, not written: one poison shape for both hosts).
  */
 export interface QueueConsumerOptions {
   connectionString: string;
   handle: (item: unknown) => Promise<MessageOutcome>;
   log: LogLine;
   pollMs?: number;
-  visibilityTimeoutSeconds?: number;
+  /** How long a received message stays invisible while it is handled. */
+  leaseSeconds?: number;
+  /** Backoff before a failed message is visible again; defaults to host.json's. */
+  retryAfterSeconds?: number;
+  /** Dequeues before a failing message is poisoned; defaults to host.json's. */
   maxDequeueCount?: number;
+}
+
+/** host.json's queue retry settings, the one home for both hosts. */
+export const hostQueueRetry = {
+  retryAfterSeconds: timeSpanSeconds(hostJson.extensions.queues.visibilityTimeout),
+  maxDequeueCount: hostJson.extensions.queues.maxDequeueCount,
+};
+
+/** A host.json TimeSpan `[d.]hh:mm:ss` in whole seconds. */
+export function timeSpanSeconds(value: string): number {
+  const match = /^(?:(\d+)\.)?(\d{2}):(\d{2}):(\d{2})$/.exec(value);
+  if (!match) throw new Error(`not a TimeSpan: ${value}`);
+  const [, days, hours, minutes, seconds] = match;
+  return ((Number(days ?? 0) * 24 + Number(hours)) * 60 + Number(minutes)) * 60 + Number(seconds);
 }
 
 export class LocalQueueConsumer {
@@ -47,7 +68,7 @@ export class LocalQueueConsumer {
   async drainOnce(): Promise<number> {
     const { receivedMessageItems } = await this.queue.receiveMessages({
       numberOfMessages: 16,
-      visibilityTimeout: this.options.visibilityTimeoutSeconds ?? 30,
+      visibilityTimeout: this.options.leaseSeconds ?? 30,
     });
     for (const message of receivedMessageItems) {
       await this.process(message.messageId, message.popReceipt, message.messageText, message.dequeueCount);
@@ -90,7 +111,7 @@ export class LocalQueueConsumer {
       }
       await this.queue.deleteMessage(id, popReceipt);
     } catch (error) {
-      const max = this.options.maxDequeueCount ?? 5;
+      const max = this.options.maxDequeueCount ?? hostQueueRetry.maxDequeueCount;
       this.options.log('warning', `migration message failed (dequeue ${dequeueCount} of ${max})`, {
         queue: QUEUE,
         messageId: id,
@@ -100,8 +121,13 @@ export class LocalQueueConsumer {
         await this.poison.sendMessage(text);
         await this.queue.deleteMessage(id, popReceipt);
       } else {
-        // Visible again shortly, as the host's retry does.
-        await this.queue.updateMessage(id, popReceipt, undefined, 1);
+        // Visible again after the backoff, as the host's ReleaseMessageAsync does.
+        await this.queue.updateMessage(
+          id,
+          popReceipt,
+          undefined,
+          this.options.retryAfterSeconds ?? hostQueueRetry.retryAfterSeconds,
+        );
       }
     }
   }

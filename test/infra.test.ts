@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { appRoles } from '../functions/http/auth';
+import { MAX_BODY_BYTES } from '../functions/http/validation';
 import { configVariables } from '../shared/config';
 import { type Profile, type ProfileVariable, profiles } from '../shared/profiles';
 import {
@@ -227,6 +228,12 @@ test("the README's configuration table is the profile table", () => {
     ]),
   );
   expect(readmeProfileTable()).toEqual(expected);
+});
+
+test("the Functions host refuses bodies over the app's 64 KiB cap: FUNCTIONS_REQUEST_BODY_SIZE_LIMIT in bytes", () => {
+  // the host parses it as a byte count (HttpRequestBodySizeMiddleware in azure-functions-host)
+  expect(appSettingValues().FUNCTIONS_REQUEST_BODY_SIZE_LIMIT).toBe(String(MAX_BODY_BYTES));
+  expect(MAX_BODY_BYTES).toBe(64 * 1024);
 });
 
 test("every trigger's connection has its settings", () => {
@@ -471,11 +478,12 @@ test('Flex Consumption, Node, a user-assigned identity, the azd service tag, and
   expect(read('azure.yaml')).toMatch(/api:\s*\n\s*project: \.\s*\n\s*language: ts\s*\n\s*host: function/);
 });
 
-test('host.json: extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues, no instance overwrite', () => {
+test('host.json: Host.Results at Information, extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues 30 s apart, no instance overwrite', () => {
   const host = JSON.parse(read('host.json')) as {
+    logging: { logLevel: Record<string, string> };
     extensionBundle: { version: string };
     extensions: {
-      queues: { maxDequeueCount: number };
+      queues: { maxDequeueCount: number; visibilityTimeout: string };
       durableTask: { hubName: string; overridableExistingInstanceStates: string };
     };
   };
@@ -486,6 +494,12 @@ test('host.json: extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 de
     overridableExistingInstanceStates: 'NonRunningStates',
   });
   expect(host.extensions.queues.maxDequeueCount).toBe(5);
+  // a failed message is visible again after this backoff (the host's default 0 spends all five
+  // dequeues back to back, so a brief store outage poisons a start)
+  expect(host.extensions.queues.visibilityTimeout).toBe('00:00:30');
+  // Host.Results feeds Application Insights' requests table and logs at Information only: at Error or
+  // Warning, successful invocations never reach it (Azure Functions docs, "Configure monitoring").
+  expect(host.logging.logLevel['Host.Results']).toBe('Information');
 });
 
 // ---------------------------------------------------------------------------------------------------

@@ -7,10 +7,10 @@ import type { AuditLedger } from './ports/audit';
 import type { ForceReleaseRequests } from './ports/forceRelease';
 import type { LocationStore } from './ports/locations';
 import type { MigrationRecords } from './ports/migrations';
-import { SqliteAuditLedger } from './sqlite/audit';
-import { SqliteForceReleaseRequests } from './sqlite/forceRelease';
-import { SqliteStore } from './sqlite/locations';
-import { SqliteMigrationState } from './sqlite/migrations';
+
+// The SQLite adapters are imported inside the sqlite branches only: they load better-sqlite3, a native
+// module, and a Functions app on Cosmos DB must not load it (one built for another OS stops every
+// function from loading).
 
 /** Everything routelock persists, one port each. */
 export interface Stores {
@@ -22,7 +22,10 @@ export interface Stores {
 
 /** Open the location store the configuration names. */
 export async function openStore(config: StoreConfig): Promise<LocationStore> {
-  if (config.kind === 'sqlite') return new SqliteStore(config.path);
+  if (config.kind === 'sqlite') {
+    const { SqliteStore } = await import('./sqlite/locations');
+    return new SqliteStore(config.path);
+  }
   return CosmosStore.connect({
     endpoint: config.endpoint,
     key: config.key,
@@ -55,6 +58,9 @@ export async function openStores(config: StoreConfig, given: Partial<Stores> = {
     };
   }
   const path = config.kind === 'sqlite' ? config.path : ':memory:';
+  const [{ SqliteMigrationState }, { SqliteAuditLedger }, { SqliteForceReleaseRequests }] = await Promise.all(
+    [import('./sqlite/migrations'), import('./sqlite/audit'), import('./sqlite/forceRelease')],
+  );
   return {
     locations,
     migrations: given.migrations ?? new SqliteMigrationState(path),

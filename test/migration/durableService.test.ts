@@ -195,7 +195,7 @@ describe('DurableMigrationService', () => {
 });
 
 describe('the Functions queue trigger handler', () => {
-  test('valid message starts; invalid message goes to the poison output with the reason', async () => {
+  test('valid message starts; an invalid one goes to the poison output unchanged, its reason logged', async () => {
     const h = await setup();
     const services = await createServices(h.config, {
       store: h.store,
@@ -204,17 +204,23 @@ describe('the Functions queue trigger handler', () => {
       migrations: () => h.service,
     });
     const outputs = new Map<unknown, unknown>();
+    const warnings: string[] = [];
     const context = () => {
-      const c = new InvocationContext({ functionName: 'migrationQueue', logHandler: () => undefined });
+      const c = new InvocationContext({
+        functionName: 'migrationQueue',
+        logHandler: (level, ...args) => void (level === 'warning' && warnings.push(String(args[0]))),
+      });
       c.extraOutputs.set = (output: unknown, value: unknown) => void outputs.set(output, value);
       return c;
     };
     await migrationQueueHandler({ resourceId: 'conv-d', target: TARGET }, context(), services);
     expect(h.client.starts).toBe(1);
     await migrationQueueHandler('{"resourceId": 7}', context(), services);
-    expect(outputs.get(poisonOutput)).toMatchObject({
-      reason: expect.stringMatching(/invalid migration message: resourceId/),
-    });
+    // the original message, as the host's own poison copy; the reason is in the log
+    expect(outputs.get(poisonOutput)).toBe('{"resourceId": 7}');
+    expect(warnings).toEqual([expect.stringMatching(/invalid migration message: resourceId/)]);
+    await migrationQueueHandler({ resourceId: 'ghost', target: TARGET }, context(), services);
+    expect(outputs.get(poisonOutput)).toBe(JSON.stringify({ resourceId: 'ghost', target: TARGET }));
     expect(h.client.starts).toBe(1);
   });
 });

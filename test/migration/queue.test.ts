@@ -1,6 +1,6 @@
 import { QueueClient } from '@azure/storage-queue';
 import { type LocalHost, startLocalHost } from '../../local/host';
-import { decodeBase64 } from '../../local/queueConsumer';
+import { decodeBase64, hostQueueRetry, timeSpanSeconds } from '../../local/queueConsumer';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';
 import { FaultyStore } from '../../testkit/faultyStore';
@@ -18,6 +18,8 @@ let azurite: AzuriteQueue;
 let host: LocalHost;
 let store: FaultyStore;
 let logs: string[] = [];
+/** The retry backoff of the host under test; host.json's 30 s unless a test shortens it. */
+let retryAfterSeconds: number | undefined = 1;
 
 beforeAll(async () => {
   azurite = await startAzuriteQueue();
@@ -38,6 +40,7 @@ beforeEach(async () => {
     },
     store,
     log: (_level, message) => logs.push(message),
+    queueRetry: retryAfterSeconds === undefined ? {} : { retryAfterSeconds },
   });
   await host.services.router.createRoute('conv-q', SOURCE);
 });
@@ -94,6 +97,34 @@ test('a message that keeps failing (store down) is retried and poisoned after it
   const failures = logs.filter((l) => l.startsWith('migration message failed'));
   expect(failures).toEqual([1, 2, 3, 4, 5].map((n) => `migration message failed (dequeue ${n} of 5)`));
 }, 60_000);
+
+describe("with host.json's backoff", () => {
+  beforeAll(() => void (retryAfterSeconds = undefined));
+  afterAll(() => void (retryAfterSeconds = 1));
+
+  test('a failed message stays invisible for the backoff instead of being retried back to back', async () => {
+    store.down = true;
+    await send(b64({ resourceId: 'conv-q', target: TARGET }));
+    await poll(
+      async () => logs.filter((l) => l.startsWith('migration message failed')),
+      (f) => f.length === 1,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    // still one failure, the message hidden, nothing poisoned (with the old 1 s it would be dequeued again)
+    expect(logs.filter((l) => l.startsWith('migration message failed'))).toEqual([
+      'migration message failed (dequeue 1 of 5)',
+    ]);
+    const { peekedMessageItems } = await queue('migrations').peekMessages();
+    expect(peekedMessageItems).toHaveLength(0);
+    expect(await poisoned()).toEqual([]);
+  }, 20_000);
+});
+
+test('the embedded host retries as host.json says: 30 s backoff, poisoned at the fifth dequeue', () => {
+  expect(hostQueueRetry).toEqual({ retryAfterSeconds: 30, maxDequeueCount: 5 });
+  expect(timeSpanSeconds('1.02:03:04')).toBe(93784);
+  expect(() => timeSpanSeconds('30')).toThrow('not a TimeSpan');
+});
 
 test('base64 decoding follows the host: only valid base64 decodes', () => {
   expect(decodeBase64(b64({ a: 1 }))).toBe('{"a":1}');

@@ -96,6 +96,9 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       // Application Insights: Entra-only ingestion (local auth is off on the component).
       APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
       APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+      // The host refuses a larger request body itself (bytes; its default is 100 MB), chunked ones
+      // included, so what reaches Node is within the app's 64 KiB cap (functions/http/validation.ts).
+      FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: '65536'
     })
   }
 
