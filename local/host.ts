@@ -54,7 +54,7 @@ export interface LocalHostOptions {
   http?: (call: HttpCall) => Promise<HttpResult>;
   /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
   routerOptions?: Pick<RouterOptions, 'cacheHeaders'>;
-  /** Tests only: a shorter queue retry backoff than host.json's. */
+  /** A seam for tests (documented): a shorter queue retry backoff than host.json's, so a retry is seen in seconds. */
   queueRetry?: Pick<QueueConsumerOptions, 'retryAfterSeconds' | 'maxDequeueCount'>;
 }
 
