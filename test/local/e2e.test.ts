@@ -5,8 +5,8 @@ import { ManualClock } from '../../testkit/clock';
 import type { LockGrant, RouteView } from '../../shared/lock/view';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 import { assertNoSecrets } from '../support/secrets';
+import { useCosmosServers } from '../support/cosmosServers';
 
 /**
  * End to end over real HTTP: the embedded host on a free loopback port, serving the registered
@@ -17,22 +17,13 @@ import { assertNoSecrets } from '../support/secrets';
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };
 const TARGET = { region: 'eastus', account: 'chatuse01' };
 
-let cosmos: CosmosTestServer;
-let quoted: CosmosTestServer;
-beforeAll(async () => {
-  cosmos = await startCosmosServer();
-  quoted = await startCosmosServer({ quotedEtags: true });
-});
-afterAll(async () => {
-  await cosmos.close();
-  await quoted.close();
-});
+const servers = useCosmosServers();
 
 const stores: [string, () => Promise<LocationStore>][] = [
   ['sqlite', async () => new SqliteStore(':memory:')],
-  ['cosmos', async () => cosmos.connect()],
+  ['cosmos', async () => servers.stock.connect()],
   // ETags in quotes, compared exactly, as Cosmos DB issues them (testkit/cosmosServer.ts)
-  ['cosmos (quoted ETags)', async () => quoted.connect()],
+  ['cosmos (quoted ETags)', async () => servers.quoted.connect()],
 ];
 
 describe.each(stores)('embedded host over HTTP on %s', (_name, openStore) => {
@@ -238,7 +229,7 @@ describe('health reports the store', () => {
   test('cosmos', async () => {
     const host = await startLocalHost({
       env: { PORT: '0' },
-      store: await cosmos.connect(),
+      store: await servers.stock.connect(),
       log: () => undefined,
     });
     try {

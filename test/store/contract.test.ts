@@ -5,7 +5,7 @@ import { RouteLockError } from '../../shared/errors';
 import { newLocationDocument } from '../../shared/lock/document';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
+import { useCosmosServers } from '../support/cosmosServers';
 
 /**
  * One contract, two adapters: what the router relies on from any store. The Cosmos adapter runs
@@ -23,17 +23,10 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
   }
 }
 
-let cosmos: CosmosTestServer;
-let quoted: CosmosTestServer;
+const servers = useCosmosServers();
 const dirs: string[] = [];
 
-beforeAll(async () => {
-  cosmos = await startCosmosServer();
-  quoted = await startCosmosServer({ quotedEtags: true });
-});
-afterAll(async () => {
-  await cosmos.close();
-  await quoted.close();
+afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -47,8 +40,8 @@ const adapters: [string, () => Promise<LocationStore>][] = [
       return new SqliteStore(join(dir, 'routes.db'));
     },
   ],
-  ['cosmos (@vercel/cosmosdb-server)', async () => cosmos.connect()],
-  ['cosmos (@vercel/cosmosdb-server, quoted ETags)', async () => quoted.connect()],
+  ['cosmos (@vercel/cosmosdb-server)', async () => servers.stock.connect()],
+  ['cosmos (@vercel/cosmosdb-server, quoted ETags)', async () => servers.quoted.connect()],
 ];
 
 describe.each(adapters)('store contract: %s', (_name, open) => {
@@ -207,7 +200,7 @@ describe('cosmos specifics', () => {
     const { CosmosStore } = await import('../../shared/store/cosmos/locations');
     const error = await CosmosStore.connect({
       endpoint: 'https://127.0.0.1:1',
-      key: cosmos.key,
+      key: servers.stock.key,
       disableTlsVerify: true,
       database: 'routelock',
       container: 'locations',
@@ -217,7 +210,7 @@ describe('cosmos specifics', () => {
   });
 
   test('the account description names the write region (what "writeRegion" reads are pinned to)', async () => {
-    const store = await cosmos.connect();
+    const store = await servers.stock.connect();
     expect(store.account.writeRegion).toEqual(expect.any(String));
     expect(store.account.multipleWriteLocations).toBe(false);
   });

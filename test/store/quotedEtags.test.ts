@@ -10,9 +10,9 @@ import { CosmosForceReleaseRequests } from '../../shared/store/cosmos/forceRelea
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
-import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 import { QuotingStore } from '../../testkit/quotingStore';
 import { call, handlerServices } from '../support/handlers';
+import { useCosmosServers } from '../support/cosmosServers';
 
 /**
  * Cosmos DB quotes its ETags; the stand-ins do not. Three ways to meet quoted ETags: the Cosmos test
@@ -24,24 +24,18 @@ import { call, handlerServices } from '../support/handlers';
  * deletes (the bug the issue measured: 412 on a quoting emulator).
  */
 
-let cosmos: CosmosTestServer;
-let quoted: CosmosTestServer;
-beforeAll(async () => {
-  cosmos = await startCosmosServer();
-  quoted = await startCosmosServer({ quotedEtags: true });
-});
-afterAll(async () => {
-  await cosmos.close();
-  await quoted.close();
-});
+const servers = useCosmosServers();
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'northeurope' };
 
 const backends: [string, () => Promise<LocationStore>][] = [
-  ['the Cosmos test server issuing quoted ETags (real CosmosStore)', async () => quoted.connect()],
+  ['the Cosmos test server issuing quoted ETags (real CosmosStore)', async () => servers.quoted.connect()],
   ['SQLite behind QuotingStore', async () => new QuotingStore(new SqliteStore(':memory:'))],
-  ['the stock Cosmos test server behind QuotingStore', async () => new QuotingStore(await cosmos.connect())],
+  [
+    'the stock Cosmos test server behind QuotingStore',
+    async () => new QuotingStore(await servers.stock.connect()),
+  ],
 ];
 
 describe.each(backends)('quoted ETags on %s', (_name, open) => {
@@ -156,7 +150,7 @@ describe.each(backends)('quoted ETags on %s', (_name, open) => {
 });
 
 test('force release over quoted ETags: the request saves and the route release write both land', async () => {
-  const store = await quoted.connect();
+  const store = await servers.quoted.connect();
   const container = store.containerNamed(`audit${Date.now()}`);
   await container.database.containers.createIfNotExists({
     id: container.id,

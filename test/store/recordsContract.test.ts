@@ -22,7 +22,8 @@ import type { MigrationRecords } from '../../shared/store/ports/migrations';
 import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
 import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { type CosmosRequest, type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
+import type { CosmosRequest, CosmosTestServer } from '../../testkit/cosmosServer';
+import { useCosmosServers } from '../support/cosmosServers';
 
 /**
  * The other three ports' contract, both adapters each: migration records, the audit ledger and the
@@ -37,21 +38,11 @@ interface Ports {
   requests: ForceReleaseRequests;
 }
 
-let cosmos: CosmosTestServer;
-let quoted: CosmosTestServer;
+const servers = useCosmosServers();
 let containers = 0;
 
-beforeAll(async () => {
-  cosmos = await startCosmosServer();
-  quoted = await startCosmosServer({ quotedEtags: true });
-});
-afterAll(async () => {
-  await cosmos.close();
-  await quoted.close();
-});
-
 /** A fresh container, as Bicep would create it (partition key `/id`). */
-async function cosmosContainer(server: CosmosTestServer = cosmos): Promise<Container> {
+async function cosmosContainer(server: CosmosTestServer = servers.stock): Promise<Container> {
   const store = await server.connect();
   const container = store.containerNamed(`records${++containers}`);
   await container.database.containers.createIfNotExists({
@@ -73,7 +64,7 @@ const backends: [string, () => Promise<Ports>][] = [
   ...(['stock', 'quoted ETags'] as const).map((form): [string, () => Promise<Ports>] => [
     `cosmos (${form})`,
     async () => {
-      const server = form === 'stock' ? cosmos : quoted;
+      const server = form === 'stock' ? servers.stock : servers.quoted;
       const audit = await cosmosContainer(server);
       return {
         migrations: new CosmosMigrationRecords(await cosmosContainer(server)),
@@ -277,8 +268,8 @@ describe('Cosmos DB errors name what they are about', () => {
 });
 
 describe.each([
-  ['stock', () => cosmos],
-  ['quoted ETags', () => quoted],
+  ['stock', () => servers.stock],
+  ['quoted ETags', () => servers.quoted],
 ])('Cosmos saveStatus under a concurrent writer (%s)', (_name, server) => {
   /**
    * Another writer changes the record after saveStatus has read it and before its write reaches the
