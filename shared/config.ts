@@ -55,9 +55,9 @@ export type StoreConfig =
 export interface Participant {
   name: string;
   /**
-   * POST {migrationId, resourceId, from, to, step} → 200 done, or 202 + Location to poll. https://
-   * (http:// only to a loopback host), with no credentials, query or fragment: it is copied into every
-   * migration's stored input.
+   * Where the participant contract's POST goes (docs/design.md §6.5): 200 done, or 202 + Location to poll.
+   * https:// (http:// only to a loopback host), with no credentials, query or fragment: it is copied into
+   * every migration's stored input.
    */
   url: string;
   /**
@@ -65,6 +65,37 @@ export interface Participant {
    * carries `Authorization: Bearer <managed-identity token for it>` (scope `<audience>/.default`).
    */
   audience?: string;
+  /**
+   * The resource ids this participant owns, as patterns where `*` matches any run of characters (nothing
+   * else is special). Absent: every resource. A migration calls only the participants `participantsFor`
+   * picks for its resource, chosen once at start.
+   */
+  resources?: string[];
+}
+
+/** Whether a resource id matches one `resources` pattern: `*` is any run of characters, the rest literal. */
+export function matchesResourcePattern(resourceId: string, pattern: string): boolean {
+  const [first = '', ...rest] = pattern.split('*');
+  if (rest.length === 0) return resourceId === first;
+  const last = rest.pop() as string;
+  if (!resourceId.startsWith(first) || resourceId.length < first.length + last.length) return false;
+  // The middle pieces in order, each after the one before, all before the suffix (leftmost match suffices).
+  let at = first.length;
+  const end = resourceId.length - last.length;
+  for (const piece of rest) {
+    const found = resourceId.indexOf(piece, at);
+    if (found < 0 || found + piece.length > end) return false;
+    at = found + piece.length;
+  }
+  return resourceId.endsWith(last);
+}
+
+/** The participants a migration of this resource calls: those without `resources`, and those it matches. */
+export function participantsFor(resourceId: string, participants: readonly Participant[]): Participant[] {
+  return participants.filter(
+    (p) =>
+      p.resources === undefined || p.resources.some((pattern) => matchesResourcePattern(resourceId, pattern)),
+  );
 }
 
 export interface MigrationConfig {
@@ -247,6 +278,22 @@ const participantAudience = z.string().regex(/^[\x21-\x7e]{1,512}$/, {
   message: 'expected an app ID URI (api://…) or client id, without spaces',
 });
 
+/**
+ * A participant's `resources`: resource-id patterns (`*` = any run of characters). An empty list would
+ * silently scope the participant out of every migration, so it is refused: omit the field for "all".
+ */
+const participantResources = z
+  .array(z.string().min(1, { message: 'a pattern must not be empty (use "*" for every resource)' }).max(1024))
+  .min(1, { message: 'must list at least one pattern (omit "resources" for every resource)' });
+
+/** "entry 2 (\"media\"): " for an issue inside the array's third entry, so the message names it. */
+function describeEntry(value: unknown, path: readonly PropertyKey[]): string {
+  const index = path[0];
+  if (typeof index !== 'number' || !Array.isArray(value)) return '';
+  const name: unknown = (value[index] as { name?: unknown } | null)?.name;
+  return typeof name === 'string' ? `entry "${name}": ` : '';
+}
+
 const participantsSchema = z
   .string()
   .trim()
@@ -267,14 +314,15 @@ const participantsSchema = z
           name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
           url: participantUrl,
           audience: participantAudience.optional(),
+          resources: participantResources.optional(),
         }),
       )
       .safeParse(value);
     if (!parsed.success) {
       ctx.addIssue({
         code: 'custom',
-        message: `expected [{"name": "<letters, digits, - or _>", "url": "https://…", "audience"?: "api://…"}]: ${parsed.error.issues
-          .map((i) => `${i.path.join('.')}: ${i.message}`)
+        message: `expected [{"name": "<letters, digits, - or _>", "url": "https://…", "audience"?: "api://…", "resources"?: ["tenant-*", …]}]: ${parsed.error.issues
+          .map((i) => `${describeEntry(value, i.path)}${i.path.join('.')}: ${i.message}`)
           .join('; ')}`,
       });
       return z.NEVER;

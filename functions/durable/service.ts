@@ -2,6 +2,7 @@ import * as df from 'durable-functions';
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
+import { participantsFor } from '../../shared/config';
 import { instanceIdFor } from '../../shared/migration/instanceId';
 import { type MigrationRecord, newMigrationRecord } from '../../shared/migration/records';
 import type { MigrationRecords } from '../../shared/store/ports/migrations';
@@ -89,7 +90,11 @@ export class DurableMigrationService implements MigrationService {
       instanceId,
       resourceId: request.resourceId,
       target: request.target,
-      settings: this.settings,
+      // Scoped participants are chosen once, here, and captured with the input (docs/design.md §6.5).
+      settings: {
+        ...this.settings,
+        participants: participantsFor(request.resourceId, this.settings.participants),
+      },
       // Random, made here and not in the orchestrator: the orchestration carries the seed, never a token.
       lock: this.keyring.newSeed(),
     };

@@ -1,3 +1,4 @@
+import { participantsFor } from '../config';
 import { RouteLockError } from '../errors';
 import type { Location } from '../lock/document';
 import type { TokenKeyring } from '../security/tokenKeys';
@@ -78,7 +79,11 @@ export class InProcessRunner {
       instanceId,
       resourceId: request.resourceId,
       target: request.target,
-      settings: this.options.settings,
+      // Scoped participants are chosen once, here, and captured with the input (docs/design.md §6.5).
+      settings: {
+        ...this.options.settings,
+        participants: participantsFor(request.resourceId, this.options.settings.participants),
+      },
       lock: this.options.keyring.newSeed(),
     };
     const result = this.options.state.createUnlessActive(
