@@ -2,6 +2,7 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 import type { AddressInfo } from 'node:net';
 import { RoutingClient, RoutingServiceError, decide } from '../../shared/client';
 import type { Location } from '../../shared/lock/document';
+import { type CopyJob, type CopyJobRequest, CopyJobs, parseJobRequest } from './copyJobs';
 import { RegionStore } from './regionStore';
 
 /**
@@ -11,11 +12,17 @@ import { RegionStore } from './regionStore';
  *  - deletes turned into tombstones during the hard-delete lock;
  *  - anything sent through a region that is not the route's location (a pending target before the swap,
  *    a retired source after it) refused with 421 and the location to use.
- * It implements the participant contract (docs/design.md §6): POST /migrate {migrationId, resourceId, from, to,
- * step, attempt} → 202 + Location while the copy runs (one job per migration, step and attempt), 200
- * when done. Tombstones are carried over and applied at the target.
+ * It implements every rule of the participant contract (docs/design.md §6.5; the job rules in copyJobs.ts):
+ *  - POST /migrate → 202 + an absolute Location and Retry-After while the copy runs, 200 only once it is
+ *    done; a repeated POST answers for the same job, a failed job POSTed again runs again;
+ *  - a newer job of a resource supersedes an older one (whose copy is then never applied; its poll
+ *    answers 409), and a POST of an older job than one seen answers 409;
+ *  - 404 to a step it does not implement (anything but bulkCopy and deltaCopy), 404 to a poll of an
+ *    unknown job, 400 to a malformed body.
+ * Tombstones are carried over and applied at the target.
  *
- * `ignoreWriteLock` is the negative control: a build that accepts writes during the write lock.
+ * Negative controls: `ignoreWriteLock`, a build that accepts writes during the write lock; and
+ * `ignoreSupersede`, one that lets a superseded job's copy land late.
  */
 
 export type Outcome =
@@ -38,8 +45,14 @@ export interface MessageStoreOptions {
   /** The routing API (`…/api`); may also be given later with `useRouting`. */
   routingUrl?: string;
   ignoreWriteLock?: boolean;
-  /** How long a copy job takes, so the phases can be watched. */
-  copyDelayMs?: number;
+  /** How long a copy job takes (fixed, or per job), so the phases can be watched. */
+  copyDelayMs?: number | ((job: CopyJobRequest) => number);
+  /** The Retry-After (seconds) of a 202 while a copy runs (default 1). */
+  retryAfterSeconds?: number;
+  /** The service's public origin for the poll Location (default the address it listens on). */
+  publicUrl?: string;
+  /** Negative control: a superseded job still applies its copy when it finishes late. */
+  ignoreSupersede?: boolean;
   clock?: () => number;
 }
 
@@ -48,7 +61,11 @@ export class MessageStore {
   readonly accepted: AcceptedWrite[] = [];
   readonly counters = { writesRefused: 0, deletesTombstoned: 0, misdirected: 0 };
   private routing: RoutingClient;
-  private readonly jobs = new Map<string, { done: boolean; error?: string }>();
+  readonly jobs = new CopyJobs();
+  /** Every copy applied at a target, in order (what a test checks the supersede rule against). */
+  readonly copies: { jobId: string; migrationId: string; step: string; stepAttempt: number }[] = [];
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private copyFailures = 0;
   private readonly clock: () => number;
   private server: Server | undefined;
   url = '';
@@ -138,33 +155,103 @@ export class MessageStore {
     this.routing.forget(conversationId);
   }
 
-  /** The participant contract: start (or report on) one copy job. */
-  migrate(body: {
-    migrationId: string;
-    resourceId: string;
-    from: Location;
-    to: Location;
-    step: string;
-    attempt?: number;
-  }): string {
-    const key = `${body.migrationId}|${body.step}|${body.attempt ?? 1}`;
-    if (!this.jobs.has(key)) {
-      const job: { done: boolean; error?: string } = { done: false };
-      this.jobs.set(key, job);
-      setTimeout(() => {
-        try {
-          this.store(body.to.region).copyFrom(this.store(body.from.region), body.resourceId);
-          job.done = true;
-        } catch (error) {
-          job.error = (error as Error).message;
-        }
-      }, this.options.copyDelayMs ?? 100);
-    }
-    return key;
+  /** Fault injection for tests: the next `count` copies throw (a job that failed, to be POSTed again). */
+  failNextCopies(count: number): void {
+    this.copyFailures = count;
   }
 
-  jobState(key: string): { done: boolean; error?: string } | undefined {
-    return this.jobs.get(key);
+  /** Run one copy job's current run after the copy delay; a superseded or rerun job never applies it. */
+  private runCopy(job: CopyJob): void {
+    const run = job.run;
+    const { request } = job;
+    const { copyDelayMs = 100 } = this.options;
+    const delay = typeof copyDelayMs === 'number' ? copyDelayMs : copyDelayMs(request);
+    const timer = setTimeout(() => {
+      this.timers.delete(job.id);
+      if (!this.jobs.mayApply(job, run) && !(this.options.ignoreSupersede && job.state === 'superseded'))
+        return;
+      try {
+        if (this.copyFailures > 0) {
+          this.copyFailures -= 1;
+          throw new Error('injected copy failure');
+        }
+        this.store(request.to.region).copyFrom(this.store(request.from.region), request.resourceId);
+        this.copies.push({
+          jobId: job.id,
+          migrationId: request.migrationId,
+          step: request.step,
+          stepAttempt: request.stepAttempt,
+        });
+        this.jobs.finish(job, run, { ok: true });
+      } catch (error) {
+        this.jobs.finish(job, run, { ok: false, error: (error as Error).message });
+      }
+    }, delay);
+    this.timers.set(job.id, timer);
+  }
+
+  /** A superseded job stops: its pending copy is cancelled (unless the negative control keeps it). */
+  private stopCopy(job: CopyJob): void {
+    if (this.options.ignoreSupersede) return;
+    clearTimeout(this.timers.get(job.id));
+    this.timers.delete(job.id);
+  }
+
+  /** The participant contract's POST: the answer for one copy job (starting it when it should run). */
+  migrate(body: unknown): { status: number; body: unknown; headers?: Record<string, string> } {
+    const parsed = parseJobRequest(body);
+    if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
+    const decision = this.jobs.post(parsed.request);
+    switch (decision.kind) {
+      case 'notImplemented':
+        return { status: 404, body: { error: `step ${decision.step} is not implemented` } };
+      case 'older':
+        return {
+          status: 409,
+          body: { error: 'an older job than one already seen', newest: describe(decision.newest) },
+        };
+      case 'done':
+        return { status: 200, body: { done: true } };
+      case 'start':
+        for (const old of decision.superseded) this.stopCopy(old);
+        this.runCopy(decision.job);
+        return this.running(decision.job);
+      case 'running':
+        return this.running(decision.job);
+    }
+  }
+
+  /** The participant contract's poll (GET of the Location). */
+  poll(jobId: string): { status: number; body: unknown; headers?: Record<string, string> } {
+    const job = this.jobs.get(jobId);
+    if (!job) return { status: 404, body: { error: 'no such job' } };
+    switch (job.state) {
+      case 'done':
+        return { status: 200, body: { done: true } };
+      case 'running':
+        return this.running(job);
+      case 'failed':
+        // POSTing the job again starts it again
+        return { status: 500, body: { error: job.error } };
+      case 'superseded':
+        return {
+          status: 409,
+          body: { error: 'superseded', supersededBy: job.supersededBy && describe(job.supersededBy) },
+        };
+    }
+  }
+
+  private running(job: CopyJob) {
+    const origin = this.options.publicUrl ?? this.url;
+    return {
+      status: 202,
+      body: { done: false },
+      headers: {
+        // absolute: the Durable extension builds the poll URL with `new Uri(location)`
+        Location: new URL(`/jobs/${encodeURIComponent(job.id)}`, origin).href,
+        'Retry-After': String(this.options.retryAfterSeconds ?? 1),
+      },
+    };
   }
 
   /**
@@ -215,18 +302,19 @@ export class MessageStore {
     const send = (status: number, value: unknown, headers: Record<string, string> = {}) =>
       res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(value));
     if (req.method === 'POST' && url.pathname === '/migrate') {
-      const key = this.migrate(JSON.parse(body) as Parameters<MessageStore['migrate']>[0]);
-      const job = this.jobState(key);
-      if (job?.done) return send(200, { done: true });
-      return send(202, { done: false }, { Location: `/jobs/${encodeURIComponent(key)}`, 'Retry-After': '1' });
+      let value: unknown;
+      try {
+        value = JSON.parse(body);
+      } catch {
+        return send(400, { error: 'expected a JSON body' });
+      }
+      const answer = this.migrate(value);
+      return send(answer.status, answer.body, answer.headers);
     }
-    const jobMatch = /^\/jobs\/(.+)$/.exec(url.pathname);
+    const jobMatch = /^\/jobs\/([^/]+)$/.exec(url.pathname);
     if (req.method === 'GET' && jobMatch?.[1]) {
-      const job = this.jobState(decodeURIComponent(jobMatch[1]));
-      if (!job) return send(404, { error: 'no such job' });
-      if (job.error) return send(500, { error: job.error });
-      if (job.done) return send(200, { done: true });
-      return send(202, { done: false }, { Location: url.pathname, 'Retry-After': '1' });
+      const answer = this.poll(decodeURIComponent(jobMatch[1]));
+      return send(answer.status, answer.body, answer.headers);
     }
     const messages = /^\/regions\/([a-z0-9-]+)\/conversations\/([^/]+)\/messages(?:\/([^/]+))?$/.exec(
       url.pathname,
@@ -256,6 +344,8 @@ export class MessageStore {
   }
 
   async close(): Promise<void> {
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
     await new Promise<void>((resolve) => {
       if (!this.server) return resolve();
       this.server.closeAllConnections();
@@ -263,4 +353,10 @@ export class MessageStore {
     });
     for (const store of this.stores.values()) store.close();
   }
+}
+
+/** A job as a 409 names it. */
+function describe(job: CopyJob) {
+  const { migrationId, migrationAttempt, step, stepAttempt, sequence } = job.request;
+  return { migrationId, migrationAttempt, step, stepAttempt, sequence };
 }
