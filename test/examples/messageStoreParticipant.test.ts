@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
 import { MessageStore, type MessageStoreOptions } from '../../examples/message-store/service';
 import { poll } from '../support/poll';
 
@@ -330,4 +333,19 @@ test.each([
   const refused = await post(store, body);
   expect(refused.status).toBe(400);
   expect(refused.body.error).toMatch(error);
+});
+
+test("openapi.yaml's ParticipantJob (webhooks participantStep) names exactly the fields of a contract request", () => {
+  const spec = parse(readFileSync(join(__dirname, '../../openapi.yaml'), 'utf8')) as {
+    webhooks: {
+      participantStep: { post: { requestBody: { content: Record<string, { schema: { $ref: string } }> } } };
+    };
+    components: { schemas: { ParticipantJob: { required: string[]; properties: Record<string, unknown> } } };
+  };
+  expect(spec.webhooks.participantStep.post.requestBody.content['application/json']?.schema.$ref).toBe(
+    '#/components/schemas/ParticipantJob',
+  );
+  const job = spec.components.schemas.ParticipantJob;
+  expect([...job.required].sort()).toEqual(Object.keys(contractBody()).sort());
+  expect(Object.keys(job.properties).sort()).toEqual(Object.keys(contractBody()).sort());
 });
