@@ -129,6 +129,21 @@ test('the composed services (both hosts) audit on the write path: a force-releas
   ]);
 });
 
+test('composed services, ledger down: a force-release request still opens and is approved; the gaps are reported', async () => {
+  const store = new SqliteStore(':memory:');
+  const audit = new FlakyLedger(new SqliteAuditLedger(':memory:'));
+  const sink = new MetricsRecorder();
+  const services = await createServices(parseConfig({}), { store, audit, sink });
+  await services.router.createRoute('w-down', SOURCE);
+  await services.router.prelock('w-down', { migrationId: 'm-d', owner: 'o', target: TARGET });
+  audit.down = true;
+  // Before the write path, the committed request answered 503 here, and a retried approval 409.
+  const request = await services.forceRelease.open('w-down', 'alice', 'stuck');
+  expect((await services.forceRelease.approve(request.id, 'bob')).request.approvals).toHaveLength(1);
+  expect(sink.snapshot().events).toEqual({ AuditRecordDeferred: 2 });
+  expect(audit.attempts).toBe(8); // four attempts per record, the real 50/200/800 ms backoff
+}, 15_000);
+
 test('the feed replaying the same versions, twice and coalesced, adds no record', async () => {
   const h = harness({ hooked: true });
   await swapped(h, 'r-swap');
