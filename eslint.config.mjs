@@ -2,7 +2,9 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.routelock/**', 'bench/results/**'] },
+  {
+    ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.routelock/**', 'bench/results/**', '.deploy/**'],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -4,7 +4,9 @@ import { inFunctionsHost } from './http/endpoint';
 import { type Services, onServices } from './services';
 
 /**
- * Cosmos DB change feed on `locations` → lock telemetry (Application Insights) and the audit ledger.
+ * Cosmos DB change feed on `locations` → lock telemetry (Application Insights) and the audit ledger's
+ * backstop: the write path appends each record as its write commits (shared/auditTrail.ts); this fills
+ * the records it had to leave (the ledger down), idempotently (the ledger keeps an id's first append).
  * The lease container `leases` is created by Bicep: under a managed identity the data-plane role cannot
  * create containers, so `createLeaseContainerIfNotExists` stays false. Connection `COSMOS` is
  * identity-based (`COSMOS__accountEndpoint`, `COSMOS__credential`, `COSMOS__clientId`).

@@ -1,5 +1,6 @@
 import type { InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
+import { AuditTrail, AuditedLocationStore } from '../shared/auditTrail';
 import { type Clock, systemClock } from '../shared/clock';
 import { type Config, getConfig } from '../shared/config';
 import { ForceReleaseService } from '../shared/forceRelease';
@@ -121,7 +122,7 @@ export async function createCoreServices(
 ): Promise<CoreServices> {
   const clock = overrides.clock ?? systemClock;
   const {
-    locations: store,
+    locations,
     migrations: records,
     audit,
     forceReleaseRequests,
@@ -131,8 +132,12 @@ export async function createCoreServices(
     audit: overrides.audit,
     forceReleaseRequests: overrides.forceReleaseRequests,
   });
-  const guards = accountGuards(store, config.store.kind === 'cosmos' ? config.store.endpoint : undefined);
+  const guards = accountGuards(locations, config.store.kind === 'cosmos' ? config.store.endpoint : undefined);
   const sink = overrides.sink ?? (await applicationInsightsSink(process.env)) ?? nullSink;
+  // Audit on the write path: every router over `store` appends a committed version's record; the change
+  // feed (lockTelemetry) is the backstop. `audit` itself stays the plain ledger (reads, the backstop).
+  const trail = new AuditTrail({ ledger: audit, sink });
+  const store = new AuditedLocationStore(locations, trail);
   const router = new Router({
     store,
     timing: config.timing,
@@ -153,7 +158,7 @@ export async function createCoreServices(
     activities: createActivities(router, config.timing, { keyring, records }),
     keyring,
     audit,
-    forceRelease: new ForceReleaseService(router, audit, forceReleaseRequests, clock),
+    forceRelease: new ForceReleaseService(router, trail.asLedger(), forceReleaseRequests, clock),
     sink,
     warnings: Object.freeze([...guards.warnings]),
     authenticator: createAuthenticator(config.auth),

@@ -3,8 +3,9 @@ import type { Location, LocationDocument } from './lock/document';
 /**
  * The audit ledger (residency evidence for compliance reviews) and the force-release requests it
  * records. Every swap, release, force-release and reclaim appends a record derived from the document
- * version that did it; every force-release step appends one too. Records have deterministic ids, so a
- * change feed delivering a version twice writes one record. Where they are kept: the ports
+ * version that did it; every force-release step appends one too. Records have deterministic ids and the
+ * ledger keeps the first append of an id, so the write path and the change feed (a backstop that may
+ * deliver a version twice) writing the same record keep one. Where they are kept: the ports
  * shared/store/ports/{audit,forceRelease}.ts and their adapters in shared/store/{sqlite,cosmos}/.
  */
 
@@ -74,13 +75,18 @@ export interface ForceReleaseRequest {
 
 const auditOps = new Set(['swap', 'release', 'forceRelease', 'reclaim']);
 
-/** The audit record a document version calls for, if its write was one the ledger keeps. */
+/**
+ * The audit record a document version calls for, if its write was one the ledger keeps: a pure function
+ * of that one version (its `lastChange` and `lastMigration`, both set by the same write). The write path
+ * appends it right after the write commits (shared/auditTrail.ts); the change feed, the backstop,
+ * derives the same record (same id, same content) from the same version.
+ */
 export function auditRecordFor(doc: LocationDocument): AuditRecord | null {
   const change = doc.lastChange;
   const last = doc.lastMigration;
   if (!change || !auditOps.has(change.op) || !last) return null;
   return {
-    id: `${doc.id}|${change.op}|${change.at}`,
+    id: auditRecordId(doc.id, change.op as AuditOp, change.at),
     kind: 'audit',
     resourceId: doc.id,
     op: change.op as AuditOp,
@@ -96,6 +102,63 @@ export function auditRecordFor(doc: LocationDocument): AuditRecord | null {
     actor: change.actor ?? null,
     reason: change.reason ?? null,
     requestId: change.requestId ?? null,
+  };
+}
+
+function auditRecordId(resourceId: string, op: AuditOp, at: string): string {
+  return `${resourceId}|${op}|${at}`;
+}
+
+/**
+ * What the change feed (the backstop) can recover from one version it is handed, which may have skipped
+ * intermediate versions (the feed coalesces: of two versions written between two reads, only the later
+ * arrives):
+ *  - the version's own record (`auditRecordFor`);
+ *  - the record of the migration end it carries in `lastMigration`, when that end was a swap or a plain
+ *    release: those writes stamp no actor, reason or request id, so `lastMigration` alone rebuilds their
+ *    record exactly (same id, same content as the write path's). A later prelock, renew or escalate of
+ *    the next migration still carries it, so a swap or release version the feed skipped is not lost.
+ * It cannot recover a skipped force-release or reclaim (who, why, the request, the lock's age live in
+ * `lastChange`, which the next write replaces; their end time is not in `lastMigration`), nor any end
+ * older than the last one (a second migration's end replaces `lastMigration`). Those are the write
+ * path's to keep. Nothing here is inferred from two versions, so a skipped version never yields a
+ * wrong record.
+ */
+export function auditRecordsRecoverableFrom(doc: LocationDocument): AuditRecord[] {
+  const own = auditRecordFor(doc);
+  const ended = lastEndRecord(doc);
+  if (!ended || ended.id === own?.id) return own ? [own] : [];
+  return own ? [own, ended] : [ended];
+}
+
+/** The swap or release record `lastMigration` describes, built as `auditRecordFor` built it then. */
+function lastEndRecord(doc: LocationDocument): AuditRecord | null {
+  const last = doc.lastMigration;
+  if (!last) return null;
+  const end =
+    last.outcome === 'swapped' && last.swappedAt
+      ? { op: 'swap' as const, at: last.swappedAt }
+      : last.outcome === 'released' && last.releasedAt
+        ? { op: 'release' as const, at: last.releasedAt }
+        : null;
+  if (!end) return null;
+  return {
+    id: auditRecordId(doc.id, end.op, end.at),
+    kind: 'audit',
+    resourceId: doc.id,
+    op: end.op,
+    at: end.at,
+    migrationId: last.migrationId,
+    from: last.from,
+    to: last.to,
+    acquiredAt: last.acquiredAt,
+    hardDeleteAt: last.hardDeleteAt,
+    writeAt: last.writeAt,
+    swappedAt: last.swappedAt,
+    releasedAt: last.releasedAt,
+    actor: null,
+    reason: null,
+    requestId: null,
   };
 }
 

@@ -1,4 +1,4 @@
-import { auditRecordFor } from '../audit';
+import { auditRecordsRecoverableFrom } from '../audit';
 import type { AuditLedger } from '../store/ports/audit';
 import type { LocationDocument } from '../lock/document';
 import { lockTelemetry } from './lockTelemetry';
@@ -6,9 +6,14 @@ import { type TelemetrySink, send } from './sink';
 
 /**
  * One handler for every change stream: the Cosmos DB change feed trigger in Azure, the SQLite store's
- * own stream on the embedded host. Each document version yields its telemetry and, for a swap,
- * release, force-release or reclaim, its audit record. The sink is flushed before it returns, so an
- * invocation never ends with telemetry still buffered.
+ * own stream on the embedded host. Each document version yields its telemetry and the audit records
+ * it can vouch for. For the ledger this is the backstop: the write path (shared/auditTrail.ts) appends
+ * each record as its write commits, and this fills any gap it left (the ledger was down, the process
+ * died in between). Appending a record already kept changes nothing, so a batch delivered twice adds
+ * none; a coalesced batch (versions skipped) yields only what `auditRecordsRecoverableFrom` can rebuild
+ * from one version (see there for what that cannot be). A failed append throws, so the trigger's retry
+ * policy runs the batch again. The sink is flushed before it returns, so an invocation never ends with
+ * telemetry still buffered.
  */
 export interface ChangeHandlerDeps {
   sink: TelemetrySink;
@@ -45,9 +50,8 @@ export async function handleDocumentVersions(
     send(deps.sink, telemetry);
     events += telemetry.events.length;
     metrics += telemetry.metrics.length;
-    const record = deps.audit ? auditRecordFor(item) : null;
-    if (record && deps.audit) {
-      await deps.audit.append(record);
+    for (const record of deps.audit ? auditRecordsRecoverableFrom(item) : []) {
+      await deps.audit?.append(record);
       audited += 1;
     }
   }

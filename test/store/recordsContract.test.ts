@@ -194,6 +194,15 @@ describe.each(backends)('records contract: %s', (_name, open) => {
       await ports.audit.append(record);
       expect(await ports.audit.list('conv-1', 10)).toEqual([record]);
     });
+
+    test('the first append of an id is kept: a later one under the same id changes nothing (append-only)', async () => {
+      const record = entry('2026-01-01T00:00:06.000Z');
+      const later = entry('2026-01-01T00:00:07.000Z');
+      await ports.audit.append(record);
+      await ports.audit.append(later);
+      await ports.audit.append({ ...record, reason: 'rewritten', actorName: 'Mallory' });
+      expect(await ports.audit.list('conv-1', 10)).toEqual([record, later]);
+    });
   });
 
   describe('force-release requests', () => {

@@ -1,5 +1,6 @@
 import type { Container } from '@azure/cosmos';
 import type { AuditRecord } from '../../audit';
+import { isRouteLockError } from '../../errors';
 import { auditEntrySubject } from '../errors';
 import type { AuditLedger } from '../ports/audit';
 import { storeError, withoutSystemFields } from './common';
@@ -8,11 +9,14 @@ import { storeError, withoutSystemFields } from './common';
 export class CosmosAuditLedger implements AuditLedger {
   constructor(private readonly container: Container) {}
 
+  /** A create, not an upsert: the first append of an id wins (append-only); a 409 is that id kept already. */
   async append(record: AuditRecord): Promise<void> {
     try {
-      await this.container.items.upsert(record);
+      await this.container.items.create(record);
     } catch (error) {
-      throw storeError(error, auditEntrySubject(record.id, record.resourceId));
+      const failure = storeError(error, auditEntrySubject(record.id, record.resourceId));
+      if (isRouteLockError(failure, 'AlreadyExists')) return;
+      throw failure;
     }
   }
 

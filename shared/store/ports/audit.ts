@@ -1,7 +1,9 @@
 import type { AuditRecord } from '../../audit';
 
 /**
- * The audit ledger port: append-only records with deterministic ids (appending one twice keeps one).
+ * The audit ledger port: append-only records with deterministic ids. Appending an id already kept is a
+ * success that changes nothing (the first append wins): the write path and the change feed both append
+ * each record, and the feed may deliver a version twice.
  * Adapters: shared/store/sqlite/audit.ts and shared/store/cosmos/audit.ts (container `audit`). What a
  * record says is derived in shared/audit.ts.
  */

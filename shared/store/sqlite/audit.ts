@@ -23,7 +23,8 @@ export class SqliteAuditLedger extends SqliteTables implements AuditLedger {
     );
     this.statements = {
       append: this.db.prepare<[string, string, string, string]>(
-        'INSERT OR REPLACE INTO audit (id, resource_id, at, record) VALUES (?, ?, ?, ?)',
+        // First append of an id wins (append-only): a replay leaves the row, and its place in `list`, alone.
+        'INSERT INTO audit (id, resource_id, at, record) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING',
       ),
       list: this.db.prepare<[string, number], { record: string }>(
         'SELECT record FROM audit WHERE resource_id = ? ORDER BY at, rowid LIMIT ?',
