@@ -8,14 +8,20 @@ import type { JournalEntry } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
 import { type MigrationRecord, newMigrationRecord } from './records';
 import type { Scheduler } from './scheduler';
+import { resolveLocation } from './participantContract';
 import {
+  type ActivityResult,
+  type HttpAnswer,
   type HttpCall,
   type HttpResult,
+  type ParticipantCall,
+  participantCallFailed,
   type MigrationInput,
   type MigrationSettings,
   type MigrationStatus,
   type Step,
   type TaskStep,
+  WORKFLOW_VERSION,
   terminalStates,
 } from './types';
 import { migrationWorkflow } from './workflow';
@@ -48,7 +54,11 @@ export interface InProcessRunnerOptions {
   settings: MigrationSettings;
   /** Makes each migration's lock seed at start (the activities derive its credentials with it). */
   keyring: TokenKeyring;
-  /** How participants are called; defaults to HTTP with 202 polling. A seam: tests and verify answer in process. */
+  /**
+   * A seam (tests and verify answer participants in process): version 1's polled `http` step, and
+   * version 2's job POSTs (one request each; the polls of a Location it answers go over HTTP, through
+   * the activity). Without it, version 1 calls over HTTP with 202 polling and version 2 runs the activity.
+   */
   http?: (call: HttpCall) => Promise<HttpResult>;
   /** Migration ids; defaults to `m-<uuid>`. A seam: tests and verify pin them for readable traces. */
   newId?: () => string;
@@ -80,6 +90,7 @@ export class InProcessRunner {
       target: request.target,
       settings: this.options.settings,
       lock: this.options.keyring.newSeed(),
+      workflowVersion: WORKFLOW_VERSION,
     };
     const result = this.options.state.createUnlessActive(
       newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString()),
@@ -227,6 +238,12 @@ export class InProcessRunner {
       return { value: null };
     }
     if (task.kind === 'http') return { value: await this.http(task.call) };
+    if (
+      task.name === 'callParticipant' &&
+      this.options.http &&
+      (task.input as ParticipantCall).method === 'POST'
+    )
+      return { value: await this.seamRequest(task.input as ParticipantCall, this.options.http) };
     // Activities: transient failures (store outage) are retried with backoff, as Durable's RetryOptions do.
     const { retryAttempts, retryIntervalSeconds } = this.options.settings;
     const run = this.options.activities[task.name] as (input: unknown) => Promise<unknown>;
@@ -235,6 +252,7 @@ export class InProcessRunner {
         return { value: await run(task.input) };
       } catch (error) {
         if (attempt >= retryAttempts || this.stopped) {
+          if (task.name === 'callParticipant') return { value: participantCallFailed(error) };
           const code = (error as { code?: unknown }).code;
           return {
             error: { message: (error as Error).message, ...(typeof code === 'string' ? { code } : {}) },
@@ -243,6 +261,39 @@ export class InProcessRunner {
         await this.timer(this.options.scheduler.now() + retryIntervalSeconds * 1000 * 2 ** (attempt - 1))
           .promise;
       }
+    }
+  }
+
+  /** Version 2's one request, answered by the `http` seam: what the activity would make of its answer. */
+  private async seamRequest(
+    call: ParticipantCall,
+    http: (call: HttpCall) => Promise<HttpResult>,
+  ): Promise<ActivityResult<HttpAnswer>> {
+    const url = call.participantUrl;
+    const audience = call.audience === undefined ? {} : { audience: call.audience };
+    try {
+      const {
+        status,
+        body: answered,
+        location,
+        retryAfterSeconds,
+      } = await http({
+        method: 'POST',
+        url,
+        body: (call as Extract<ParticipantCall, { method: 'POST' }>).body,
+        ...audience,
+      });
+      return {
+        ok: true,
+        value: {
+          status,
+          body: answered,
+          ...(status === 202 ? resolveLocation(location, url) : {}),
+          ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+        },
+      };
+    } catch (error) {
+      return participantCallFailed(error);
     }
   }
 }
