@@ -60,6 +60,17 @@ export function classifyAnswer(kind: RequestKind, need: StepNeed, answer: HttpAn
   };
 }
 
+/**
+ * `what` (naming the participant, its status and step) followed by the verdict's reason, without
+ * repeating the status the reason starts with: "participant m answered 400 to bulkCopy (attempt 1)".
+ */
+export function failureMessage(what: string, status: number, reason: string): string {
+  const rest = reason.startsWith(String(status))
+    ? reason.slice(String(status).length).replace(/^[:,]?\s*/, '')
+    : reason;
+  return rest === '' ? what : `${what}: ${rest}`;
+}
+
 const describe = (body: unknown) => (typeof body === 'string' && body !== '' ? body : 'transport failure');
 const detail = (body: unknown) => {
   const text = typeof body === 'string' ? body : body == null ? '' : JSON.stringify(body);

@@ -20,6 +20,7 @@ import type { Escalated, WorkflowState } from './state';
 import { activity, now, sleep, sleepUntil, step } from './steps';
 import {
   classifyAnswer,
+  failureMessage,
   participantTiming,
   pollWaitMs,
   transientExhausted,
@@ -107,11 +108,8 @@ export function settleRound(
       continue;
     }
     const reason = verdict.kind === 'transient' || verdict.kind === 'failed' ? verdict.reason : '';
-    return {
-      ok: false,
-      code: 'ParticipantFailed',
-      message: `participant ${participant.name} answered ${result.status || 'nothing'} to ${copy} (attempt ${participant.attempt}): ${reason}`,
-    };
+    const what = `participant ${participant.name} answered ${result.status || 'nothing'} to ${copy} (attempt ${participant.attempt})`;
+    return { ok: false, code: 'ParticipantFailed', message: failureMessage(what, result.status, reason) };
   }
   return { ok: true, pending: still, backoffMs };
 }
@@ -272,7 +270,7 @@ export function applyAnswer(
       p.dueAt = at + transientWaitMs(p.transient, verdict.retryAfterSeconds, s);
       return undefined;
     case 'failed':
-      return `${what}: ${verdict.reason}`;
+      return failureMessage(what, answer.status, verdict.reason);
   }
 }
 
