@@ -97,7 +97,9 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
   const byId = new Map<number, Job>();
   const newest = new Map<string, { acquiredAt: string; sequence: number }>();
   const data = new Map<string, string[]>();
-  const dataKey = (at: object, resourceId: string) => `${JSON.stringify(at)}|${resourceId}`;
+  // canonical: the same location whatever order its fields were written in
+  const dataKey = (at: object, resourceId: string) =>
+    `${JSON.stringify(Object.entries(at).sort(([a], [b]) => a.localeCompare(b)))}|${resourceId}`;
   const copy = (job: { resourceId: string; from: object; to: object }) => {
     const items = data.get(dataKey(job.from, job.resourceId)) ?? [];
     const target = data.get(dataKey(job.to, job.resourceId)) ?? [];
@@ -131,8 +133,8 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
         const job = byId.get(Number(path.slice('/jobs/'.length)));
         if (!job || job.gone) return void answer(404);
         const behaviour = behaviours[job.step] as StepBehaviour;
-        if (behaviour.kind === 'poll' && behaviour.goneAtFirstPoll && !jobGoneOnce.has(job.id)) {
-          jobGoneOnce.add(job.id);
+        if (behaviour.kind === 'poll' && behaviour.goneAtFirstPoll && !goneOnce.has(job.step)) {
+          goneOnce.add(job.step);
           job.gone = true;
           for (const [key, j] of jobs) if (j === job) jobs.delete(key);
           return void answer(404);
@@ -217,7 +219,8 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
       answer(202, { ...location, 'Retry-After': String(retryAfter) });
     });
   });
-  const jobGoneOnce = new Set<number>();
+  // steps whose first job was lost (goneAtFirstPoll: once per behaviour)
+  const goneOnce = new Set<string>();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   port = (server.address() as AddressInfo).port;
   return {
@@ -226,6 +229,7 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
     behave(step, behaviour) {
       behaviours[step] = behaviour;
       answered[step] = 0;
+      goneOnce.delete(step);
       // a new behaviour for a step starts new jobs
       for (const [key, job] of [...jobs]) if (job.step === step) jobs.delete(key);
     },

@@ -256,13 +256,14 @@ export function applyAnswer(
     case 'running':
       p.location = verdict.location ?? p.location;
       p.polls += 1;
-      p.transient = 0;
+      // A poll still running is progress; a POST's 202 is not (a job lost at every poll must run out).
+      if (kind === 'poll') p.transient = 0;
       p.dueAt = at + pollWaitMs(p.polls, verdict.retryAfterSeconds, s);
       return undefined;
     case 'transient':
       p.transient += 1;
       if (transientExhausted(p.transient, s))
-        return `${what}: ${verdict.reason}, ${p.transient} times in a row`;
+        return failureMessage(what, answer.status, `${verdict.reason}, ${p.transient} times in a row`);
       if (verdict.repost) {
         p.location = undefined;
         p.polls = 0;
