@@ -82,6 +82,17 @@ export function* runOnDurable(
         ? { value: participantCallFailed(error) }
         : { error };
 
+  // What each task of a race (or an `all`) answered: its result, its failure as an answer, or null.
+  const settledOf = (steps: TaskStep[], tasks: Task[]): unknown[] =>
+    tasks.map((task, i) => {
+      const inner = steps[i] as TaskStep;
+      if (task.isFaulted) {
+        const failed = failure(inner, task.result);
+        return 'value' in failed ? failed.value : null;
+      }
+      return task.isCompleted ? result(inner, task.result) : null;
+    });
+
   let next = workflow.next();
   while (!next.done) {
     const step = next.value;
@@ -109,15 +120,17 @@ export function* runOnDurable(
         const winner = (yield context.df.Task.any([context.df.Task.all(tasks), timer])) as unknown as Task;
         const deadlineFirst = winner === timer;
         if (!deadlineFirst) timer.cancel();
-        const settled = tasks.map((task, i) => {
-          const inner = step.tasks[i] as TaskStep;
-          if (task.isFaulted) {
-            const failed = failure(inner, task.result);
-            return 'value' in failed ? failed.value : null;
-          }
-          return task.isCompleted ? result(inner, task.result) : null;
-        });
-        outcome = { value: { deadlineFirst, settled } };
+        outcome = { value: { deadlineFirst, settled: settledOf(step.tasks, tasks) } };
+        break;
+      }
+      case 'all': {
+        const tasks = step.tasks.map(toTask);
+        try {
+          yield context.df.Task.all(tasks);
+        } catch {
+          // a task failed (its host gave up): answered below, like any other settled task
+        }
+        outcome = { value: { deadlineFirst: false, settled: settledOf(step.tasks, tasks) } };
         break;
       }
     }

@@ -199,6 +199,7 @@ export class InProcessRunner {
       case 'timer':
       case 'http':
         return recorded ?? record(await this.task(step));
+      case 'all':
       case 'race': {
         if (recorded) return recorded;
         const settled: unknown[] = step.tasks.map(() => null);
@@ -209,6 +210,10 @@ export class InProcessRunner {
             }),
           ),
         );
+        if (step.kind === 'all') {
+          await all;
+          return record({ value: { deadlineFirst: false, settled: [...settled] } });
+        }
         const timer = this.timer(step.deadline);
         const deadlineFirst = await Promise.race([all.then(() => false), timer.promise.then(() => true)]);
         timer.cancel();

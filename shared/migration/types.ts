@@ -282,4 +282,10 @@ export type Step =
    * cancelled when the tasks win). Every race uses fresh tasks: Durable Functions for JavaScript would
    * schedule a task again if it were raced a second time.
    */
-  | { kind: 'race'; tasks: TaskStep[]; deadline: number };
+  | { kind: 'race'; tasks: TaskStep[]; deadline: number }
+  /**
+   * Run these tasks together, no timer (Durable: Task.all): requests that end well before the next
+   * deadline (their timeout is far shorter), so the history does not hold a timer per poll. Answers as
+   * a race the tasks won (`settled`: `null` for a task that failed while another was still running).
+   */
+  | { kind: 'all'; tasks: TaskStep[] };

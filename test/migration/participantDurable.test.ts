@@ -202,3 +202,26 @@ describe('version 1 instances (inputs without workflowVersion)', () => {
     expect(r.doc).toMatchObject({ location: SOURCE, lock: null });
   });
 });
+
+test('the history stays bounded: a 1-hour bulk copy polled at the 30 s cap costs about 2 actions per poll', async () => {
+  const r = await replay(jobs({ 'messages:bulkCopy': 3600_000 }), {
+    env: { ROUTELOCK_PROFILE: 'production', ROUTELOCK_PARTICIPANTS: JSON.stringify([PARTICIPANTS[0]]) },
+  });
+  expect(r.status.status).toBe('Completed');
+  const actions = r.result.actions;
+  const first = actions.findIndex((a) => a.name === 'migrationCallParticipant');
+  const write = actions.findIndex(
+    (a) => a.name === 'migrationEscalate' && (a.input as { phase: string }).phase === 'write',
+  );
+  const copy = names(actions.slice(first, write));
+  const polls = r.calls.filter((c) => c.step === 'bulkCopy' && c.method === 'GET').length;
+  // contract17: about 2·3600/pollMax actions per hour per participant (plus the first polls' backoff
+  // from 1 s: 6 more): one activity and one sleep per poll, the POST with its race timer
+  expect(polls).toBeLessThanOrEqual(3600 / 30 + 6);
+  expect(copy.length).toBe(2 * polls + 2);
+  expect({ polls, actions: copy.length, timers: copy.filter((n) => n === 'timer').length }).toEqual({
+    polls: 124,
+    actions: 250,
+    timers: 125,
+  });
+});
