@@ -1,6 +1,14 @@
 import type { AccessToken, TokenCredential } from '@azure/identity';
 import { requestParticipant } from '../../shared/migration/participantHttp';
-import type { MigrationStatus, ParticipantCall } from '../../shared/migration/types';
+import { newMigrationRecord } from '../../shared/migration/records';
+import {
+  type HttpCall,
+  type MigrationStatus,
+  type ParticipantCall,
+  WORKFLOW_VERSION,
+} from '../../shared/migration/types';
+import type { Escalated } from '../../shared/migration/workflow';
+import { participantJob } from '../../shared/migration/workflow/copy';
 import { plantParticipantBug } from '../../testkit/plantedBugs';
 import { virtualRunner } from '../support/migrationHarness';
 import { type ParticipantServer, type StepBehaviour, startParticipant } from '../support/participantServer';
@@ -384,5 +392,63 @@ describe('the callParticipant request itself', () => {
     });
     expect(refused.status).toBe(0);
     expect(String(refused.body)).toMatch(/fetch failed/);
+  });
+});
+
+describe('versions', () => {
+  test('new migrations start with WORKFLOW_VERSION; a version-1 journal resumes through the polled http step', async () => {
+    const calls: HttpCall[] = [];
+    const h = virtualRunner({
+      env: { ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p1', url: 'https://p1.test/migrate' }]) },
+      http: async (call) => {
+        calls.push(call);
+        return { status: 200, body: null };
+      },
+    });
+    await h.router.createRoute('r-1', SOURCE);
+    await h.router.createRoute('r-2', SOURCE);
+    const started = h.runner.start({ resourceId: 'r-1', target: TARGET });
+    expect(started.record.input.workflowVersion).toBe(WORKFLOW_VERSION);
+    // a migration a version-1 host started (its input has no workflowVersion), resumed by this one
+    const { workflowVersion: _v, ...v1 } = {
+      ...started.record.input,
+      migrationId: 'm-old',
+      instanceId: 'i-old',
+      resourceId: 'r-2',
+    };
+    h.state.createUnlessActive(newMigrationRecord(v1, new Date(h.clock.now()).toISOString()));
+    expect(h.runner.resumeAll()).toBe(1);
+    await h.settle();
+    expect((await h.runner.status('m-old')).status).toBe('Completed');
+    expect((await h.runner.status(started.record.migrationId)).status).toBe('Completed');
+    const old = calls.filter((c) => c.body.migrationId === 'm-old').map((c) => c.body);
+    // version 1's body, exactly: no v2 numbering
+    expect(old).toEqual([
+      { migrationId: 'm-old', resourceId: 'r-2', from: SOURCE, to: TARGET, step: 'bulkCopy', attempt: 1 },
+      { migrationId: 'm-old', resourceId: 'r-2', from: SOURCE, to: TARGET, step: 'deltaCopy', attempt: 1 },
+    ]);
+    expect(calls.filter((c) => c.body.migrationId !== 'm-old').map((c) => c.body.sequence)).toEqual([1, 2]);
+  });
+
+  test('sequence: the bulk copy 1, delta attempt n 1 + n; stepAttempt = attempt', () => {
+    const state = {
+      input: { migrationId: 'm', resourceId: 'r', target: TARGET },
+      from: SOURCE,
+      grant: { acquiredAt: '2026-01-01T00:00:00.000Z' },
+    } as unknown as Escalated;
+    const job = (copy: 'bulkCopy' | 'deltaCopy', attempt: number) =>
+      participantJob(state, { copy, attempt, phase: 'write', leaseSeconds: 1 });
+    expect(
+      [job('bulkCopy', 1), job('deltaCopy', 1), job('deltaCopy', 2), job('deltaCopy', 3)].map((b) => [
+        b.sequence,
+        b.stepAttempt,
+        b.attempt,
+      ]),
+    ).toEqual([
+      [1, 1, 1],
+      [2, 1, 1],
+      [3, 2, 2],
+      [4, 3, 3],
+    ]);
   });
 });
