@@ -235,10 +235,10 @@ function requestTask(state: Escalated, job: CopyJob, p: Progress): TaskStep {
 }
 
 /**
- * Apply one answer to a participant's progress (pure): the contract's verdict, its waits, or the
- * failure message.
+ * Apply one answer to a participant's progress: the contract's verdict and its waits; answers the
+ * failure message when the attempt fails.
  */
-export function applyAnswer(
+function applyAnswer(
   p: Progress,
   answer: HttpAnswer,
   at: number,
@@ -278,10 +278,10 @@ export function applyAnswer(
 /**
  * Version 2: each participant's job is POSTed once, then its Location polled with plain GETs on durable
  * timers (participantContract.ts), one `callParticipant` activity per request, at most one request per
- * participant in flight. Each round races the requests due against the phase lock's renewal deadline
- * as fresh tasks; a request still running at the deadline is abandoned and asked again after the
- * renewal (a POST of the same job is the same job). With nothing due, the workflow sleeps until the
- * next due time or the deadline. When the lock can be renewed no further (the write budget, the
+ * participant in flight. Each round runs the requests due as fresh tasks, raced against the phase
+ * lock's renewal deadline when one could still be running at it (a request still running then is
+ * abandoned and asked again after the renewal: a POST of the same job is the same job). With nothing
+ * due, the workflow sleeps until the next due time or the deadline. When the lock can be renewed no further (the write budget, the
  * parent's cap), the copy may still finish before the lock's own end; a copy still running then has
  * overrun (LockExpired).
  */
