@@ -30,6 +30,7 @@ export const activityNames: ActivityName[] = [
   'release',
   'readRoute',
   'recordOutcome',
+  'callParticipant',
 ];
 
 /** One Durable activity per lock operation, each a thin call into the routing library. */

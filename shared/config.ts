@@ -2,6 +2,12 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { earliestEscalationAt } from './lock/state';
 import { isLoopbackHostname } from './loopback';
+import {
+  DEFAULT_PARTICIPANT_POLL_MAX_SECONDS,
+  DEFAULT_PARTICIPANT_POLL_MIN_SECONDS,
+  DEFAULT_PARTICIPANT_TIMEOUT_SECONDS,
+  MAX_PARTICIPANT_TIMEOUT_SECONDS,
+} from './migration/participantContract';
 import { type ProfileVariable, type ServingProfile, profiles } from './profiles';
 import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
 
@@ -113,6 +119,11 @@ export interface MigrationConfig {
   /** Attempts for a transient failure (store 503, participant 5xx), and the first retry interval. */
   retryAttempts: number;
   retryIntervalSeconds: number;
+  /** Each participant request's timeout (at most 240 s, the Durable HTTP client's limit). */
+  participantTimeoutSeconds: number;
+  /** The poll wait's floor and cap: the n-th poll waits min(max, max(Retry-After, min × 2^(n−1))). */
+  participantPollMinSeconds: number;
+  participantPollMaxSeconds: number;
 }
 
 export interface OperationsConfig {
@@ -428,12 +439,27 @@ const accessSchema = z.object({
   ).optional(),
 });
 
+/**
+ * Participant call timing (notes/contract17.md), the same under every profile. The timeout's ceiling is
+ * the Durable HTTP client's own 240 s, so a participant's answer limit is the same on either runner.
+ */
+const participantTimingSchema = z.object({
+  ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: seconds(1)
+    .refine((n) => n <= MAX_PARTICIPANT_TIMEOUT_SECONDS, {
+      message: `expected at most ${MAX_PARTICIPANT_TIMEOUT_SECONDS} seconds (the Durable HTTP client's limit; answer 202 + Location for long work)`,
+    })
+    .default(DEFAULT_PARTICIPANT_TIMEOUT_SECONDS),
+  ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS: seconds(1).default(DEFAULT_PARTICIPANT_POLL_MIN_SECONDS),
+  ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: seconds(1).default(DEFAULT_PARTICIPANT_POLL_MAX_SECONDS),
+});
+
 /** Every environment variable this schema reads (the Bicep and local settings are checked against it). */
 export const configVariables: readonly string[] = [
   'ROUTELOCK_PROFILE',
   ...Object.keys(timingSchema.shape),
   ...Object.keys(storeSchema.shape),
   ...Object.keys(accessSchema.shape),
+  ...Object.keys(participantTimingSchema.shape),
 ];
 
 export class ConfigError extends Error {
@@ -481,7 +507,19 @@ export function parseConfig(env: Env = process.env): Config {
   const store = storeSchema.safeParse(storeEnv);
   if (!store.success) problems.push(...issues(store.error, storeEnv));
   const access = parseAccess(env, profileRaw, problems);
-  if (!timing.success || !store.success || !access) throw new ConfigError(problems);
+  const participantEnv = Object.fromEntries(
+    Object.keys(participantTimingSchema.shape).map((k) => [k, env[k]?.trim() === '' ? undefined : env[k]]),
+  );
+  const participantTiming = participantTimingSchema.safeParse(participantEnv);
+  if (!participantTiming.success) problems.push(...issues(participantTiming.error, participantEnv));
+  if (!timing.success || !store.success || !access || !participantTiming.success)
+    throw new ConfigError(problems);
+  const p = participantTiming.data;
+  if (p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS > p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS) {
+    problems.push(
+      `ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS: must not exceed ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS (${p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS} s), got ${p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS}`,
+    );
+  }
 
   const t = timing.data;
   const maxTtl = Math.max(...t.ROUTELOCK_CACHE_TIERS.map((tier) => tier.ttlSeconds));
@@ -590,6 +628,9 @@ export function parseConfig(env: Env = process.env): Config {
       inFlightGraceSeconds: t.ROUTELOCK_INFLIGHT_GRACE_SECONDS,
       retryAttempts: t.ROUTELOCK_RETRY_ATTEMPTS,
       retryIntervalSeconds: t.ROUTELOCK_RETRY_INTERVAL_SECONDS,
+      participantTimeoutSeconds: p.ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS,
+      participantPollMinSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS,
+      participantPollMaxSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS,
     },
     operations: {
       probeRegion: s.ROUTELOCK_PROBE_REGION ?? probeRegionFrom(s.REGION_NAME),

@@ -126,7 +126,13 @@ const localOnly = new Set([
   'ROUTELOCK_TOKEN_KEY_FILE',
 ]);
 // Read in Azure too, but left at the default there (the JWKS is the tenant's, derived from its id).
-const azureDefaults = new Set(['ROUTELOCK_ENTRA_JWKS_URI']);
+// The participant call timing too (the same under every profile; notes/contract17.md).
+const azureDefaults = new Set([
+  'ROUTELOCK_ENTRA_JWKS_URI',
+  'ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS',
+  'ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS',
+  'ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS',
+]);
 // Read outside shared/config.ts: the telemetry sink, host.json (%ROUTELOCK_TASK_HUB%), the Functions host.
 const readElsewhere = ['APPLICATIONINSIGHTS_CONNECTION_STRING', 'ROUTELOCK_TASK_HUB'];
 

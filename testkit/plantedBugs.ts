@@ -3,6 +3,7 @@ import * as realRules from '../shared/lock/rules';
 import { isLive } from '../shared/lock/state';
 import { sha256Hex } from '../shared/lock/token';
 import type { LockRules } from '../shared/router';
+import type { Activities } from '../shared/migration/activities';
 
 /**
  * The bugs verify plants to show its oracles catch them, always through an injection seam (the router's
@@ -61,3 +62,20 @@ export function plantedRules(bug: Bug): Partial<LockRules> | undefined {
 // The real rules, for the planted variants to delegate to.
 const defaultRulesCall = <K extends 'escalate' | 'swap' | 'renew'>(name: K) =>
   realRules[name] as LockRules[K];
+
+/**
+ * A planted bug in how participants' answers are judged, injected through the activities (the seam both
+ * runners call): `anyTwoHundredIsDone` is the rule before the strict contract (issue 17 §1b) — every
+ * 2xx counts as done — planted by handing the workflow a 200 for any 2xx the participant answered.
+ */
+export type ParticipantBug = 'anyTwoHundredIsDone';
+
+export function plantParticipantBug(activities: Activities, bug: ParticipantBug): void {
+  if (bug !== 'anyTwoHundredIsDone') return;
+  const call = activities.callParticipant;
+  activities.callParticipant = async (input) => {
+    const result = await call(input);
+    if (!result.ok || result.value.status < 200 || result.value.status > 299) return result;
+    return { ok: true, value: { status: 200, body: null } };
+  };
+}

@@ -1,19 +1,21 @@
 import * as df from 'durable-functions';
 import type { OrchestrationContext, Task } from 'durable-functions';
-import type {
-  ActivityName,
-  HttpResult,
-  MigrationSettings,
-  MigrationStatus,
-  TaskStep,
+import {
+  participantCallFailed,
+  type ActivityName,
+  type HttpResult,
+  type MigrationSettings,
+  type MigrationStatus,
+  type TaskStep,
 } from '../../shared/migration/types';
 import type { Workflow } from '../../shared/migration/workflow';
 import { audienceScope } from '../../shared/migration/participantHttp';
 
 /**
  * Runs the shared migration workflow on Durable Functions: each step becomes a Durable task
- * (activity with RetryOptions, durable timer, callHttp with polling and, for a participant with an
- * audience, a ManagedIdentityTokenSource; Task.any), time comes from
+ * (activity with RetryOptions — participants too, `callParticipant`, one request each —, durable timer,
+ * Task.any; version 1's `http` step: callHttp with polling and, for a participant with an
+ * audience, a ManagedIdentityTokenSource), time comes from
  * `currentUtcDateTime`, and status from `setCustomStatus`. Deterministic under replay because the
  * workflow itself never looks outside the steps it yields.
  */
@@ -55,6 +57,7 @@ export function* runOnDurable(
       case 'timer':
         return context.df.createTimer(new Date(step.fireAt));
       case 'http':
+        // Version 1 only (WORKFLOW_VERSION): instances started before version 2 replay these calls.
         return context.df.callHttp({
           method: step.call.method,
           url: step.call.url,
@@ -70,9 +73,25 @@ export function* runOnDurable(
   };
   const result = (step: TaskStep, value: unknown): unknown =>
     step.kind === 'http' ? toHttpResult(value) : step.kind === 'timer' ? null : value;
-  // A participant that cannot be reached is an answer (status 0, retried by the workflow), not a crash.
+  // A participant that cannot be reached is an answer (status 0, retried by the workflow), not a crash:
+  // version 1's `http` step, or a `callParticipant` activity the host gave up on (it never throws itself).
   const failure = (step: TaskStep, error: unknown): { value: unknown } | { error: unknown } =>
-    step.kind === 'http' ? { value: { status: 0, body: (error as Error).message } } : { error };
+    step.kind === 'http'
+      ? { value: { status: 0, body: (error as Error).message } }
+      : step.kind === 'activity' && step.name === 'callParticipant'
+        ? { value: participantCallFailed(error) }
+        : { error };
+
+  // What each task of a race (or an `all`) answered: its result, its failure as an answer, or null.
+  const settledOf = (steps: TaskStep[], tasks: Task[]): unknown[] =>
+    tasks.map((task, i) => {
+      const inner = steps[i] as TaskStep;
+      if (task.isFaulted) {
+        const failed = failure(inner, task.result);
+        return 'value' in failed ? failed.value : null;
+      }
+      return task.isCompleted ? result(inner, task.result) : null;
+    });
 
   let next = workflow.next();
   while (!next.done) {
@@ -101,15 +120,17 @@ export function* runOnDurable(
         const winner = (yield context.df.Task.any([context.df.Task.all(tasks), timer])) as unknown as Task;
         const deadlineFirst = winner === timer;
         if (!deadlineFirst) timer.cancel();
-        const settled = tasks.map((task, i) => {
-          const inner = step.tasks[i] as TaskStep;
-          if (task.isFaulted) {
-            const failed = failure(inner, task.result);
-            return 'value' in failed ? failed.value : null;
-          }
-          return task.isCompleted ? result(inner, task.result) : null;
-        });
-        outcome = { value: { deadlineFirst, settled } };
+        outcome = { value: { deadlineFirst, settled: settledOf(step.tasks, tasks) } };
+        break;
+      }
+      case 'all': {
+        const tasks = step.tasks.map(toTask);
+        try {
+          yield context.df.Task.all(tasks);
+        } catch {
+          // a task failed (its host gave up): answered below, like any other settled task
+        }
+        outcome = { value: { deadlineFirst: false, settled: settledOf(step.tasks, tasks) } };
         break;
       }
     }

@@ -19,6 +19,7 @@ import {
   type MigrationStatus,
   pendingStatus,
   terminalStates,
+  WORKFLOW_VERSION,
 } from '../../shared/migration/types';
 import type { TokenKeyring } from '../../shared/security/tokenKeys';
 import { assertAllowedRegion } from '../../shared/regions';
@@ -97,6 +98,7 @@ export class DurableMigrationService implements MigrationService {
       },
       // Random, made here and not in the orchestrator: the orchestration carries the seed, never a token.
       lock: this.keyring.newSeed(),
+      workflowVersion: WORKFLOW_VERSION,
     };
     const record = newMigrationRecord(input, new Date(this.now()).toISOString());
     // The claim decides, not getStatus + startNew: of concurrent starts only its winner calls startNew.

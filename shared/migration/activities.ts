@@ -4,6 +4,7 @@ import type { LockSeed, TokenKeyring } from '../security/tokenKeys';
 import { routeView } from '../lock/view';
 import type { Router } from '../router';
 import type { MigrationRecords } from '../store/ports/migrations';
+import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
 import type { ActivityInputs, ActivityName, ActivityOutputs, ActivityResult } from './types';
 
 /**
@@ -20,12 +21,14 @@ export interface ActivityDependencies {
   /** Derives each migration's token and Idempotency-Key from its seed; nothing else holds it. */
   keyring: TokenKeyring;
   records?: MigrationRecords | undefined;
+  /** How `callParticipant` reaches participants (default: fetch, DefaultAzureCredential). A seam for tests. */
+  participantHttp?: ParticipantHttpOptions | undefined;
 }
 
 export function createActivities(
   router: Router,
   timing: TimingConfig,
-  { keyring, records }: ActivityDependencies,
+  { keyring, records, participantHttp }: ActivityDependencies,
 ): Activities {
   const run = async <T>(work: () => Promise<T>): Promise<ActivityResult<T>> => {
     try {
@@ -99,6 +102,8 @@ export function createActivities(
           ? (await router.backgroundView(resourceId)).view
           : routeView(await router.readAuthoritative(resourceId), router.now(), timing),
       ),
+    // Never throws: what a participant answers (or that it did not) is the workflow's to judge.
+    callParticipant: async (call) => ({ ok: true, value: await requestParticipant(call, participantHttp) }),
     recordOutcome: ({ status }) =>
       run(async () => {
         await records?.saveStatus(status.migrationId, status, true);

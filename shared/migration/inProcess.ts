@@ -9,14 +9,20 @@ import type { JournalEntry } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
 import { type MigrationRecord, newMigrationRecord } from './records';
 import type { Scheduler } from './scheduler';
+import { resolveLocation } from './participantContract';
 import {
+  type ActivityResult,
+  type HttpAnswer,
   type HttpCall,
   type HttpResult,
+  type ParticipantCall,
+  participantCallFailed,
   type MigrationInput,
   type MigrationSettings,
   type MigrationStatus,
   type Step,
   type TaskStep,
+  WORKFLOW_VERSION,
   terminalStates,
 } from './types';
 import { migrationWorkflow } from './workflow';
@@ -49,7 +55,11 @@ export interface InProcessRunnerOptions {
   settings: MigrationSettings;
   /** Makes each migration's lock seed at start (the activities derive its credentials with it). */
   keyring: TokenKeyring;
-  /** How participants are called; defaults to HTTP with 202 polling. A seam: tests and verify answer in process. */
+  /**
+   * A seam (tests and verify answer participants in process): version 1's polled `http` step, and
+   * version 2's job POSTs (one request each; the polls of a Location it answers go over HTTP, through
+   * the activity). Without it, version 1 calls over HTTP with 202 polling and version 2 runs the activity.
+   */
   http?: (call: HttpCall) => Promise<HttpResult>;
   /** Migration ids; defaults to `m-<uuid>`. A seam: tests and verify pin them for readable traces. */
   newId?: () => string;
@@ -85,6 +95,7 @@ export class InProcessRunner {
         participants: participantsFor(request.resourceId, this.options.settings.participants),
       },
       lock: this.options.keyring.newSeed(),
+      workflowVersion: WORKFLOW_VERSION,
     };
     const result = this.options.state.createUnlessActive(
       newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString()),
@@ -193,6 +204,7 @@ export class InProcessRunner {
       case 'timer':
       case 'http':
         return recorded ?? record(await this.task(step));
+      case 'all':
       case 'race': {
         if (recorded) return recorded;
         const settled: unknown[] = step.tasks.map(() => null);
@@ -203,6 +215,10 @@ export class InProcessRunner {
             }),
           ),
         );
+        if (step.kind === 'all') {
+          await all;
+          return record({ value: { deadlineFirst: false, settled: [...settled] } });
+        }
         const timer = this.timer(step.deadline);
         const deadlineFirst = await Promise.race([all.then(() => false), timer.promise.then(() => true)]);
         timer.cancel();
@@ -232,6 +248,12 @@ export class InProcessRunner {
       return { value: null };
     }
     if (task.kind === 'http') return { value: await this.http(task.call) };
+    if (
+      task.name === 'callParticipant' &&
+      this.options.http &&
+      (task.input as ParticipantCall).method === 'POST'
+    )
+      return { value: await this.seamRequest(task.input as ParticipantCall, this.options.http) };
     // Activities: transient failures (store outage) are retried with backoff, as Durable's RetryOptions do.
     const { retryAttempts, retryIntervalSeconds } = this.options.settings;
     const run = this.options.activities[task.name] as (input: unknown) => Promise<unknown>;
@@ -240,6 +262,7 @@ export class InProcessRunner {
         return { value: await run(task.input) };
       } catch (error) {
         if (attempt >= retryAttempts || this.stopped) {
+          if (task.name === 'callParticipant') return { value: participantCallFailed(error) };
           const code = (error as { code?: unknown }).code;
           return {
             error: { message: (error as Error).message, ...(typeof code === 'string' ? { code } : {}) },
@@ -248,6 +271,39 @@ export class InProcessRunner {
         await this.timer(this.options.scheduler.now() + retryIntervalSeconds * 1000 * 2 ** (attempt - 1))
           .promise;
       }
+    }
+  }
+
+  /** Version 2's one request, answered by the `http` seam: what the activity would make of its answer. */
+  private async seamRequest(
+    call: ParticipantCall,
+    http: (call: HttpCall) => Promise<HttpResult>,
+  ): Promise<ActivityResult<HttpAnswer>> {
+    const url = call.participantUrl;
+    const audience = call.audience === undefined ? {} : { audience: call.audience };
+    try {
+      const {
+        status,
+        body: answered,
+        location,
+        retryAfterSeconds,
+      } = await http({
+        method: 'POST',
+        url,
+        body: (call as Extract<ParticipantCall, { method: 'POST' }>).body,
+        ...audience,
+      });
+      return {
+        ok: true,
+        value: {
+          status,
+          body: answered,
+          ...(status === 202 ? resolveLocation(location, url) : {}),
+          ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+        },
+      };
+    } catch (error) {
+      return participantCallFailed(error);
     }
   }
 }

@@ -1,7 +1,8 @@
 import { type AccessToken, DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import type { Scheduler } from './scheduler';
-import type { HttpCall, HttpResult } from './types';
+import type { HttpAnswer, HttpCall, HttpResult, ParticipantCall } from './types';
 import { isLoopbackHostname } from '../loopback';
+import { parseRetryAfter, resolveLocation } from './participantContract';
 
 /** The OAuth scope for a participant's audience: `<audience>/.default`, unless it already is one. */
 export function audienceScope(audience: string): string {
@@ -44,8 +45,81 @@ export async function bearerToken(credential: TokenCredential, scope: string): P
   }
 }
 
+export interface ParticipantHttpOptions {
+  fetch?: typeof fetch;
+  credential?: TokenCredential;
+}
+
+const credentialFor = (audience: string | undefined, options: ParticipantHttpOptions) =>
+  audience === undefined
+    ? undefined
+    : (options.credential ?? (defaultCredential ??= new DefaultAzureCredential()));
+
+/** A body is stored in the orchestration history: kept whole only when small. */
+const MAX_BODY_CHARS = 4096;
+
 /**
- * Call a participant as Durable's `callHttp` with `enablePolling` does: POST, and while the answer is
+ * One request of the participant protocol v2 (the `callParticipant` activity): the job's POST, or a GET
+ * of its poll Location. No redirect is followed (a 3xx is an answer, which the contract fails), the
+ * request is aborted after `timeoutSeconds`, and the bearer token for the audience goes only to the
+ * configured URL's origin. Never throws: a transport failure, a timeout or a token that cannot be had
+ * is status 0 with the reason.
+ */
+export async function requestParticipant(
+  call: ParticipantCall,
+  options: ParticipantHttpOptions = {},
+): Promise<HttpAnswer> {
+  const fetchImpl = options.fetch ?? fetch;
+  const url = call.method === 'POST' ? call.participantUrl : call.url;
+  try {
+    const sameOrigin = new URL(url).origin === new URL(call.participantUrl).origin;
+    const credential = sameOrigin ? credentialFor(call.audience, options) : undefined;
+    const headers: Record<string, string> =
+      call.method === 'POST' ? { 'content-type': 'application/json' } : {};
+    if (credential !== undefined && call.audience !== undefined) {
+      try {
+        headers.authorization = `Bearer ${await bearerToken(credential, audienceScope(call.audience))}`;
+      } catch (error) {
+        return { status: 0, body: `no token for audience ${call.audience}: ${(error as Error).message}` };
+      }
+    }
+    const response = await fetchImpl(url, {
+      method: call.method,
+      headers,
+      ...(call.method === 'POST' ? { body: JSON.stringify(call.body) } : {}),
+      redirect: 'manual',
+      signal: AbortSignal.timeout(call.timeoutSeconds * 1000),
+    });
+    const text = await response.text();
+    let body: unknown = text.length > MAX_BODY_CHARS ? `${text.slice(0, MAX_BODY_CHARS)}…` : text;
+    if (text === '') body = null;
+    else if (text.length <= MAX_BODY_CHARS) {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // a non-JSON answer is kept as text
+      }
+    }
+    const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
+    return {
+      status: response.status,
+      body,
+      ...(response.status === 202 ? resolveLocation(response.headers.get('location'), url) : {}),
+      ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+    };
+  } catch (error) {
+    const e = error as Error;
+    const cause = (e.cause as Error | undefined)?.message;
+    const reason =
+      e.name === 'TimeoutError'
+        ? `no answer within ${call.timeoutSeconds} s`
+        : `${e.message || String(error)}${cause ? ` (${cause})` : ''}`;
+    return { status: 0, body: reason };
+  }
+}
+
+/**
+ * Version 1's participant call (the in-process runner's `http` step), as Durable's `callHttp` with `enablePolling` does: POST, and while the answer is
  * 202 with a Location, wait Retry-After (or the default) and GET that Location. A transport failure is
  * status 0, which the workflow treats like a 5xx (retried with backoff); so is a token that cannot be
  * had. A call with an `audience` carries `Authorization: Bearer …` from the credential (by default
@@ -65,10 +139,7 @@ export async function callParticipant(
   const fetchImpl = options.fetch ?? fetch;
   const defaultPollMs = (options.defaultPollSeconds ?? 1) * 1000;
   const maxPolls = options.maxPolls ?? 100_000;
-  const credential =
-    call.audience === undefined
-      ? undefined
-      : (options.credential ?? (defaultCredential ??= new DefaultAzureCredential()));
+  const credential = credentialFor(call.audience, options);
   // Asked again for every request (cached): a copy polled for hours outlives one token.
   const authorization = async (): Promise<Record<string, string>> => {
     if (credential === undefined || call.audience === undefined) return {};

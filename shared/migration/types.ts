@@ -24,7 +24,29 @@ export interface MigrationSettings {
   retryAttempts: number;
   retryIntervalSeconds: number;
   participants: Participant[];
+  /**
+   * Participant calls (protocol v2, participantContract.ts). Optional: inputs journaled before they
+   * existed read the defaults (`participantTiming`).
+   */
+  participantTimeoutSeconds?: number;
+  participantPollMinSeconds?: number;
+  participantPollMaxSeconds?: number;
 }
+
+/**
+ * The workflow version new migrations start with (issue 17 §5). A running instance replays the steps of
+ * the version it started with, so a redeploy never changes a history under way:
+ * - 1 (no `workflowVersion` in the input): participants called by the runner's polled `http` step
+ *   (Durable `callHttp` with polling), raced against the renewal timer. Breaks on the real extension
+ *   (issue 17 §1), kept only so instances started before version 2 replay; delete it, and the `http`
+ *   step, once no version-1 instance runs (they end within the pre-lock's maximum, ROUTELOCK_PRELOCK_MAX_SECONDS).
+ * - 2: one `callParticipant` activity per request, polls on durable timers (participantContract.ts).
+ */
+export const WORKFLOW_VERSION = 2;
+
+/** An input's workflow version: one without `workflowVersion` was started by version 1. */
+export const workflowVersionOf = (input: Pick<MigrationInput, 'workflowVersion'>): number =>
+  input.workflowVersion ?? 1;
 
 /** What starts a migration: a queue message or `POST /migrations`, completed by the starter. */
 export interface MigrationInput {
@@ -36,6 +58,8 @@ export interface MigrationInput {
   settings: MigrationSettings;
   /** Made at start, outside the orchestrator: what the lock's token and Idempotency-Key derive from. */
   lock: LockSeed;
+  /** The workflow version that started it (`WORKFLOW_VERSION`); absent: 1. */
+  workflowVersion?: number;
 }
 
 export type MigrationState = 'Pending' | 'Running' | 'Completed' | 'Failed' | 'Conflict' | 'NoOp';
@@ -116,6 +140,8 @@ export interface ActivityInputs {
   readRoute: { resourceId: string; from: 'writeRegion' | 'readPath' };
   /** Durable only: the final status, kept after the instance id is reused by a later migration. */
   recordOutcome: { status: MigrationStatus };
+  /** One request to a participant (workflow version 2): the job's POST, or a GET of its poll Location. */
+  callParticipant: ParticipantCall;
 }
 
 export interface SwapOutcome {
@@ -134,9 +160,19 @@ export interface ActivityOutputs {
   release: RouteView;
   readRoute: RouteView;
   recordOutcome: null;
+  callParticipant: HttpAnswer;
 }
 
 export type ActivityName = keyof ActivityInputs;
+
+/** A `callParticipant` activity the runner gave up on (a crashed worker): no answer, as status 0 is. */
+export const participantCallFailed = (error: unknown): ActivityResult<HttpAnswer> => ({
+  ok: true,
+  value: {
+    status: 0,
+    body: `the callParticipant activity failed: ${(error as Error)?.message ?? String(error)}`,
+  },
+});
 
 /**
  * Lock errors come back as values, so a runner's retry policy only ever sees transient failures
@@ -159,11 +195,43 @@ export interface ParticipantRequest {
   step: CopyStep;
   /**
    * Which run of the step this is (1 for the bulk copy; the write-lock attempt for the delta).
-   * A participant treats (migrationId, step, attempt) as one job: a repeated POST answers for it.
+   * Version 1's job key with migrationId and step; version 2 sends it as the alias of `stepAttempt`.
    */
   attempt: number;
+  /** Version 2 (contract17): the job is (migrationId, migrationAttempt, step, stepAttempt). */
+  migrationAttempt?: number;
+  stepAttempt?: number;
+  /** Increases with every new job of the migration: with `lockAcquiredAt`, orders jobs of a resource. */
+  sequence?: number;
+  lockAcquiredAt?: string;
 }
 
+/**
+ * The `callParticipant` activity's input: one request. It is stored in the history, so it names the
+ * participant's audience, never a token. `participantUrl` is the configured URL: the bearer token goes
+ * only to its origin, and a relative Location resolves against the request's own URL.
+ */
+export type ParticipantCall = {
+  participant: string;
+  participantUrl: string;
+  audience?: string;
+  timeoutSeconds: number;
+} & ({ method: 'POST'; body: ParticipantRequest } | { method: 'GET'; url: string });
+
+/**
+ * What one request answered: the status (0: no answer — transport failure, timeout, no token — with
+ * the reason as `body`), the Location resolved to an absolute URL (or why it was refused), Retry-After
+ * in seconds, and the body (JSON, or text cut to a few KB: it is stored in the history).
+ */
+export interface HttpAnswer {
+  status: number;
+  body: unknown;
+  location?: string;
+  locationRefused?: string;
+  retryAfterSeconds?: number;
+}
+
+/** Version 1's participant call (the runner's polled `http` step), and the in-process test seam's POST. */
 export interface HttpCall {
   method: 'POST';
   url: string;
@@ -175,10 +243,15 @@ export interface HttpCall {
   audience?: string;
 }
 
-/** A participant's final answer (after any 202 polling), or a transport failure (status 0). */
+/**
+ * A participant's final answer (version 1: after any 202 polling), or a transport failure (status 0).
+ * The in-process seam may add a Location (relative or absolute) and Retry-After to version 2's POST.
+ */
 export interface HttpResult {
   status: number;
   body: unknown;
+  location?: string;
+  retryAfterSeconds?: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -209,4 +282,10 @@ export type Step =
    * cancelled when the tasks win). Every race uses fresh tasks: Durable Functions for JavaScript would
    * schedule a task again if it were raced a second time.
    */
-  | { kind: 'race'; tasks: TaskStep[]; deadline: number };
+  | { kind: 'race'; tasks: TaskStep[]; deadline: number }
+  /**
+   * Run these tasks together, no timer (Durable: Task.all): requests that end well before the next
+   * deadline (their timeout is far shorter), so the history does not hold a timer per poll. Answers as
+   * a race the tasks won (`settled`: `null` for a task that failed while another was still running).
+   */
+  | { kind: 'all'; tasks: TaskStep[] };

@@ -63,6 +63,9 @@ export function migrationSettings(config: Config): MigrationSettings {
     retryAttempts: config.migration.retryAttempts,
     retryIntervalSeconds: config.migration.retryIntervalSeconds,
     participants: config.migration.participants,
+    participantTimeoutSeconds: config.migration.participantTimeoutSeconds,
+    participantPollMinSeconds: config.migration.participantPollMinSeconds,
+    participantPollMaxSeconds: config.migration.participantPollMaxSeconds,
   };
 }
 

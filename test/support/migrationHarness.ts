@@ -6,6 +6,7 @@ import { InProcessRunner } from '../../shared/migration/inProcess';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import { VirtualScheduler } from '../../testkit/virtualScheduler';
 import type { HttpCall, HttpResult } from '../../shared/migration/types';
+import type { ParticipantHttpOptions } from '../../shared/migration/participantHttp';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/ports/locations';
@@ -17,7 +18,9 @@ export function virtualRunner(
     env?: Record<string, string>;
     store?: LocationStore;
     statePath?: string;
-    http?: (call: HttpCall) => Promise<HttpResult>;
+    /** `null`: no stub, participants are called over HTTP (the real callParticipant activity). */
+    http?: ((call: HttpCall) => Promise<HttpResult>) | null;
+    participantHttp?: ParticipantHttpOptions;
     config?: Config;
     keyring?: TokenKeyring;
     clock?: ManualClock;
@@ -30,7 +33,11 @@ export function virtualRunner(
   const router = new Router({ store, timing: config.timing, clock: clock.now });
   const state = new SqliteMigrationState(options.statePath ?? ':memory:');
   const keyring = options.keyring ?? TokenKeyring.ephemeral();
-  const activities = createActivities(router, config.timing, { keyring, records: state });
+  const activities = createActivities(router, config.timing, {
+    keyring,
+    records: state,
+    participantHttp: options.participantHttp,
+  });
   let n = 0;
   const runner = new InProcessRunner({
     activities,
@@ -40,7 +47,9 @@ export function virtualRunner(
     settings: migrationSettings(config),
     newId: () => `m-${++n}`,
     // Tests never reach a network: a participant without a stub answers 599 at once.
-    http: options.http ?? (async () => ({ status: 599, body: 'no participant stub in this test' })),
+    ...(options.http === null
+      ? {}
+      : { http: options.http ?? (async () => ({ status: 599, body: 'no participant stub in this test' })) }),
   });
   const settle = () => scheduler.runWhile(() => runner.activeCount > 0);
   return { config, clock, scheduler, store, router, state, keyring, activities, runner, settle };

@@ -2,24 +2,62 @@ import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
- * A fake migration participant (docs/design.md §6): `POST /migrate {migrationId, resourceId, from, to, step}`.
- * Each (migration, step) is one job; a repeated POST answers for the same job, as the contract asks.
- * Behaviour per step is programmable: answer at once, poll (202 + Location) until the job is done,
- * fail, or hold until the test releases it.
+ * A fake migration participant (notes/contract17.md): `POST /migrate {migrationId, resourceId, from, to,
+ * step, migrationAttempt, stepAttempt, attempt, sequence, lockAcquiredAt}`. A job is (migrationId,
+ * migrationAttempt, step, stepAttempt); a repeated POST answers for the same job; a POST of a job older
+ * (lockAcquiredAt, sequence) than one seen for the resource answers 409. It holds data per location and
+ * resource: a job that finishes copies the resource's items from `from` to `to`, so a test can see
+ * whether the target got the source's data.
+ *
+ * Behaviour per step is programmable: every status of the contract, 202 with a relative, absolute or no
+ * Location, polls, Retry-After, a job gone at its first poll, an answer that hangs past the timeout.
  */
 export type StepBehaviour =
+  /** 200 {done:true} at once (the job copies). */
   | { kind: 'ok' }
-  | { kind: 'status'; status: number }
-  | { kind: 'poll'; polls: number }
+  /**
+   * Answer `status` with `body` (default `{"error":"no"}`) and Retry-After; for the first `times`
+   * requests only (then as `ok`), or always. Answering 200 this way copies nothing (`{done:false}`).
+   */
+  | { kind: 'status'; status: number; body?: string; retryAfter?: number; times?: number }
+  /**
+   * 202 (+ Location: relative by default, absolute, or none) and Retry-After; each poll answers 202
+   * until `polls` polls were made, then 200 and the job copies. `goneAtFirstPoll`: the first poll of a
+   * job answers 404 and forgets it (the job must be POSTed again).
+   */
+  | {
+      kind: 'poll';
+      polls: number;
+      location?: 'relative' | 'absolute' | 'none';
+      retryAfter?: number;
+      goneAtFirstPoll?: boolean;
+    }
   | { kind: 'slow'; ms: number; onlyFirstJob?: boolean }
-  | { kind: 'hold' };
+  | { kind: 'hold' }
+  /** Answer nothing for `ms` (past the caller's timeout), then 200; for the first `times` requests only. */
+  | { kind: 'hang'; ms: number; times?: number };
+
+export interface ParticipantRequestSeen {
+  method: string;
+  path: string;
+  step?: string;
+  migrationId?: string;
+  authorization?: string;
+  /** The POST's body, as sent. */
+  body?: Record<string, unknown>;
+  /** What it answered. */
+  status?: number;
+}
 
 export interface ParticipantServer {
   url: string;
   /** Every request, with its Authorization header when it carried one. */
-  requests: { method: string; path: string; step?: string; migrationId?: string; authorization?: string }[];
+  requests: ParticipantRequestSeen[];
   behave(step: 'bulkCopy' | 'deltaCopy', behaviour: StepBehaviour): void;
   release(): void;
+  /** The participant's data for a resource at a location (region/account). */
+  seed(at: object, resourceId: string, items: string[]): void;
+  dataAt(at: object, resourceId: string): string[];
   close(): Promise<void>;
 }
 
@@ -28,71 +66,180 @@ export interface ParticipantOptions {
   requireBearer?: string;
 }
 
+interface Job {
+  id: number;
+  step: string;
+  polls: number;
+  readyAt: number;
+  gone: boolean;
+  resourceId: string;
+  from: object;
+  to: object;
+}
+
+interface JobBody {
+  migrationId?: string;
+  resourceId?: string;
+  from?: object;
+  to?: object;
+  step?: string;
+  attempt?: number;
+  migrationAttempt?: number;
+  stepAttempt?: number;
+  sequence?: number;
+  lockAcquiredAt?: string;
+}
+
 export async function startParticipant(options: ParticipantOptions = {}): Promise<ParticipantServer> {
   const behaviours: Record<string, StepBehaviour> = { bulkCopy: { kind: 'ok' }, deltaCopy: { kind: 'ok' } };
-  const jobs = new Map<string, { polls: number; readyAt: number }>();
+  const answered: Record<string, number> = { bulkCopy: 0, deltaCopy: 0 };
+  const jobs = new Map<string, Job>();
+  const byId = new Map<number, Job>();
+  const newest = new Map<string, { acquiredAt: string; sequence: number }>();
+  const data = new Map<string, string[]>();
+  // canonical: the same location whatever order its fields were written in
+  const dataKey = (at: object, resourceId: string) =>
+    `${JSON.stringify(Object.entries(at).sort(([a], [b]) => a.localeCompare(b)))}|${resourceId}`;
+  const copy = (job: { resourceId: string; from: object; to: object }) => {
+    const items = data.get(dataKey(job.from, job.resourceId)) ?? [];
+    const target = data.get(dataKey(job.to, job.resourceId)) ?? [];
+    data.set(dataKey(job.to, job.resourceId), [...new Set([...target, ...items])]);
+  };
   const requests: ParticipantServer['requests'] = [];
   let held = true;
   let slowJobs = 0;
+  let nextId = 1;
+  let port = 0;
   const server: Server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
+    let raw = '';
+    req.on('data', (c: Buffer) => (raw += c.toString()));
     req.on('end', () => {
       const path = req.url ?? '/';
       const authorization = req.headers.authorization;
-      const seen = authorization === undefined ? {} : { authorization };
-      if (options.requireBearer !== undefined && authorization !== `Bearer ${options.requireBearer}`) {
-        requests.push({ method: req.method ?? 'POST', path, ...seen });
-        return void res.writeHead(401, { 'WWW-Authenticate': 'Bearer' }).end();
-      }
-      if (req.method === 'GET' && path.startsWith('/jobs/')) {
-        const key = decodeURIComponent(path.slice('/jobs/'.length));
-        requests.push({ method: 'GET', path, ...seen });
-        const job = jobs.get(key);
-        if (!job) return void res.writeHead(404).end();
-        const step = key.split('|')[1] as string;
-        const behaviour = behaviours[step] as StepBehaviour;
-        const done = behaviour.kind === 'hold' ? !held : job.polls <= 0 && Date.now() >= job.readyAt;
-        job.polls -= 1;
-        if (done) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"done":true}');
-        return void res.writeHead(202, { Location: path, 'Retry-After': '1' }).end();
-      }
-      const request = JSON.parse(body || '{}') as { step?: string; migrationId?: string; attempt?: number };
-      requests.push({
+      const seen: ParticipantRequestSeen = {
         method: req.method ?? 'POST',
         path,
-        ...(request.step ? { step: request.step } : {}),
-        ...(request.migrationId ? { migrationId: request.migrationId } : {}),
-        ...seen,
-      });
-      const step = request.step ?? 'bulkCopy';
+        ...(authorization === undefined ? {} : { authorization }),
+      };
+      requests.push(seen);
+      const answer = (status: number, headers: Record<string, string> = {}, body = '') => {
+        seen.status = status;
+        res.writeHead(status, headers).end(body);
+      };
+      const done = () => answer(200, { 'content-type': 'application/json' }, '{"done":true}');
+      if (options.requireBearer !== undefined && authorization !== `Bearer ${options.requireBearer}`)
+        return void answer(401, { 'WWW-Authenticate': 'Bearer' });
+      if (req.method === 'GET' && path.startsWith('/jobs/')) {
+        const job = byId.get(Number(path.slice('/jobs/'.length)));
+        if (!job || job.gone) return void answer(404);
+        const behaviour = behaviours[job.step] as StepBehaviour;
+        if (behaviour.kind === 'poll' && behaviour.goneAtFirstPoll && !goneOnce.has(job.step)) {
+          goneOnce.add(job.step);
+          job.gone = true;
+          for (const [key, j] of jobs) if (j === job) jobs.delete(key);
+          return void answer(404);
+        }
+        const finished = behaviour.kind === 'hold' ? !held : job.polls <= 0 && Date.now() >= job.readyAt;
+        job.polls -= 1;
+        if (finished) {
+          copy(job);
+          return void done();
+        }
+        const retryAfter = behaviour.kind === 'poll' ? (behaviour.retryAfter ?? 1) : 1;
+        // the Location again: version 1's pollers (callHttp's, the old in-process one) stop without it
+        return void answer(202, { Location: path, 'Retry-After': String(retryAfter) });
+      }
+      const body = JSON.parse(raw || '{}') as JobBody;
+      seen.body = body as Record<string, unknown>;
+      if (body.step) seen.step = body.step;
+      if (body.migrationId) seen.migrationId = body.migrationId;
+      const step = body.step ?? 'bulkCopy';
       const behaviour = behaviours[step] as StepBehaviour;
-      const key = `${request.migrationId}|${step}|${request.attempt ?? 1}`;
-      if (behaviour.kind === 'status') return void res.writeHead(behaviour.status).end('{"error":"no"}');
-      if (behaviour.kind === 'ok') return void res.writeHead(200).end('{"done":true}');
-      if (!jobs.has(key)) {
+      const resourceId = body.resourceId ?? '';
+      const job = { resourceId, from: body.from ?? {}, to: body.to ?? {} };
+      // Ordering (v2 bodies): a job older than one seen for the resource is refused.
+      if (body.lockAcquiredAt !== undefined && body.sequence !== undefined) {
+        const latest = newest.get(resourceId);
+        const order = (a: { acquiredAt: string; sequence: number }) => [Date.parse(a.acquiredAt), a.sequence];
+        const mine = { acquiredAt: body.lockAcquiredAt, sequence: body.sequence };
+        if (latest) {
+          const [la, ls] = order(latest) as [number, number];
+          const [ma, ms] = order(mine) as [number, number];
+          if (ma < la || (ma === la && ms < ls))
+            return void answer(409, { 'content-type': 'application/json' }, '{"error":"superseded"}');
+        }
+        newest.set(resourceId, mine);
+      }
+      const count = (answered[step] = (answered[step] ?? 0) + 1);
+      if (behaviour.kind === 'status' && (behaviour.times === undefined || count <= behaviour.times)) {
+        return void answer(
+          behaviour.status,
+          behaviour.retryAfter === undefined ? {} : { 'Retry-After': String(behaviour.retryAfter) },
+          behaviour.body ?? '{"error":"no"}',
+        );
+      }
+      if (behaviour.kind === 'hang' && (behaviour.times === undefined || count <= behaviour.times)) {
+        return void setTimeout(() => {
+          if (!res.writableEnded && !res.destroyed) {
+            copy(job);
+            done();
+          }
+        }, behaviour.ms);
+      }
+      if (behaviour.kind === 'ok' || behaviour.kind === 'status' || behaviour.kind === 'hang') {
+        copy(job);
+        return void done();
+      }
+      const key = `${body.migrationId}|${body.migrationAttempt ?? 1}|${step}|${body.stepAttempt ?? body.attempt ?? 1}`;
+      let existing = jobs.get(key);
+      if (!existing) {
         const slow = behaviour.kind === 'slow' && (!behaviour.onlyFirstJob || slowJobs++ === 0);
-        jobs.set(key, {
+        existing = {
+          id: nextId++,
+          step,
           polls: behaviour.kind === 'poll' ? behaviour.polls : 0,
           readyAt: slow && behaviour.kind === 'slow' ? Date.now() + behaviour.ms : 0,
-        });
+          gone: false,
+          ...job,
+        };
+        jobs.set(key, existing);
+        byId.set(existing.id, existing);
       }
-      res.writeHead(202, { Location: `/jobs/${encodeURIComponent(key)}`, 'Retry-After': '1' }).end();
+      const where = behaviour.kind === 'poll' ? (behaviour.location ?? 'relative') : 'relative';
+      const retryAfter = behaviour.kind === 'poll' ? (behaviour.retryAfter ?? 1) : 1;
+      const location: Record<string, string> =
+        where === 'none'
+          ? {}
+          : {
+              Location:
+                where === 'absolute'
+                  ? `http://127.0.0.1:${port}/jobs/${existing.id}`
+                  : `/jobs/${existing.id}`,
+            };
+      answer(202, { ...location, 'Retry-After': String(retryAfter) });
     });
   });
+  // steps whose first job was lost (goneAtFirstPoll: once per behaviour)
+  const goneOnce = new Set<string>();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  port = (server.address() as AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}/migrate`,
     requests,
     behave(step, behaviour) {
       behaviours[step] = behaviour;
+      answered[step] = 0;
+      goneOnce.delete(step);
       // a new behaviour for a step starts new jobs
-      for (const key of [...jobs.keys()]) if (key.split('|')[1] === step) jobs.delete(key);
+      for (const [key, job] of [...jobs]) if (job.step === step) jobs.delete(key);
     },
     release() {
       held = false;
     },
+    seed(at, resourceId, items) {
+      data.set(dataKey(at, resourceId), [...items]);
+    },
+    dataAt: (at, resourceId) => [...(data.get(dataKey(at, resourceId)) ?? [])],
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

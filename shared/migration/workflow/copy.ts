@@ -1,19 +1,31 @@
 import { holderEndsAt } from '../../lock/state';
 import type { Participant } from '../../config';
 import type { Location } from '../../lock/document';
-import type {
-  ActivityResult,
-  CopyStep,
-  HttpResult,
-  MigrationInput,
-  MigrationSettings,
-  RaceResult,
-  SeededGrant,
-  Step,
-  TaskStep,
+import {
+  type ActivityResult,
+  type CopyStep,
+  type HttpAnswer,
+  type HttpResult,
+  type MigrationInput,
+  type MigrationSettings,
+  type ParticipantCall,
+  type ParticipantRequest,
+  type RaceResult,
+  type SeededGrant,
+  type Step,
+  type TaskStep,
+  workflowVersionOf,
 } from '../types';
 import type { Escalated, WorkflowState } from './state';
-import { activity, now, sleep, step } from './steps';
+import { activity, now, sleep, sleepUntil, step } from './steps';
+import {
+  classifyAnswer,
+  failureMessage,
+  participantTiming,
+  pollWaitMs,
+  transientExhausted,
+  transientWaitMs,
+} from '../participantContract';
 
 /** Renew a phase lock a few times per lease, so one lost renewal never lets it lapse. */
 export const renewEveryMs = (leaseSeconds: number): number =>
@@ -33,7 +45,7 @@ export function* inFlightGrace(s: MigrationSettings): Generator<Step, void, unkn
   if (s.inFlightGraceSeconds && s.participants.length > 0) yield* sleep(s.inFlightGraceSeconds * 1000);
 }
 
-function participantCall(
+function participantCallV1(
   input: MigrationInput,
   from: Location,
   participant: Participant,
@@ -67,8 +79,12 @@ type Round =
   | { ok: false; code: 'ParticipantFailed'; message: string };
 
 /**
- * One race's answers: a participant still copying stays pending, a 2xx is done, a 5xx or transport
- * failure (status 0) is asked again after a backoff, up to the retry attempts; anything else fails.
+ * Version 1: one race's answers, each the final answer of a polled call (the runner followed 202 +
+ * Location). A participant still copying stays pending; the rest is judged by the contract
+ * (participantContract.ts), so a 202 left after polling (no Location) or a 201/204 fails, never counts
+ * as done: the data-loss fix applies to instances started before version 2 too. Transient answers are
+ * asked again after the same backoff version 1 always used (no Retry-After reaches it), so the timers
+ * of a history recorded then replay unchanged.
  */
 export function settleRound(
   pending: Pending[],
@@ -82,18 +98,18 @@ export function settleRound(
     const result = race.settled[i] as HttpResult | null | undefined;
     if (result == null) {
       still.push(participant); // still copying
-    } else if (result.status >= 200 && result.status < 300) {
       continue;
-    } else if ((result.status === 0 || result.status >= 500) && participant.attempt < s.retryAttempts) {
-      backoffMs = Math.max(backoffMs, s.retryIntervalSeconds * 1000 * 2 ** (participant.attempt - 1));
-      still.push({ ...participant, attempt: participant.attempt + 1 });
-    } else {
-      return {
-        ok: false,
-        code: 'ParticipantFailed',
-        message: `participant ${participant.name} answered ${result.status || 'nothing'} to ${copy} (attempt ${participant.attempt})`,
-      };
     }
+    const verdict = classifyAnswer('post', 'required', result);
+    if (verdict.kind === 'done' || verdict.kind === 'notImplemented') continue;
+    if (verdict.kind === 'transient' && !transientExhausted(participant.attempt, s)) {
+      backoffMs = Math.max(backoffMs, transientWaitMs(participant.attempt, undefined, s));
+      still.push({ ...participant, attempt: participant.attempt + 1 });
+      continue;
+    }
+    const reason = verdict.kind === 'transient' || verdict.kind === 'failed' ? verdict.reason : '';
+    const what = `participant ${participant.name} answered ${result.status || 'nothing'} to ${copy} (attempt ${participant.attempt})`;
+    return { ok: false, code: 'ParticipantFailed', message: failureMessage(what, result.status, reason) };
   }
   return { ok: true, pending: still, backoffMs };
 }
@@ -113,14 +129,15 @@ export interface CopyOutcome {
 }
 
 /**
- * Run one copy step at every participant at once, in rounds raced against a renewal timer. When the
+ * Version 1 (inputs without `workflowVersion`; see WORKFLOW_VERSION): kept step for step so histories
+ * recorded by it replay. Run one copy step at every participant at once, in rounds raced against a renewal timer. When the
  * timer wins, the phase lock is renewed and the participants still copying are asked again: the
  * participant contract makes `POST` idempotent per (migration, step, attempt), answering 202 while
  * the job runs. When the lock can be renewed no further (the write budget, the parent's cap), the
  * copy may still finish before the lock's own end; a copy still running then has overrun. 5xx and
  * transport failures are retried with backoff, up to the retry attempts.
  */
-export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome, unknown> {
+function* copyAllV1(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome, unknown> {
   const s = state.input.settings;
   let pending: Pending[] = s.participants.map((p) => ({ ...p, attempt: 1 }));
   let etag = state.etag;
@@ -135,7 +152,7 @@ export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOu
       : phaseEndsAt;
     const race = yield* step<RaceResult>({
       kind: 'race',
-      tasks: pending.map((p) => participantCall(state.input, state.from, p, job.copy, job.attempt)),
+      tasks: pending.map((p) => participantCallV1(state.input, state.from, p, job.copy, job.attempt)),
       deadline,
     });
     const round = settleRound(pending, race, s, job.copy);
@@ -160,4 +177,182 @@ export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOu
     }
   }
   return { result: { ok: true, value: null }, etag };
+}
+
+/**
+ * Run one copy step at every participant at once. Version 2 dispatches on the input's version:
+ * an instance started by version 1 replays the steps it recorded (copyAllV1).
+ */
+export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome, unknown> {
+  return workflowVersionOf(state.input) === 1 ? yield* copyAllV1(state, job) : yield* copyAllV2(state, job);
+}
+
+/** Version 2's job body (contract17.md): the job is (migrationId, migrationAttempt, step, stepAttempt). */
+export function participantJob(state: Escalated, job: CopyJob): ParticipantRequest {
+  return {
+    migrationId: state.input.migrationId,
+    resourceId: state.input.resourceId,
+    from: state.from,
+    to: state.input.target,
+    step: job.copy,
+    // Automatic retry with a fresh lock (issue 18) will number migration attempts; today one.
+    migrationAttempt: 1,
+    stepAttempt: job.attempt,
+    attempt: job.attempt,
+    // Every new job of the migration gets a larger number: the bulk copy 1, delta attempt n 1 + n.
+    sequence: job.copy === 'bulkCopy' ? 1 : 1 + job.attempt,
+    lockAcquiredAt: state.grant.acquiredAt,
+  };
+}
+
+/** Where one participant is in a copy step (version 2). */
+interface Progress {
+  readonly participant: Participant;
+  /** Set once the job's POST answered 202: poll it here. */
+  location: string | undefined;
+  /** When its next request may go. */
+  dueAt: number;
+  /** Polls answered 202 so far (the poll wait backs off with them). */
+  polls: number;
+  /** Transient answers in a row (an answer that shows progress resets it). */
+  transient: number;
+  done: boolean;
+}
+
+function requestTask(state: Escalated, job: CopyJob, p: Progress): TaskStep {
+  const { participant } = p;
+  const common = {
+    participant: participant.name,
+    participantUrl: participant.url,
+    ...(participant.audience === undefined ? {} : { audience: participant.audience }),
+    timeoutSeconds: participantTiming(state.input.settings).timeoutSeconds,
+  };
+  const input: ParticipantCall =
+    p.location === undefined
+      ? { ...common, method: 'POST', body: participantJob(state, job) }
+      : { ...common, method: 'GET', url: p.location };
+  return { kind: 'activity', name: 'callParticipant', input };
+}
+
+/**
+ * Apply one answer to a participant's progress: the contract's verdict and its waits; answers the
+ * failure message when the attempt fails.
+ */
+function applyAnswer(
+  p: Progress,
+  answer: HttpAnswer,
+  at: number,
+  s: MigrationSettings,
+  job: CopyJob,
+): string | undefined {
+  const kind = p.location === undefined ? 'post' : 'poll';
+  const verdict = classifyAnswer(kind, 'required', answer);
+  const what = `participant ${p.participant.name} answered ${answer.status || 'nothing'} to ${job.copy}${kind === 'poll' ? ' (poll)' : ''} (attempt ${job.attempt})`;
+  switch (verdict.kind) {
+    case 'done':
+    case 'notImplemented':
+      p.done = true;
+      return undefined;
+    case 'running':
+      p.location = verdict.location ?? p.location;
+      p.polls += 1;
+      // A poll still running is progress; a POST's 202 is not (a job lost at every poll must run out).
+      if (kind === 'poll') p.transient = 0;
+      p.dueAt = at + pollWaitMs(p.polls, verdict.retryAfterSeconds, s);
+      return undefined;
+    case 'transient':
+      p.transient += 1;
+      if (transientExhausted(p.transient, s))
+        return failureMessage(what, answer.status, `${verdict.reason}, ${p.transient} times in a row`);
+      if (verdict.repost) {
+        p.location = undefined;
+        p.polls = 0;
+      }
+      p.dueAt = at + transientWaitMs(p.transient, verdict.retryAfterSeconds, s);
+      return undefined;
+    case 'failed':
+      return failureMessage(what, answer.status, verdict.reason);
+  }
+}
+
+/**
+ * Version 2: each participant's job is POSTed once, then its Location polled with plain GETs on durable
+ * timers (participantContract.ts), one `callParticipant` activity per request, at most one request per
+ * participant in flight. Each round runs the requests due as fresh tasks, raced against the phase
+ * lock's renewal deadline when one could still be running at it (a request still running then is
+ * abandoned and asked again after the renewal: a POST of the same job is the same job). With nothing
+ * due, the workflow sleeps until the next due time or the deadline. When the lock can be renewed no further (the write budget, the
+ * parent's cap), the copy may still finish before the lock's own end; a copy still running then has
+ * overrun (LockExpired).
+ */
+function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome, unknown> {
+  const s = state.input.settings;
+  const timing = participantTiming(s);
+  let etag = state.etag;
+  const skew = s.clockSkewSeconds ?? 0;
+  let phaseEndsAt = holderEndsAt(state.grant.phaseExpiresAt, skew);
+  let renewable = true;
+  const start = yield* now();
+  // Kept across rounds: rounds that end early must not push the renewal back.
+  let renewAt = start + renewEveryMs(job.leaseSeconds);
+  const progress: Progress[] = s.participants.map((participant) => ({
+    participant,
+    location: undefined,
+    dueAt: start,
+    polls: 0,
+    transient: 0,
+    done: false,
+  }));
+  const fail = (message: string): CopyOutcome => ({
+    result: { ok: false, code: 'ParticipantFailed', message },
+    etag,
+  });
+  for (;;) {
+    const open = progress.filter((p) => !p.done);
+    if (open.length === 0) return { result: { ok: true, value: null }, etag };
+    const deadline = renewable ? Math.min(renewAt, phaseEndsAt) : phaseEndsAt;
+    let t = yield* now();
+    if (t < deadline) {
+      const due = open.filter((p) => p.dueAt <= t);
+      if (due.length === 0) {
+        const nextDue = Math.min(...open.map((p) => p.dueAt));
+        yield* sleepUntil(Math.min(nextDue, deadline));
+        if (nextDue < deadline) continue;
+      } else {
+        const tasks = due.map((p) => requestTask(state, job, p));
+        // Polls far from the deadline go without a timer: their timeout ends them well before it, so a
+        // poll costs the history one activity and one sleep. A POST (rare: once per job) is raced.
+        const timerless =
+          due.every((p) => p.location !== undefined) && deadline - t > 2 * timing.timeoutSeconds * 1000;
+        const race = yield* step<RaceResult>(
+          timerless ? { kind: 'all', tasks } : { kind: 'race', tasks, deadline },
+        );
+        t = yield* now();
+        for (const [i, p] of due.entries()) {
+          const settled = race.settled[i] as ActivityResult<HttpAnswer> | null | undefined;
+          if (settled == null) continue; // abandoned at the deadline: asked again after it
+          const answer = settled.ok ? settled.value : { status: 0, body: settled.message };
+          const failure = applyAnswer(p, answer, t, s, job);
+          if (failure !== undefined) return fail(failure);
+        }
+        if (!race.deadlineFirst) continue;
+      }
+    }
+    // The deadline: renew the phase lock, or the phase is over with the copy still running.
+    if (progress.every((p) => p.done)) continue;
+    if (deadline >= phaseEndsAt) {
+      const message = `the ${job.phase} lock ran out at ${new Date(phaseEndsAt).toISOString()} with ${job.copy} still running`;
+      return { result: { ok: false, code: 'LockExpired', message }, etag };
+    }
+    const renewed = yield* renewLock({ ...state, etag }, job.phase);
+    renewAt = (yield* now()) + renewEveryMs(job.leaseSeconds);
+    if (renewed.ok) {
+      etag = renewed.value.etag;
+      phaseEndsAt = holderEndsAt(renewed.value.phaseExpiresAt, skew);
+    } else if (renewed.code === 'FreezeBudgetExceeded' || renewed.code === 'MaxLeaseReached') {
+      renewable = false;
+    } else {
+      return { result: renewed, etag };
+    }
+  }
 }
