@@ -2,9 +2,8 @@ import * as df from 'durable-functions';
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
-import { participantsFor } from '../../shared/config';
 import { instanceIdFor } from '../../shared/migration/instanceId';
-import { type MigrationRecord, newMigrationRecord } from '../../shared/migration/records';
+import { type MigrationRecord, newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
 import type { MigrationRecords } from '../../shared/store/ports/migrations';
 import {
   type MigrationRequest,
@@ -19,7 +18,6 @@ import {
   type MigrationStatus,
   pendingStatus,
   terminalStates,
-  WORKFLOW_VERSION,
 } from '../../shared/migration/types';
 import type { TokenKeyring } from '../../shared/security/tokenKeys';
 import { assertAllowedRegion } from '../../shared/regions';
@@ -86,20 +84,14 @@ export class DurableMigrationService implements MigrationService {
     if (joined) return joined;
 
     const migrationId = request.migrationId ?? `m-${randomUUID()}`;
-    const input: MigrationInput = {
+    const input = newMigrationInput({
       migrationId,
       instanceId,
       resourceId: request.resourceId,
       target: request.target,
-      // Scoped participants are chosen once, here, and captured with the input (docs/design.md §6.5).
-      settings: {
-        ...this.settings,
-        participants: participantsFor(request.resourceId, this.settings.participants),
-      },
-      // Random, made here and not in the orchestrator: the orchestration carries the seed, never a token.
+      settings: this.settings,
       lock: this.keyring.newSeed(),
-      workflowVersion: WORKFLOW_VERSION,
-    };
+    });
     const record = newMigrationRecord(input, new Date(this.now()).toISOString());
     // The claim decides, not getStatus + startNew: of concurrent starts only its winner calls startNew.
     let claim = await this.records.createIfNoActive(record);

@@ -1,4 +1,3 @@
-import { participantsFor } from '../config';
 import { RouteLockError } from '../errors';
 import type { Location } from '../lock/document';
 import type { TokenKeyring } from '../security/tokenKeys';
@@ -7,7 +6,7 @@ import { instanceIdFor } from './instanceId';
 import { callParticipant } from './participantHttp';
 import type { JournalEntry } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
-import { type MigrationRecord, newMigrationRecord } from './records';
+import { type MigrationRecord, newMigrationInput, newMigrationRecord } from './records';
 import type { Scheduler } from './scheduler';
 import { resolveLocation } from './participantContract';
 import {
@@ -22,7 +21,6 @@ import {
   type MigrationStatus,
   type Step,
   type TaskStep,
-  WORKFLOW_VERSION,
   terminalStates,
 } from './types';
 import { migrationWorkflow } from './workflow';
@@ -84,19 +82,14 @@ export class InProcessRunner {
   start(request: StartRequest): StartResult {
     const migrationId = request.migrationId ?? this.options.newId?.() ?? `m-${crypto.randomUUID()}`;
     const instanceId = instanceIdFor(request.resourceId);
-    const input: MigrationInput = {
+    const input = newMigrationInput({
       migrationId,
       instanceId,
       resourceId: request.resourceId,
       target: request.target,
-      // Scoped participants are chosen once, here, and captured with the input (docs/design.md §6.5).
-      settings: {
-        ...this.options.settings,
-        participants: participantsFor(request.resourceId, this.options.settings.participants),
-      },
+      settings: this.options.settings,
       lock: this.options.keyring.newSeed(),
-      workflowVersion: WORKFLOW_VERSION,
-    };
+    });
     const result = this.options.state.createUnlessActive(
       newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString()),
     );

@@ -1,5 +1,13 @@
+import { participantsFor } from '../config';
 import type { Location } from '../lock/document';
-import { type MigrationInput, type MigrationStatus, pendingStatus } from './types';
+import type { LockSeed } from '../security/tokenKeys';
+import {
+  type MigrationInput,
+  type MigrationSettings,
+  type MigrationStatus,
+  pendingStatus,
+  WORKFLOW_VERSION,
+} from './types';
 
 /**
  * Migration records: migrationId → the instance that runs it, its input and its latest status. The
@@ -31,5 +39,30 @@ export function newMigrationRecord(input: MigrationInput, createdAt: string): Mi
     input,
     status: pendingStatus(input),
     done: false,
+  };
+}
+
+/**
+ * A new migration's input, made by either starter. Everything a replay needs is captured here, so a
+ * redeploy with other settings never changes a running migration: the settings, the participants whose
+ * scope matches the resource (chosen once, docs/design.md §6.5), the workflow version that runs it, and
+ * the random lock seed (made by the starter, never in the orchestrator: its history holds the seed, never
+ * a token).
+ */
+export function newMigrationInput(fields: {
+  migrationId: string;
+  instanceId: string;
+  resourceId: string;
+  target: Location;
+  settings: MigrationSettings;
+  lock: LockSeed;
+}): MigrationInput {
+  return {
+    ...fields,
+    settings: {
+      ...fields.settings,
+      participants: participantsFor(fields.resourceId, fields.settings.participants),
+    },
+    workflowVersion: WORKFLOW_VERSION,
   };
 }
