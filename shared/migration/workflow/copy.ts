@@ -130,12 +130,9 @@ export interface CopyOutcome {
 
 /**
  * Version 1 (inputs without `workflowVersion`; see WORKFLOW_VERSION): kept step for step so histories
- * recorded by it replay. Run one copy step at every participant at once, in rounds raced against a renewal timer. When the
- * timer wins, the phase lock is renewed and the participants still copying are asked again: the
- * participant contract makes `POST` idempotent per (migration, step, attempt), answering 202 while
- * the job runs. When the lock can be renewed no further (the write budget, the parent's cap), the
- * copy may still finish before the lock's own end; a copy still running then has overrun. 5xx and
- * transport failures are retried with backoff, up to the retry attempts.
+ * recorded by it replay. One copy step at every participant at once, in rounds of polled `http` calls
+ * raced against a renewal timer; when the timer wins, the lock is renewed and the participants still
+ * copying are asked again. Answers are judged by the version-2 classifier (participantContract.ts).
  */
 function* copyAllV1(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome, unknown> {
   const s = state.input.settings;
@@ -281,9 +278,9 @@ function applyAnswer(
  * participant in flight. Each round runs the requests due as fresh tasks, raced against the phase
  * lock's renewal deadline when one could still be running at it (a request still running then is
  * abandoned and asked again after the renewal: a POST of the same job is the same job). With nothing
- * due, the workflow sleeps until the next due time or the deadline. When the lock can be renewed no further (the write budget, the
- * parent's cap), the copy may still finish before the lock's own end; a copy still running then has
- * overrun (LockExpired).
+ * due, the workflow sleeps until the next due time or the deadline. When the lock can be renewed no
+ * further (the write budget, the parent's cap), the copy may still finish before the lock's own end; a
+ * copy still running then has overrun (LockExpired).
  */
 function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome, unknown> {
   const s = state.input.settings;
