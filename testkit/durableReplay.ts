@@ -132,6 +132,8 @@ export interface ReplayOptions {
   maxOrchestrationActions?: number;
   /** Start from a recorded history instead of a new instance: replay it, then carry on. */
   history?: WireEvent[];
+  /** Sees the orchestrator's actions (schema V3, as sent) after every run. */
+  observe?: (run: number, orchestratorActions: unknown[]) => void;
   /** Stop after the episode where this holds (a deployment mid-run); the result is then `Running`. */
   stopWhen?: (state: { actions: ReplayResult['actions']; runs: number; now: number }) => boolean;
 }
@@ -643,6 +645,7 @@ export class DurableReplay {
         return finish('Failed', run, undefined, reason);
       }
       jsActions = JSON.parse(JSON.stringify(state.actions[0] ?? [])) as WireAction[];
+      options.observe?.(run, jsActions);
       this.assertDeterministic(jsActions, run);
 
       const extension = new ExtensionReplay(
@@ -674,9 +677,10 @@ export class DurableReplay {
         return finish('Completed', run, state.output);
       }
       close(decisions);
-      await this.dispatch(decisions);
+      // A deployment right after this episode committed: its new messages were never processed.
       if (options.stopWhen?.({ actions: this.log, runs: run, now: this.now }))
         return finish('Running', run, undefined);
+      await this.dispatch(decisions);
       if (!this.deliverNext()) return finish('Running', run, undefined, 'nothing left to deliver');
     }
     throw new Error('orchestration did not finish');
