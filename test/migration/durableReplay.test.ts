@@ -331,6 +331,35 @@ describe('negative control: the harness catches what the real extension does to 
     );
   });
 
+  test('one participant copying past a renewal: the renewal activity receives the participant’s 202', async () => {
+    // The renewal timer and a poll timer fire together: the extension schedules the renewal first
+    // (id n) and the poll GET at its timer (n + 1); durable-js had numbered that GET n when the 202
+    // came. The renewal's answer goes to the GET, the GET's 202 to the renewal, and the workflow
+    // reads the 202 as a refused renewal: the migration fails and releases the lock.
+    const m = await durableMigration({ participants: ONE, env: SHORT_LEASES });
+    const participant = participantJobs({ answers: 'async', durationMs: () => 150_000 });
+    const result = await m.make({ http: participant.http }).run();
+    expect(result.runtimeStatus).toBe('Completed');
+    expect(result.output).toMatchObject({
+      status: 'Failed',
+      phase: 'released',
+      error: 'bulkCopy: undefined: undefined; lock released',
+    });
+    const renew = result.history.find(
+      (e) => e.EventType === EventType.TaskScheduled && e.Name === 'migrationRenew',
+    );
+    const next = result.history[result.history.indexOf(renew as never) + 1];
+    expect(next).toMatchObject({
+      EventType: EventType.TaskScheduled,
+      EventId: (renew?.EventId as number) + 1,
+      Name: 'BuiltIn::HttpActivity',
+    });
+    const renewed = result.history.find(
+      (e) => e.EventType === EventType.TaskCompleted && e.TaskScheduledId === renew?.EventId,
+    );
+    expect(JSON.parse(renewed?.Result as string)).toMatchObject({ ok: true }); // the renewal itself succeeded
+  });
+
   test('two participants: the poll GET ids diverge and durable-js reads a timer as an HTTP answer', async () => {
     const { result } = await run202(TWO);
     expect(result).toMatchObject({
