@@ -132,6 +132,11 @@ export interface ReplayOptions {
   maxOrchestrationActions?: number;
   /** Start from a recorded history instead of a new instance: replay it, then carry on. */
   history?: WireEvent[];
+  /**
+   * Messages due at the same virtual time arrive in one episode (a batch, as a storage provider may
+   * fetch them) instead of one episode each (the default: the order they were sent).
+   */
+  batchSameTime?: boolean;
   /** Sees the orchestrator's actions (schema V3, as sent) after every run. */
   observe?: (run: number, orchestratorActions: unknown[]) => void;
   /** Stop after the episode where this holds (a deployment mid-run); the result is then `Running`. */
@@ -924,12 +929,14 @@ export class DurableReplay {
     };
   }
 
-  /** Wake the instance with what is due next on the virtual clock (all messages due at that time). */
+  /** Wake the instance with what is due next on the virtual clock (one message, or all due then). */
   private deliverNext(): boolean {
     if (this.deliveries.length === 0) return false;
     this.deliveries.sort((a, b) => a.at - b.at || a.order - b.order);
     const at = (this.deliveries[0] as Delivery).at;
-    const due = this.deliveries.filter((d) => d.at === at);
+    const due = this.options.batchSameTime
+      ? this.deliveries.filter((d) => d.at === at)
+      : this.deliveries.slice(0, 1);
     this.deliveries.splice(0, due.length);
     this.now = Math.max(this.now, at);
     for (const e of this.history) e.IsPlayed = true;
