@@ -175,3 +175,16 @@ describe('long timers (over the Azure Storage provider’s 6 days)', () => {
     expect(result.output).toBe('done');
   });
 });
+
+describe('orchestration version (host.json defaultVersion, durable-js 3.3+ context.df.version)', () => {
+  const version: Orchestrator = function* (context) {
+    yield context.df.callActivity('step', null);
+    return context.df.version ?? null;
+  };
+
+  test('the orchestrator reads the version the instance started with (ExecutionStarted.Version)', async () => {
+    expect((await replay(version, { version: '2' })).output).toBe('2');
+    // an instance started before any defaultVersion: the extension's empty default version
+    expect((await replay(version)).output).toBe('');
+  });
+});
