@@ -216,12 +216,6 @@ function* awaitTask(task: Pending): Generator<Pending, unknown, Outcome> {
   return outcome.value;
 }
 
-const completed = (): Pending => {
-  const task = new Pending();
-  task.settle({ ok: true, value: null });
-  return task;
-};
-
 function whenAll(tasks: Pending[]): Pending {
   const all = new Pending();
   let left = tasks.length;
@@ -518,8 +512,6 @@ class ExtensionReplay {
         return whenAny((action.compoundActions ?? []).map((a) => this.invoke(a)));
       case 12:
         return whenAll((action.compoundActions ?? []).map((a) => this.invoke(a)));
-      case 4:
-        return completed();
       default:
         throw new Error(
           `Received an unexpected action type from the out-of-proc function: '$${action.actionType}'.`,
@@ -572,6 +564,18 @@ interface Delivery {
 
 /** The OutOfProcData label durable-js appends to a failure (OutOfProcExceptionHelpers reads it). */
 const OUT_OF_PROC_DATA = '\n\n$OutOfProcData$:';
+
+/** Activities, timers, callHttp and Task.all/any: what routelock's orchestrator uses, and all this models. */
+const MODELLED = new Set([0, 1, 5, 8, 11, 12]);
+function assertModelled(actions: WireAction[]): void {
+  for (const action of actions) {
+    if (!MODELLED.has(action.actionType))
+      throw new Error(
+        `testkit/durableReplay does not model action type ${action.actionType} (sub-orchestrations, entities, external events, continueAsNew)`,
+      );
+    assertModelled(action.compoundActions ?? []);
+  }
+}
 
 const withoutCancel = (actions: unknown): string =>
   JSON.stringify(actions, (key, value: unknown) => (key === 'isCanceled' ? undefined : value));
@@ -652,6 +656,7 @@ export class DurableReplay {
       jsActions = JSON.parse(JSON.stringify(state.actions[0] ?? [])) as WireAction[];
       options.observe?.(run, jsActions);
       this.assertDeterministic(jsActions, run);
+      assertModelled(jsActions);
 
       const extension = new ExtensionReplay(
         options.maxOrchestrationActions ?? DEFAULT_MAX_ORCHESTRATION_ACTIONS,
@@ -666,6 +671,12 @@ export class DurableReplay {
       } catch (error) {
         if (!(error instanceof NonDeterministic)) throw error;
         const reason = `Non-Deterministic workflow detected: ${error.message}`;
+        close([], { failed: reason });
+        return finish('Failed', run, undefined, reason);
+      }
+      // The shim's own exception (an action it cannot invoke) fails the instance (ScheduleDurableTaskEvents).
+      if (shim?.outcome && !shim.outcome.ok) {
+        const reason = `Orchestrator function '${options.name}' failed: ${shim.outcome.error}`;
         close([], { failed: reason });
         return finish('Failed', run, undefined, reason);
       }

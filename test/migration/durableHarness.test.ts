@@ -188,3 +188,10 @@ describe('orchestration version (host.json defaultVersion, durable-js 3.3+ conte
     expect((await replay(version)).output).toBe('');
   });
 });
+
+test('an action the harness does not model (an external event) is refused, not silently passed', async () => {
+  const waits: Orchestrator = function* (context) {
+    return yield context.df.waitForExternalEvent('done');
+  };
+  await expect(replay(waits)).rejects.toThrow(/does not model action type 6/);
+});
