@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { parseConfig } from '../../shared/config';
 import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
+import type { Activities } from '../../shared/migration/activities';
 import type { MigrationInput } from '../../shared/migration/types';
 import { type LockSeed, TokenKeyring } from '../../shared/security/tokenKeys';
 import type { LocationStore, PriorityOption, ReadOptions } from '../../shared/store/ports/locations';
@@ -81,6 +82,15 @@ export interface InputVersion {
   toInput: (input: MigrationInput) => MigrationInput;
   /** How its participants answer a job that takes a while: 200 at the end (v1) or 202 + polling. */
   answers: 'sync' | 'async';
+  /**
+   * Route this version's participant calls to the scripted participants (v2: replace
+   * `activities.callParticipant`); absent, they go through the harness's built-in HTTP activity.
+   */
+  connect?: (
+    activities: Activities,
+    http: (request: HttpRequestSeen) => HttpReply,
+    now: () => number,
+  ) => void;
 }
 
 /** Version 1: inputs without `workflowVersion`, participants called by Durable's callHttp. */
@@ -156,7 +166,8 @@ export async function durableMigration(
     store,
     ...(options.reproducible ? { keyring: FIXTURE_KEYRING, seed: FIXTURE_SEED } : {}),
   });
-  const input = (options.version ?? V1).toInput(fixture.input);
+  const version = options.version ?? V1;
+  const input = version.toInput(fixture.input);
   /** Activities the store refuses: by name, `times` calls each (counting every retry attempt). */
   const outage = new Map<string, number>();
   const make = (replay: Partial<ReplayOptions> = {}) => {
@@ -180,6 +191,7 @@ export async function durableMigration(
       },
       ...replay,
     });
+    if (version.connect && replay.http) version.connect(fixture.activities, replay.http, () => harness.now);
     return harness;
   };
   return { ...fixture, config, store, input, make, outage };
