@@ -94,11 +94,11 @@ describe('recorded version-1 histories replay through the orchestrator in the tr
     expect(participant.calls[0]?.job).toBe('messages.test:bulkCopy:1');
   });
 
-  test('recording today reproduces every fixture byte for byte (the recording is deterministic)', async () => {
-    for (const scenario of SCENARIOS) {
-      const again = await recordHistory(scenario);
-      expect(again).toEqual(readHistory(scenario.name));
-    }
+  test('a recording is reproducible: two recordings of each scenario are identical', async () => {
+    // (Compared with each other, not with the committed files: those were recorded by version-1 code,
+    // and a later orchestrator records new inputs, e.g. settings that version 1 did not have.)
+    for (const scenario of SCENARIOS)
+      expect(await recordHistory(scenario)).toEqual(await recordHistory(scenario));
   });
 
   test('the fixtures hold no credential: neither the fencing token nor the Idempotency-Key of their seed', () => {
