@@ -225,6 +225,22 @@ describe('why the workflow races fresh tasks only', () => {
  * pass. VERSIONS grows at merge: the callParticipant path (input `workflowVersion: 2`, participants
  * answering 202 + Location) is added as a second entry and must pass the same scenarios.
  */
+// At merge (tried on a trial merge with i17-contract: all scenarios pass for both), add:
+//   const V2: InputVersion = {
+//     label: 'v2 (workflowVersion 2, callParticipant)', answers: 'async',
+//     toInput: (i) => ({ ...i, workflowVersion: 2 }),
+//     connect: (activities, http, now) => {
+//       activities.callParticipant = async (call) => {
+//         const url = call.method === 'POST' ? call.participantUrl : call.url;
+//         const reply = http({ method: call.method, url, body: call.method === 'POST' ? call.body : undefined, headers: {}, now: now() });
+//         const slow = reply.transportError !== undefined || (reply.durationMs ?? 0) > call.timeoutSeconds * 1000;
+//         const retryAfter = reply.headers?.['Retry-After'];
+//         return { ok: true, value: { status: slow ? 0 : reply.statusCode, body: reply.content ?? null,
+//           ...(reply.headers?.Location ? { location: reply.headers.Location } : {}),
+//           ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}) } };
+//       };
+//     },
+//   };
 const VERSIONS: InputVersion[] = [V1];
 const ONE = [{ name: 'messages', url: 'https://messages.test/migrate' }];
 const TWO = [...ONE, { name: 'media', url: 'https://media.test/migrate' }];
