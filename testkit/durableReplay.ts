@@ -9,7 +9,10 @@ import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils'
  * durable-extension `src/WebJobs.Extensions.DurableTask/…`, Azure/durabletask `src/DurableTask.Core/…`,
  * durable-functions `lib/src/…`); the comment at each place names the file and function.
  *
- * One episode is what the extension does for one work item:
+ * One episode is what the extension does for one work item (one message by default, or every message
+ * due at the same virtual time with `batchSameTime`); `history` resumes a recorded instance (its
+ * unanswered tasks and unfired timers are delivered again, as their queued messages would be), and
+ * `stopWhen` ends a run right after an episode committed (a deployment):
  * 1. The orchestrator runs on the whole history, with the binding the extension builds
  *    (OrchestrationTriggerAttributeBindingProvider.OrchestrationContextToString): `upperSchemaVersion`
  *    V2 and `upperSchemaVersionNew` V3 (durable-js Orchestrator.handle takes the new one, so replay
