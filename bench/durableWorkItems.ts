@@ -7,7 +7,7 @@ import { migrationFixture } from '../testkit/migrationFixture';
 
 /**
  * What one migration costs the Durable backend, measured (README "Sizing the Durable backend"): the real
- * orchestrator replayed through durable-functions' own executor (test/support/durableReplay.ts), the real
+ * orchestrator replayed through durable-functions' own executor (testkit/durableReplay.ts), the real
  * activities against a real store, participants that finish each copy in `copySeconds` of virtual time.
  * Counted from the actions the orchestration issued and the runs it took; the harness throws on any
  * other action type (sub-orchestration, external event, entity), so those are 0 by construction.
@@ -45,8 +45,10 @@ const START = Date.UTC(2026, 2, 1);
 export async function countWorkItems(options: {
   profile: ServingProfile;
   participants: number;
-  /** Virtual seconds each participant's bulk copy takes (delta copies take 1 s). */
+  /** Virtual seconds each participant's bulk copy takes (delta copies take 1 s); at most 240 s. */
   copySeconds?: number;
+  /** Settings over the profile (e.g. a short hard-delete lease, so renewals fit in a 240 s copy). */
+  env?: Record<string, string>;
 }): Promise<WorkItemCount> {
   const participants = Array.from({ length: options.participants }, (_, i) => ({
     name: `p${i + 1}`,
@@ -54,6 +56,7 @@ export async function countWorkItems(options: {
   }));
   const config = parseConfig({
     ROUTELOCK_PROFILE: options.profile,
+    ...(options.env ?? {}),
     ROUTELOCK_PARTICIPANTS: JSON.stringify(participants),
   });
   const { input, runActivity } = await migrationFixture({

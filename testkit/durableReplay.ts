@@ -1,47 +1,119 @@
 import { InvocationContext } from '@azure/functions';
 import type { OrchestrationHandler } from 'durable-functions';
-import { ExecutionStartedEvent } from 'durable-functions/lib/src/history/ExecutionStartedEvent';
-import type { HistoryEvent } from 'durable-functions/lib/src/history/HistoryEvent';
-import { HistoryEventOptions } from 'durable-functions/lib/src/history/HistoryEventOptions';
-import { OrchestratorStartedEvent } from 'durable-functions/lib/src/history/OrchestratorStartedEvent';
-import { TaskCompletedEvent } from 'durable-functions/lib/src/history/TaskCompletedEvent';
-import { TaskFailedEvent } from 'durable-functions/lib/src/history/TaskFailedEvent';
-import { TaskScheduledEvent } from 'durable-functions/lib/src/history/TaskScheduledEvent';
-import { TimerCreatedEvent } from 'durable-functions/lib/src/history/TimerCreatedEvent';
-import { TimerFiredEvent } from 'durable-functions/lib/src/history/TimerFiredEvent';
-import { DurableOrchestrationInput, createOrchestrator } from 'durable-functions/lib/src/util/testingUtils';
+import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils';
 
 /**
- * Replays an orchestrator through durable-functions' own executor, playing the extension's part:
- * run the orchestrator on the history, take its new actions, perform them (real activities against
- * a real store, participant calls, durable timers on a virtual clock), append the events the
- * extension would (OrchestratorStarted, TaskScheduled + TaskCompleted/TaskFailed, TimerCreated +
- * TimerFired, with ids = each action's sequence number), and run again from the start, until done.
+ * Replays an orchestrator through durable-functions' own executor (the pinned 3.5.0) while playing
+ * the Durable extension's part as its sources describe it, so that what passes here has a chance on
+ * the real host. Every behaviour below was read in the projects' sources (Azure/azure-functions-
+ * durable-extension `src/WebJobs.Extensions.DurableTask/…`, Azure/durabletask `src/DurableTask.Core/…`,
+ * durable-functions `lib/src/…`); the comment at each place names the file and function.
  *
- * Every run must reproduce the actions of the runs before it (determinism under replay). Activities
- * called with retry follow the extension's retry shape: failure, a retry timer, a new attempt, each
- * taking a sequence number.
+ * One episode is what the extension does for one work item (one message by default, or every message
+ * due at the same virtual time with `batchSameTime`); `history` resumes a recorded instance (its
+ * unanswered tasks and unfired timers are delivered again, as their queued messages would be), and
+ * `stopWhen` ends a run right after an episode committed (a deployment):
+ * 1. The orchestrator runs on the whole history, with the binding the extension builds
+ *    (OrchestrationTriggerAttributeBindingProvider.OrchestrationContextToString): `upperSchemaVersion`
+ *    V2 and `upperSchemaVersionNew` V3 (durable-js Orchestrator.handle takes the new one, so replay
+ *    schema V3), `longRunningTimerIntervalDuration` / `maximumShortTimerDuration` of the Azure Storage
+ *    provider (AzureStorageDurabilityProvider: 3 days / 6 days, TimeSpan text) and
+ *    `defaultHttpAsyncRequestSleepTimeMillseconds` (HttpOptions.DefaultAsyncRequestSleepTimeMilliseconds,
+ *    30000). History events carry DTFx's own property names (EventType, EventId, TaskScheduledId …).
+ * 2. The extension replays the orchestrator's actions the way OutOfProcOrchestrationShim
+ *    .ProcessAsyncActionsV2 does for schema V2/V3: one top-level action after the other, each awaited
+ *    (its failure swallowed), WhenAll/WhenAny as Task.WhenAll/WhenAny over their children, each API call
+ *    going to DurableOrchestrationContext and from there to DTFx's TaskOrchestrationContext, which gives
+ *    every scheduled task and timer the next sequence number at the moment it is scheduled
+ *    (TaskOrchestrationContext.ScheduleTaskInternal / CreateTimer: `idCounter++`). Continuations run
+ *    inline as each history event is processed (TaskOrchestrationExecutor.ExecuteCore, with its
+ *    SynchronousTaskScheduler), so a callHttp that answered 202 creates its poll timer when that
+ *    answer is replayed, and schedules the poll GET only when that timer's TimerFired is replayed
+ *    (DurableOrchestrationContext.CallHttpAsync). durable-js numbers the same GET when the 202 arrives
+ *    (CallHttpWithPollingTask.trySetValue → executor.trackOpenTask): when anything else is scheduled
+ *    in between, the two sides disagree on ids. This harness reproduces that disagreement instead of
+ *    hiding it, since it reads the ids the extension would write.
+ * 3. TaskScheduled / TimerCreated events already in the history must match what the replay schedules
+ *    at that id (TaskOrchestrationContext.HandleTaskScheduledEvent / HandleTimerCreatedEvent, else
+ *    NonDeterministicOrchestrationException: the instance fails). What is scheduled and not yet in the
+ *    history becomes new TaskScheduled / TimerCreated events, ids = sequence numbers.
+ * 4. The instance completes (or fails, when the orchestrator reported an error) only once the shim
+ *    has replayed every action and no task is left open (TaskOrchestrationShim.InvokeUserCodeAndHandle
+ *    Results → OutOfProcOrchestrationShim.ScheduleDurableTaskEvents; ExecuteCore's `HasOpenTasks`).
+ *
+ * The world outside: activities run for real at the virtual time; the built-in HTTP activity calls
+ * `http` (TaskHttpActivityShim.RunAsync), and a participant slower than the Durable HTTP client's
+ * fixed 240 s (DurableHttpClientFactory.GetClient: `Timeout = 240 s`) fails the task with .NET's
+ * HttpClient timeout; durable timers fire at their time. Activity retry is DTFx's RetryInterceptor
+ * .Invoke: a failure, a retry timer (firstRetryInterval × backoff^n, capped by the extension's
+ * RetryOptions default MaxRetryInterval of 6 days), a new attempt (each its own id), and after the
+ * last failed attempt one more timer due at once ("Dummy timer for back-compat") before the error
+ * reaches the orchestrator. The action limit (DurableTaskOptions.MaxOrchestrationActions, host.json
+ * `maxOrchestrationActions`, default 100000) is counted as DurableOrchestrationContext
+ * .IncrementActionsOrThrowException does; the exception lands inside an async API call that the shim
+ * awaits and swallows, so the orchestrator never hears of it and the instance waits forever: the
+ * harness reports it as `Running` with nothing left to deliver.
+ *
+ * Stricter than the extension, on purpose: every run must reproduce the orchestrator actions of the
+ * runs before it, inputs and timer times included (DTFx compares names and kinds only).
  */
 
-interface Action {
-  actionType: number;
-  functionName?: string;
-  input?: unknown;
-  retryOptions?: {
-    firstRetryIntervalInMilliseconds: number;
-    maxNumberOfAttempts: number;
-    backoffCoefficient?: number;
-  };
-  fireAt?: string | Date;
-  isCanceled?: boolean;
-  httpRequest?: { method: string; uri: string; content?: string };
+/** A history event as the extension serializes DTFx's HistoryEvent for an out-of-process worker. */
+export interface WireEvent {
+  EventType: number;
+  EventId: number;
+  IsPlayed: boolean;
+  Timestamp: string;
+  [field: string]: unknown;
 }
+
+export const EventType = {
+  ExecutionStarted: 0,
+  ExecutionCompleted: 1,
+  TaskScheduled: 4,
+  TaskCompleted: 5,
+  TaskFailed: 6,
+  TimerCreated: 10,
+  TimerFired: 11,
+  OrchestratorStarted: 12,
+  OrchestratorCompleted: 13,
+} as const;
+
+/** The reserved name of the extension's HTTP activity (HttpOptions.HttpTaskActivityReservedName). */
+export const HTTP_ACTIVITY = 'BuiltIn::HttpActivity';
+/** DurableHttpClientFactory.GetClient. */
+export const HTTP_CLIENT_TIMEOUT_MS = 240_000;
+/** HttpOptions.DefaultAsyncRequestSleepTimeMilliseconds. */
+export const DEFAULT_HTTP_ASYNC_SLEEP_MS = 30_000;
+/** DurableTaskOptions.MaxOrchestrationActions. */
+export const DEFAULT_MAX_ORCHESTRATION_ACTIONS = 100_000;
+const DAY_MS = 86_400_000;
+/** AzureStorageDurabilityProvider.MaximumDelayTime / LongRunningTimerIntervalLength. */
+const MAXIMUM_SHORT_TIMER_MS = 6 * DAY_MS;
+const LONG_TIMER_INTERVAL_MS = 3 * DAY_MS;
+/** RetryOptions (the extension's): DefaultMaxRetryinterval. */
+const DEFAULT_MAX_RETRY_INTERVAL_MS = 6 * DAY_MS;
+/** .NET's HttpClient message when its Timeout elapses (TaskCanceledException). */
+const HTTP_TIMEOUT_MESSAGE =
+  'The request was canceled due to the configured HttpClient.Timeout of 240 seconds elapsing.';
 
 export interface HttpReply {
   statusCode: number;
   content?: string;
-  /** Virtual milliseconds the participant takes (the extension polls meanwhile). */
+  /** Response headers, e.g. Location and Retry-After for a 202. */
+  headers?: Record<string, string>;
+  /** Virtual milliseconds before the answer; past 240 s the Durable HTTP client gives up. */
   durationMs?: number;
+  /** The request never got an answer (connection refused, DNS): an HttpRequestException. */
+  transportError?: string;
+}
+
+export interface HttpRequestSeen {
+  method: string;
+  url: string;
+  body: unknown;
+  headers: Record<string, unknown>;
+  now: number;
 }
 
 export interface ReplayOptions {
@@ -52,99 +124,627 @@ export interface ReplayOptions {
   start: number;
   /** Runs an activity by its function name, at the harness's virtual time. */
   activity: (functionName: string, input: unknown) => Promise<unknown>;
-  http?: (request: { method: string; url: string; body: unknown; now: number }) => HttpReply;
+  /** Answers the built-in HTTP activity: the first POST and every poll GET. Default: 200. */
+  http?: (request: HttpRequestSeen) => HttpReply;
   /** Replace the orchestrator (a fresh process) before this run number: a crash and resume. */
   crashBeforeRun?: number;
   maxRuns?: number;
+  /** ExecutionStarted.Version: host.json `defaultVersion`; '' when none (DurableClient.DefaultVersion). */
+  version?: string;
+  /** host.json `maxOrchestrationActions`. */
+  maxOrchestrationActions?: number;
+  /** Start from a recorded history instead of a new instance: replay it, then carry on. */
+  history?: WireEvent[];
+  /**
+   * Messages due at the same virtual time arrive in one episode (a batch, as a storage provider may
+   * fetch them) instead of one episode each (the default: the order they were sent).
+   */
+  batchSameTime?: boolean;
+  /** Sees the orchestrator's actions (schema V3, as sent) after every run. */
+  observe?: (run: number, orchestratorActions: unknown[]) => void;
+  /** Stop after the episode where this holds (a deployment mid-run); the result is then `Running`. */
+  stopWhen?: (state: { actions: ReplayResult['actions']; runs: number; now: number }) => boolean;
+}
+
+export interface LoggedAction {
+  id: number;
+  kind: 'activity' | 'timer' | 'http';
+  name?: string;
+  input?: unknown;
+  fireAt?: number;
+  url?: string;
+  method?: string;
+  /** Who created a timer besides the orchestrator: a callHttp poll or an activity retry. */
+  purpose?: 'poll' | 'retry';
 }
 
 export interface ReplayResult {
   output: unknown;
+  /** What the instance records as its failure (as the extension words it). */
   error: string | undefined;
+  /** Running: nothing left to deliver and not finished (stuck), or stopped by `stopWhen`. */
+  runtimeStatus: 'Completed' | 'Failed' | 'Running';
   runs: number;
   statuses: unknown[];
-  /** Every action the orchestration issued, in order, with its sequence id. */
-  actions: { id: number; kind: string; name?: string; input?: unknown; fireAt?: number; url?: string }[];
-  history: HistoryEvent[];
+  /** Every task and timer the extension scheduled, in id order, with its DTFx id. */
+  actions: LoggedAction[];
+  history: WireEvent[];
+  /** The orchestrator's actions (schema V3, as sent to the extension) on its last run. */
+  orchestratorActions: unknown[];
 }
 
-const kindOf: Record<number, string> = { 0: 'activity', 1: 'activity', 5: 'timer', 8: 'http' };
+// ---------------------------------------------------------------------------------------------
+// A .NET Task in miniature: continuations run inline, as under DTFx's SynchronousTaskScheduler.
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: string };
+
+class Pending {
+  outcome: Outcome | undefined;
+  private readonly waiters: ((outcome: Outcome) => void)[] = [];
+
+  then(waiter: (outcome: Outcome) => void): void {
+    if (this.outcome) waiter(this.outcome);
+    else this.waiters.push(waiter);
+  }
+
+  settle(outcome: Outcome): void {
+    if (this.outcome) return;
+    this.outcome = outcome;
+    for (const waiter of this.waiters.splice(0)) waiter(outcome);
+  }
+}
+
+/** An async method: runs to its first unfinished await now; an exception faults its task. */
+function asyncMethod(body: Generator<Pending, unknown, Outcome>): Pending {
+  const task = new Pending();
+  const step = (input: Outcome | undefined): void => {
+    let next: IteratorResult<Pending, unknown>;
+    try {
+      next = input === undefined ? body.next() : body.next(input);
+    } catch (error) {
+      task.settle({ ok: false, error: (error as Error).message });
+      return;
+    }
+    if (next.done) task.settle({ ok: true, value: next.value });
+    else next.value.then(step);
+  };
+  step(undefined);
+  return task;
+}
+
+/** `await` that rethrows a failure, inside an asyncMethod body. */
+function* awaitTask(task: Pending): Generator<Pending, unknown, Outcome> {
+  const outcome = yield task;
+  if (!outcome.ok) throw new Error(outcome.error);
+  return outcome.value;
+}
+
+function whenAll(tasks: Pending[]): Pending {
+  const all = new Pending();
+  let left = tasks.length;
+  if (left === 0) all.settle({ ok: true, value: [] });
+  for (const task of tasks)
+    task.then(() => {
+      left -= 1;
+      if (left > 0) return;
+      const failed = tasks.find((t) => t.outcome && !t.outcome.ok);
+      all.settle(failed?.outcome ?? { ok: true, value: null });
+    });
+  return all;
+}
+
+function whenAny(tasks: Pending[]): Pending {
+  const any = new Pending();
+  for (const task of tasks) task.then(() => any.settle({ ok: true, value: null }));
+  return any;
+}
+
+class NonDeterministic extends Error {}
+
+interface Decision {
+  id: number;
+  kind: 'task' | 'timer';
+  name?: string;
+  input?: string;
+  fireAt?: number;
+  purpose?: 'poll' | 'retry';
+}
+
+interface WireAction {
+  actionType: number;
+  functionName?: string;
+  input?: unknown;
+  retryOptions?: {
+    firstRetryIntervalInMilliseconds: number;
+    maxNumberOfAttempts: number;
+    backoffCoefficient?: number;
+    maxRetryIntervalInMilliseconds?: number;
+    retryTimeoutInMilliseconds?: number;
+  };
+  fireAt?: string;
+  isCanceled?: boolean;
+  httpRequest?: {
+    method: string;
+    uri: string;
+    content?: string;
+    headers?: Record<string, unknown>;
+    tokenSource?: unknown;
+    asynchronousPatternEnabled?: boolean;
+  };
+  compoundActions?: WireAction[];
+}
+
+interface HttpResponseWire {
+  statusCode: number;
+  headers?: Record<string, string | string[]>;
+  content?: string;
+}
+
+const header = (response: HttpResponseWire, name: string): string | undefined => {
+  // DurableHttpResponse keeps headers in an OrdinalIgnoreCase dictionary.
+  const key = Object.keys(response.headers ?? {}).find((k) => k.toLowerCase() === name.toLowerCase());
+  if (key === undefined) return undefined;
+  const value = (response.headers as Record<string, string | string[]>)[key] as string | string[];
+  return Array.isArray(value) ? value.join(',') : value;
+};
+
+/**
+ * The extension's side of one episode: DTFx's TaskOrchestrationContext (ids, open tasks, the
+ * actions map checked against history) driven by the shim over the orchestrator's actions.
+ */
+class ExtensionReplay {
+  now = 0;
+  private idCounter = 0;
+  private actionCount = 0;
+  readonly pendingDecisions = new Map<number, Decision>();
+  readonly openTasks = new Map<number, Pending>();
+
+  constructor(
+    private readonly maxActions: number,
+    private readonly defaultHttpSleepMs: number,
+  ) {}
+
+  // --- DTFx TaskOrchestrationContext -------------------------------------------------------
+  scheduleTask(name: string, input: unknown): Pending {
+    const id = this.idCounter++;
+    this.pendingDecisions.set(id, { id, kind: 'task', name, input: JSON.stringify([input]) });
+    const task = new Pending();
+    this.openTasks.set(id, task);
+    return task;
+  }
+
+  createTimer(fireAt: number, purpose?: 'poll' | 'retry', cancel?: CancelToken): Pending {
+    const id = this.idCounter++;
+    this.pendingDecisions.set(id, { id, kind: 'timer', fireAt, ...(purpose ? { purpose } : {}) });
+    const task = new Pending();
+    this.openTasks.set(id, task);
+    cancel?.register(() => {
+      if (task.outcome) return;
+      task.settle({ ok: false, error: 'A task was canceled.' });
+      this.openTasks.delete(id);
+    });
+    return task;
+  }
+
+  handle(event: WireEvent): void {
+    switch (event.EventType) {
+      case EventType.OrchestratorStarted:
+        this.now = Date.parse(event.Timestamp);
+        return;
+      case EventType.TaskScheduled: {
+        const decision = this.pendingDecisions.get(event.EventId);
+        if (!decision)
+          throw new NonDeterministic(
+            `A previous execution of this orchestration scheduled an activity task with sequence ID ${event.EventId} and name '${String(event.Name)}' (version ''), but the current replay execution hasn't (yet?) scheduled this task. Was a change made to the orchestrator code after this instance had already started running?`,
+          );
+        if (decision.kind !== 'task')
+          throw new NonDeterministic(
+            `A previous execution of this orchestration scheduled an activity task with sequence number ${event.EventId} named '${String(event.Name)}', but the current orchestration replay instead produced a CreateTimerOrchestratorAction action with this sequence number. Was a change made to the orchestrator code after this instance had already started running?`,
+          );
+        if (String(event.Name).toLowerCase() !== String(decision.name).toLowerCase())
+          throw new NonDeterministic(
+            `A previous execution of this orchestration scheduled an activity task with sequence number ${event.EventId} named '${String(event.Name)}', but the current orchestration replay instead scheduled an activity task named '${String(decision.name)}' with this sequence number.  Was a change made to the orchestrator code after this instance had already started running?`,
+          );
+        this.pendingDecisions.delete(event.EventId);
+        return;
+      }
+      case EventType.TimerCreated: {
+        const decision = this.pendingDecisions.get(event.EventId);
+        if (!decision)
+          throw new NonDeterministic(
+            `A previous execution of this orchestration scheduled a timer task with sequence number ${event.EventId} but the current replay execution hasn't (yet?) scheduled this task. Was a change made to the orchestrator code after this instance had already started running?`,
+          );
+        if (decision.kind !== 'timer')
+          throw new NonDeterministic(
+            `A previous execution of this orchestration scheduled a timer task with sequence number ${event.EventId} named but the current orchestration replay instead produced a ScheduleTaskOrchestratorAction action with this sequence number. Was a change made to the orchestrator code after this instance had already started running?`,
+          );
+        this.pendingDecisions.delete(event.EventId);
+        return;
+      }
+      case EventType.TaskCompleted:
+        return this.complete(event.TaskScheduledId as number, {
+          ok: true,
+          value: JSON.parse(event.Result as string) as unknown,
+        });
+      case EventType.TaskFailed:
+        return this.complete(event.TaskScheduledId as number, { ok: false, error: String(event.Reason) });
+      case EventType.TimerFired:
+        return this.complete(event.TimerId as number, { ok: true, value: null });
+      default:
+        return;
+    }
+  }
+
+  /** A completion for an id no longer open is logged as a duplicate and dropped (LogDuplicateEvent). */
+  private complete(id: number, outcome: Outcome): void {
+    const task = this.openTasks.get(id);
+    if (!task) return;
+    this.openTasks.delete(id);
+    task.settle(outcome);
+  }
+
+  // --- DurableOrchestrationContext ---------------------------------------------------------
+  private incrementActions(): void {
+    if (this.actionCount >= this.maxActions)
+      throw new Error(
+        `Maximum amount of orchestration actions (${this.maxActions}) has been reached. This value can be configured in host.json file as MaxOrchestrationActions.`,
+      );
+    this.actionCount += 1;
+  }
+
+  /** CallDurableTaskFunctionAsync for an activity, with or without RetryOptions. */
+  private callActivity(name: string, input: unknown, retry?: WireAction['retryOptions']): Pending {
+    return asyncMethod(
+      function* (this: ExtensionReplay): Generator<Pending, unknown, Outcome> {
+        this.incrementActions();
+        return yield* awaitTask(retry ? this.withRetry(name, input, retry) : this.scheduleTask(name, input));
+      }.call(this),
+    );
+  }
+
+  /** DTFx RetryInterceptor.Invoke over ScheduleTask. */
+  private withRetry(name: string, input: unknown, retry: NonNullable<WireAction['retryOptions']>): Pending {
+    return asyncMethod(
+      function* (this: ExtensionReplay): Generator<Pending, unknown, Outcome> {
+        const firstAttempt = this.now;
+        let lastError: string | undefined;
+        for (let retryCount = 0; retryCount < retry.maxNumberOfAttempts; retryCount += 1) {
+          const outcome = yield this.scheduleTask(name, input);
+          if (outcome.ok) return outcome.value;
+          lastError = outcome.error;
+          if (retryCount + 1 === retry.maxNumberOfAttempts) {
+            yield this.createTimer(this.now, 'retry'); // "Dummy timer for back-compat"
+            break;
+          }
+          const expires =
+            retry.retryTimeoutInMilliseconds === undefined
+              ? Infinity
+              : firstAttempt + retry.retryTimeoutInMilliseconds;
+          if (this.now >= expires) break;
+          const delay = Math.min(
+            retry.firstRetryIntervalInMilliseconds * (retry.backoffCoefficient ?? 1) ** retryCount,
+            retry.maxRetryIntervalInMilliseconds ?? DEFAULT_MAX_RETRY_INTERVAL_MS,
+          );
+          if (delay === 0) break;
+          yield this.createTimer(this.now + delay, 'retry');
+        }
+        throw new Error(lastError);
+      }.call(this),
+    );
+  }
+
+  /** IDurableOrchestrationContext.CreateTimer, long timers split as the extension splits them. */
+  private durableTimer(fireAt: number, cancel: CancelToken): Pending {
+    return asyncMethod(
+      function* (this: ExtensionReplay): Generator<Pending, unknown, Outcome> {
+        if (fireAt - this.now <= MAXIMUM_SHORT_TIMER_MS) {
+          this.incrementActions();
+          return yield* awaitTask(this.createTimer(fireAt, undefined, cancel));
+        }
+        let intervalFireAt = this.now + LONG_TIMER_INTERVAL_MS;
+        while (this.now < fireAt && !cancel.canceled) {
+          this.incrementActions();
+          yield* awaitTask(this.createTimer(intervalFireAt, undefined, cancel));
+          const remaining = fireAt - this.now;
+          if (remaining <= 0) break;
+          intervalFireAt = this.now + Math.min(remaining, LONG_TIMER_INTERVAL_MS);
+        }
+        return null;
+      }.call(this),
+    );
+  }
+
+  /** DurableOrchestrationContext.CallHttpAsync: POST, then on 202 a timer and a GET of Location. */
+  private callHttp(request: NonNullable<WireAction['httpRequest']>): Pending {
+    const send = (req: NonNullable<WireAction['httpRequest']>) =>
+      asyncMethod(
+        function* (this: ExtensionReplay): Generator<Pending, unknown, Outcome> {
+          this.incrementActions(); // ScheduleDurableHttpActivityAsync → CallDurableTaskFunctionAsync
+          return yield* awaitTask(this.scheduleTask(HTTP_ACTIVITY, req));
+        }.call(this),
+      );
+    return asyncMethod(
+      function* (this: ExtensionReplay): Generator<Pending, unknown, Outcome> {
+        let response = (yield* awaitTask(send(request))) as HttpResponseWire;
+        while (response.statusCode === 202 && request.asynchronousPatternEnabled) {
+          const retryAfter = header(response, 'Retry-After');
+          if (retryAfter !== undefined && !/^\s*[+-]?\d+\s*$/.test(retryAfter))
+            throw new Error(`The input string '${retryAfter}' was not in a correct format.`); // int.Parse
+          const fireAt =
+            this.now + (retryAfter === undefined ? this.defaultHttpSleepMs : Number(retryAfter) * 1000);
+          this.incrementActions();
+          yield* awaitTask(this.createTimer(fireAt, 'poll'));
+          // CreateLocationPollRequest: Headers["Location"] (throws when absent), then new Uri(location).
+          const location = header(response, 'Location');
+          if (location === undefined)
+            throw new Error("The given key 'Location' was not present in the dictionary.");
+          if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(location))
+            throw new Error('Invalid URI: The format of the URI could not be determined.');
+          const headers = { ...(request.headers ?? {}) };
+          delete headers['x-functions-key'];
+          response = (yield* awaitTask(
+            send({
+              method: 'GET',
+              uri: location,
+              headers,
+              ...(request.tokenSource === undefined ? {} : { tokenSource: request.tokenSource }),
+            }),
+          )) as HttpResponseWire;
+        }
+        return response;
+      }.call(this),
+    );
+  }
+
+  /** OutOfProcOrchestrationShim.InvokeAPIFromAction. */
+  private invoke(action: WireAction): Pending {
+    switch (action.actionType) {
+      case 0:
+        return this.callActivity(action.functionName as string, action.input);
+      case 1:
+        return this.callActivity(action.functionName as string, action.input, action.retryOptions);
+      case 5: {
+        const cancel = new CancelToken();
+        const task = this.durableTimer(Date.parse(action.fireAt as string), cancel);
+        if (action.isCanceled) cancel.cancel();
+        return task;
+      }
+      case 8:
+        return this.callHttp(action.httpRequest as NonNullable<WireAction['httpRequest']>);
+      case 11:
+        return whenAny((action.compoundActions ?? []).map((a) => this.invoke(a)));
+      case 12:
+        return whenAll((action.compoundActions ?? []).map((a) => this.invoke(a)));
+      default:
+        throw new Error(
+          `Received an unexpected action type from the out-of-proc function: '$${action.actionType}'.`,
+        );
+    }
+  }
+
+  /** ProcessAsyncActionsV2: each action awaited in turn, its exceptions ignored. */
+  replayActions(actions: WireAction[]): Pending {
+    return asyncMethod(
+      function* (this: ExtensionReplay): Generator<Pending, unknown, Outcome> {
+        for (const action of actions) yield this.invoke(action);
+        return null;
+      }.call(this),
+    );
+  }
+}
+
+class CancelToken {
+  canceled = false;
+  private readonly callbacks: (() => void)[] = [];
+  register(callback: () => void): void {
+    if (this.canceled) callback();
+    else this.callbacks.push(callback);
+  }
+  cancel(): void {
+    this.canceled = true;
+    for (const callback of this.callbacks.splice(0)) callback();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+interface OrchestratorState {
+  isDone: boolean;
+  actions: WireAction[][];
+  output?: unknown;
+  error?: string;
+  customStatus?: unknown;
+  /** The invocation threw without an orchestrator state. */
+  invocationFailed?: boolean;
+}
+
+/** A message on its way back to the instance: a completion, a failure, a timer. */
+interface Delivery {
+  at: number;
+  order: number;
+  event: Omit<WireEvent, 'Timestamp' | 'IsPlayed' | 'EventId'> & { EventId?: number };
+}
+
+/** The OutOfProcData label durable-js appends to a failure (OutOfProcExceptionHelpers reads it). */
+const OUT_OF_PROC_DATA = '\n\n$OutOfProcData$:';
+
+/** Activities, timers, callHttp and Task.all/any: what routelock's orchestrator uses, and all this models. */
+const MODELLED = new Set([0, 1, 5, 8, 11, 12]);
+function assertModelled(actions: WireAction[]): void {
+  for (const action of actions) {
+    if (!MODELLED.has(action.actionType))
+      throw new Error(
+        `testkit/durableReplay does not model action type ${action.actionType} (sub-orchestrations, entities, external events, continueAsNew)`,
+      );
+    assertModelled(action.compoundActions ?? []);
+  }
+}
+
+const withoutCancel = (actions: unknown): string =>
+  JSON.stringify(actions, (key, value: unknown) => (key === 'isCanceled' ? undefined : value));
 
 export class DurableReplay {
   now: number;
-  private readonly history: HistoryEvent[] = [];
-  private sequence = 0;
-  private processed = 0;
-  private pending: { at: number; events: HistoryEvent[] }[] = [];
-  private readonly log: ReplayResult['actions'] = [];
+  private history: WireEvent[] = [];
+  private readonly deliveries: Delivery[] = [];
+  private order = 0;
+  private readonly log: LoggedAction[] = [];
   private seenActions: string[] = [];
 
   constructor(private readonly options: ReplayOptions) {
     this.now = options.start;
   }
 
-  private opts(): HistoryEventOptions {
-    return new HistoryEventOptions(-1, new Date(this.now));
+  private event(
+    fields: Omit<WireEvent, 'Timestamp' | 'IsPlayed' | 'EventId'> & { EventId?: number },
+    at = this.now,
+  ): WireEvent {
+    return { EventId: -1, IsPlayed: false, ...fields, Timestamp: new Date(at).toISOString() } as WireEvent;
   }
 
   async run(): Promise<ReplayResult> {
     const { options } = this;
-    this.history.push(new OrchestratorStartedEvent(this.opts()));
-    this.history.push(
-      new ExecutionStartedEvent({
-        ...this.opts(),
-        name: options.name,
-        input: JSON.stringify(options.input),
-      } as never),
-    );
+    if (options.history) {
+      this.history = structuredClone(options.history);
+      this.now = Math.max(...this.history.map((e) => Date.parse(e.Timestamp)));
+      this.redeliverOutstanding();
+      this.logRecordedDecisions();
+    } else {
+      this.history.push(this.event({ EventType: EventType.OrchestratorStarted }));
+      this.history.push(
+        this.event({
+          EventType: EventType.ExecutionStarted,
+          OrchestrationInstance: {
+            InstanceId: options.instanceId,
+            ExecutionId: `${options.instanceId}-execution-1`,
+          },
+          Name: options.name,
+          Version: options.version ?? '',
+          Input: JSON.stringify(options.input),
+        }),
+      );
+    }
     let orchestrate = createOrchestrator(options.orchestrator);
     const statuses: unknown[] = [];
-    for (let run = 1; run <= (options.maxRuns ?? 2000); run += 1) {
+    let jsActions: WireAction[] = [];
+    const finish = (
+      runtimeStatus: ReplayResult['runtimeStatus'],
+      runs: number,
+      output: unknown,
+      error?: string,
+    ): ReplayResult => ({
+      output,
+      error,
+      runtimeStatus,
+      runs,
+      statuses,
+      actions: this.log,
+      history: this.history,
+      orchestratorActions: jsActions,
+    });
+    for (let run = 1; run <= (options.maxRuns ?? 5000); run += 1) {
       if (options.crashBeforeRun === run) orchestrate = createOrchestrator(options.orchestrator);
-      let state: {
-        isDone: boolean;
-        actions: Action[][];
-        output?: unknown;
-        error?: string;
-        customStatus?: unknown;
+      // A recorded history's first run only replays it: no message arrived, so no episode to close.
+      const replayOnly = options.history !== undefined && run === 1;
+      const close = (decisions: Decision[], end?: { output?: unknown; failed?: string }) => {
+        if (!replayOnly) this.closeEpisode(decisions, end);
       };
-      try {
-        state = (await orchestrate(
-          new DurableOrchestrationInput(options.instanceId, this.history, options.input) as never,
-          new InvocationContext({ functionName: options.name }),
-        )) as never;
-      } catch (error) {
-        const failed = (error as { state?: typeof state }).state;
-        if (!failed) throw error;
-        state = failed;
-      }
+      const state = await this.runOrchestrator(orchestrate, run);
       if (state.customStatus !== undefined) statuses.push(state.customStatus);
-      const flat = state.actions.flat();
-      this.assertDeterministic(flat, run);
-      if (state.isDone || state.error) {
-        return {
-          output: state.output,
-          error: state.error,
-          runs: run,
-          statuses,
-          actions: this.log,
-          history: this.history,
-        };
+      if (state.invocationFailed) {
+        const reason = `Orchestrator function '${options.name}' failed: ${String(state.error)}`;
+        close([], { failed: reason });
+        return finish('Failed', run, undefined, reason);
       }
-      const fresh = flat.slice(this.processed);
-      this.processed = flat.length;
-      const before = this.history.length;
-      for (const action of fresh) await this.perform(action);
-      // Activities answer at once; only when the orchestration waits on time does the clock move.
-      const answered = this.history.slice(before).some((e) => e.EventType === 5 || e.EventType === 6);
-      if (!answered) this.deliverNext();
+      jsActions = JSON.parse(JSON.stringify(state.actions[0] ?? [])) as WireAction[];
+      options.observe?.(run, jsActions);
+      this.assertDeterministic(jsActions, run);
+      assertModelled(jsActions);
+
+      const extension = new ExtensionReplay(
+        options.maxOrchestrationActions ?? DEFAULT_MAX_ORCHESTRATION_ACTIONS,
+        DEFAULT_HTTP_ASYNC_SLEEP_MS,
+      );
+      let shim: Pending | undefined;
+      try {
+        for (const event of this.history) {
+          if (event.EventType === EventType.ExecutionStarted) shim = extension.replayActions(jsActions);
+          else extension.handle(event);
+        }
+      } catch (error) {
+        if (!(error instanceof NonDeterministic)) throw error;
+        const reason = `Non-Deterministic workflow detected: ${error.message}`;
+        close([], { failed: reason });
+        return finish('Failed', run, undefined, reason);
+      }
+      // The shim's own exception (an action it cannot invoke) fails the instance (ScheduleDurableTaskEvents).
+      if (shim?.outcome && !shim.outcome.ok) {
+        const reason = `Orchestrator function '${options.name}' failed: ${shim.outcome.error}`;
+        close([], { failed: reason });
+        return finish('Failed', run, undefined, reason);
+      }
+      const shimDone = shim?.outcome !== undefined;
+      const settled = shimDone && extension.openTasks.size === 0;
+      const decisions = [...extension.pendingDecisions.values()].sort((a, b) => a.id - b.id);
+      if (settled && state.error !== undefined) {
+        const reason = `Orchestrator function '${options.name}' failed: ${state.error}`;
+        close(decisions, { failed: reason });
+        return finish('Failed', run, undefined, reason);
+      }
+      if (settled && state.isDone) {
+        close(decisions, { output: state.output });
+        return finish('Completed', run, state.output);
+      }
+      close(decisions);
+      // A deployment right after this episode committed: its new messages were never processed.
+      if (options.stopWhen?.({ actions: this.log, runs: run, now: this.now }))
+        return finish('Running', run, undefined);
+      await this.dispatch(decisions);
+      if (!this.deliverNext()) return finish('Running', run, undefined, 'nothing left to deliver');
     }
     throw new Error('orchestration did not finish');
   }
 
+  private async runOrchestrator(
+    orchestrate: ReturnType<typeof createOrchestrator>,
+    run: number,
+  ): Promise<OrchestratorState> {
+    const { options } = this;
+    // The binding as OrchestrationContextToString writes it; JSON round-trip as on the wire.
+    const binding = JSON.parse(
+      JSON.stringify({
+        history: this.history,
+        input: options.input,
+        instanceId: options.instanceId,
+        isReplaying: run > 1,
+        parentInstanceId: null,
+        upperSchemaVersion: 1,
+        upperSchemaVersionNew: 2,
+        longRunningTimerIntervalDuration: '3.00:00:00',
+        maximumShortTimerDuration: '6.00:00:00',
+        defaultHttpAsyncRequestSleepTimeMillseconds: DEFAULT_HTTP_ASYNC_SLEEP_MS,
+      }),
+    ) as unknown;
+    try {
+      return (await orchestrate(
+        binding as never,
+        new InvocationContext({ functionName: options.name }),
+      )) as unknown as OrchestratorState;
+    } catch (error) {
+      // OrchestrationFailureError carries the state after a label (OutOfProcExceptionHelpers).
+      const message = (error as Error).message ?? '';
+      const at = message.indexOf(OUT_OF_PROC_DATA);
+      // Without the state (durable-js itself threw while replaying), the shim fails the instance
+      // with the invocation's message and replays nothing (TaskOrchestrationShim
+      // .InvokeUserCodeAndHandleResults, the branch where TryExtractOutOfProcStateJson finds none).
+      if (at < 0) return { isDone: false, actions: [[]], error: message, invocationFailed: true };
+      return JSON.parse(message.slice(at + OUT_OF_PROC_DATA.length)) as OrchestratorState;
+    }
+  }
+
   /** The actions a replay produces for the part of the history already processed must not change. */
-  private assertDeterministic(flat: Action[], run: number): void {
-    const keys = flat.map((a) => JSON.stringify({ ...a, isCanceled: undefined }));
+  private assertDeterministic(actions: WireAction[], run: number): void {
+    const keys = actions.map((a) => withoutCancel(a));
     for (let i = 0; i < this.seenActions.length; i += 1) {
       if (keys[i] !== this.seenActions[i]) {
         throw new Error(
@@ -155,100 +755,207 @@ export class DurableReplay {
     this.seenActions = keys;
   }
 
-  private async perform(action: Action): Promise<void> {
-    const kind = kindOf[action.actionType];
-    if (kind === 'timer') {
-      const id = this.sequence++;
-      const fireAt = new Date(action.fireAt as string).getTime();
-      this.log.push({ id, kind, fireAt });
-      this.history.push(new TimerCreatedEvent({ ...this.opts(), fireAt } as never));
-      this.schedule(fireAt, [
-        new TimerFiredEvent({ ...this.opts(), timerId: id, fireAt: new Date(fireAt).toISOString() } as never),
-      ]);
-      return;
+  /** End the episode: new TaskScheduled/TimerCreated events, the outcome if any, OrchestratorCompleted. */
+  private closeEpisode(decisions: Decision[], end?: { output?: unknown; failed?: string }): void {
+    for (const decision of decisions) {
+      if (decision.kind === 'timer') {
+        this.history.push(
+          this.event({
+            EventType: EventType.TimerCreated,
+            EventId: decision.id,
+            FireAt: new Date(decision.fireAt as number).toISOString(),
+          }),
+        );
+      } else {
+        this.history.push(
+          this.event({
+            EventType: EventType.TaskScheduled,
+            EventId: decision.id,
+            Name: decision.name,
+            Version: '',
+            Input: decision.input,
+          }),
+        );
+      }
+      this.log.push(this.logged(decision));
     }
-    if (kind === 'http') {
-      const id = this.sequence++;
-      const request = action.httpRequest as NonNullable<Action['httpRequest']>;
-      const body = request.content ? (JSON.parse(request.content) as unknown) : undefined;
-      this.log.push({ id, kind, url: request.uri, input: body });
-      this.history.push(new TaskScheduledEvent({ ...this.opts(), name: 'BuiltIn::HttpActivity' } as never));
-      const reply = this.options.http?.({
-        method: request.method,
-        url: request.uri,
-        body,
-        now: this.now,
-      }) ?? { statusCode: 200 };
-      const at = this.now + (reply.durationMs ?? 0);
-      const result = JSON.stringify({
-        statusCode: reply.statusCode,
-        content: reply.content ?? '',
-        headers: {},
-      });
-      this.schedule(at, [
-        new TaskCompletedEvent({
-          ...new HistoryEventOptions(-1, new Date(at)),
-          taskScheduledId: id,
-          result,
-        } as never),
-      ]);
-      return;
+    if (end)
+      this.history.push(
+        this.event({
+          EventType: EventType.ExecutionCompleted,
+          OrchestrationStatus: end.failed === undefined ? 'Completed' : 'Failed',
+          Result: end.failed === undefined ? JSON.stringify(end.output ?? null) : end.failed,
+        }),
+      );
+    this.history.push(this.event({ EventType: EventType.OrchestratorCompleted }));
+  }
+
+  private logged(decision: Decision): LoggedAction {
+    if (decision.kind === 'timer')
+      return {
+        id: decision.id,
+        kind: 'timer',
+        fireAt: decision.fireAt as number,
+        ...(decision.purpose ? { purpose: decision.purpose } : {}),
+      };
+    const input = (JSON.parse(decision.input as string) as unknown[])[0];
+    if (decision.name !== HTTP_ACTIVITY)
+      return { id: decision.id, kind: 'activity', name: decision.name as string, input };
+    const request = input as NonNullable<WireAction['httpRequest']>;
+    return {
+      id: decision.id,
+      kind: 'http',
+      method: request.method,
+      url: request.uri,
+      input: request.content ? (JSON.parse(request.content) as unknown) : undefined,
+    };
+  }
+
+  /** The decision log of a recorded history, so a resumed run reports the whole instance. */
+  private logRecordedDecisions(): void {
+    for (const e of this.history) {
+      if (e.EventType === EventType.TimerCreated)
+        this.log.push({ id: e.EventId, kind: 'timer', fireAt: Date.parse(e.FireAt as string) });
+      if (e.EventType === EventType.TaskScheduled)
+        this.log.push(
+          this.logged({ id: e.EventId, kind: 'task', name: e.Name as string, input: e.Input as string }),
+        );
     }
-    if (kind !== 'activity') throw new Error(`unexpected action type ${action.actionType}`);
-    const name = action.functionName as string;
-    const retry = action.retryOptions;
-    const attempts = retry?.maxNumberOfAttempts ?? 1;
-    let delay = retry?.firstRetryIntervalInMilliseconds ?? 0;
-    for (let attempt = 1; ; attempt += 1) {
-      const id = this.sequence++;
-      this.log.push({ id, kind, name, input: action.input });
-      this.history.push(new TaskScheduledEvent({ ...this.opts(), name } as never));
+  }
+
+  /** Work the recorded history scheduled and never heard back from: its messages are still queued. */
+  private redeliverOutstanding(): void {
+    const done = new Set(
+      this.history
+        .filter((e) => e.EventType === EventType.TaskCompleted || e.EventType === EventType.TaskFailed)
+        .map((e) => e.TaskScheduledId as number),
+    );
+    const fired = new Set(
+      this.history.filter((e) => e.EventType === EventType.TimerFired).map((e) => e.TimerId as number),
+    );
+    const open: Decision[] = [];
+    for (const e of this.history) {
+      if (e.EventType === EventType.TaskScheduled && !done.has(e.EventId))
+        open.push({ id: e.EventId, kind: 'task', name: e.Name as string, input: e.Input as string });
+      if (e.EventType === EventType.TimerCreated && !fired.has(e.EventId))
+        open.push({ id: e.EventId, kind: 'timer', fireAt: Date.parse(e.FireAt as string) });
+    }
+    this.pendingRedelivery = open;
+  }
+
+  private pendingRedelivery: Decision[] = [];
+
+  /** Carry out the episode's decisions: activities and HTTP calls now, timers at their time. */
+  private async dispatch(decisions: Decision[]): Promise<void> {
+    const all = [...this.pendingRedelivery.splice(0), ...decisions];
+    for (const decision of all) {
+      const order = this.order++;
+      if (decision.kind === 'timer') {
+        const fireAt = decision.fireAt as number;
+        this.deliveries.push({
+          at: fireAt,
+          order,
+          event: {
+            EventType: EventType.TimerFired,
+            TimerId: decision.id,
+            FireAt: new Date(fireAt).toISOString(),
+          },
+        });
+        continue;
+      }
+      const input = (JSON.parse(decision.input as string) as unknown[])[0];
+      if (decision.name === HTTP_ACTIVITY) {
+        this.deliveries.push({
+          ...this.callParticipant(decision.id, input as NonNullable<WireAction['httpRequest']>),
+          order,
+        });
+        continue;
+      }
       try {
-        const value = await this.options.activity(name, action.input);
-        this.history.push(new OrchestratorStartedEvent(this.opts()));
-        this.history.push(
-          new TaskCompletedEvent({
-            ...this.opts(),
-            taskScheduledId: id,
-            result: JSON.stringify(value ?? null),
-          } as never),
-        );
-        return;
+        const value = await this.options.activity(decision.name as string, input);
+        this.deliveries.push({
+          at: this.now,
+          order,
+          event: {
+            EventType: EventType.TaskCompleted,
+            TaskScheduledId: decision.id,
+            Result: JSON.stringify(value ?? null),
+          },
+        });
       } catch (error) {
-        this.history.push(new OrchestratorStartedEvent(this.opts()));
-        this.history.push(
-          new TaskFailedEvent({
-            ...this.opts(),
-            taskScheduledId: id,
-            reason: (error as Error).message,
-            details: 'activity failed',
-          } as never),
-        );
-        if (attempt >= attempts) return;
-        // The extension waits out the retry interval on a timer, then schedules the next attempt.
-        const timerId = this.sequence++;
-        this.now += delay;
-        this.history.push(new TimerCreatedEvent({ ...this.opts(), fireAt: this.now } as never));
-        this.history.push(new OrchestratorStartedEvent(this.opts()));
-        this.history.push(
-          new TimerFiredEvent({ ...this.opts(), timerId, fireAt: new Date(this.now).toISOString() } as never),
-        );
-        delay *= retry?.backoffCoefficient ?? 1;
+        // TaskActivityShim: the function's failure becomes a TaskFailureException with this reason.
+        const message = (error as Error).message;
+        this.deliveries.push({
+          at: this.now,
+          order,
+          event: {
+            EventType: EventType.TaskFailed,
+            TaskScheduledId: decision.id,
+            Reason: `Activity function '${String(decision.name)}' failed: ${message}`,
+            Details: JSON.stringify({ message }),
+          },
+        });
       }
     }
   }
 
-  private schedule(at: number, events: HistoryEvent[]): void {
-    this.pending.push({ at, events });
+  /** TaskHttpActivityShim.RunAsync with the 240 s client. */
+  private callParticipant(
+    id: number,
+    request: NonNullable<WireAction['httpRequest']>,
+  ): Omit<Delivery, 'order'> {
+    const reply = this.options.http?.({
+      method: request.method,
+      url: request.uri,
+      body: request.content ? (JSON.parse(request.content) as unknown) : undefined,
+      headers: request.headers ?? {},
+      now: this.now,
+    }) ?? { statusCode: 200 };
+    const duration = reply.durationMs ?? 0;
+    if (reply.transportError !== undefined || duration > HTTP_CLIENT_TIMEOUT_MS) {
+      const timedOut = reply.transportError === undefined;
+      const message = timedOut ? HTTP_TIMEOUT_MESSAGE : (reply.transportError as string);
+      const errorType = timedOut
+        ? 'System.Threading.Tasks.TaskCanceledException'
+        : 'System.Net.Http.HttpRequestException';
+      return {
+        at: this.now + Math.min(duration, HTTP_CLIENT_TIMEOUT_MS),
+        event: {
+          EventType: EventType.TaskFailed,
+          TaskScheduledId: id,
+          Reason: message,
+          Details: JSON.stringify({ ClassName: errorType, Message: message }),
+          FailureDetails: { ErrorType: errorType, ErrorMessage: message, IsNonRetriable: false },
+        },
+      };
+    }
+    return {
+      at: this.now + duration,
+      event: {
+        EventType: EventType.TaskCompleted,
+        TaskScheduledId: id,
+        Result: JSON.stringify({
+          statusCode: reply.statusCode,
+          headers: reply.headers ?? {},
+          content: reply.content ?? '',
+        }),
+      },
+    };
   }
 
-  /** Deliver whatever is due next on the virtual clock, as the extension would wake the orchestration. */
-  private deliverNext(): void {
-    if (this.pending.length === 0) return;
-    this.pending.sort((a, b) => a.at - b.at);
-    const next = this.pending.shift() as { at: number; events: HistoryEvent[] };
-    this.now = Math.max(this.now, next.at);
-    this.history.push(new OrchestratorStartedEvent(this.opts()));
-    this.history.push(...next.events);
+  /** Wake the instance with what is due next on the virtual clock (one message, or all due then). */
+  private deliverNext(): boolean {
+    if (this.deliveries.length === 0) return false;
+    this.deliveries.sort((a, b) => a.at - b.at || a.order - b.order);
+    const at = (this.deliveries[0] as Delivery).at;
+    const due = this.options.batchSameTime
+      ? this.deliveries.filter((d) => d.at === at)
+      : this.deliveries.slice(0, 1);
+    this.deliveries.splice(0, due.length);
+    this.now = Math.max(this.now, at);
+    for (const e of this.history) e.IsPlayed = true;
+    this.history.push(this.event({ EventType: EventType.OrchestratorStarted }));
+    for (const d of due) this.history.push(this.event(d.event));
+    return true;
   }
 }

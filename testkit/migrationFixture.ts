@@ -7,7 +7,7 @@ import { newMigrationRecord } from '../shared/migration/records';
 import type { ActivityName, MigrationInput } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/router';
-import { TokenKeyring } from '../shared/security/tokenKeys';
+import { type LockSeed, TokenKeyring } from '../shared/security/tokenKeys';
 import type { LocationStore } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
@@ -40,13 +40,16 @@ export async function migrationFixture<S extends LocationStore = SqliteStore>(op
   source: Location;
   target: Location;
   store?: S;
+  /** A fixed key ring and seed make a run reproducible (recorded Durable histories); default: fresh. */
+  keyring?: TokenKeyring;
+  seed?: LockSeed;
 }): Promise<MigrationFixture<S>> {
   const { config, start, source, target } = options;
   const clock = new ManualClock(start);
   const store = options.store ?? (new SqliteStore(':memory:') as LocationStore as S);
   const router = new Router({ store, timing: config.timing, clock: clock.now });
   const records = new SqliteMigrationState(':memory:');
-  const keyring = TokenKeyring.ephemeral();
+  const keyring = options.keyring ?? TokenKeyring.ephemeral();
   const activities = createActivities(router, config.timing, { keyring, records });
   await router.createRoute('conv-1', source);
   const input: MigrationInput = {
@@ -55,7 +58,7 @@ export async function migrationFixture<S extends LocationStore = SqliteStore>(op
     resourceId: 'conv-1',
     target,
     settings: migrationSettings(config),
-    lock: keyring.newSeed(),
+    lock: options.seed ?? keyring.newSeed(),
   };
   await records.create(newMigrationRecord(input, new Date(start).toISOString()));
   const activityByFunction = new Map(

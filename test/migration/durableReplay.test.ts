@@ -4,17 +4,22 @@ import { migrationFixture } from '../../testkit/migrationFixture';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { FaultyStore } from '../../testkit/faultyStore';
-import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
+import { DurableReplay, EventType, type HttpReply, type ReplayResult } from '../../testkit/durableReplay';
+import {
+  type InputVersion,
+  SOURCE,
+  START,
+  TARGET,
+  V1,
+  durableMigration,
+  participantJobs,
+} from '../support/durableMigrations';
 
 /**
  * The Durable orchestrator replayed through durable-functions' own executor (pinned version), with
  * the real activities against a real store on a virtual clock. Proves it is deterministic under replay
  * and uses the API the way the engine expects.
  */
-
-const SOURCE = { region: 'westeurope', account: 'chatweu01' };
-const TARGET = { region: 'eastus', account: 'chatuse01' };
-const START = Date.UTC(2026, 2, 1);
 
 async function setup(env: Record<string, string> = {}, participants: { name: string; url: string }[] = []) {
   const config = parseConfig({ ...env, ROUTELOCK_PARTICIPANTS: JSON.stringify(participants) });
@@ -58,6 +63,10 @@ async function setup(env: Record<string, string> = {}, participants: { name: str
   };
   return { config, store, records, input, make, activities, keyring };
 }
+
+/** A participant request, on either path: Durable's callHttp (v1) or the callParticipant activity. */
+const isParticipantCall = (a: { kind: string; name?: string }) =>
+  a.kind === 'http' || a.name === 'migrationCallParticipant';
 
 const names = (actions: { kind: string; name?: string }[]) =>
   actions.map((a) => (a.kind === 'activity' ? a.name : a.kind));
@@ -116,38 +125,6 @@ describe('Durable orchestrator replayed through the real engine', () => {
     expect((await h.records.get('m-1'))?.status).toMatchObject({ status: 'Completed' });
     expect((await h.records.get('m-1'))?.done).toBe(true);
     expect(result.statuses.at(-1)).toMatchObject({ status: 'Completed', phase: 'swapped' });
-  });
-
-  test('participants: the copy races a renewal timer; the hard-delete lock is renewed while it runs', async () => {
-    const participants = [
-      { name: 'messages', url: 'https://messages.test/migrate' },
-      { name: 'media', url: 'https://media.test/migrate' },
-    ];
-    const h = await setup({}, participants);
-    const calls: string[] = [];
-    const jobsEnd = new Map<string, number>();
-    const result = await h
-      .make({
-        // A participant job: the first POST starts it, a repeated POST answers when the same job ends.
-        http: ({ url, body, now }) => {
-          const step = (body as { step: string }).step;
-          const job = `${new URL(url).host}:${step}`;
-          calls.push(job);
-          const length = job === 'messages.test:bulkCopy' ? 5 * 3600_000 : 1000; // 5 h of virtual time
-          if (!jobsEnd.has(job)) jobsEnd.set(job, now + length);
-          return { statusCode: 200, durationMs: Math.max(0, (jobsEnd.get(job) as number) - now) };
-        },
-      })
-      .run();
-    expect((result.output as MigrationStatus).status).toBe('Completed');
-    const sequence = names(result.actions);
-    const firstRenew = sequence.indexOf('migrationRenew');
-    expect(firstRenew).toBeGreaterThan(sequence.indexOf('http'));
-    expect(sequence.filter((n) => n === 'migrationRenew').length).toBeGreaterThanOrEqual(2); // 2 h cadence over 5 h
-    // after each renewal the participant still copying is asked again (idempotent POST), never raced twice
-    expect(calls.filter((c) => c === 'messages.test:bulkCopy').length).toBeGreaterThanOrEqual(3);
-    expect(calls.filter((c) => c === 'media.test:bulkCopy')).toHaveLength(1);
-    expect(calls.filter((c) => c.endsWith('deltaCopy'))).toHaveLength(2);
   });
 
   test('a failing participant: Failed with the reason, and release is called with the token', async () => {
@@ -240,5 +217,201 @@ describe('why the workflow races fresh tasks only', () => {
     );
     // The copy finishes at 1.5 s, before the second timer: a correct run answers 'copy' with one call.
     expect(outcome).not.toEqual({ output: 'copy', http: 1 });
+  });
+});
+
+/**
+ * Scenarios per input version: each runs today's orchestrator through the faithful harness and must
+ * pass. VERSIONS grows at merge: the callParticipant path (input `workflowVersion: 2`, participants
+ * answering 202 + Location) is added as a second entry and must pass the same scenarios.
+ */
+// At merge (tried on a trial merge with i17-contract: all scenarios pass for both), add:
+//   const V2: InputVersion = {
+//     label: 'v2 (workflowVersion 2, callParticipant)', answers: 'async',
+//     toInput: (i) => ({ ...i, workflowVersion: 2 }),
+//     connect: (activities, http, now) => {
+//       activities.callParticipant = async (call) => {
+//         const url = call.method === 'POST' ? call.participantUrl : call.url;
+//         const reply = http({ method: call.method, url, body: call.method === 'POST' ? call.body : undefined, headers: {}, now: now() });
+//         const slow = reply.transportError !== undefined || (reply.durationMs ?? 0) > call.timeoutSeconds * 1000;
+//         const retryAfter = reply.headers?.['Retry-After'];
+//         return { ok: true, value: { status: slow ? 0 : reply.statusCode, body: reply.content ?? null,
+//           ...(reply.headers?.Location ? { location: reply.headers.Location } : {}),
+//           ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}) } };
+//       };
+//     },
+//   };
+const VERSIONS: InputVersion[] = [V1];
+const ONE = [{ name: 'messages', url: 'https://messages.test/migrate' }];
+const TWO = [...ONE, { name: 'media', url: 'https://media.test/migrate' }];
+/** A 300 s hard-delete and write lease: renewed every 100 s, so a copy of a few minutes races renewals. */
+const SHORT_LEASES = { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300', ROUTELOCK_WRITE_LEASE_SECONDS: '300' };
+
+describe.each(VERSIONS)('faithful harness scenarios, input $label', (version) => {
+  test('one participant answering 200: Completed, route moved, each copy one call', async () => {
+    const m = await durableMigration({ participants: ONE, version });
+    const participant = participantJobs({ answers: version.answers, durationMs: () => 20_000 });
+    const result = await m.make({ http: participant.http }).run();
+    expect(result).toMatchObject({ runtimeStatus: 'Completed', error: undefined });
+    expect((result.output as MigrationStatus).status).toBe('Completed');
+    expect(participant.calls.filter((c) => c.method === 'POST').map((c) => c.job)).toEqual([
+      'messages.test:bulkCopy:1',
+      'messages.test:deltaCopy:1',
+    ]);
+    expect((await m.store.read('conv-1', { from: 'writeRegion' })).doc).toMatchObject({
+      location: TARGET,
+      lock: null,
+    });
+  });
+
+  test('renewals race a long copy: the participant takes 230 s (inside the 240 s client limit)', async () => {
+    const m = await durableMigration({ env: SHORT_LEASES, participants: TWO, version });
+    const participant = participantJobs({
+      answers: version.answers,
+      durationMs: (job) => (job.host === 'messages.test' && job.step === 'bulkCopy' ? 230_000 : 5_000),
+    });
+    const result = await m.make({ http: participant.http }).run();
+    expect(result.runtimeStatus).toBe('Completed');
+    expect((result.output as MigrationStatus).status).toBe('Completed');
+    const sequence = names(result.actions);
+    const firstCopy = result.actions.findIndex(isParticipantCall);
+    const renewals = sequence.filter((n, i) => n === 'migrationRenew' && i > firstCopy);
+    expect(renewals.length).toBeGreaterThanOrEqual(2); // at 100 s and 200 s of the bulk copy
+    // one job per participant and step, whether asked again (v1: POST after each renewal) or polled
+    const jobs = new Set(participant.calls.map((c) => c.job));
+    expect([...jobs].filter((j) => j.includes(':bulkCopy:')).sort()).toEqual([
+      'media.test:bulkCopy:1',
+      'messages.test:bulkCopy:1',
+    ]);
+    expect(
+      participant.calls.filter((c) => c.job === 'messages.test:bulkCopy:1').length,
+    ).toBeGreaterThanOrEqual(3);
+    const media = participant.calls.filter((c) => c.job === 'media.test:bulkCopy:1' && c.method === 'POST');
+    expect(media).toHaveLength(1); // the finished job is not asked again
+  });
+
+  test('a participant slower than 240 s: the Durable HTTP client gives up, the attempt is retried, then Failed', async () => {
+    const m = await durableMigration({ participants: ONE, version, env: { ROUTELOCK_RETRY_ATTEMPTS: '2' } });
+    const participant = participantJobs({ answers: 'sync', durationMs: () => 600_000 });
+    const result = await m.make({ http: participant.http }).run();
+    const status = result.output as MigrationStatus;
+    expect(status.status).toBe('Failed');
+    expect(status.error).toMatch(/participant messages answered nothing to bulkCopy/);
+    if (!version.connect) {
+      // through Durable's callHttp: the built-in HTTP activity failed on its client's timeout
+      const timedOut = result.history.filter((e) => e.EventType === EventType.TaskFailed);
+      expect(timedOut[0]?.Reason).toMatch(/HttpClient.Timeout of 240 seconds/);
+    }
+  });
+
+  test('activity retries exhausted (store down): Failed with the reason, the lock released', async () => {
+    const m = await durableMigration({ participants: ONE, version, env: { ROUTELOCK_RETRY_ATTEMPTS: '3' } });
+    m.outage.set('escalate', 3); // every attempt of the first escalation
+    const participant = participantJobs({ answers: version.answers, durationMs: () => 1000 });
+    const result = await m.make({ http: participant.http }).run();
+    expect(result.runtimeStatus).toBe('Completed');
+    const status = result.output as MigrationStatus;
+    expect(status).toMatchObject({ status: 'Failed', phase: 'released' });
+    expect(status.error).toMatch(/Store throttled \(429\)/);
+    // three attempts, two retry timers with backoff, and the extension's timer after the last failure
+    const retry = result.actions.filter((a) => a.purpose === 'retry');
+    const attempts = result.actions.filter((a) => a.name === 'migrationEscalate');
+    expect(attempts).toHaveLength(3);
+    const fired = (i: number) => (retry[i]?.fireAt as number) - START;
+    expect(retry).toHaveLength(3);
+    expect(fired(1) - fired(0)).toBe(m.input.settings.retryIntervalSeconds * 2 * 1000);
+    expect((await m.store.read('conv-1', { from: 'writeRegion' })).doc).toMatchObject({
+      location: SOURCE,
+      lock: null,
+    });
+  });
+
+  test('a crash mid-copy: a new process replays the stored history, the copy is asked again, it finishes the same', async () => {
+    const clean = await (async () => {
+      const m = await durableMigration({ participants: ONE, version, reproducible: true });
+      const participant = participantJobs({ answers: version.answers, durationMs: () => 60_000 });
+      return m.make({ http: participant.http }).run();
+    })();
+    const m = await durableMigration({ participants: ONE, version, reproducible: true });
+    const participant = participantJobs({ answers: version.answers, durationMs: () => 60_000 });
+    // the process dies right after the episode that sent the bulk copy: its answer is never processed
+    const stopped = await m
+      .make({ http: participant.http, stopWhen: ({ actions }) => actions.some(isParticipantCall) })
+      .run();
+    expect(stopped.runtimeStatus).toBe('Running');
+    const resumed = await m.make({ history: stopped.history, http: participant.http }).run();
+    expect(resumed).toMatchObject({ runtimeStatus: 'Completed', output: clean.output });
+    expect(
+      participant.calls.filter((c) => c.job === 'messages.test:bulkCopy:1').length,
+    ).toBeGreaterThanOrEqual(1);
+    expect((await m.store.read('conv-1', { from: 'writeRegion' })).doc).toMatchObject({
+      location: TARGET,
+      lock: null,
+    });
+  });
+});
+
+describe('negative control: the harness catches what the real extension does to a polled callHttp', () => {
+  const run202 = async (participants: typeof ONE) => {
+    const m = await durableMigration({ participants, env: SHORT_LEASES });
+    const participant = participantJobs({ answers: 'async', durationMs: () => 60_000 });
+    const result = await m
+      .make({ http: participant.http })
+      .run()
+      .catch((e: Error) => ({ thrown: e.message }));
+    return { result, participant };
+  };
+
+  test('one participant: the race ends, its canceled timer lets the replay run ahead of the poll timer', async () => {
+    // On replay the shim sees the race timer canceled, so Task.WhenAny completes at once and the next
+    // action takes the id the extension gave the poll timer when the 202 arrived.
+    const { result } = await run202(ONE);
+    expect(result).toMatchObject({ runtimeStatus: 'Failed' });
+    expect((result as ReplayResult).error).toMatch(
+      /^Non-Deterministic workflow detected: A previous execution of this orchestration scheduled a timer task with sequence number \d+ named but the current orchestration replay instead produced a ScheduleTaskOrchestratorAction/,
+    );
+  });
+
+  test('one participant copying past a renewal: the renewal activity receives the participant’s 202', async () => {
+    // The renewal timer and a poll timer fire together: the extension schedules the renewal first
+    // (id n) and the poll GET at its timer (n + 1); durable-js had numbered that GET n when the 202
+    // came. The renewal's answer goes to the GET, the GET's 202 to the renewal, and the workflow
+    // reads the 202 as a refused renewal: the migration fails and releases the lock.
+    const m = await durableMigration({ participants: ONE, env: SHORT_LEASES });
+    const participant = participantJobs({ answers: 'async', durationMs: () => 150_000 });
+    const result = await m.make({ http: participant.http }).run();
+    expect(result.runtimeStatus).toBe('Completed');
+    expect(result.output).toMatchObject({
+      status: 'Failed',
+      phase: 'released',
+      error: 'bulkCopy: undefined: undefined; lock released',
+    });
+    const scheduled = result.history.filter((e) => e.EventType === EventType.TaskScheduled);
+    const renew = scheduled.find((e) => e.Name === 'migrationRenew');
+    // the next task the extension schedules is the poll GET, numbered right after the renewal
+    expect(scheduled[scheduled.indexOf(renew as never) + 1]).toMatchObject({
+      EventId: (renew?.EventId as number) + 1,
+      Name: 'BuiltIn::HttpActivity',
+    });
+    const renewed = result.history.find(
+      (e) => e.EventType === EventType.TaskCompleted && e.TaskScheduledId === renew?.EventId,
+    );
+    expect(JSON.parse(renewed?.Result as string)).toMatchObject({ ok: true }); // the renewal itself succeeded
+  });
+
+  test('two participants: the poll GET ids diverge and durable-js reads a timer as an HTTP answer', async () => {
+    const { result } = await run202(TWO);
+    expect(result).toMatchObject({
+      runtimeStatus: 'Failed',
+      error:
+        "Orchestrator function 'migrationOrchestrator' failed: Cannot read properties of undefined (reading 'statusCode')",
+    });
+  });
+
+  test('the control: the same participants answering 200 when done pass (the 202 polling is what fails)', async () => {
+    const m = await durableMigration({ participants: TWO, env: SHORT_LEASES });
+    const participant = participantJobs({ answers: 'sync', durationMs: () => 60_000 });
+    const result = await m.make({ http: participant.http }).run();
+    expect(result).toMatchObject({ runtimeStatus: 'Completed', output: { status: 'Completed' } });
   });
 });

@@ -1,0 +1,133 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { MigrationInput } from '../../shared/migration/types';
+import { EventType, HTTP_ACTIVITY, type ReplayOptions, type WireEvent } from '../../testkit/durableReplay';
+import { type InputVersion, V1, durableMigration, participantJobs } from './durableMigrations';
+
+/**
+ * Durable histories recorded with the orchestrator of the day through the faithful harness, kept as
+ * fixtures (test/fixtures/durable/<name>.json) so a later orchestrator must replay them: the
+ * instances a deployment finds running. Everything in them is reproducible: virtual clock, fixed key
+ * ring and seed (public, see FIXTURE_KEYRING), ETags numbered in write order, participants scripted.
+ * Regenerate with `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`
+ * — only when a new workflow version is added; a fixture of a version still deployed never changes.
+ */
+
+export const FIXTURE_DIR = join(__dirname, '..', 'fixtures', 'durable');
+
+export interface HistoryScenario {
+  name: string;
+  description: string;
+  participants: { name: string; url: string }[];
+  env: Record<string, string>;
+  /** How long each participant job takes (virtual ms); its POST answers 200 when it ends. */
+  jobMs: number;
+  /** Stop mid-run (a deployment): after the episode where this holds. */
+  stopWhen?: ReplayOptions['stopWhen'];
+}
+
+const MESSAGES = [{ name: 'messages', url: 'https://messages.test/migrate' }];
+
+export const SCENARIOS: HistoryScenario[] = [
+  {
+    name: 'v1-no-participants',
+    description: 'a migration without participants, completed',
+    participants: [],
+    env: {},
+    jobMs: 0,
+  },
+  {
+    name: 'v1-one-participant',
+    description: 'one participant answering 200 to each copy after 20 s, completed',
+    participants: MESSAGES,
+    env: {},
+    jobMs: 20_000,
+  },
+  {
+    name: 'v1-mid-bulk-copy',
+    description:
+      'one participant whose bulk copy takes 230 s, 300 s leases (renewed every 100 s); stopped right after the first renewal was scheduled mid-copy',
+    participants: MESSAGES,
+    env: { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300', ROUTELOCK_WRITE_LEASE_SECONDS: '300' },
+    jobMs: 230_000,
+    stopWhen: ({ actions }) => {
+      const copy = actions.findIndex((a) => a.kind === 'http');
+      return copy >= 0 && actions.slice(copy).some((a) => a.name === 'migrationRenew');
+    },
+  },
+];
+
+export interface RecordedHistory {
+  name: string;
+  description: string;
+  regenerate: string;
+  input: MigrationInput;
+  /** The orchestrator's actions (schema V3) on its last run over `history`. */
+  orchestratorActions: unknown[];
+  history: WireEvent[];
+  result: { runtimeStatus: string; output: unknown };
+}
+
+/** One scenario's migration: store, record, input and harness, fresh and reproducible. */
+export async function scenarioMigration(scenario: HistoryScenario, version: InputVersion = V1) {
+  const m = await durableMigration({
+    participants: scenario.participants,
+    env: scenario.env,
+    version,
+    reproducible: true,
+  });
+  const participant = participantJobs({ answers: version.answers, durationMs: () => scenario.jobMs });
+  return { ...m, participant };
+}
+
+export async function recordHistory(scenario: HistoryScenario): Promise<RecordedHistory> {
+  const m = await scenarioMigration(scenario);
+  const result = await m
+    .make({ http: m.participant.http, ...(scenario.stopWhen ? { stopWhen: scenario.stopWhen } : {}) })
+    .run();
+  return {
+    name: scenario.name,
+    description: scenario.description,
+    regenerate: 'ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts',
+    input: m.input,
+    orchestratorActions: result.orchestratorActions,
+    history: result.history,
+    result: { runtimeStatus: result.runtimeStatus, output: result.output ?? null },
+  };
+}
+
+export const fixturePath = (name: string): string => join(FIXTURE_DIR, `${name}.json`);
+
+export function readHistory(name: string): RecordedHistory {
+  return JSON.parse(readFileSync(fixturePath(name), 'utf8')) as RecordedHistory;
+}
+
+export function writeHistory(recorded: RecordedHistory): void {
+  writeFileSync(fixturePath(recorded.name), `${JSON.stringify(recorded, null, 2)}\n`);
+}
+
+/**
+ * Bring a fresh store to where a recorded history left it: run the activities the history shows
+ * completed, in order, at their recorded times. Each must answer what it answered then (the
+ * activities of the day still understand the inputs old instances hand them). Returns mismatches.
+ */
+export async function replayActivities(
+  recorded: RecordedHistory,
+  runActivity: (fn: string, input: unknown, now: number) => Promise<unknown>,
+): Promise<string[]> {
+  const results = new Map<number, WireEvent>();
+  for (const e of recorded.history)
+    if (e.EventType === EventType.TaskCompleted || e.EventType === EventType.TaskFailed)
+      results.set(e.TaskScheduledId as number, e);
+  const mismatches: string[] = [];
+  for (const e of recorded.history) {
+    if (e.EventType !== EventType.TaskScheduled || e.Name === HTTP_ACTIVITY) continue;
+    const answer = results.get(e.EventId);
+    if (answer?.EventType !== EventType.TaskCompleted) continue;
+    const input = (JSON.parse(e.Input as string) as unknown[])[0];
+    const value = await runActivity(e.Name as string, input, Date.parse(e.Timestamp));
+    if (JSON.stringify(value ?? null) !== answer.Result)
+      mismatches.push(`${e.EventId} ${String(e.Name)}: ${JSON.stringify(value)} ≠ ${String(answer.Result)}`);
+  }
+  return mismatches;
+}
