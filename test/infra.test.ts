@@ -16,6 +16,7 @@ import { appRoles } from '../functions/http/auth';
 import { MAX_BODY_BYTES } from '../functions/http/validation';
 import { configVariables } from '../shared/config';
 import { type Profile, type ProfileVariable, profiles } from '../shared/profiles';
+import { WORKFLOW_VERSION } from '../shared/migration/types';
 import {
   type ArmResource,
   type ArmTemplate,
@@ -484,7 +485,7 @@ test('Flex Consumption, Node, a user-assigned identity, the azd service tag, and
   expect(read('azure.yaml')).toMatch(/api:\s*\n\s*project: \.\s*\n\s*language: ts\s*\n\s*host: function/);
 });
 
-test('host.json: Host.Results at Information, extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues 30 s apart, no instance overwrite', () => {
+test('host.json: Host.Results at Information, extension bundle [4.32.0, 5.0.0), task hub from a setting, 5 dequeues 30 s apart, no instance overwrite, the workflow version as the orchestration version', () => {
   const host = JSON.parse(read('host.json')) as {
     logging: { logLevel: Record<string, string> };
     extensionBundle: { version: string };
@@ -495,9 +496,15 @@ test('host.json: Host.Results at Information, extension bundle [4.32.0, 5.0.0), 
   };
   // the range the Durable Task Scheduler docs require of non-.NET apps for the azureManaged provider
   expect(host.extensionBundle.version).toBe('[4.32.0, 5.0.0)');
+  // Orchestration versioning (bundle 4.26+; docs/design.md §6.7): new instances carry the workflow version,
+  // and a worker still on older code never picks up an instance of a newer version mid-deploy ("2.0",
+  // not "2": the extension compares parsable versions numerically, anything else as strings).
   expect(host.extensions.durableTask).toEqual({
     hubName: '%ROUTELOCK_TASK_HUB%',
     overridableExistingInstanceStates: 'NonRunningStates',
+    defaultVersion: `${WORKFLOW_VERSION}.0`,
+    versionMatchStrategy: 'CurrentOrOlder',
+    versionFailureStrategy: 'Reject',
   });
   expect(host.extensions.queues.maxDequeueCount).toBe(5);
   // a failed message is visible again after this backoff (the host's default 0 spends all five

@@ -11,6 +11,7 @@ import {
   START,
   TARGET,
   V1,
+  V2,
   durableMigration,
   participantJobs,
 } from '../support/durableMigrations';
@@ -222,26 +223,10 @@ describe('why the workflow races fresh tasks only', () => {
 
 /**
  * Scenarios per input version: each runs today's orchestrator through the faithful harness and must
- * pass. VERSIONS grows at merge: the callParticipant path (input `workflowVersion: 2`, participants
- * answering 202 + Location) is added as a second entry and must pass the same scenarios.
+ * pass: version 1 (callHttp, kept for its histories) and version 2 (callParticipant, participants
+ * answering 202 + Location).
  */
-// At merge (tried on a trial merge with i17-contract: all scenarios pass for both), add:
-//   const V2: InputVersion = {
-//     label: 'v2 (workflowVersion 2, callParticipant)', answers: 'async',
-//     toInput: (i) => ({ ...i, workflowVersion: 2 }),
-//     connect: (activities, http, now) => {
-//       activities.callParticipant = async (call) => {
-//         const url = call.method === 'POST' ? call.participantUrl : call.url;
-//         const reply = http({ method: call.method, url, body: call.method === 'POST' ? call.body : undefined, headers: {}, now: now() });
-//         const slow = reply.transportError !== undefined || (reply.durationMs ?? 0) > call.timeoutSeconds * 1000;
-//         const retryAfter = reply.headers?.['Retry-After'];
-//         return { ok: true, value: { status: slow ? 0 : reply.statusCode, body: reply.content ?? null,
-//           ...(reply.headers?.Location ? { location: reply.headers.Location } : {}),
-//           ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}) } };
-//       };
-//     },
-//   };
-const VERSIONS: InputVersion[] = [V1];
+const VERSIONS: InputVersion[] = [V1, V2];
 const ONE = [{ name: 'messages', url: 'https://messages.test/migrate' }];
 const TWO = [...ONE, { name: 'media', url: 'https://media.test/migrate' }];
 /** A 300 s hard-delete and write lease: renewed every 100 s, so a copy of a few minutes races renewals. */

@@ -96,8 +96,44 @@ export interface InputVersion {
 /** Version 1: inputs without `workflowVersion`, participants called by Durable's callHttp. */
 export const V1: InputVersion = {
   label: 'v1 (no workflowVersion, callHttp)',
-  toInput: (i) => i,
+  toInput: ({ workflowVersion: _dropped, ...i }) => i,
   answers: 'sync',
+};
+
+/**
+ * Version 2: participants called by the `callParticipant` activity, one request each, polled by the
+ * workflow on durable timers. The activity's own HTTP (timeout, Location, token) is tested against a
+ * real server in participantProtocol.test.ts; here it answers from the scripted participants at the
+ * harness's virtual time, a reply slower than the request timeout counting as no answer.
+ */
+export const V2: InputVersion = {
+  label: 'v2 (workflowVersion 2, callParticipant)',
+  toInput: (i) => ({ ...i, workflowVersion: 2 }),
+  answers: 'async',
+  connect: (activities, http, now) => {
+    activities.callParticipant = async (call) => {
+      const reply = http({
+        method: call.method,
+        url: call.method === 'POST' ? call.participantUrl : call.url,
+        body: call.method === 'POST' ? call.body : undefined,
+        headers: {},
+        now: now(),
+      });
+      const noAnswer =
+        reply.transportError !== undefined || (reply.durationMs ?? 0) > call.timeoutSeconds * 1000;
+      const location = reply.headers?.Location;
+      const retryAfter = reply.headers?.['Retry-After'];
+      return {
+        ok: true,
+        value: {
+          status: noAnswer ? 0 : reply.statusCode,
+          body: reply.content ?? null,
+          ...(location ? { location } : {}),
+          ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}),
+        },
+      };
+    };
+  },
 };
 
 export interface Job {
