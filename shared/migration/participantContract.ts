@@ -79,7 +79,9 @@ const detail = (body: unknown) => {
 
 /**
  * A 202's Location, resolved against the request's URL (RFC 9110 §10.2.2: it may be relative). Only
- * https, or plain http to a loopback host, may be polled.
+ * https, or plain http to a loopback host, may be polled; and a loopback host only by a participant
+ * that is itself on loopback (the embedded host's tests): otherwise a participant could point the app's
+ * polls at services listening on its own host.
  */
 export function resolveLocation(
   header: string | null | undefined,
@@ -94,6 +96,8 @@ export function resolveLocation(
   }
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHostname(url.hostname)))
     return { locationRefused: `a Location that is not https (${url.protocol}//${url.host})` };
+  if (isLoopbackHostname(url.hostname) && !isLoopbackHostname(new URL(requestUrl).hostname))
+    return { locationRefused: `a Location on a loopback host (${url.host}) from a participant that is not` };
   if (url.username !== '' || url.password !== '')
     return { locationRefused: 'a Location with credentials in it' };
   return { location: url.href };

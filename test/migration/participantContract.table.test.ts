@@ -209,6 +209,22 @@ describe('Location: resolved against the request URL, https or loopback only', (
       { location: 'http://127.0.0.1:8080/jobs/1' },
     ],
     [
+      'loopback from a participant elsewhere (https)',
+      'https://localhost:8443/admin',
+      'https://p.test/migrate',
+      {
+        locationRefused: expect.stringMatching(
+          /loopback host \(localhost:8443\) from a participant that is not/,
+        ),
+      },
+    ],
+    [
+      'loopback http from a participant elsewhere',
+      'http://127.0.0.1:7071/api/locks',
+      'https://p.test/migrate',
+      { locationRefused: expect.stringMatching(/loopback host/) },
+    ],
+    [
       'plain http elsewhere',
       'http://p.test/jobs/1',
       'https://p.test/migrate',
