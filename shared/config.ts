@@ -2,6 +2,7 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { earliestEscalationAt } from './lock/state';
 import { isLoopbackHostname } from './loopback';
+import { MAX_ORCHESTRATION_ACTIONS, worstCaseCopyActions } from './migration/workflow/copy';
 import {
   DEFAULT_PARTICIPANT_POLL_MAX_SECONDS,
   DEFAULT_PARTICIPANT_POLL_MIN_SECONDS,
@@ -601,6 +602,21 @@ export function parseConfig(env: Env = process.env): Config {
     // Beside the database it protects: a restarted host resumes its migrations with the same keys.
     const dir = storeConfig.kind === 'sqlite' ? dirname(storeConfig.path) : '.routelock';
     tokenKeys = { kind: 'file', path: join(dir, 'token-keys.json') };
+  }
+  const copyActions = worstCaseCopyActions({
+    participants: s.ROUTELOCK_PARTICIPANTS.length,
+    prelockMaxSeconds: t.ROUTELOCK_PRELOCK_MAX_SECONDS,
+    hardDeleteLeaseSeconds: t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS,
+    writeLeaseSeconds: t.ROUTELOCK_WRITE_LEASE_SECONDS,
+    writeBudgetSeconds: t.ROUTELOCK_WRITE_BUDGET_SECONDS,
+    deltaAttempts: t.ROUTELOCK_DELTA_ATTEMPTS,
+    pollMinSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS,
+    pollMaxSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS,
+  });
+  if (copyActions > MAX_ORCHESTRATION_ACTIONS) {
+    problems.push(
+      `ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: ${s.ROUTELOCK_PARTICIPANTS.length} participants polled every ${p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS} s through a bulk copy as long as ROUTELOCK_PRELOCK_MAX_SECONDS (${t.ROUTELOCK_PRELOCK_MAX_SECONDS} s) could record ${copyActions} orchestration actions, over the Durable extension's ${MAX_ORCHESTRATION_ACTIONS}: raise the poll cap or lower the pre-lock cap`,
+    );
   }
   if (problems.length > 0) throw new ConfigError(problems);
 

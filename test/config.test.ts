@@ -129,3 +129,25 @@ test('the *_ATTEMPTS variables are counts, not seconds, and a bad one is named',
     'ROUTELOCK_RETRY_ATTEMPTS: expected a whole number of attempts (got "x")',
   ]);
 });
+
+describe('the history bound: copies must fit under the Durable extension’s action cap', () => {
+  const participants = (n: number) =>
+    JSON.stringify(
+      Array.from({ length: n }, (_, i) => ({ name: `p${i}`, url: `https://p${i}.test/migrate` })),
+    );
+
+  test('production: five participants polled at the 30 s cap fit, a sixth is refused naming the variables', () => {
+    expect(() => parseConfig({ ROUTELOCK_PARTICIPANTS: participants(5) })).not.toThrow();
+    expect(problemsOf({ ROUTELOCK_PARTICIPANTS: participants(6) })).toEqual([
+      expect.stringMatching(
+        /^ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: 6 participants polled every 30 s through a bulk copy as long as ROUTELOCK_PRELOCK_MAX_SECONDS \(259200 s\) could record 10\d{4} orchestration actions, over the Durable extension's 100000/,
+      ),
+    ]);
+  });
+
+  test('a longer poll cap or a shorter pre-lock cap lets them fit', () => {
+    const six = { ROUTELOCK_PARTICIPANTS: participants(6) };
+    expect(() => parseConfig({ ...six, ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: '60' })).not.toThrow();
+    expect(() => parseConfig({ ...six, ROUTELOCK_PRELOCK_MAX_SECONDS: '86400' })).not.toThrow();
+  });
+});

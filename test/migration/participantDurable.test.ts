@@ -10,6 +10,8 @@ import { WORKFLOW_VERSION } from '../../shared/migration/types';
 import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import { plantParticipantBug } from '../../testkit/plantedBugs';
+import { worstCaseCopyActions } from '../../shared/migration/workflow/copy';
+import { profiles } from '../../shared/profiles';
 
 /**
  * The participant protocol v2 on the Durable runner, replayed through durable-functions' own executor
@@ -222,6 +224,19 @@ test('the history stays bounded: a 1-hour bulk copy polled at the 30 s cap costs
   // from 1 s: 6 more): one activity and one sleep per poll, the POST with its race timer
   expect(polls).toBeLessThanOrEqual(3600 / 30 + 6);
   expect(copy.length).toBe(2 * polls + 2);
+  // the bound config checks settings against (workflow/copy.ts) holds for what the harness recorded
+  const bound = worstCaseCopyActions({
+    participants: 1,
+    prelockMaxSeconds: 3600,
+    hardDeleteLeaseSeconds: Number(profiles.production.ROUTELOCK_HARD_DELETE_LEASE_SECONDS),
+    writeLeaseSeconds: 1,
+    writeBudgetSeconds: 1,
+    deltaAttempts: 0,
+    pollMinSeconds: 1,
+    pollMaxSeconds: 30,
+  });
+  expect(copy.length).toBeLessThanOrEqual(bound);
+  expect(bound - copy.length).toBeLessThan(10);
   expect({ polls, actions: copy.length, timers: copy.filter((n) => n === 'timer').length }).toEqual({
     polls: 124,
     actions: 250,

@@ -31,6 +31,38 @@ import {
 export const renewEveryMs = (leaseSeconds: number): number =>
   Math.max(1000, Math.floor((leaseSeconds * 1000) / 3));
 
+/** The Durable extension's default cap on one orchestration's actions (host.json `maxOrchestrationActions`). */
+export const MAX_ORCHESTRATION_ACTIONS = 100_000;
+
+/**
+ * The most history actions a migration's copies can record (version 2): every copy running as long as
+ * it may (the bulk copy to the pre-lock cap, each delta attempt its write budget), every participant
+ * polled at the poll cap after its backoff from the poll minimum. A poll is one activity and one timer, a POST one activity and its race timer,
+ * a renewal one activity after the race timer that ended the round. Past the extension's cap an
+ * orchestration stops scheduling and hangs (docs/design.md §6.5): config refuses settings that reach it.
+ */
+export function worstCaseCopyActions(t: {
+  participants: number;
+  prelockMaxSeconds: number;
+  hardDeleteLeaseSeconds: number;
+  writeLeaseSeconds: number;
+  writeBudgetSeconds: number;
+  deltaAttempts: number;
+  pollMinSeconds: number;
+  pollMaxSeconds: number;
+}): number {
+  // the polls before the backoff reaches the cap (1, 2, 4 … s), then one per cap
+  const rampPolls = Math.ceil(Math.log2(t.pollMaxSeconds / t.pollMinSeconds));
+  const copy = (seconds: number, leaseSeconds: number) =>
+    t.participants * (2 * (rampPolls + Math.ceil(seconds / t.pollMaxSeconds)) + 2) +
+    2 * Math.ceil((seconds * 1000) / renewEveryMs(leaseSeconds));
+  const writeWindow = Math.min(t.writeLeaseSeconds, t.writeBudgetSeconds);
+  return (
+    copy(t.prelockMaxSeconds, t.hardDeleteLeaseSeconds) +
+    t.deltaAttempts * copy(t.writeBudgetSeconds, writeWindow)
+  );
+}
+
 /** Renew the hard-delete or write lock held, on the ETag of this migration's last write. */
 export function* renewLock(
   state: WorkflowState,
