@@ -1,7 +1,14 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { MigrationInput } from '../../shared/migration/types';
-import { EventType, HTTP_ACTIVITY, type ReplayOptions, type WireEvent } from '../../testkit/durableReplay';
+import type { MigrationInput, ParticipantCall } from '../../shared/migration/types';
+import {
+  EventType,
+  HTTP_ACTIVITY,
+  type HttpReply,
+  type HttpRequestSeen,
+  type ReplayOptions,
+  type WireEvent,
+} from '../../testkit/durableReplay';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
 import { type InputVersion, V1, V2, durableMigration, participantJobs } from './durableMigrations';
 
@@ -186,4 +193,25 @@ export async function replayActivities(
       mismatches.push(`${e.EventId} ${String(e.Name)}: ${JSON.stringify(value)} ≠ ${String(answer.Result)}`);
   }
   return mismatches;
+}
+
+/**
+ * The participant service outlives a deployment of the app: hand it the jobs the recorded history
+ * POSTed through `callParticipant` (version 2), at their recorded times, so the resumed run finds each
+ * job where the old process left it. Answers the POSTs' times.
+ */
+export function primeParticipant(
+  recorded: RecordedHistory,
+  http: (request: HttpRequestSeen) => HttpReply,
+): number[] {
+  const posted: number[] = [];
+  for (const e of recorded.history) {
+    if (e.EventType !== EventType.TaskScheduled || e.Name !== PARTICIPANT_ACTIVITY) continue;
+    const call = (JSON.parse(e.Input as string) as ParticipantCall[])[0];
+    if (call?.method !== 'POST') continue;
+    const now = Date.parse(e.Timestamp);
+    http({ method: 'POST', url: call.participantUrl, body: call.body, headers: {}, now });
+    posted.push(now);
+  }
+  return posted;
 }
