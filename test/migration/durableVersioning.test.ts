@@ -36,17 +36,20 @@ import { FIXTURE_KEYRING, FIXTURE_SEED, participantJobs } from '../support/durab
  * The fixtures are reproducible (test/support/durableHistories.ts: virtual clock, a public fixture key
  * ring and seed, numbered ETags, scripted participants).
  *
- * Adding a version N (WORKFLOW_VERSION = N in shared/migration/types.ts, the old path kept behind
+ * Adding a version N (WORKFLOW_VERSION = N in shared/migration/types.ts, version N−1's path kept behind
  * `workflowVersionOf`): when version N ships, add its `InputVersion` (test/support/durableMigrations.ts),
- * its scenarios `vN-no-participants`, `vN-one-participant`, `vN-mid-bulk-copy` to SCENARIOS and a row to
- * VERSIONS below, then `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`:
- * it writes only the fixtures not on disk yet (never overwrites one). Commit them; from then on the
- * version-N path is frozen. Never re-record a version still running somewhere.
+ * its scenarios `vN-no-participants`, `vN-one-participant`, `vN-mid-bulk-copy` to SCENARIOS
+ * (test/support/durableHistories.ts) and a row to VERSIONS below, then run
+ * `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`: it writes only the
+ * fixtures not on disk yet and never overwrites one. Commit them with the code that recorded them; from
+ * then on that version's path is frozen (the planted-change controls below show a v2 change is caught;
+ * point them at the newest version's fixture). Never re-record a version still running somewhere.
  *
- * Deleting a version: its fixtures, scenarios, InputVersion and its code path (e.g. copyAllV1) may go
- * only together, and only once no instance started with that version can still be running anywhere
- * (every deployment's task hub shows none Running or Pending with that input version; host.json's
- * CurrentOrOlder lets them replay until then), and its dispatch is removed in the same change.
+ * Deleting a version: its fixtures, scenarios, VERSIONS row, InputVersion and code path (e.g. copyAllV1
+ * and its dispatch in copyAll) go together, in one change, and only once no instance started with it
+ * can be running anywhere: every deployment's task hub shows no instance Pending, Running or Suspended
+ * whose input carries that version (absent `workflowVersion` = 1). Before that, deleting either the
+ * fixtures or the code breaks the replay of those instances.
  */
 
 const recording = process.env.ROUTELOCK_RECORD_FIXTURES === '1';
