@@ -1,10 +1,22 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
+import type { OrchestrationContext, OrchestrationHandler } from 'durable-functions';
+import { activityFunctionName, retryOptions, runOnDurable } from '../../functions/durable/runOnDurable';
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
-import type { MigrationStatus } from '../../shared/migration/types';
+import type {
+  MigrationInput,
+  MigrationStatus,
+  ParticipantCall,
+  Step,
+  TaskStep,
+} from '../../shared/migration/types';
+import { type Workflow, migrationWorkflow } from '../../shared/migration/workflow';
 import { DurableReplay, EventType } from '../../testkit/durableReplay';
 import {
   FIXTURE_DIR,
+  type RecordedHistory,
   SCENARIOS,
+  hasHistory,
+  primeParticipant,
   readHistory,
   recordHistory,
   replayActivities,
@@ -14,91 +26,238 @@ import {
 import { FIXTURE_KEYRING, FIXTURE_SEED, participantJobs } from '../support/durableMigrations';
 
 /**
- * Deploying while migrations run (issue 17 §5): histories recorded by an earlier orchestrator
- * (test/fixtures/durable/v1-*.json, inputs without `workflowVersion`) replayed through the orchestrator
+ * Deploying while migrations run (issue 17 §5): histories recorded by earlier orchestrators
+ * (test/fixtures/durable/v<N>-*.json, one set per workflow version) replayed through the orchestrator
  * in the tree, by the faithful harness (testkit/durableReplay.ts). Each must reproduce exactly the
  * recorded orchestrator actions and draw no nondeterminism from the extension's replay; the one
- * stopped mid-bulk-copy must then run on to completion. A workflow change that alters the version-1
- * path fails here, which is the point: old instances keep the old path until they end.
+ * stopped mid-bulk-copy must then run on to completion. A workflow change that alters the path of a
+ * version still deployed fails here, which is the point: old instances keep the old path until they end.
  *
- * The fixtures are reproducible: `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`
- * rewrites them from the code of the day (test/support/durableHistories.ts: virtual clock, a public
- * fixture key ring and seed, numbered ETags, scripted participants). Record only when adding a
- * version's fixtures; never re-record a version still running somewhere.
+ * The fixtures are reproducible (test/support/durableHistories.ts: virtual clock, a public fixture key
+ * ring and seed, numbered ETags, scripted participants).
+ *
+ * Adding a version N (WORKFLOW_VERSION = N in shared/migration/types.ts, version N−1's path kept behind
+ * `workflowVersionOf`): when version N ships, add its `InputVersion` (test/support/durableMigrations.ts),
+ * its scenarios `vN-no-participants`, `vN-one-participant`, `vN-mid-bulk-copy` to SCENARIOS
+ * (test/support/durableHistories.ts) and a row to VERSIONS below, then run
+ * `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`: it writes only the
+ * fixtures not on disk yet and never overwrites one. Commit them with the code that recorded them; from
+ * then on that version's path is frozen (the planted-change controls below show a v2 change is caught;
+ * point them at the newest version's fixture). Never re-record a version still running somewhere.
+ *
+ * Deleting a version: its fixtures, scenarios, VERSIONS row, InputVersion and code path (e.g. copyAllV1
+ * and its dispatch in copyAll) go together, in one change, and only once no instance started with it
+ * can be running anywhere: every deployment's task hub shows no instance Pending, Running or Suspended
+ * whose input carries that version (absent `workflowVersion` = 1). Before that, deleting either the
+ * fixtures or the code breaks the replay of those instances.
  */
 
 const recording = process.env.ROUTELOCK_RECORD_FIXTURES === '1';
 
-describe('recorded version-1 histories replay through the orchestrator in the tree', () => {
-  if (recording) {
-    test.each(SCENARIOS)('record $name', async (scenario) => {
-      mkdirSync(FIXTURE_DIR, { recursive: true });
-      writeHistory(await recordHistory(scenario));
-    });
-    return;
-  }
+interface VersionRow {
+  prefix: string;
+  /** What the recorded input carries: absent for version 1. */
+  workflowVersion: number | undefined;
+  /** How the resumed run asks the participant for the bulk copy in flight at the stop. */
+  resumes: { method: 'POST' | 'GET'; postsAgain: boolean };
+}
 
-  test.each(SCENARIOS.filter((s) => !s.stopWhen))(
-    '$name: the finished history replays to the same actions and output, nothing new scheduled',
-    async (scenario) => {
-      const recorded = readHistory(scenario.name);
-      expect(recorded.input).not.toHaveProperty('workflowVersion');
-      const seen: unknown[][] = [];
-      const result = await new DurableReplay({
-        orchestrator: migrationOrchestrator,
-        name: 'migrationOrchestrator',
-        instanceId: recorded.input.instanceId,
-        input: recorded.input,
-        start: Date.parse(recorded.history[0]?.Timestamp as string),
-        history: recorded.history,
-        observe: (_run, actions) => seen.push(actions),
-        activity: (fn) => Promise.reject(new Error(`a finished instance ran ${fn}`)),
-        http: () => {
-          throw new Error('a finished instance called a participant');
-        },
-      }).run();
-      expect(result).toMatchObject({ runtimeStatus: 'Completed', runs: 1, error: undefined });
-      expect(seen).toEqual([recorded.orchestratorActions]);
-      expect(result.output).toEqual(recorded.result.output);
-      expect(result.history).toEqual(recorded.history);
-      expect((result.output as MigrationStatus).status).toBe('Completed');
+const VERSIONS: VersionRow[] = [
+  // version 1: callHttp; the new process POSTs the same job again (the same job, by its body)
+  { prefix: 'v1', workflowVersion: undefined, resumes: { method: 'POST', postsAgain: true } },
+  // version 2: the job's Location is in the history; the redelivered poll asks it, no second POST
+  { prefix: 'v2', workflowVersion: 2, resumes: { method: 'GET', postsAgain: false } },
+];
+
+const scenariosOf = (prefix: string) => SCENARIOS.filter((s) => s.name.startsWith(`${prefix}-`));
+
+/** Replay a finished history with nothing able to run: any new activity or call fails the test. */
+function replayFinished(
+  recorded: RecordedHistory,
+  orchestrator: OrchestrationHandler,
+  seen: unknown[][] = [],
+) {
+  return new DurableReplay({
+    orchestrator,
+    name: 'migrationOrchestrator',
+    instanceId: recorded.input.instanceId,
+    input: recorded.input,
+    start: Date.parse(recorded.history[0]?.Timestamp as string),
+    history: recorded.history,
+    observe: (_run, actions) => seen.push(actions),
+    activity: (fn) => Promise.reject(new Error(`a finished instance ran ${fn}`)),
+    http: () => {
+      throw new Error('a finished instance called a participant');
     },
-  );
+  }).run();
+}
 
-  test('v1-mid-bulk-copy: the stopped history replays to its recorded actions, then runs to completion', async () => {
-    const scenario = SCENARIOS.find((s) => s.name === 'v1-mid-bulk-copy');
-    if (!scenario) throw new Error('scenario missing');
-    const recorded = readHistory(scenario.name);
-    expect(recorded.result.runtimeStatus).toBe('Running');
-    // the store and record where the old process left them, by its completed activities
-    const m = await scenarioMigration(scenario);
-    expect(await replayActivities(recorded, (fn, input, now) => m.runActivity(fn, input, now))).toEqual([]);
-    const participant = participantJobs({ answers: 'sync', durationMs: () => scenario.jobMs });
-    const seen: unknown[][] = [];
-    const result = await m
-      .make({
-        history: recorded.history,
-        observe: (_run, actions) => seen.push(actions),
-        http: participant.http,
-      })
-      .run();
-    expect(seen[0]).toEqual(recorded.orchestratorActions);
-    expect(result.error).toBeUndefined();
-    expect(result.runtimeStatus).toBe('Completed');
-    expect(result.output).toMatchObject({ status: 'Completed', phase: 'swapped' });
-    // the old events stay as they were (only IsPlayed turns true once a later episode has replayed them)
-    const unplayed = (events: typeof recorded.history) => events.map((e) => ({ ...e, IsPlayed: false }));
-    expect(unplayed(result.history.slice(0, recorded.history.length))).toEqual(unplayed(recorded.history));
-    expect((await m.store.read('conv-1', { from: 'writeRegion' })).doc).toMatchObject({ lock: null });
-    // the copy in flight at the stop is asked again by the new process: the same job
-    expect(participant.calls[0]?.job).toBe('messages.test:bulkCopy:1');
+/** How a planted change runs one step the workflow yields: the steps it yields instead, and the answer. */
+type Plant = (step: Step, afterParticipantRound: boolean) => Generator<Step, unknown, unknown>;
+
+/**
+ * The orchestrator with one planted change of the workflow's code path: the real workflow, runner and
+ * final activity (as functions/migrationOrchestrator.ts composes them), each step the workflow yields
+ * run by `plant` (told whether it follows a round of participant calls). The recorded input is not
+ * touched: its settings stay what the workflow reads; the code is what differs.
+ */
+function plantedOrchestrator(plant: Plant): OrchestrationHandler {
+  const isParticipantTask = (t: TaskStep) => t.kind === 'activity' && t.name === 'callParticipant';
+  function* planted(workflow: Workflow): Workflow {
+    let afterRound = false;
+    let next = workflow.next();
+    while (!next.done) {
+      const step = next.value;
+      const answer = yield* plant(step, afterRound);
+      if (step.kind === 'race' || step.kind === 'all') afterRound = step.tasks.some(isParticipantTask);
+      else if (step.kind === 'timer' || step.kind === 'activity') afterRound = false;
+      next = workflow.next(answer);
+    }
+    return next.value;
+  }
+  return function* (context: OrchestrationContext) {
+    const input = context.df.getInput<MigrationInput>();
+    const status = yield* runOnDurable(context, planted(migrationWorkflow(input)), input.settings);
+    yield context.df.callActivityWithRetry(
+      activityFunctionName('recordOutcome'),
+      retryOptions(input.settings),
+      { status },
+    );
+    return status;
+  };
+}
+
+function* unchanged(step: Step): Generator<Step, unknown, unknown> {
+  return yield step;
+}
+
+/**
+ * pollWaitMs 5 s longer, as copyAllV2 would run it: the wait after a round of participant calls ends
+ * 5 s later, and the loop sleeps again while the time is short of it (`due` empty: sleepUntil).
+ */
+function* pollWaitLonger(step: Step, afterRound: boolean): Generator<Step, unknown, unknown> {
+  if (!afterRound || step.kind !== 'timer') return yield step;
+  const fireAt = step.fireAt + 5000;
+  yield { kind: 'timer', fireAt };
+  while (((yield { kind: 'now' }) as number) < fireAt) yield { kind: 'timer', fireAt };
+  return undefined;
+}
+
+/** The version-2 job body with a field dropped (`sequence`), e.g. a refactor of participantJob. */
+function* postBodyChanged(step: Step): Generator<Step, unknown, unknown> {
+  if (step.kind !== 'race' && step.kind !== 'all') return yield step;
+  const tasks = step.tasks.map((t) => {
+    if (t.kind !== 'activity' || t.name !== 'callParticipant') return t;
+    const call = t.input as ParticipantCall;
+    if (call.method !== 'POST') return t;
+    const { sequence: _dropped, ...body } = call.body;
+    return { ...t, input: { ...call, body } } as TaskStep;
+  });
+  return yield { ...step, tasks };
+}
+
+if (recording)
+  test("record the fixtures not on disk yet (a new version's); the others stay as committed", async () => {
+    mkdirSync(FIXTURE_DIR, { recursive: true });
+    for (const scenario of SCENARIOS.filter((s) => !hasHistory(s.name)))
+      writeHistory(await recordHistory(scenario));
   });
 
+if (!recording)
+  describe.each(VERSIONS)('recorded $prefix histories replay through the orchestrator in the tree', (row) => {
+    const scenarios = scenariosOf(row.prefix);
+
+    test(`${row.prefix}: every fixture carries the version it claims`, () => {
+      expect(scenarios.map((s) => s.name).sort()).toEqual(
+        ['mid-bulk-copy', 'no-participants', 'one-participant'].map((n) => `${row.prefix}-${n}`),
+      );
+      for (const scenario of scenarios) {
+        const { input } = readHistory(scenario.name);
+        if (row.workflowVersion === undefined) expect(input).not.toHaveProperty('workflowVersion');
+        else expect(input).toHaveProperty('workflowVersion', row.workflowVersion);
+      }
+    });
+
+    test.each(scenarios.filter((s) => !s.stopWhen))(
+      '$name: the finished history replays to the same actions and output, nothing new scheduled',
+      async (scenario) => {
+        const recorded = readHistory(scenario.name);
+        const seen: unknown[][] = [];
+        const result = await replayFinished(recorded, migrationOrchestrator, seen);
+        expect(result).toMatchObject({ runtimeStatus: 'Completed', runs: 1, error: undefined });
+        expect(seen).toEqual([recorded.orchestratorActions]);
+        expect(result.output).toEqual(recorded.result.output);
+        expect(result.history).toEqual(recorded.history);
+        expect((result.output as MigrationStatus).status).toBe('Completed');
+      },
+    );
+
+    test(`${row.prefix}-mid-bulk-copy: the stopped history replays to its recorded actions, then runs to completion`, async () => {
+      const scenario = SCENARIOS.find((s) => s.name === `${row.prefix}-mid-bulk-copy`);
+      if (!scenario) throw new Error('scenario missing');
+      const recorded = readHistory(scenario.name);
+      expect(recorded.result.runtimeStatus).toBe('Running');
+      // the store and record where the old process left them, by its completed activities
+      const m = await scenarioMigration(scenario);
+      expect(await replayActivities(recorded, (fn, input, now) => m.runActivity(fn, input, now))).toEqual([]);
+      const participant = participantJobs({
+        answers: scenario.version.answers,
+        durationMs: () => scenario.jobMs,
+      });
+      // the participant service kept running through the deployment: it has the jobs POSTed before it
+      const posted = primeParticipant(recorded, participant.http);
+      const resumedCalls = participant.calls.splice(0);
+      expect(resumedCalls).toHaveLength(posted.length);
+      const seen: unknown[][] = [];
+      const result = await m
+        .make({
+          history: recorded.history,
+          observe: (_run, actions) => seen.push(actions),
+          http: participant.http,
+        })
+        .run();
+      expect(seen[0]).toEqual(recorded.orchestratorActions);
+      expect(result.error).toBeUndefined();
+      expect(result.runtimeStatus).toBe('Completed');
+      expect(result.output).toMatchObject({ status: 'Completed', phase: 'swapped' });
+      // the old events stay as they were (only IsPlayed turns true once a later episode has replayed them)
+      const unplayed = (events: typeof recorded.history) => events.map((e) => ({ ...e, IsPlayed: false }));
+      expect(unplayed(result.history.slice(0, recorded.history.length))).toEqual(unplayed(recorded.history));
+      expect((await m.store.read('conv-1', { from: 'writeRegion' })).doc).toMatchObject({ lock: null });
+      // the copy in flight at the stop is asked again by the new process: the same job
+      expect(participant.calls[0]?.job).toBe('messages.test:bulkCopy:1');
+      expect(participant.calls[0]?.method).toBe(row.resumes.method);
+      const bulk = participant.calls.filter((c) => c.job === 'messages.test:bulkCopy:1');
+      expect(bulk.some((c) => c.method === 'POST')).toBe(row.resumes.postsAgain);
+      if (!row.resumes.postsAgain) {
+        // v2: the redelivered poll is the one scheduled before the stop, at its Location; the copy ends
+        // when the job the old process POSTed ends (its last poll within one poll wait after), not later
+        const scheduledPoll = recorded.history.filter((e) => e.EventType === EventType.TaskScheduled).at(-1);
+        expect(bulk[0]?.at).toBe(Date.parse(scheduledPoll?.Timestamp as string));
+        expect(JSON.parse(scheduledPoll?.Input as string)).toMatchObject([
+          { method: 'GET', url: 'https://messages.test/jobs/messages.test%3AbulkCopy%3A1' },
+        ]);
+        const jobEnd = (posted[0] as number) + scenario.jobMs;
+        const lastPoll = bulk.at(-1)?.at as number;
+        expect([posted.length, lastPoll >= jobEnd, lastPoll - jobEnd <= 30_000]).toEqual([1, true, true]);
+      }
+    });
+  });
+
+describe('recorded histories, every version', () => {
+  if (recording) return;
+
   test('a recording is reproducible: two recordings of each scenario are identical', async () => {
-    // (Compared with each other, not with the committed files: those were recorded by version-1 code,
-    // and a later orchestrator records new inputs, e.g. settings that version 1 did not have.)
+    // (Compared with each other, not with the committed files: those were recorded by the code of their
+    // version, and a later orchestrator records new inputs, e.g. settings that version 1 did not have.)
     for (const scenario of SCENARIOS)
       expect(await recordHistory(scenario)).toEqual(await recordHistory(scenario));
+  });
+
+  test('every fixture is a scenario of a version, and a scenario of a version has its fixture', () => {
+    const files = readdirSync(FIXTURE_DIR).filter((f) => f.endsWith('.json'));
+    expect(files.sort()).toEqual(SCENARIOS.map((s) => `${s.name}.json`).sort());
+    expect(SCENARIOS.every((s) => VERSIONS.some((v) => s.name.startsWith(`${v.prefix}-`)))).toBe(true);
   });
 
   test('the fixtures hold no credential: neither the fencing token nor the Idempotency-Key of their seed', () => {
@@ -131,5 +290,32 @@ describe('recorded version-1 histories replay through the orchestrator in the tr
     }).run();
     expect(result.runtimeStatus).toBe('Failed');
     expect(result.error).toMatch(/Non-Deterministic workflow detected: .*named 'migrationSwapV0'/);
+  });
+
+  describe('negative controls: a planted change of the version-2 path is caught by the v2 fixtures', () => {
+    const recorded = () => readHistory('v2-one-participant');
+
+    test('the planting itself changes nothing: the unaltered steps replay the fixture', async () => {
+      const seen: unknown[][] = [];
+      const result = await replayFinished(recorded(), plantedOrchestrator(unchanged), seen);
+      expect(result).toMatchObject({ runtimeStatus: 'Completed', error: undefined });
+      expect(seen).toEqual([recorded().orchestratorActions]);
+    });
+
+    test('poll waits 5 s longer: the replay fails as nondeterministic', async () => {
+      const result = await replayFinished(recorded(), plantedOrchestrator(pollWaitLonger));
+      expect(result.runtimeStatus).toBe('Failed');
+      expect(result.error).toMatch(/Non-Deterministic workflow detected/);
+    });
+
+    test('the POST body changed: Durable replays it (it matches names, not inputs), the recorded actions catch it', async () => {
+      const seen: unknown[][] = [];
+      const result = await replayFinished(recorded(), plantedOrchestrator(postBodyChanged), seen);
+      expect(result).toMatchObject({ runtimeStatus: 'Completed', error: undefined });
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).not.toEqual(recorded().orchestratorActions);
+      expect(JSON.stringify(recorded().orchestratorActions)).toContain('"sequence"');
+      expect(JSON.stringify(seen[0])).not.toContain('"sequence"');
+    });
   });
 });

@@ -1,22 +1,33 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { MigrationInput } from '../../shared/migration/types';
-import { EventType, HTTP_ACTIVITY, type ReplayOptions, type WireEvent } from '../../testkit/durableReplay';
-import { type InputVersion, V1, durableMigration, participantJobs } from './durableMigrations';
+import type { MigrationInput, ParticipantCall } from '../../shared/migration/types';
+import {
+  EventType,
+  HTTP_ACTIVITY,
+  type HttpReply,
+  type HttpRequestSeen,
+  type ReplayOptions,
+  type WireEvent,
+} from '../../testkit/durableReplay';
+import { activityFunctionName } from '../../functions/durable/runOnDurable';
+import { type InputVersion, V1, V2, durableMigration, participantJobs } from './durableMigrations';
 
 /**
  * Durable histories recorded with the orchestrator of the day through the faithful harness, kept as
  * fixtures (test/fixtures/durable/<name>.json) so a later orchestrator must replay them: the
  * instances a deployment finds running. Everything in them is reproducible: virtual clock, fixed key
  * ring and seed (public, see FIXTURE_KEYRING), ETags numbered in write order, participants scripted.
- * Regenerate with `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`
- * — only when a new workflow version is added; a fixture of a version still deployed never changes.
+ * Record with `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`: it
+ * writes only the fixtures not yet on disk (a new version's), since a fixture of a version still
+ * deployed never changes.
  */
 
 export const FIXTURE_DIR = join(__dirname, '..', 'fixtures', 'durable');
 
 export interface HistoryScenario {
+  /** `v<N>-…`: recorded by the code of workflow version N, with that version's input. */
   name: string;
+  version: InputVersion;
   description: string;
   participants: { name: string; url: string }[];
   env: Record<string, string>;
@@ -27,10 +38,17 @@ export interface HistoryScenario {
 }
 
 const MESSAGES = [{ name: 'messages', url: 'https://messages.test/migrate' }];
+/** 300 s hard-delete and write leases: renewed every 100 s, so a copy of minutes needs renewals. */
+const SHORT_LEASES = { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300', ROUTELOCK_WRITE_LEASE_SECONDS: '300' };
+const isParticipantCall = (a: { kind: string; name?: string }) =>
+  a.kind === 'http' || a.name === activityFunctionName('callParticipant');
+const isPoll = (a: { name?: string; input?: unknown }) =>
+  a.name === activityFunctionName('callParticipant') && (a.input as { method?: string }).method === 'GET';
 
 export const SCENARIOS: HistoryScenario[] = [
   {
     name: 'v1-no-participants',
+    version: V1,
     description: 'a migration without participants, completed',
     participants: [],
     env: {},
@@ -38,6 +56,7 @@ export const SCENARIOS: HistoryScenario[] = [
   },
   {
     name: 'v1-one-participant',
+    version: V1,
     description: 'one participant answering 200 to each copy after 20 s, completed',
     participants: MESSAGES,
     env: {},
@@ -45,6 +64,7 @@ export const SCENARIOS: HistoryScenario[] = [
   },
   {
     name: 'v1-mid-bulk-copy',
+    version: V1,
     description:
       'one participant whose bulk copy takes 230 s, 300 s leases (renewed every 100 s); stopped right after the first renewal was scheduled mid-copy',
     participants: MESSAGES,
@@ -53,6 +73,37 @@ export const SCENARIOS: HistoryScenario[] = [
     stopWhen: ({ actions }) => {
       const copy = actions.findIndex((a) => a.kind === 'http');
       return copy >= 0 && actions.slice(copy).some((a) => a.name === 'migrationRenew');
+    },
+  },
+  {
+    name: 'v2-no-participants',
+    version: V2,
+    description: 'a migration without participants, completed',
+    participants: [],
+    env: {},
+    jobMs: 0,
+  },
+  {
+    name: 'v2-one-participant',
+    version: V2,
+    description:
+      'one participant answering 202 + Location to each copy, polled until its 200 after 110 s; 300 s leases (renewed every 100 s), so each copy renews its lock between polls; completed',
+    participants: MESSAGES,
+    env: SHORT_LEASES,
+    jobMs: 110_000,
+  },
+  {
+    name: 'v2-mid-bulk-copy',
+    version: V2,
+    description:
+      'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
+    participants: MESSAGES,
+    env: SHORT_LEASES,
+    jobMs: 230_000,
+    stopWhen: ({ actions }) => {
+      const copy = actions.findIndex(isParticipantCall);
+      const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
+      return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
     },
   },
 ];
@@ -69,7 +120,8 @@ export interface RecordedHistory {
 }
 
 /** One scenario's migration: store, record, input and harness, fresh and reproducible. */
-export async function scenarioMigration(scenario: HistoryScenario, version: InputVersion = V1) {
+export async function scenarioMigration(scenario: HistoryScenario) {
+  const { version } = scenario;
   const m = await durableMigration({
     participants: scenario.participants,
     env: scenario.env,
@@ -102,14 +154,20 @@ export function readHistory(name: string): RecordedHistory {
   return JSON.parse(readFileSync(fixturePath(name), 'utf8')) as RecordedHistory;
 }
 
+export const hasHistory = (name: string): boolean => existsSync(fixturePath(name));
+
+/** Writes a new fixture; refuses to overwrite one (an instance of its version may still be running). */
 export function writeHistory(recorded: RecordedHistory): void {
-  writeFileSync(fixturePath(recorded.name), `${JSON.stringify(recorded, null, 2)}\n`);
+  writeFileSync(fixturePath(recorded.name), `${JSON.stringify(recorded, null, 2)}\n`, { flag: 'wx' });
 }
+
+const PARTICIPANT_ACTIVITY = activityFunctionName('callParticipant');
 
 /**
  * Bring a fresh store to where a recorded history left it: run the activities the history shows
  * completed, in order, at their recorded times. Each must answer what it answered then (the
- * activities of the day still understand the inputs old instances hand them). Returns mismatches.
+ * activities of the day still understand the inputs old instances hand them). Participant calls
+ * (callHttp, callParticipant) are the participant's, not the store's: skipped. Returns mismatches.
  */
 export async function replayActivities(
   recorded: RecordedHistory,
@@ -121,7 +179,12 @@ export async function replayActivities(
       results.set(e.TaskScheduledId as number, e);
   const mismatches: string[] = [];
   for (const e of recorded.history) {
-    if (e.EventType !== EventType.TaskScheduled || e.Name === HTTP_ACTIVITY) continue;
+    if (
+      e.EventType !== EventType.TaskScheduled ||
+      e.Name === HTTP_ACTIVITY ||
+      e.Name === PARTICIPANT_ACTIVITY
+    )
+      continue;
     const answer = results.get(e.EventId);
     if (answer?.EventType !== EventType.TaskCompleted) continue;
     const input = (JSON.parse(e.Input as string) as unknown[])[0];
@@ -130,4 +193,25 @@ export async function replayActivities(
       mismatches.push(`${e.EventId} ${String(e.Name)}: ${JSON.stringify(value)} ≠ ${String(answer.Result)}`);
   }
   return mismatches;
+}
+
+/**
+ * The participant service outlives a deployment of the app: hand it the jobs the recorded history
+ * POSTed through `callParticipant` (version 2), at their recorded times, so the resumed run finds each
+ * job where the old process left it. Answers the POSTs' times.
+ */
+export function primeParticipant(
+  recorded: RecordedHistory,
+  http: (request: HttpRequestSeen) => HttpReply,
+): number[] {
+  const posted: number[] = [];
+  for (const e of recorded.history) {
+    if (e.EventType !== EventType.TaskScheduled || e.Name !== PARTICIPANT_ACTIVITY) continue;
+    const call = (JSON.parse(e.Input as string) as ParticipantCall[])[0];
+    if (call?.method !== 'POST') continue;
+    const now = Date.parse(e.Timestamp);
+    http({ method: 'POST', url: call.participantUrl, body: call.body, headers: {}, now });
+    posted.push(now);
+  }
+  return posted;
 }
