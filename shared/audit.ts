@@ -162,6 +162,31 @@ function lastEndRecord(doc: LocationDocument): AuditRecord | null {
   };
 }
 
+/**
+ * Every record a force-release request's document calls for so far: its opening and each approval. Each
+ * step of the request appends them all; ids are deterministic and the ledger keeps an id's first append,
+ * so a record an earlier step could not write (ledger down) lands with the next step: the backstop of
+ * request records, which no change feed watches.
+ */
+export function requestAuditRecords(request: ForceReleaseRequest, migrationId: string | null): AuditRecord[] {
+  const requester: Actor = {
+    id: request.requestedBy,
+    ...(request.requestedByName ? { name: request.requestedByName } : {}),
+  };
+  return [
+    requestAuditRecord(request, 'forceReleaseRequested', requester, request.requestedAt, migrationId),
+    ...request.approvals.map((a) =>
+      requestAuditRecord(
+        request,
+        'forceReleaseApproved',
+        { id: a.actor, ...(a.name ? { name: a.name } : {}) },
+        a.at,
+        migrationId,
+      ),
+    ),
+  ];
+}
+
 export function requestAuditRecord(
   request: ForceReleaseRequest,
   op: AuditOp,

@@ -2,7 +2,7 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { earliestEscalationAt } from './lock/state';
 import { isLoopbackHostname } from './loopback';
-import { MAX_ORCHESTRATION_ACTIONS, worstCaseCopyActions } from './migration/workflow/copy';
+import { MAX_ORCHESTRATION_ACTIONS, renewEveryMs, worstCaseCopyActions } from './migration/workflow/copy';
 import {
   DEFAULT_PARTICIPANT_POLL_MAX_SECONDS,
   DEFAULT_PARTICIPANT_POLL_MIN_SECONDS,
@@ -449,7 +449,8 @@ const participantTimingSchema = z.object({
     .refine((n) => n <= MAX_PARTICIPANT_TIMEOUT_SECONDS, {
       message: `expected at most ${MAX_PARTICIPANT_TIMEOUT_SECONDS} seconds (the Durable HTTP client's limit; answer 202 + Location for long work)`,
     })
-    .default(DEFAULT_PARTICIPANT_TIMEOUT_SECONDS),
+    // default: DEFAULT_PARTICIPANT_TIMEOUT_SECONDS, or less when the lock renewals come sooner (below)
+    .optional(),
   ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS: seconds(1).default(DEFAULT_PARTICIPANT_POLL_MIN_SECONDS),
   ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: seconds(1).default(DEFAULT_PARTICIPANT_POLL_MAX_SECONDS),
 });
@@ -603,6 +604,19 @@ export function parseConfig(env: Env = process.env): Config {
     const dir = storeConfig.kind === 'sqlite' ? dirname(storeConfig.path) : '.routelock';
     tokenKeys = { kind: 'file', path: join(dir, 'token-keys.json') };
   }
+  // A participant request must end before the phase lock's next renewal is due, or the copy round
+  // abandons it at every renewal and a slow answer is never seen (docs/design.md §6.4).
+  const renewalSeconds = Math.floor(
+    Math.min(renewEveryMs(writeWindow), renewEveryMs(t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS)) / 1000,
+  );
+  const timeoutLimit = renewalSeconds - 1;
+  const participantTimeoutSeconds =
+    p.ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS ?? Math.min(DEFAULT_PARTICIPANT_TIMEOUT_SECONDS, timeoutLimit);
+  if (participantTimeoutSeconds > timeoutLimit || participantTimeoutSeconds < 1) {
+    problems.push(
+      `ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: must be at least 1 and under the lock renewal cadence (a third of min(ROUTELOCK_WRITE_LEASE_SECONDS, ROUTELOCK_WRITE_BUDGET_SECONDS) and of ROUTELOCK_HARD_DELETE_LEASE_SECONDS: ${renewalSeconds} s) by 1 s, so a request always ends before the next renewal; got ${participantTimeoutSeconds}`,
+    );
+  }
   const copyActions = worstCaseCopyActions({
     participants: s.ROUTELOCK_PARTICIPANTS.length,
     prelockMaxSeconds: t.ROUTELOCK_PRELOCK_MAX_SECONDS,
@@ -644,7 +658,7 @@ export function parseConfig(env: Env = process.env): Config {
       inFlightGraceSeconds: t.ROUTELOCK_INFLIGHT_GRACE_SECONDS,
       retryAttempts: t.ROUTELOCK_RETRY_ATTEMPTS,
       retryIntervalSeconds: t.ROUTELOCK_RETRY_INTERVAL_SECONDS,
-      participantTimeoutSeconds: p.ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS,
+      participantTimeoutSeconds,
       participantPollMinSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS,
       participantPollMaxSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS,
     },

@@ -1,4 +1,4 @@
-import { type Actor, type ForceReleaseRequest, requestAuditRecord, toActor } from './audit';
+import { type Actor, type ForceReleaseRequest, requestAuditRecords, toActor } from './audit';
 import type { Clock } from './clock';
 import { RouteLockError, isRouteLockError } from './errors';
 import { lockInstance } from './lock/rules';
@@ -130,10 +130,13 @@ export class ForceReleaseService {
       now,
     });
     await this.requests.create(request);
-    await this.audit.append(
-      requestAuditRecord(request, 'forceReleaseRequested', actor, request.requestedAt, lock.migrationId),
-    );
+    await this.appendRecords(request, lock.migrationId);
     return request;
+  }
+
+  /** The request's records so far, each step appending all of them (requestAuditRecords says why). */
+  private async appendRecords(request: ForceReleaseRequest, migrationId: string | null): Promise<void> {
+    for (const record of requestAuditRecords(request, migrationId)) await this.audit.append(record);
   }
 
   async get(requestId: string): Promise<ForceReleaseRequest> {
@@ -148,15 +151,7 @@ export class ForceReleaseService {
     const now = this.clock();
     const { request, ready } = approveRequest(current, actor, now);
     let saved = await this.requests.save(request);
-    await this.audit.append(
-      requestAuditRecord(
-        saved,
-        'forceReleaseApproved',
-        actor,
-        new Date(now).toISOString(),
-        current.migrationId ?? null,
-      ),
-    );
+    await this.appendRecords(saved, current.migrationId ?? null);
     if (!ready) return { request: saved, released: false };
     let stored;
     try {

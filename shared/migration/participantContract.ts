@@ -1,4 +1,3 @@
-import { isLoopbackHostname } from '../loopback';
 import type { HttpAnswer, MigrationSettings } from './types';
 
 /**
@@ -78,10 +77,11 @@ const detail = (body: unknown) => {
 };
 
 /**
- * A 202's Location, resolved against the request's URL (RFC 9110 §10.2.2: it may be relative). Only
- * https, or plain http to a loopback host, may be polled; and a loopback host only by a participant
- * that is itself on loopback (the embedded host's tests): otherwise a participant could point the app's
- * polls at services listening on its own host.
+ * A 202's Location, resolved against the request's URL (RFC 9110 §10.2.2: it may be relative). It must be
+ * on the participant's own origin (scheme, host and port of the URL configured, which config checked:
+ * https, or http to loopback): a Location elsewhere would let a participant point the app's polls at any
+ * host it can reach (its own loopback services, private addresses, metadata endpoints), and a poll to
+ * another origin could carry no token anyway.
  */
 export function resolveLocation(
   header: string | null | undefined,
@@ -94,10 +94,9 @@ export function resolveLocation(
   } catch {
     return { locationRefused: 'a Location that is not a URL' };
   }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHostname(url.hostname)))
-    return { locationRefused: `a Location that is not https (${url.protocol}//${url.host})` };
-  if (isLoopbackHostname(url.hostname) && !isLoopbackHostname(new URL(requestUrl).hostname))
-    return { locationRefused: `a Location on a loopback host (${url.host}) from a participant that is not` };
+  const origin = new URL(requestUrl).origin;
+  if (url.origin !== origin)
+    return { locationRefused: `a Location on another origin (${url.origin}, not ${origin})` };
   if (url.username !== '' || url.password !== '')
     return { locationRefused: 'a Location with credentials in it' };
   return { location: url.href };
@@ -135,13 +134,18 @@ export function pollWaitMs(n: number, retryAfterSeconds: number | undefined, s: 
   return Math.min(pollMaxSeconds, Math.max(retryAfterSeconds ?? 0, backoff)) * 1000;
 }
 
-/** The n-th transient answer (n ≥ 1) is asked again after max(Retry-After, retryInterval × 2^(n−1)), in ms. */
+/**
+ * The n-th transient answer (n ≥ 1) is asked again after max(min(Retry-After, pollMax), retryInterval ×
+ * 2^(n−1)), in ms. Retry-After is capped at the poll cap: a participant answering 503 with a huge one
+ * would otherwise hold the lock (and, under the write lock, the resource's writes) for as long as it asked.
+ */
 export function transientWaitMs(
   n: number,
   retryAfterSeconds: number | undefined,
   s: MigrationSettings,
 ): number {
-  return Math.max(retryAfterSeconds ?? 0, s.retryIntervalSeconds * 2 ** Math.min(n - 1, 30)) * 1000;
+  const asked = Math.min(retryAfterSeconds ?? 0, participantTiming(s).pollMaxSeconds);
+  return Math.max(asked, s.retryIntervalSeconds * 2 ** Math.min(n - 1, 30)) * 1000;
 }
 
 /** Transient answers allowed in a row: the n-th is retried while n < ROUTELOCK_RETRY_ATTEMPTS. */

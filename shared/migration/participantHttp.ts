@@ -19,7 +19,35 @@ let defaultCredential: TokenCredential | undefined;
  * A bearer token for the scope, cached per credential until near expiry; concurrent callers share
  * one request. A failed or empty answer is not cached.
  */
-export async function bearerToken(credential: TokenCredential, scope: string): Promise<string> {
+export async function bearerToken(
+  credential: TokenCredential,
+  scope: string,
+  signal?: AbortSignal,
+): Promise<string> {
+  // The caller stops waiting at its own deadline; the shared request goes on for the others.
+  return untilAborted(cachedToken(credential, scope), signal);
+}
+
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error as Error);
+      },
+    );
+  });
+}
+
+async function cachedToken(credential: TokenCredential, scope: string): Promise<string> {
   let cache = tokenCaches.get(credential);
   if (!cache) tokenCaches.set(credential, (cache = new Map()));
   const cached = cache.get(scope);
@@ -30,7 +58,7 @@ export async function bearerToken(credential: TokenCredential, scope: string): P
       token?.refreshAfterTimestamp ?? Number.POSITIVE_INFINITY,
     );
     if (token && Date.now() < refreshAt) return token.token;
-    if (cache.get(scope) !== cached) return bearerToken(credential, scope); // another caller refreshed
+    if (cache.get(scope) !== cached) return cachedToken(credential, scope); // another caller refreshed
   }
   const pending = credential.getToken(scope).then((token) => {
     if (!token?.token) throw new Error('the credential returned no token');
@@ -55,15 +83,42 @@ const credentialFor = (audience: string | undefined, options: ParticipantHttpOpt
     ? undefined
     : (options.credential ?? (defaultCredential ??= new DefaultAzureCredential()));
 
-/** A body is stored in the orchestration history: kept whole only when small. */
-const MAX_BODY_CHARS = 4096;
+/** A body is stored in the orchestration history and in failure reasons: only its first 4 KiB are read. */
+const MAX_BODY_BYTES = 4096;
+
+/**
+ * Read at most `MAX_BODY_BYTES` of a response body and drop the rest unread (a participant answering
+ * megabytes must not make the app buffer them). Answers the text, marked with … when cut.
+ */
+async function boundedText(response: Response): Promise<string> {
+  if (response.body === null) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let cut = false;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    size += value.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      cut = true;
+      await reader.cancel();
+      break;
+    }
+  }
+  const bytes = Buffer.concat(chunks).subarray(0, MAX_BODY_BYTES);
+  // a multi-byte character cut at the limit decodes as U+FFFD, which is fine for a reason text
+  return cut ? `${bytes.toString('utf8')}…` : bytes.toString('utf8');
+}
 
 /**
  * One request of the participant protocol v2 (the `callParticipant` activity): the job's POST, or a GET
- * of its poll Location. No redirect is followed (a 3xx is an answer, which the contract fails), the
- * request is aborted after `timeoutSeconds`, and the bearer token for the audience goes only to the
- * configured URL's origin. Never throws: a transport failure, a timeout or a token that cannot be had
- * is status 0 with the reason.
+ * of its poll Location, which must be on the participant's origin (resolveLocation checked it; checked
+ * again here, so nothing but the configured origin is ever requested). No redirect is followed (a 3xx
+ * is an answer, which the contract fails); the whole request, the token included, is aborted after
+ * `timeoutSeconds`; only the first 4 KiB of the answer are read. Never throws: a transport failure, a
+ * timeout or a token that cannot be had is status 0 with the reason.
  */
 export async function requestParticipant(
   call: ParticipantCall,
@@ -71,14 +126,19 @@ export async function requestParticipant(
 ): Promise<HttpAnswer> {
   const fetchImpl = options.fetch ?? fetch;
   const url = call.method === 'POST' ? call.participantUrl : call.url;
+  const signal = AbortSignal.timeout(call.timeoutSeconds * 1000);
   try {
-    const sameOrigin = new URL(url).origin === new URL(call.participantUrl).origin;
-    const credential = sameOrigin ? credentialFor(call.audience, options) : undefined;
+    if (new URL(url).origin !== new URL(call.participantUrl).origin)
+      return {
+        status: 0,
+        body: `refused: a poll URL on another origin than ${new URL(call.participantUrl).origin}`,
+      };
+    const credential = credentialFor(call.audience, options);
     const headers: Record<string, string> =
       call.method === 'POST' ? { 'content-type': 'application/json' } : {};
     if (credential !== undefined && call.audience !== undefined) {
       try {
-        headers.authorization = `Bearer ${await bearerToken(credential, audienceScope(call.audience))}`;
+        headers.authorization = `Bearer ${await bearerToken(credential, audienceScope(call.audience), signal)}`;
       } catch (error) {
         return { status: 0, body: `no token for audience ${call.audience}: ${(error as Error).message}` };
       }
@@ -88,12 +148,11 @@ export async function requestParticipant(
       headers,
       ...(call.method === 'POST' ? { body: JSON.stringify(call.body) } : {}),
       redirect: 'manual',
-      signal: AbortSignal.timeout(call.timeoutSeconds * 1000),
+      signal,
     });
-    const text = await response.text();
-    let body: unknown = text.length > MAX_BODY_CHARS ? `${text.slice(0, MAX_BODY_CHARS)}…` : text;
-    if (text === '') body = null;
-    else if (text.length <= MAX_BODY_CHARS) {
+    const text = await boundedText(response);
+    let body: unknown = text === '' ? null : text;
+    if (text !== '' && !text.endsWith('…')) {
       try {
         body = JSON.parse(text);
       } catch {
@@ -111,7 +170,7 @@ export async function requestParticipant(
     const e = error as Error;
     const cause = (e.cause as Error | undefined)?.message;
     const reason =
-      e.name === 'TimeoutError'
+      e.name === 'TimeoutError' || signal.aborted
         ? `no answer within ${call.timeoutSeconds} s`
         : `${e.message || String(error)}${cause ? ` (${cause})` : ''}`;
     return { status: 0, body: reason };

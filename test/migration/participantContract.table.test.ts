@@ -187,13 +187,14 @@ test('running and transient verdicts carry Location and Retry-After; a poll 404 
   expect(classifyAnswer('post', 'required', { status: 503, body: null })).not.toHaveProperty('repost');
 });
 
-describe('Location: resolved against the request URL, https or loopback only', () => {
+describe('Location: resolved against the request URL, on the participant’s own origin only', () => {
+  const refused = (pattern: RegExp) => ({ locationRefused: expect.stringMatching(pattern) });
   test.each([
     [
-      'an absolute https URL',
-      'https://other.test/jobs/9',
+      'an absolute URL on the origin',
+      'https://p.test/jobs/9',
       'https://p.test/migrate',
-      { location: 'https://other.test/jobs/9' },
+      { location: 'https://p.test/jobs/9' },
     ],
     ['a relative path', '/jobs/a%7Cb', 'https://p.test/migrate', { location: 'https://p.test/jobs/a%7Cb' }],
     [
@@ -203,45 +204,52 @@ describe('Location: resolved against the request URL, https or loopback only', (
       { location: 'https://p.test/api/jobs/1' },
     ],
     [
-      'loopback http',
+      'loopback http from a loopback participant',
       '/jobs/1',
       'http://127.0.0.1:8080/migrate',
       { location: 'http://127.0.0.1:8080/jobs/1' },
     ],
     [
-      'loopback from a participant elsewhere (https)',
-      'https://localhost:8443/admin',
+      'another host',
+      'https://other.test/jobs/9',
       'https://p.test/migrate',
-      {
-        locationRefused: expect.stringMatching(
-          /loopback host \(localhost:8443\) from a participant that is not/,
-        ),
-      },
+      refused(/another origin \(https:\/\/other\.test, not https:\/\/p\.test\)/),
     ],
+    ['another port', 'https://p.test:8443/jobs/9', 'https://p.test/migrate', refused(/another origin/)],
     [
-      'loopback http from a participant elsewhere',
-      'http://127.0.0.1:7071/api/locks',
-      'https://p.test/migrate',
-      { locationRefused: expect.stringMatching(/loopback host/) },
-    ],
-    [
-      'plain http elsewhere',
+      'plain http on the same host',
       'http://p.test/jobs/1',
       'https://p.test/migrate',
-      { locationRefused: expect.stringMatching(/not https \(http:\/\/p\.test\)/) },
+      refused(/another origin \(http:\/\/p\.test/),
     ],
     [
-      'another scheme',
-      'ftp://p.test/jobs/1',
+      'loopback from a participant elsewhere',
+      'https://localhost:8443/admin',
       'https://p.test/migrate',
-      { locationRefused: expect.stringMatching(/not https/) },
+      refused(/another origin/),
     ],
     [
-      'credentials',
-      'https://u:pw@p.test/jobs/1',
+      'an IPv4-mapped loopback',
+      'https://[::ffff:127.0.0.1]/x',
       'https://p.test/migrate',
-      { locationRefused: expect.stringMatching(/credentials/) },
+      refused(/another origin/),
     ],
+    ['the unspecified address', 'https://0.0.0.0/x', 'https://p.test/migrate', refused(/another origin/)],
+    [
+      'a metadata endpoint',
+      'http://169.254.169.254/metadata',
+      'https://p.test/migrate',
+      refused(/another origin/),
+    ],
+    ['a private address', 'https://10.0.0.5/jobs/1', 'https://p.test/migrate', refused(/another origin/)],
+    [
+      'another loopback port from a loopback participant',
+      'http://127.0.0.1:7071/api/locks',
+      'http://127.0.0.1:8080/migrate',
+      refused(/another origin/),
+    ],
+    ['another scheme', 'ftp://p.test/jobs/1', 'https://p.test/migrate', refused(/another origin/)],
+    ['credentials', 'https://u:pw@p.test/jobs/1', 'https://p.test/migrate', refused(/credentials/)],
     ['none', null, 'https://p.test/migrate', {}],
     ['empty', ' ', 'https://p.test/migrate', {}],
   ])('%s', (_name, header, requestUrl, expected) => {
@@ -275,9 +283,12 @@ describe('timing formulas', () => {
     expect(pollWaitMs(1, 3600, s)).toBe(30_000); // the cap bounds the history
     expect(pollWaitMs(5000, undefined, s)).toBe(30_000);
   });
-  test('the n-th transient answer is retried after max(Retry-After, retryInterval × 2^(n−1)), up to the attempts', () => {
+  test('the n-th transient answer is retried after max(min(Retry-After, pollMax), retryInterval × 2^(n−1)), up to the attempts', () => {
     expect([1, 2, 3].map((n) => transientWaitMs(n, undefined, s) / 1000)).toEqual([5, 10, 20]);
-    expect(transientWaitMs(1, 60, s)).toBe(60_000);
+    expect(transientWaitMs(1, 20, s)).toBe(20_000);
+    // a 503 asking for days holds the lock no longer than a poll would
+    expect(transientWaitMs(1, 10_000_000, s)).toBe(30_000);
+    expect(transientWaitMs(4, 10_000_000, s)).toBe(40_000); // the backoff itself may pass the cap
     expect([4, 5].map((n) => transientExhausted(n, s))).toEqual([false, true]);
   });
   test('inputs journaled before the settings existed read the defaults (1 s, 30 s)', () => {
@@ -315,9 +326,21 @@ describe('configuration', () => {
   ])('%o is refused', (env, message) => {
     expect(() => parseConfig(env)).toThrow(message);
   });
-  test('240 s and min = max are accepted', () => {
+  test('the timeout stays under the lock renewal cadence: by default 30 s, or less when renewals come sooner', () => {
+    expect(parseConfig({}).migration.participantTimeoutSeconds).toBe(30);
+    // dev: a 30 s write lease is renewed every 10 s, so a request must end within 9 s
+    expect(parseConfig({ ROUTELOCK_PROFILE: 'dev' }).migration.participantTimeoutSeconds).toBe(9);
+    expect(() => parseConfig({ ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: '240' })).toThrow(
+      /ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: must be at least 1 and under the lock renewal cadence .*: 100 s\) by 1 s, so a request always ends before the next renewal; got 240/,
+    );
+    expect(() =>
+      parseConfig({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: '10' }),
+    ).toThrow(/ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: .*10 s\) by 1 s.*got 10/);
+  });
+  test('240 s (with a write window that renews every 300 s) and min = max are accepted', () => {
     expect(
       parseConfig({
+        ROUTELOCK_WRITE_LEASE_SECONDS: '900',
         ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: '240',
         ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS: '5',
         ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: '5',

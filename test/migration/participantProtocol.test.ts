@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { AccessToken, TokenCredential } from '@azure/identity';
 import { requestParticipant } from '../../shared/migration/participantHttp';
 import { newMigrationRecord } from '../../shared/migration/records';
@@ -354,7 +356,7 @@ describe('the callParticipant request itself', () => {
     attempt: 1,
   };
 
-  test('the bearer token goes to the participant origin only, never to a Location on another origin', async () => {
+  test('the bearer token goes to the participant origin only; a poll URL on another origin is never requested', async () => {
     const a = await startParticipant();
     const b = await startParticipant();
     servers.push(a, b);
@@ -368,13 +370,86 @@ describe('the callParticipant request itself', () => {
       retryAfterSeconds: 1,
     });
     await requestParticipant({ ...base, method: 'GET', url: posted.location! }, { credential });
-    await requestParticipant(
+    const elsewhere = await requestParticipant(
       { ...base, method: 'GET', url: `${new URL(b.url).origin}/jobs/1` },
       { credential },
     );
+    expect(elsewhere).toMatchObject({
+      status: 0,
+      body: expect.stringMatching(/refused: a poll URL on another origin/),
+    });
     expect(a.requests.map((q) => q.authorization)).toEqual(['Bearer tok-1', 'Bearer tok-1']);
-    expect(b.requests.map((q) => q.authorization)).toEqual([undefined]);
+    expect(b.requests).toEqual([]);
     expect(credential.scopes).toEqual(['api://p/.default']);
+  });
+
+  test('only the first 4 KiB of an answer are read: a participant answering megabytes is cut, not buffered', async () => {
+    const big = await new Promise<{ url: string; close: () => Promise<void>; sent: () => number }>(
+      (resolve) => {
+        let sent = 0;
+        const server = createServer((_req, res) => {
+          res.writeHead(500, { 'content-type': 'text/plain' });
+          const chunk = Buffer.alloc(64 * 1024, 'x');
+          // keep writing until the client hangs up (at most 64 MiB)
+          const pump = () => {
+            while (sent < 64 * 1024 * 1024 && res.write(chunk)) sent += chunk.length;
+            if (sent >= 64 * 1024 * 1024) res.end();
+          };
+          res.on('drain', pump);
+          res.on('close', () => res.destroy());
+          pump();
+        });
+        server.listen(0, '127.0.0.1', () => {
+          const { port } = server.address() as AddressInfo;
+          resolve({
+            url: `http://127.0.0.1:${port}/migrate`,
+            sent: () => sent,
+            close: () =>
+              new Promise((done) => {
+                server.closeAllConnections();
+                server.close(() => done());
+              }),
+          });
+        });
+      },
+    );
+    try {
+      const answer = await requestParticipant({
+        participant: 'p',
+        participantUrl: big.url,
+        timeoutSeconds: 5,
+        method: 'POST',
+        body: job,
+      });
+      expect(answer.status).toBe(500);
+      expect(String(answer.body)).toHaveLength(4097); // 4096 bytes and the … mark
+      expect(String(answer.body).endsWith('…')).toBe(true);
+      expect(big.sent()).toBeLessThan(16 * 1024 * 1024); // it stopped reading long before the end
+    } finally {
+      await big.close();
+    }
+  });
+
+  test('a token that does not come within the timeout is no answer (status 0), like a slow participant', async () => {
+    const a = await startParticipant();
+    servers.push(a);
+    const hanging: TokenCredential = { getToken: () => new Promise<AccessToken | null>(() => undefined) };
+    const answer = await requestParticipant(
+      {
+        participant: 'p',
+        participantUrl: a.url,
+        audience: 'api://slow',
+        timeoutSeconds: 1,
+        method: 'POST',
+        body: job,
+      },
+      { credential: hanging },
+    );
+    expect(answer).toMatchObject({
+      status: 0,
+      body: expect.stringMatching(/no token for audience api:\/\/slow/),
+    });
+    expect(a.requests).toEqual([]);
   });
 
   test('no redirect is followed; a refused connection is status 0 with the reason; nothing secret in the answer', async () => {

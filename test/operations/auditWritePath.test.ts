@@ -140,8 +140,20 @@ test('composed services, ledger down: a force-release request still opens and is
   // Before the write path, the committed request answered 503 here, and a retried approval 409.
   const request = await services.forceRelease.open('w-down', 'alice', 'stuck');
   expect((await services.forceRelease.approve(request.id, 'bob')).request.approvals).toHaveLength(1);
-  expect(sink.snapshot().events).toEqual({ AuditRecordDeferred: 2 });
-  expect(audit.attempts).toBe(8); // four attempts per record, the real 50/200/800 ms backoff
+  // the opening once, then at the approval the opening again and the approval
+  expect(sink.snapshot().events).toEqual({ AuditRecordDeferred: 3 });
+  expect(audit.attempts).toBe(12); // four attempts per record, the real 50/200/800 ms backoff
+  // The ledger is back: the next step of the request appends the records the earlier ones could not
+  // (no change feed watches requests: this is their backstop).
+  audit.down = false;
+  await services.forceRelease.approve(request.id, 'carol');
+  const ops = (await services.audit.list('w-down', 20)).map((r) => `${r.op}:${r.actor}`).sort();
+  expect(ops).toEqual([
+    'forceRelease:alice,bob,carol',
+    'forceReleaseApproved:bob',
+    'forceReleaseApproved:carol',
+    'forceReleaseRequested:alice',
+  ]);
 }, 15_000);
 
 test('the feed replaying the same versions, twice and coalesced, adds no record', async () => {

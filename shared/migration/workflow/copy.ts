@@ -27,6 +27,9 @@ import {
   transientWaitMs,
 } from '../participantContract';
 
+/** Slack for a request beyond its timeout (the activity's scheduling) when deciding to renew first. */
+const REQUEST_MARGIN_MS = 1000;
+
 /** Renew a phase lock a few times per lease, so one lost renewal never lets it lapse. */
 export const renewEveryMs = (leaseSeconds: number): number =>
   Math.max(1000, Math.floor((leaseSeconds * 1000) / 3));
@@ -71,6 +74,38 @@ export function* renewLock(
   const { resourceId, lock } = state.input;
   return yield* activity('renew', { resourceId, lock, phase, ifMatch: state.etag });
 }
+
+/** How a phase-lock renewal at a copy's deadline went. */
+type Renewal =
+  | { kind: 'renewed'; etag: string; phaseEndsAt: number }
+  /** The lock's end can move no further (the write budget, the parent's cap): the copy runs to it. */
+  | { kind: 'final' }
+  | { kind: 'refused'; result: Extract<ActivityResult<null>, { ok: false }> };
+
+/** Renew the phase lock a copy runs under (both versions: the same one activity). */
+function* renewForCopy(
+  state: Escalated,
+  etag: string,
+  phase: CopyJob['phase'],
+): Generator<Step, Renewal, unknown> {
+  const renewed = yield* renewLock({ ...state, etag }, phase);
+  if (renewed.ok) {
+    const phaseEndsAt = holderEndsAt(
+      renewed.value.phaseExpiresAt,
+      state.input.settings.clockSkewSeconds ?? 0,
+    );
+    return { kind: 'renewed', etag: renewed.value.etag, phaseEndsAt };
+  }
+  if (renewed.code === 'FreezeBudgetExceeded' || renewed.code === 'MaxLeaseReached') return { kind: 'final' };
+  return { kind: 'refused', result: renewed };
+}
+
+/** The phase lock's own end came with the copy still running: it overran. */
+const ranOut = (job: CopyJob, phaseEndsAt: number): ActivityResult<null> => ({
+  ok: false,
+  code: 'LockExpired',
+  message: `the ${job.phase} lock ran out at ${new Date(phaseEndsAt).toISOString()} with ${job.copy} still running`,
+});
 
 /** Requests that resolved the route just before a lock committed land before any copy starts. */
 export function* inFlightGrace(s: MigrationSettings): Generator<Step, void, unknown> {
@@ -188,19 +223,11 @@ function* copyAllV1(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
     if (!round.ok) return { result: round, etag };
     pending = round.pending;
     if (race.deadlineFirst && pending.length > 0) {
-      if (deadline >= phaseEndsAt) {
-        const message = `the ${job.phase} lock ran out at ${new Date(phaseEndsAt).toISOString()} with ${job.copy} still running`;
-        return { result: { ok: false, code: 'LockExpired', message }, etag };
-      }
-      const renewed = yield* renewLock({ ...state, etag }, job.phase);
-      if (renewed.ok) {
-        etag = renewed.value.etag;
-        phaseEndsAt = holderEndsAt(renewed.value.phaseExpiresAt, skew);
-      } else if (renewed.code === 'FreezeBudgetExceeded' || renewed.code === 'MaxLeaseReached') {
-        renewable = false;
-      } else {
-        return { result: renewed, etag };
-      }
+      if (deadline >= phaseEndsAt) return { result: ranOut(job, phaseEndsAt), etag };
+      const renewal = yield* renewForCopy(state, etag, job.phase);
+      if (renewal.kind === 'refused') return { result: renewal.result, etag };
+      if (renewal.kind === 'final') renewable = false;
+      else ({ etag, phaseEndsAt } = renewal);
     } else if (round.backoffMs > 0) {
       yield* sleep(round.backoffMs);
     }
@@ -348,13 +375,28 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
         yield* sleepUntil(Math.min(nextDue, deadline));
         if (nextDue < deadline) continue;
       } else {
+        // A request could still be running when the renewal is due: renew first (early), so it is not
+        // abandoned at the deadline and asked again (config keeps the timeout under the renewal cadence).
+        if (renewable && renewAt - t < timing.timeoutSeconds * 1000 + REQUEST_MARGIN_MS) {
+          const renewal = yield* renewForCopy(state, etag, job.phase);
+          if (renewal.kind === 'refused') return { result: renewal.result, etag };
+          t = yield* now();
+          renewAt = t + renewEveryMs(job.leaseSeconds);
+          if (renewal.kind === 'final') renewable = false;
+          else ({ etag, phaseEndsAt } = renewal);
+          if (t >= phaseEndsAt) return { result: ranOut(job, phaseEndsAt), etag };
+        }
+        const roundDeadline = renewable ? Math.min(renewAt, phaseEndsAt) : phaseEndsAt;
         const tasks = due.map((p) => requestTask(state, job, p));
-        // Polls far from the deadline go without a timer: their timeout ends them well before it, so a
-        // poll costs the history one activity and one sleep. A POST (rare: once per job) is raced.
+        // Polls far from the deadline go without a timer under the hard-delete lock: their timeout ends
+        // them well before it, so a poll costs the history one activity and one sleep. Under the write
+        // lock (short, and writes wait on it) and for a POST, the round keeps its timer.
         const timerless =
-          due.every((p) => p.location !== undefined) && deadline - t > 2 * timing.timeoutSeconds * 1000;
+          job.phase === 'hardDelete' &&
+          due.every((p) => p.location !== undefined) &&
+          roundDeadline - t > 2 * timing.timeoutSeconds * 1000;
         const race = yield* step<RaceResult>(
-          timerless ? { kind: 'all', tasks } : { kind: 'race', tasks, deadline },
+          timerless ? { kind: 'all', tasks } : { kind: 'race', tasks, deadline: roundDeadline },
         );
         t = yield* now();
         for (const [i, p] of due.entries()) {
@@ -369,19 +411,12 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
     }
     // The deadline: renew the phase lock, or the phase is over with the copy still running.
     if (progress.every((p) => p.done)) continue;
-    if (deadline >= phaseEndsAt) {
-      const message = `the ${job.phase} lock ran out at ${new Date(phaseEndsAt).toISOString()} with ${job.copy} still running`;
-      return { result: { ok: false, code: 'LockExpired', message }, etag };
-    }
-    const renewed = yield* renewLock({ ...state, etag }, job.phase);
+    if ((yield* now()) >= phaseEndsAt) return { result: ranOut(job, phaseEndsAt), etag };
+    if (!renewable) continue;
+    const renewal = yield* renewForCopy(state, etag, job.phase);
     renewAt = (yield* now()) + renewEveryMs(job.leaseSeconds);
-    if (renewed.ok) {
-      etag = renewed.value.etag;
-      phaseEndsAt = holderEndsAt(renewed.value.phaseExpiresAt, skew);
-    } else if (renewed.code === 'FreezeBudgetExceeded' || renewed.code === 'MaxLeaseReached') {
-      renewable = false;
-    } else {
-      return { result: renewed, etag };
-    }
+    if (renewal.kind === 'refused') return { result: renewal.result, etag };
+    if (renewal.kind === 'final') renewable = false;
+    else ({ etag, phaseEndsAt } = renewal);
   }
 }
