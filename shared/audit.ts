@@ -1,4 +1,4 @@
-import type { Location, LocationDocument } from './lock/document';
+import type { LastMigration, Location, LocationDocument } from './lock/document';
 
 /**
  * The audit ledger (residency evidence for compliance reviews) and the force-release requests it
@@ -85,12 +85,27 @@ export function auditRecordFor(doc: LocationDocument): AuditRecord | null {
   const change = doc.lastChange;
   const last = doc.lastMigration;
   if (!change || !auditOps.has(change.op) || !last) return null;
+  return migrationEndRecord(doc.id, change.op as AuditOp, change.at, last, {
+    actor: change.actor ?? null,
+    reason: change.reason ?? null,
+    requestId: change.requestId ?? null,
+  });
+}
+
+/** One record of a migration's end: the one shape both the version's own record and a rebuilt one take. */
+function migrationEndRecord(
+  resourceId: string,
+  op: AuditOp,
+  at: string,
+  last: LastMigration,
+  by: Pick<AuditRecord, 'actor' | 'reason' | 'requestId'>,
+): AuditRecord {
   return {
-    id: auditRecordId(doc.id, change.op as AuditOp, change.at),
+    id: auditRecordId(resourceId, op, at),
     kind: 'audit',
-    resourceId: doc.id,
-    op: change.op as AuditOp,
-    at: change.at,
+    resourceId,
+    op,
+    at,
     migrationId: last.migrationId,
     from: last.from,
     to: last.to,
@@ -99,9 +114,7 @@ export function auditRecordFor(doc: LocationDocument): AuditRecord | null {
     writeAt: last.writeAt,
     swappedAt: last.swappedAt,
     releasedAt: last.releasedAt,
-    actor: change.actor ?? null,
-    reason: change.reason ?? null,
-    requestId: change.requestId ?? null,
+    ...by,
   };
 }
 
@@ -142,24 +155,7 @@ function lastEndRecord(doc: LocationDocument): AuditRecord | null {
         ? { op: 'release' as const, at: last.releasedAt }
         : null;
   if (!end) return null;
-  return {
-    id: auditRecordId(doc.id, end.op, end.at),
-    kind: 'audit',
-    resourceId: doc.id,
-    op: end.op,
-    at: end.at,
-    migrationId: last.migrationId,
-    from: last.from,
-    to: last.to,
-    acquiredAt: last.acquiredAt,
-    hardDeleteAt: last.hardDeleteAt,
-    writeAt: last.writeAt,
-    swappedAt: last.swappedAt,
-    releasedAt: last.releasedAt,
-    actor: null,
-    reason: null,
-    requestId: null,
-  };
+  return migrationEndRecord(doc.id, end.op, end.at, last, { actor: null, reason: null, requestId: null });
 }
 
 /**
