@@ -8,7 +8,8 @@ import { migrationFixture } from '../testkit/migrationFixture';
 /**
  * What one migration costs the Durable backend, measured (README "Sizing the Durable backend"): the real
  * orchestrator replayed through durable-functions' own executor (testkit/durableReplay.ts), the real
- * activities against a real store, participants that finish each copy in `copySeconds` of virtual time.
+ * activities against a real store, participants that finish each copy in `copySeconds` of virtual time
+ * (answering 202 + Location and polled, as new migrations (workflow version 2) call them).
  * Counted from the actions the orchestration issued and the runs it took; the harness throws on any
  * other action type (sub-orchestration, external event, entity), so those are 0 by construction.
  *
@@ -18,12 +19,14 @@ import { migrationFixture } from '../testkit/migrationFixture';
 export interface WorkItemCount {
   profile: ServingProfile;
   participants: number;
-  /** Activity calls scheduled (each attempt). */
+  /** Lock activity calls scheduled (each attempt), participant requests aside. */
   activities: number;
   /** Durable timers created (the convergence wait, lease-renewal races, grace and retry waits). */
   timers: number;
-  /** Durable HTTP calls (participant copies; the extension runs each as a built-in activity). */
+  /** Participant requests (`callParticipant` activities: each job's POST and its polls). */
   httpCalls: number;
+  /** Lock renewals among the activities (a long copy renews its phase lock every third of the lease). */
+  renewals: number;
   subOrchestrations: 0;
   externalEvents: 0;
   /** Orchestrator executions (episodes): each replays the history and issues the next actions. */
@@ -59,14 +62,26 @@ export async function countWorkItems(options: {
     ...(options.env ?? {}),
     ROUTELOCK_PARTICIPANTS: JSON.stringify(participants),
   });
-  const { input, runActivity } = await migrationFixture({
+  const { input, runActivity, activities } = await migrationFixture({
     config,
     start: START,
     source: SOURCE,
     target: TARGET,
   });
   const copyMs = (options.copySeconds ?? 1) * 1000;
+  // A participant as the contract asks (docs/design.md §6.5): a job's POST answers 202 + Location, its
+  // polls 202 until the job ends (bulk copy: copySeconds; delta: 1 s), then 200.
   const jobsEnd = new Map<string, number>();
+  activities.callParticipant = async (call) => {
+    const now = replay.now;
+    if (call.method === 'POST') {
+      const job = `${call.participantUrl}/jobs/${call.body.step}-${call.body.stepAttempt ?? call.body.attempt}`;
+      if (!jobsEnd.has(job)) jobsEnd.set(job, now + (call.body.step === 'bulkCopy' ? copyMs : 1000));
+      return { ok: true, value: { status: 202, body: null, location: job } };
+    }
+    const end = jobsEnd.get(call.url) ?? 0;
+    return { ok: true, value: now >= end ? { status: 200, body: null } : { status: 202, body: null } };
+  };
   const replay: DurableReplay = new DurableReplay({
     orchestrator: migrationOrchestrator,
     name: 'migrationOrchestrator',
@@ -74,23 +89,18 @@ export async function countWorkItems(options: {
     input,
     start: START,
     activity: (fn, activityInput) => runActivity(fn, activityInput, replay.now),
-    // A participant job: the first POST starts it, a repeated POST (after a renewal) answers when it ends.
-    http: ({ url, body, now }) => {
-      const step = (body as { step: string }).step;
-      const job = `${url}:${step}`;
-      if (!jobsEnd.has(job)) jobsEnd.set(job, now + (step === 'bulkCopy' ? copyMs : 1000));
-      return { statusCode: 200, durationMs: Math.max(0, (jobsEnd.get(job) as number) - now) };
-    },
   });
   const result = await replay.run();
   const count = (kind: string) => result.actions.filter((a) => a.kind === kind).length;
-  const [activitiesScheduled, timers, httpCalls] = [count('activity'), count('timer'), count('http')];
+  const httpCalls = result.actions.filter((a) => a.name === 'migrationCallParticipant').length;
+  const [activitiesScheduled, timers] = [count('activity') - httpCalls, count('timer')];
   return {
     profile: options.profile,
     participants: options.participants,
     activities: activitiesScheduled,
     timers,
     httpCalls,
+    renewals: result.actions.filter((a) => a.name === 'migrationRenew').length,
     subOrchestrations: 0,
     externalEvents: 0,
     episodes: result.runs,

@@ -3,7 +3,7 @@ import { activityFunctionName } from '../functions/durable/runOnDurable';
 import type { Config } from '../shared/config';
 import type { Location } from '../shared/lock/document';
 import { type Activities, createActivities } from '../shared/migration/activities';
-import { newMigrationRecord } from '../shared/migration/records';
+import { newMigrationInput, newMigrationRecord } from '../shared/migration/records';
 import type { ActivityName, MigrationInput } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/router';
@@ -52,14 +52,15 @@ export async function migrationFixture<S extends LocationStore = SqliteStore>(op
   const keyring = options.keyring ?? TokenKeyring.ephemeral();
   const activities = createActivities(router, config.timing, { keyring, records });
   await router.createRoute('conv-1', source);
-  const input: MigrationInput = {
+  // Built as the starters build it (the version new migrations run, the participants' scope).
+  const input: MigrationInput = newMigrationInput({
     migrationId: 'm-1',
     instanceId: 'migrate-conv-1',
     resourceId: 'conv-1',
     target,
     settings: migrationSettings(config),
     lock: options.seed ?? keyring.newSeed(),
-  };
+  });
   await records.create(newMigrationRecord(input, new Date(start).toISOString()));
   const activityByFunction = new Map(
     activityNames.map((n) => [activityFunctionName(n), n] as [string, ActivityName]),

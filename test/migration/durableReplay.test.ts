@@ -40,6 +40,8 @@ async function setup(env: Record<string, string> = {}, participants: { name: str
     } = {},
   ) => {
     let failNext = options.failNext;
+    // the input is the version new migrations run (v2): its participant calls are callParticipant activities
+    if (options.http) V2.connect?.(activities, options.http, () => replay.now);
     replay = new DurableReplay({
       orchestrator: migrationOrchestrator,
       name: 'migrationOrchestrator',

@@ -10,6 +10,7 @@ import { WORKFLOW_VERSION } from '../../shared/migration/types';
 import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import { plantParticipantBug } from '../../testkit/plantedBugs';
+import { V1 } from '../support/durableMigrations';
 import { worstCaseCopyActions } from '../../shared/migration/workflow/copy';
 import { profiles } from '../../shared/profiles';
 
@@ -47,7 +48,7 @@ async function replay(
   const fixture = await migrationFixture({ config, start: START, source: SOURCE, target: TARGET });
   const input: MigrationInput =
     options.version === 1
-      ? fixture.input
+      ? V1.toInput(fixture.input)
       : { ...fixture.input, workflowVersion: options.version ?? WORKFLOW_VERSION };
   const calls: { participant: string; step: string; method: string; at: number; status: number }[] = [];
   fixture.activities.callParticipant = async (call) => {
