@@ -1,10 +1,38 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
+import type { Actor } from '../shared/audit';
+import { isRouteLockError } from '../shared/errors';
+import type { StartedMigration } from '../shared/migration/service';
+import type { Caller } from './http/auth';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
-import { parse, readJson, resourceId, startMigrationBody } from './http/validation';
+import { HttpProblem } from './http/problem';
+import {
+  migrationCommandBody,
+  migrationListQuery,
+  parse,
+  queryObject,
+  readJson,
+  readOptionalJson,
+  resourceId,
+  startMigrationBody,
+} from './http/validation';
 import type { Services } from './services';
 
-/** POST /api/migrations starts (or joins) a resource's migration; GET /api/migrations/{id} reads it. */
+/**
+ * POST /api/migrations starts (or joins) a resource's migration; GET /api/migrations/{id} reads it,
+ * GET /api/migrations lists them; POST …/{id}/cancel stops one and POST …/{id}/retry starts a new
+ * attempt of a failed one.
+ */
+
+/** 202 with where to watch it: a start and a retry answer alike. */
+function accepted(started: StartedMigration) {
+  const statusUrl = `/api/migrations/${encodeURIComponent(started.migrationId)}`;
+  return json(
+    202,
+    { migrationId: started.migrationId, instanceId: started.instanceId, statusUrl },
+    { Location: statusUrl },
+  );
+}
 
 export async function startMigration(
   request: HttpRequest,
@@ -12,13 +40,7 @@ export async function startMigration(
   { migrations }: Pick<Services, 'migrations'>,
 ): Promise<HttpResponseInit> {
   const body = parse(startMigrationBody, await readJson(request), 'body');
-  const started = await migrations(context).start(body);
-  const statusUrl = `/api/migrations/${encodeURIComponent(started.migrationId)}`;
-  return json(
-    202,
-    { migrationId: started.migrationId, instanceId: started.instanceId, statusUrl },
-    { Location: statusUrl },
-  );
+  return accepted(await migrations(context).start(body));
 }
 
 export async function getMigration(
@@ -28,6 +50,57 @@ export async function getMigration(
 ): Promise<HttpResponseInit> {
   const migrationId = parse(resourceId, request.params.migrationId ?? '', 'migration id');
   return json(200, await migrations(context).status(migrationId));
+}
+
+/** GET /api/migrations?status=&resourceId=&campaignId=&limit=&continuation= — newest first, paged. */
+export async function listMigrations(
+  request: HttpRequest,
+  context: InvocationContext,
+  { migrations }: Pick<Services, 'migrations'>,
+): Promise<HttpResponseInit> {
+  const query = parse(migrationListQuery, queryObject(request), 'query');
+  try {
+    return json(200, await migrations(context).list(query));
+  } catch (error) {
+    // The only input a store can refuse is the continuation: name it, as the query's other 400s do.
+    if (query.continuation !== undefined && isRouteLockError(error, 'BadRequest')) {
+      const errors = [`continuation: ${error.message}`];
+      throw new HttpProblem('BadRequest', `Invalid query: ${errors.join('; ')}`, { errors });
+    }
+    throw error;
+  }
+}
+
+/** The operator a cancel or a retry is recorded for: the authenticated caller. */
+const actorOf = (caller: Caller): Actor => ({ id: caller.objectId, name: caller.name });
+
+/** The migration a command names, and its body: none, or `{}` (unknown fields are refused). */
+async function commandTarget(request: HttpRequest): Promise<string> {
+  const migrationId = parse(resourceId, request.params.migrationId ?? '', 'migration id');
+  parse(migrationCommandBody, await readOptionalJson(request), 'body');
+  return migrationId;
+}
+
+/** POST /api/migrations/{id}/cancel — 200 with the status; 409 AlreadySwapped after the swap. */
+export async function cancelMigration(
+  request: HttpRequest,
+  context: InvocationContext,
+  { migrations }: Pick<Services, 'migrations'>,
+  caller: Caller,
+): Promise<HttpResponseInit> {
+  const migrationId = await commandTarget(request);
+  return json(200, await migrations(context).cancel(migrationId, actorOf(caller)));
+}
+
+/** POST /api/migrations/{id}/retry — 202 as a start; 409 MigrationNotRetriable unless it ended Failed. */
+export async function retryMigration(
+  request: HttpRequest,
+  context: InvocationContext,
+  { migrations }: Pick<Services, 'migrations'>,
+  caller: Caller,
+): Promise<HttpResponseInit> {
+  const migrationId = await commandTarget(request);
+  return accepted(await migrations(context).retry(migrationId, actorOf(caller)));
 }
 
 export const migrationEndpoints: EndpointDeclaration[] = [
@@ -47,6 +120,33 @@ export const migrationEndpoints: EndpointDeclaration[] = [
     authLevel: 'function',
     role: 'Ops.Read',
     handler: getMigration,
+    extraInputs: [df.input.durableClient()],
+  },
+  {
+    name: 'listMigrations',
+    methods: ['GET'],
+    route: 'migrations',
+    authLevel: 'function',
+    role: 'Ops.Read',
+    handler: listMigrations,
+    extraInputs: [df.input.durableClient()],
+  },
+  {
+    name: 'cancelMigration',
+    methods: ['POST'],
+    route: 'migrations/{migrationId}/cancel',
+    authLevel: 'function',
+    role: 'Migrations.Write',
+    handler: cancelMigration,
+    extraInputs: [df.input.durableClient()],
+  },
+  {
+    name: 'retryMigration',
+    methods: ['POST'],
+    route: 'migrations/{migrationId}/retry',
+    authLevel: 'function',
+    role: 'Migrations.Write',
+    handler: retryMigration,
     extraInputs: [df.input.durableClient()],
   },
 ];

@@ -6,7 +6,6 @@ import { type Config, getConfig } from '../shared/config';
 import { ForceReleaseService } from '../shared/forceRelease';
 import { type Activities, createActivities } from '../shared/migration/activities';
 import type { MigrationService } from '../shared/migration/service';
-import type { MigrationStatus } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import { type TokenKeyring, openTokenKeyring } from '../shared/security/tokenKeys';
 import { Router, type RouterOptions } from '../shared/router';
@@ -62,8 +61,6 @@ export interface HostServices {
   readonly bodyActorAllowed: boolean;
   /** The embedded host's in-memory metrics (`GET /api/metrics`); in Azure, Application Insights has them. */
   readonly metrics?: MetricsRecorder;
-  /** The embedded host's recent migrations (`GET /api/migrations`, the status page). */
-  readonly recentMigrations?: (limit: number) => MigrationStatus[];
   /** Who runs migrations for this invocation: Durable Functions in Azure, the in-process runner locally. */
   readonly migrations: (context: InvocationContext) => MigrationService;
 }
@@ -167,12 +164,11 @@ export async function createCoreServices(
 
 /** A host's services: the core and the host's own parts, composed once (frozen: nothing is added later). */
 export function composeServices(core: CoreServices, host: HostServices): Services {
-  const { bodyActorAllowed, metrics, recentMigrations, migrations } = host;
+  const { bodyActorAllowed, metrics, migrations } = host;
   return Object.freeze({
     ...core,
     bodyActorAllowed: bodyActorAllowed && core.config.auth.mode === 'none',
     ...(metrics ? { metrics } : {}),
-    ...(recentMigrations ? { recentMigrations } : {}),
     migrations,
   });
 }
@@ -193,12 +189,11 @@ function durableMigrations(core: CoreServices): (context: InvocationContext) => 
 
 /** The Functions host's services (tests hand in overrides of the parts they fake). */
 export async function createServices(config: Config, overrides: ServiceOverrides = {}): Promise<Services> {
-  const { bodyActorAllowed, metrics, recentMigrations, migrations, ...coreOverrides } = overrides;
+  const { bodyActorAllowed, metrics, migrations, ...coreOverrides } = overrides;
   const core = await createCoreServices(config, coreOverrides);
   return composeServices(core, {
     bodyActorAllowed: bodyActorAllowed ?? false,
     ...(metrics ? { metrics } : {}),
-    ...(recentMigrations ? { recentMigrations } : {}),
     migrations: migrations ?? durableMigrations(core),
   });
 }

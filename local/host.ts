@@ -127,7 +127,6 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   const services = composeServices(core, {
     bodyActorAllowed: true,
     metrics,
-    recentMigrations: (limit) => state.recent(limit).map((record) => record.status),
     migrations: () => migrations,
   });
   // The embedded store's change stream feeds the same handler as the Cosmos DB change feed in Azure.

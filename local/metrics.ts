@@ -2,7 +2,6 @@ import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/fu
 import { type EndpointDeclaration, json } from '../functions/http/endpoint';
 import { HttpProblem } from '../functions/http/problem';
 import type { Services } from '../functions/services';
-import { auditQuery, parse, queryObject } from '../functions/http/validation';
 
 /**
  * GET /api/metrics — the embedded host's lock metrics, from its own change stream:
@@ -23,18 +22,6 @@ export async function getMetrics(
   return json(200, metrics.snapshot());
 }
 
-/** GET /api/migrations?limit=N — the embedded host's recent migrations, newest first (status page). */
-export async function listMigrations(
-  request: HttpRequest,
-  _context: InvocationContext,
-  { recentMigrations }: Pick<Services, 'recentMigrations'>,
-): Promise<HttpResponseInit> {
-  if (!recentMigrations)
-    throw new HttpProblem('NotFound', 'Listing migrations is served by the embedded host.');
-  const query = parse(auditQuery, queryObject(request), 'query');
-  return json(200, { items: recentMigrations(query.limit ?? 50) });
-}
-
 export const metricsEndpoints: EndpointDeclaration[] = [
   {
     name: 'metrics',
@@ -43,13 +30,5 @@ export const metricsEndpoints: EndpointDeclaration[] = [
     authLevel: 'function',
     role: 'Ops.Read',
     handler: getMetrics,
-  },
-  {
-    name: 'listMigrations',
-    methods: ['GET'],
-    route: 'migrations',
-    authLevel: 'function',
-    role: 'Ops.Read',
-    handler: listMigrations,
   },
 ];

@@ -78,6 +78,20 @@ const errorKinds = {
     retriable: false,
     title: 'Another migration is in progress',
   },
+  /** A cancel after the swap: the resource already lives at the target; too late to stop. */
+  AlreadySwapped: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The migration has already swapped',
+  },
+  /** A retry of a migration that is not an ended, failed one (running, Completed, NoOp, Conflict, Cancelled). */
+  MigrationNotRetriable: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The migration cannot be retried',
+  },
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
   DuplicateApproval: {
     raisedBy: 'library',

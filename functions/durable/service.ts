@@ -5,17 +5,23 @@ import { RouteLockError } from '../../shared/errors';
 import { instanceIdFor } from '../../shared/migration/instanceId';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
 import type { MigrationRecords } from '../../shared/store/ports/migrations';
+import type { Actor } from '../../shared/audit';
 import {
+  type MigrationList,
+  type MigrationListQuery,
   type MigrationRequest,
   type MigrationService,
   type StartedMigration,
   assertRouteExists,
   joinRunning,
+  listLimit,
 } from '../../shared/migration/service';
 import {
   type MigrationInput,
   type MigrationSettings,
+  type MigrationState,
   type MigrationStatus,
+  migrationStates,
   pendingStatus,
   terminalStates,
 } from '../../shared/migration/types';
@@ -32,6 +38,9 @@ export const ORCHESTRATOR = 'migrationOrchestrator';
 export const unstartedGraceMs = 5 * 60_000;
 
 const running = new Set(['Pending', 'Running', 'ContinuedAsNew', 'Suspended']);
+
+/** The states an unfinished record may hold (its live status is its instance's). */
+const unfinishedStates: readonly MigrationState[] = migrationStates.filter((s) => !terminalStates.has(s));
 
 /**
  * Migrations on Durable Functions: one instance per resource ({@link instanceIdFor}). A check-and-start
@@ -175,6 +184,40 @@ export class DurableMigrationService implements MigrationService {
       };
     }
     return custom ?? record.status;
+  }
+
+  /**
+   * A page of the records, newest first. An ended record holds its final status; an unfinished one
+   * holds what its start wrote, so its live status comes from its instance (as `status` answers). A
+   * status filter therefore reads the records in that state and the unfinished ones, and keeps those
+   * whose status is it: a page may hold fewer than `limit` items, never a wrong one, and the
+   * continuation follows the records read.
+   */
+  async list(query: MigrationListQuery): Promise<MigrationList> {
+    const wanted = query.status;
+    const page = await this.records.list({
+      states: wanted === undefined ? undefined : [...new Set([wanted, ...unfinishedStates])],
+      resourceId: query.resourceId,
+      campaignId: query.campaignId,
+      limit: listLimit(query.limit),
+      continuation: query.continuation,
+    });
+    const statuses = await Promise.all(
+      page.records.map((record) => (record.done ? record.status : this.status(record.migrationId))),
+    );
+    const items = statuses.filter((status) => wanted === undefined || status.status === wanted);
+    return page.continuation === undefined ? { items } : { items, continuation: page.continuation };
+  }
+
+  // Stubs on the list's branch (issue 18 §2): the cancel and retry helpers' implementations replace them.
+  async cancel(migrationId: string, _actor: Actor): Promise<MigrationStatus> {
+    await this.status(migrationId); // 404 for an unknown one, as the real one answers
+    throw new RouteLockError('InvalidTransition', `Cancelling ${migrationId} is not available yet.`);
+  }
+
+  async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {
+    await this.status(migrationId);
+    throw new RouteLockError('MigrationNotRetriable', `Retrying ${migrationId} is not available yet.`);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
+import { migrationStates } from '../../shared/migration/types';
 import { isProbeId } from '../../shared/probe';
 import { HttpProblem } from './problem';
 
@@ -59,6 +60,18 @@ export const listQuery = z.strictObject({
   limit: limitParam,
   continuation: z.string().min(1).max(4096).optional(),
 });
+
+/** GET /migrations: every filter optional; `status` one of the states, ids as ids are written. */
+export const migrationListQuery = z.strictObject({
+  status: z.enum(migrationStates, { message: `must be one of ${migrationStates.join(', ')}` }).optional(),
+  resourceId: resourceId.optional(),
+  campaignId: resourceId.optional(),
+  limit: limitParam,
+  continuation: z.string().min(1).max(4096).optional(),
+});
+
+/** POST /migrations/{id}/cancel and /retry take no fields: an empty body (or `{}`). */
+export const migrationCommandBody = z.strictObject({});
 
 export const idempotencyKey = label;
 

@@ -4,7 +4,7 @@ import type { TokenKeyring } from '../security/tokenKeys';
 import type { Activities } from './activities';
 import { instanceIdFor } from './instanceId';
 import { callParticipant } from './participantHttp';
-import type { JournalEntry } from '../store/ports/migrations';
+import type { JournalEntry, MigrationRecordPage, MigrationRecordQuery } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from './records';
 import type { Scheduler } from './scheduler';
@@ -112,6 +112,11 @@ export class InProcessRunner {
     const record = await this.options.state.get(migrationId);
     if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
     return record.status;
+  }
+
+  /** A page of this runner's records, newest first (GET /migrations). */
+  list(query: MigrationRecordQuery): Promise<MigrationRecordPage> {
+    return this.options.state.list(query);
   }
 
   /** Wait until every running migration has finished (tests, drills). */

@@ -23,6 +23,8 @@ export interface MigrationRecord {
   resourceId: string;
   target: Location;
   createdAt: string;
+  /** The campaign that started it (issue 18 §3); absent for a migration started on its own. */
+  campaignId?: string;
   input: MigrationInput;
   status: MigrationStatus;
   /** True once the status is terminal. */

@@ -62,7 +62,17 @@ export interface MigrationInput {
   workflowVersion?: number;
 }
 
-export type MigrationState = 'Pending' | 'Running' | 'Completed' | 'Failed' | 'Conflict' | 'NoOp';
+/** Every migration state, in the order a migration meets them (query validation, openapi.yaml's enum). */
+export const migrationStates = [
+  'Pending',
+  'Running',
+  'Completed',
+  'Failed',
+  'Conflict',
+  'NoOp',
+  'Cancelled',
+] as const;
+export type MigrationState = (typeof migrationStates)[number];
 export type MigrationPhase =
   'starting' | 'prelock' | 'converging' | 'hardDelete' | 'write' | 'swapped' | 'released';
 
@@ -91,6 +101,7 @@ export const terminalStates: ReadonlySet<MigrationState> = new Set([
   'Failed',
   'Conflict',
   'NoOp',
+  'Cancelled',
 ]);
 
 /** A migration's status before its first step. */

@@ -2,7 +2,7 @@ import type { StoreConfig } from '../config';
 import { CosmosAuditLedger } from './cosmos/audit';
 import { CosmosForceReleaseRequests } from './cosmos/forceRelease';
 import { CosmosStore } from './cosmos/locations';
-import { CosmosMigrationRecords } from './cosmos/migrations';
+import { CosmosMigrationRecords, migrationsIndexingPolicy } from './cosmos/migrations';
 import type { AuditLedger } from './ports/audit';
 import type { ForceReleaseRequests } from './ports/forceRelease';
 import type { LocationStore } from './ports/locations';
@@ -33,6 +33,7 @@ export async function openStore(config: StoreConfig): Promise<LocationStore> {
     database: config.database,
     container: config.container,
     extraContainers: [config.migrationsContainer, config.auditContainer],
+    indexingPolicies: { [config.migrationsContainer]: migrationsIndexingPolicy },
     preferredRegion: config.preferredRegion,
   });
 }

@@ -94,6 +94,7 @@ function watched(records: MigrationRecords, ids: Set<string>): MigrationRecords 
     create: (record) => records.create(record),
     get: (id) => records.get(id),
     saveStatus: (id, status, done) => records.saveStatus(id, status, done),
+    list: (query) => records.list(query),
   };
 }
 
@@ -107,6 +108,7 @@ function withoutClaim(records: MigrationRecords): MigrationRecords {
     create: (record) => records.create(record),
     get: (id) => records.get(id),
     saveStatus: (id, status, done) => records.saveStatus(id, status, done),
+    list: (query) => records.list(query),
   };
 }
 

@@ -412,6 +412,18 @@ function evalExpr(e: Expr, scope: Scope): unknown {
         }
         case 'length':
           return (args()[0] as unknown[] | string).length;
+        case 'equals': {
+          const [a, b] = args();
+          return JSON.stringify(a) === JSON.stringify(b);
+        }
+        case 'if':
+          return evalExpr(e.args[evalExpr(e.args[0] as Expr, scope) === true ? 1 : 2] as Expr, scope);
+        case 'union': {
+          // objects only (the arrays' form is not used here): later keys win, as in ARM
+          const parts = args();
+          if (!parts.every((p) => p !== null && typeof p === 'object' && !Array.isArray(p))) return fail();
+          return Object.assign({}, ...(parts as object[]));
+        }
         case 'true':
           return true;
         case 'false':

@@ -1,6 +1,6 @@
 import { HttpRequest, HttpResponse, type HttpResponseInit, InvocationContext } from '@azure/functions';
 import { bindEndpoint } from '../../functions/http/endpoint';
-import { type Services, createServices } from '../../functions/services';
+import { type ServiceOverrides, type Services, createServices } from '../../functions/services';
 import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import type { LocationStore } from '../../shared/store/ports/locations';
@@ -41,9 +41,10 @@ function harnessServices(): Promise<Services> {
 export async function handlerServices(
   env: Record<string, string> = {},
   store: LocationStore = new SqliteStore(':memory:'),
+  overrides: ServiceOverrides = {},
 ): Promise<{ services: Services; clock: ManualClock; logs: string[] }> {
   const clock = new ManualClock();
-  const services = await createServices(parseConfig(env), { clock: clock.now, store });
+  const services = await createServices(parseConfig(env), { clock: clock.now, store, ...overrides });
   current = Promise.resolve(services);
   return { services, clock, logs: [] };
 }

@@ -59,15 +59,34 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2025-10-15
 // the identity cannot create containers); audit: the ledger; migrations: migration id → instance.
 var containerNames = ['locations', 'leases', 'audit', 'migrations']
 
+// GET /migrations pages newest first (ORDER BY c.createdAt DESC, c.migrationId DESC), which Cosmos DB
+// serves only from a composite index on both; the rest is the default policy. The same policy is
+// migrationsIndexingPolicy in shared/store/cosmos/migrations.ts (a test compares them).
+var migrationsIndexingPolicy = {
+  indexingMode: 'consistent'
+  automatic: true
+  includedPaths: [{ path: '/*' }]
+  excludedPaths: [{ path: '/"_etag"/?' }]
+  compositeIndexes: [
+    [
+      { path: '/createdAt', order: 'descending' }
+      { path: '/migrationId', order: 'descending' }
+    ]
+  ]
+}
+
 resource containers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2025-10-15' = [
   for container in containerNames: {
     parent: database
     name: container
     properties: {
-      resource: {
-        id: container
-        partitionKey: { paths: ['/id'], kind: 'Hash' }
-      }
+      resource: union(
+        {
+          id: container
+          partitionKey: { paths: ['/id'], kind: 'Hash' }
+        },
+        container == 'migrations' ? { indexingPolicy: migrationsIndexingPolicy } : {}
+      )
     }
   }
 ]

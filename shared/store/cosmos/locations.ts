@@ -2,6 +2,7 @@ import {
   type Container,
   CosmosClient,
   type CosmosClientOptions,
+  type IndexingPolicy,
   type ItemDefinition,
   PriorityLevel,
 } from '@azure/cosmos';
@@ -41,6 +42,8 @@ export interface CosmosStoreOptions {
   container: string;
   /** Further containers (partition key `/id`) created alongside `container` when a key is used. */
   extraContainers?: string[];
+  /** The indexing policy of a container created here, by its id (absent: the default policy). */
+  indexingPolicies?: Record<string, IndexingPolicy>;
   preferredRegion?: string | undefined;
   credential?: TokenCredential;
 }
@@ -115,7 +118,12 @@ export class CosmosStore implements LocationStore {
       if (options.key) {
         const { database } = await writeClient.databases.createIfNotExists({ id: options.database });
         for (const id of [options.container, ...(options.extraContainers ?? [])]) {
-          await database.containers.createIfNotExists({ id, partitionKey: { paths: ['/id'] } });
+          const indexingPolicy = options.indexingPolicies?.[id];
+          await database.containers.createIfNotExists({
+            id,
+            partitionKey: { paths: ['/id'] },
+            ...(indexingPolicy ? { indexingPolicy } : {}),
+          });
         }
       }
     } catch (error) {

@@ -1,9 +1,16 @@
-import type { Container } from '@azure/cosmos';
+import type { Container, IndexingPolicy, SqlParameter } from '@azure/cosmos';
 import type { MigrationRecord } from '../../migration/records';
 import { boundedId } from '../../migration/instanceId';
 import type { MigrationStatus } from '../../migration/types';
 import { type StoreSubject, changedSinceRead, migrationRecordSubject, notFound } from '../errors';
-import type { ActiveClaim, MigrationRecords } from '../ports/migrations';
+import {
+  type ActiveClaim,
+  type MigrationRecordPage,
+  type MigrationRecordQuery,
+  type MigrationRecords,
+  decodeMigrationCursor,
+  encodeMigrationCursor,
+} from '../ports/migrations';
 import { storeError, withoutSystemFields } from './common';
 
 /**
@@ -20,6 +27,26 @@ export const claimAttempts = 5;
  * hold at most 255 characters). `~` keeps it apart from every migration id, which cannot contain one.
  */
 export const activeClaimId = (resourceId: string): string => boundedId('active~', resourceId, 255);
+
+/**
+ * Container `migrations`' indexing policy: the default (every path) plus the composite index that
+ * `ORDER BY c.createdAt DESC, c.migrationId DESC` needs: Cosmos DB serves an ORDER BY on two properties
+ * only from one (and the same index read backwards serves the ascending order). Bicep deploys exactly
+ * this (infra/bicep/modules/cosmos.bicep; test/store/migrationList.test.ts compares them), and a
+ * key-authenticated emulator gets it when the container is created.
+ */
+export const migrationsIndexingPolicy: IndexingPolicy = {
+  indexingMode: 'consistent',
+  automatic: true,
+  includedPaths: [{ path: '/*' }],
+  excludedPaths: [{ path: '/"_etag"/?' }],
+  compositeIndexes: [
+    [
+      { path: '/createdAt', order: 'descending' },
+      { path: '/migrationId', order: 'descending' },
+    ],
+  ],
+};
 
 /** The claim: which migration holds the resource, and its record, so a loser can answer with it at once. */
 interface ClaimItem {
@@ -148,6 +175,58 @@ export class CosmosMigrationRecords implements MigrationRecords {
         const mapped = storeError(error, subject);
         if (mapped.code !== 'PreconditionFailed' || attempt >= saveStatusAttempts) throw mapped;
       }
+    }
+  }
+
+  /**
+   * A page, newest first: `TOP limit + 1` of the records after the cursor (the claims, `kind:
+   * "activeMigration"`, left out), so a page never reads more than one record beyond itself, and the
+   * position is ours (the last record's sort key), not the SDK's cross-partition token.
+   */
+  async list(query: MigrationRecordQuery): Promise<MigrationRecordPage> {
+    const where = ['NOT IS_DEFINED(c.kind)'];
+    const parameters: SqlParameter[] = [];
+    if (query.states !== undefined) {
+      const names = query.states.map((_, i) => `@state${i}`);
+      where.push(names.length > 0 ? `c.status.status IN (${names.join(', ')})` : 'false');
+      query.states.forEach((state, i) => parameters.push({ name: `@state${i}`, value: state }));
+    }
+    if (query.resourceId !== undefined) {
+      where.push('c.resourceId = @resourceId');
+      parameters.push({ name: '@resourceId', value: query.resourceId });
+    }
+    if (query.campaignId !== undefined) {
+      where.push('c.campaignId = @campaignId');
+      parameters.push({ name: '@campaignId', value: query.campaignId });
+    }
+    if (query.continuation !== undefined) {
+      const after = decodeMigrationCursor(query.continuation);
+      where.push(
+        '(c.createdAt < @afterCreatedAt OR (c.createdAt = @afterCreatedAt AND c.migrationId < @afterId))',
+      );
+      parameters.push(
+        { name: '@afterCreatedAt', value: after.createdAt },
+        { name: '@afterId', value: after.migrationId },
+      );
+    }
+    parameters.push({ name: '@top', value: query.limit + 1 });
+    const text =
+      `SELECT TOP @top * FROM c WHERE ${where.join(' AND ')} ` +
+      'ORDER BY c.createdAt DESC, c.migrationId DESC';
+    try {
+      const { resources } = await this.container.items
+        .query<Record<string, unknown> & { id: string }>({ query: text, parameters })
+        .fetchAll();
+      const records = resources.slice(0, query.limit).map((item) => {
+        const { id: _id, ...record } = withoutSystemFields(item);
+        return record as unknown as MigrationRecord;
+      });
+      const last = records.at(-1);
+      return resources.length > query.limit && last
+        ? { records, continuation: encodeMigrationCursor(last) }
+        : { records };
+    } catch (error) {
+      throw storeError(error, migrationRecordSubject('(list)'));
     }
   }
 

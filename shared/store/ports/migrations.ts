@@ -1,5 +1,6 @@
 import type { MigrationRecord } from '../../migration/records';
-import type { MigrationStatus } from '../../migration/types';
+import type { MigrationState, MigrationStatus } from '../../migration/types';
+import { badContinuation, decodeContinuation, encodeContinuation } from '../continuation';
 
 /**
  * The migration records port: migrationId → the instance that runs it, its input and its latest status.
@@ -20,6 +21,66 @@ export interface MigrationRecords {
   get(migrationId: string): Promise<MigrationRecord | null>;
   /** `done: true` also releases the resource's claim, when this migration holds it. */
   saveStatus(migrationId: string, status: MigrationStatus, done: boolean): Promise<void>;
+  /**
+   * A page of records, newest first (createdAt descending, then migrationId descending), paged in the
+   * store with a keyset cursor: never more than `limit + 1` records read for a page.
+   */
+  list(query: MigrationRecordQuery): Promise<MigrationRecordPage>;
+}
+
+export interface MigrationRecordQuery {
+  /** Records whose stored status is one of these; absent: any. */
+  states?: readonly MigrationState[] | undefined;
+  resourceId?: string | undefined;
+  campaignId?: string | undefined;
+  limit: number;
+  /** Opaque, from the previous page. */
+  continuation?: string | undefined;
+}
+
+export interface MigrationRecordPage {
+  records: MigrationRecord[];
+  /** Absent on the last page. */
+  continuation?: string;
+}
+
+/** Where a page of the list ends: the last record's sort key (createdAt, then migrationId). */
+export interface MigrationCursor {
+  createdAt: string;
+  migrationId: string;
+}
+
+const isoInstant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
+
+/**
+ * The list's continuation for both adapters: the last record's sort key, base64url-wrapped by the
+ * stores' one codec (../continuation). It reveals nothing the page did not show; a crafted but
+ * well-formed one is only another starting point in the same list, so the check is of its shape.
+ */
+export function encodeMigrationCursor(last: Pick<MigrationRecord, 'createdAt' | 'migrationId'>): string {
+  return encodeContinuation(JSON.stringify([last.createdAt, last.migrationId]));
+}
+
+export function decodeMigrationCursor(continuation: string): MigrationCursor {
+  const position = decodeContinuation(continuation);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(position);
+  } catch (error) {
+    throw badContinuation(error);
+  }
+  if (
+    !Array.isArray(parsed) ||
+    parsed.length !== 2 ||
+    typeof parsed[0] !== 'string' ||
+    typeof parsed[1] !== 'string' ||
+    !isoInstant.test(parsed[0]) ||
+    parsed[1] === '' ||
+    parsed[1].length > 255
+  ) {
+    throw badContinuation();
+  }
+  return { createdAt: parsed[0], migrationId: parsed[1] };
 }
 
 export interface ActiveClaim {

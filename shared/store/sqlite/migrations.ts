@@ -2,9 +2,56 @@ import { type Clock, systemClock } from '../../clock';
 import type { MigrationRecord } from '../../migration/records';
 import type { MigrationStatus } from '../../migration/types';
 import { migrationRecordSubject, notFound } from '../errors';
-import type { ActiveClaim, JournalEntry, MigrationRecords } from '../ports/migrations';
+import {
+  type ActiveClaim,
+  type JournalEntry,
+  type MigrationRecordPage,
+  type MigrationRecordQuery,
+  type MigrationRecords,
+  decodeMigrationCursor,
+  encodeMigrationCursor,
+} from '../ports/migrations';
 import { guarded } from './errors';
 import { SqliteTables } from './open';
+
+/**
+ * The list's sort key and filters, read from the record itself (so a database from before the list
+ * needs no new columns); its indexes are on these very expressions, which SQLite matches textually.
+ */
+const createdAt = "json_extract(record, '$.createdAt')";
+const state = "json_extract(record, '$.status.status')";
+const campaignId = "json_extract(record, '$.campaignId')";
+
+type Value = string | number;
+
+/** The list's statement: its filters, the keyset after the previous page, newest first. */
+function listStatement(query: MigrationRecordQuery): { sql: string; values: Value[] } {
+  const where: string[] = [];
+  const values: Value[] = [];
+  if (query.states !== undefined) {
+    where.push(`${state} IN (${query.states.map(() => '?').join(', ') || 'NULL'})`);
+    values.push(...query.states);
+  }
+  if (query.resourceId !== undefined) {
+    where.push('resource_id = ?');
+    values.push(query.resourceId);
+  }
+  if (query.campaignId !== undefined) {
+    where.push(`${campaignId} = ?`);
+    values.push(query.campaignId);
+  }
+  if (query.continuation !== undefined) {
+    const after = decodeMigrationCursor(query.continuation);
+    where.push(`(${createdAt}, migration_id) < (?, ?)`);
+    values.push(after.createdAt, after.migrationId);
+  }
+  values.push(query.limit + 1);
+  const filter = where.length > 0 ? `WHERE ${where.join(' AND ')} ` : '';
+  return {
+    sql: `SELECT record FROM migrations ${filter}ORDER BY ${createdAt} DESC, migration_id DESC LIMIT ?`,
+    values,
+  };
+}
 
 /**
  * The embedded host's migration records and its in-process runner's journal (tables `migrations` and
@@ -31,6 +78,12 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
       );
       CREATE INDEX IF NOT EXISTS migrations_active ON migrations (resource_id, done);
       CREATE INDEX IF NOT EXISTS migrations_recent ON migrations (updated_at);
+      CREATE INDEX IF NOT EXISTS migrations_newest ON migrations (${createdAt}, migration_id);
+      CREATE INDEX IF NOT EXISTS migrations_resource_newest
+        ON migrations (resource_id, ${createdAt}, migration_id);
+      CREATE INDEX IF NOT EXISTS migrations_state_newest ON migrations (${state}, ${createdAt}, migration_id);
+      CREATE INDEX IF NOT EXISTS migrations_campaign_newest ON migrations (${campaignId}, ${createdAt}, migration_id)
+        WHERE ${campaignId} IS NOT NULL;
       CREATE TABLE IF NOT EXISTS migration_journal (
         migration_id TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -136,6 +189,30 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
       // their earlier versions, so a finished migration's steps leave no copy on disk.
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     }
+  }
+
+  async list(query: MigrationRecordQuery): Promise<MigrationRecordPage> {
+    return guarded(migrationRecordSubject('(list)'), () => this.listSync(query));
+  }
+
+  /** One indexed range scan of `limit + 1` rows: the extra row only says whether another page follows. */
+  listSync(query: MigrationRecordQuery): MigrationRecordPage {
+    const { sql, values } = listStatement(query);
+    const rows = this.db.prepare<Value[], { record: string }>(sql).all(...values);
+    const records = rows.slice(0, query.limit).map((row) => JSON.parse(row.record) as MigrationRecord);
+    const last = records.at(-1);
+    return rows.length > query.limit && last
+      ? { records, continuation: encodeMigrationCursor(last) }
+      : { records };
+  }
+
+  /** The query plan of a list query: for tests, which index serves it (and that nothing is sorted). */
+  explainList(query: MigrationRecordQuery): string[] {
+    const { sql, values } = listStatement(query);
+    return this.db
+      .prepare<Value[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`)
+      .all(...values)
+      .map((row) => row.detail);
   }
 
   activeFor(resourceId: string): MigrationRecord | null {
