@@ -79,6 +79,20 @@ const errorKinds = {
     title: 'Another migration is in progress',
   },
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
+  /** A cancel after the swap (issue 18 §2): the migration is complete and cannot be undone by cancel. */
+  AlreadySwapped: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The migration has already swapped the route',
+  },
+  /** A cancel of a migration started before workflow version 3, which never listens for one. */
+  MigrationNotCancellable: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'This migration cannot be cancelled',
+  },
   DuplicateApproval: {
     raisedBy: 'library',
     status: 409,

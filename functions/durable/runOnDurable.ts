@@ -1,8 +1,10 @@
 import * as df from 'durable-functions';
 import type { OrchestrationContext, Task } from 'durable-functions';
 import {
+  CANCEL_EVENT,
   participantCallFailed,
   type ActivityName,
+  type CancelRequest,
   type HttpResult,
   type MigrationSettings,
   type MigrationStatus,
@@ -93,6 +95,26 @@ export function* runOnDurable(
       return task.isCompleted ? result(inner, task.result) : null;
     });
 
+  // Cancel (workflow version 3) is the `cancel` external event: a terminated orchestration runs nothing,
+  // so it could never release its lock. Each cancellable wait races a FRESH waitForExternalEvent task
+  // beside its timer. Both sides keep waiters of one name as a stack and hand an event to the newest:
+  // durable-js TaskOrchestrationExecutor.trackOpenTask pushes onto `openEvents[name]` and setTaskValue
+  // pops; the extension's DurableOrchestrationContext.WaitForExternalEvent pushes a linked-list "stack"
+  // ("easier for users to abandon external events … a Task.WhenAny in a loop") and RaiseEvent takes its
+  // head. So the newest wait gets the event, and waiters left by earlier races are harmless. A task raced
+  // again would be pushed twice and never complete a second race (its parent is reassigned), hence fresh
+  // ones. Between waits, `cancelRequested` reads the newest waiter without yielding: once tracked, a task
+  // completes whenever EventRaised is replayed, at the same place in every replay. Before any waiter
+  // exists, durable-js defers an event (deferredTasks) until a task of its name is tracked, so the first
+  // check tracks one, raced against a timer due now (one timer per instance).
+  let cancelWaiter: Task | undefined;
+  const waitForCancel = (): Task => {
+    cancelWaiter = context.df.waitForExternalEvent(CANCEL_EVENT);
+    return cancelWaiter;
+  };
+  const cancelArrived = (): CancelRequest | null =>
+    cancelWaiter?.isCompleted === true ? (cancelWaiter.result as CancelRequest) : null;
+
   let next = workflow.next();
   while (!next.done) {
     const step = next.value;
@@ -105,9 +127,27 @@ export function* runOnDurable(
         context.df.setCustomStatus(step.status);
         outcome = { value: undefined };
         break;
+      case 'cancelRequested': {
+        if (cancelWaiter === undefined) {
+          const event = waitForCancel();
+          const timer = context.df.createTimer(context.df.currentUtcDateTime);
+          const winner = (yield context.df.Task.any([event, timer])) as unknown as Task;
+          if (winner !== timer) timer.cancel();
+        }
+        outcome = { value: cancelArrived() };
+        break;
+      }
       case 'activity':
       case 'timer':
       case 'http':
+        if (step.kind === 'timer' && step.cancellable) {
+          const timer = context.df.createTimer(new Date(step.fireAt));
+          const event = waitForCancel();
+          const winner = (yield context.df.Task.any([timer, event])) as unknown as Task;
+          if (winner === event) timer.cancel();
+          outcome = { value: winner === event ? (event.result as CancelRequest) : null };
+          break;
+        }
         try {
           outcome = { value: result(step, yield toTask(step)) };
         } catch (error) {
@@ -117,10 +157,18 @@ export function* runOnDurable(
       case 'race': {
         const tasks = step.tasks.map(toTask);
         const timer = context.df.createTimer(new Date(step.deadline));
-        const winner = (yield context.df.Task.any([context.df.Task.all(tasks), timer])) as unknown as Task;
+        const event = step.cancellable ? waitForCancel() : undefined;
+        const racers = [context.df.Task.all(tasks), timer, ...(event ? [event] : [])];
+        const winner = (yield context.df.Task.any(racers)) as unknown as Task;
         const deadlineFirst = winner === timer;
         if (!deadlineFirst) timer.cancel();
-        outcome = { value: { deadlineFirst, settled: settledOf(step.tasks, tasks) } };
+        const settled = settledOf(step.tasks, tasks);
+        outcome = {
+          value:
+            event !== undefined && winner === event
+              ? { deadlineFirst: false, settled, cancelled: event.result as CancelRequest }
+              : { deadlineFirst, settled },
+        };
         break;
       }
       case 'all': {

@@ -1,6 +1,7 @@
 import * as df from 'durable-functions';
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import { randomUUID } from 'node:crypto';
+import type { Actor } from '../../shared/audit';
 import { RouteLockError } from '../../shared/errors';
 import { instanceIdFor } from '../../shared/migration/instanceId';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
@@ -10,9 +11,13 @@ import {
   type MigrationService,
   type StartedMigration,
   assertRouteExists,
+  cancelAnswer,
   joinRunning,
+  withCancelRequest,
 } from '../../shared/migration/service';
 import {
+  CANCEL_EVENT,
+  type CancelRequest,
   type MigrationInput,
   type MigrationSettings,
   type MigrationStatus,
@@ -159,10 +164,46 @@ export class DurableMigrationService implements MigrationService {
     return true;
   }
 
+  /**
+   * Cancel (issue 18 §2) is the orchestration's `cancel` external event, never a terminate: a terminated
+   * orchestration runs nothing, so it could not release its lock. The request is kept on the record
+   * first, so `status` shows it before the workflow has seen it (and a second cancel answers the same).
+   */
+  async cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
+    const record = await this.records.get(migrationId);
+    if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
+    const standing = await this.status(migrationId);
+    const answered = cancelAnswer(standing, record.input);
+    if (answered) return answered;
+    const request: CancelRequest = { requestedAt: new Date(this.now()).toISOString(), by: actor.id };
+    await this.records.saveStatus(migrationId, withCancelRequest(record.status, request), false);
+    try {
+      await this.client.raiseEvent(record.instanceId, CANCEL_EVENT, request);
+    } catch (error) {
+      throw new RouteLockError(
+        'OrchestrationStatusUnavailable',
+        'The Durable Functions task hub did not take the cancel; retry shortly.',
+        { retryAfterSeconds: 1, cause: error },
+      );
+    }
+    return withCancelRequest(standing, request);
+  }
+
   async status(migrationId: string): Promise<MigrationStatus> {
     const record = await this.records.get(migrationId);
     if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
     if (record.done) return record.status;
+    const { cancelRequestedAt: requestedAt, cancelRequestedBy: by } = record.status;
+    const live = await this.liveStatus(record);
+    // a request the workflow has not published yet (or never will: it came after the last check)
+    return requestedAt !== undefined && live.cancelRequestedAt === undefined
+      ? withCancelRequest(live, { requestedAt, by: by ?? '' })
+      : live;
+  }
+
+  /** An unfinished record's status from its instance (its custom status), or the record's own. */
+  private async liveStatus(record: MigrationRecord): Promise<MigrationStatus> {
+    const { migrationId } = record;
     const current = await this.instance(record.instanceId);
     const input = current?.input as MigrationInput | undefined;
     if (!current || input?.migrationId !== migrationId) return record.status;

@@ -17,7 +17,17 @@ import {
   workflowVersionOf,
 } from '../types';
 import type { Escalated, WorkflowState } from './state';
-import { activity, now, sleep, sleepUntil, step } from './steps';
+import {
+  CancelRequested,
+  type CancelScope,
+  activity,
+  cancellable,
+  now,
+  sleep,
+  sleepUntil,
+  step,
+  stopIfCancelled,
+} from './steps';
 import {
   classifyAnswer,
   failureMessage,
@@ -73,8 +83,8 @@ export function* renewLock(
 }
 
 /** Requests that resolved the route just before a lock committed land before any copy starts. */
-export function* inFlightGrace(s: MigrationSettings): Generator<Step, void, unknown> {
-  if (s.inFlightGraceSeconds && s.participants.length > 0) yield* sleep(s.inFlightGraceSeconds * 1000);
+export function* inFlightGrace(s: MigrationSettings, scope?: CancelScope): Generator<Step, void, unknown> {
+  if (s.inFlightGraceSeconds && s.participants.length > 0) yield* sleep(s.inFlightGraceSeconds * 1000, scope);
 }
 
 function participantCallV1(
@@ -345,7 +355,7 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
       const due = open.filter((p) => p.dueAt <= t);
       if (due.length === 0) {
         const nextDue = Math.min(...open.map((p) => p.dueAt));
-        yield* sleepUntil(Math.min(nextDue, deadline));
+        yield* sleepUntil(Math.min(nextDue, deadline), state.input);
         if (nextDue < deadline) continue;
       } else {
         const tasks = due.map((p) => requestTask(state, job, p));
@@ -353,9 +363,15 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
         // poll costs the history one activity and one sleep. A POST (rare: once per job) is raced.
         const timerless =
           due.every((p) => p.location !== undefined) && deadline - t > 2 * timing.timeoutSeconds * 1000;
+        const canCancel = cancellable(state.input);
         const race = yield* step<RaceResult>(
-          timerless ? { kind: 'all', tasks } : { kind: 'race', tasks, deadline },
+          timerless
+            ? { kind: 'all', tasks }
+            : { kind: 'race', tasks, deadline, ...(canCancel ? { cancellable: true as const } : {}) },
         );
+        // a cancel ends the round (the requests still running are abandoned, as at a deadline)
+        if (race.cancelled) throw new CancelRequested(race.cancelled);
+        if (timerless) yield* stopIfCancelled(state.input);
         t = yield* now();
         for (const [i, p] of due.entries()) {
           const settled = race.settled[i] as ActivityResult<HttpAnswer> | null | undefined;
