@@ -62,7 +62,8 @@ import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils'
  * bufferedExternalEvents until a WaitForExternalEvent of the name takes it. A WaitForExternalEvent
  * action (OutOfProcOrchestrationShim.InvokeAPIFromAction, AsyncActionType.WaitForExternalEvent) takes
  * no sequence number and counts no action, and a waiter left open does not hold the instance open
- * (HasOpenTasks counts DTFx's scheduled tasks and timers). Names compare OrdinalIgnoreCase.
+ * (HasOpenTasks counts DTFx's scheduled tasks and timers). The extension compares names
+ * OrdinalIgnoreCase; durable-js (openEvents, deferredTasks) exactly, so a name must match exactly.
  *
  * Stricter than the extension, on purpose: every run must reproduce the orchestrator actions of the
  * runs before it, inputs and timer times included (DTFx compares names and kinds only).

@@ -102,8 +102,9 @@ export function* runOnDurable(
   // pops; the extension's DurableOrchestrationContext.WaitForExternalEvent pushes a linked-list "stack"
   // ("easier for users to abandon external events … a Task.WhenAny in a loop") and RaiseEvent takes its
   // head. So the newest wait gets the event, and waiters left by earlier races are harmless. A task raced
-  // again would be pushed twice and never complete a second race (its parent is reassigned), hence fresh
-  // ones. Between waits, `cancelRequested` reads the newest waiter without yielding: once tracked, a task
+  // again would be tracked twice, and once complete it never ends a later race (durable-js builds the
+  // WhenAny without looking at its children's state), hence a fresh one per race. Between waits,
+  // `cancelRequested` reads the newest waiter without yielding: once tracked, a task
   // completes whenever EventRaised is replayed, at the same place in every replay. Before any waiter
   // exists, durable-js defers an event (deferredTasks) until a task of its name is tracked, so the first
   // check tracks one, raced against a timer due now (one timer per instance).
