@@ -166,8 +166,9 @@ export class DurableMigrationService implements MigrationService {
 
   /**
    * Cancel (issue 18 §2) is the orchestration's `cancel` external event, never a terminate: a terminated
-   * orchestration runs nothing, so it could not release its lock. The request is kept on the record
-   * first, so `status` shows it before the workflow has seen it (and a second cancel answers the same).
+   * orchestration runs nothing, so it could not release its lock. The request is then kept on the
+   * record, so `status` shows it before the workflow has published it (and a second cancel answers the
+   * same without raising it again).
    */
   async cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
     const record = await this.records.get(migrationId);
@@ -176,7 +177,6 @@ export class DurableMigrationService implements MigrationService {
     const answered = cancelAnswer(standing, record.input);
     if (answered) return answered;
     const request: CancelRequest = { requestedAt: new Date(this.now()).toISOString(), by: actor.id };
-    await this.records.saveStatus(migrationId, withCancelRequest(record.status, request), false);
     try {
       await this.client.raiseEvent(record.instanceId, CANCEL_EVENT, request);
     } catch (error) {
@@ -186,6 +186,8 @@ export class DurableMigrationService implements MigrationService {
         { retryAfterSeconds: 1, cause: error },
       );
     }
+    // after the event only: a request kept here is one the workflow will hear
+    await this.records.saveStatus(migrationId, withCancelRequest(record.status, request), false);
     return withCancelRequest(standing, request);
   }
 
