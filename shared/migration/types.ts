@@ -67,17 +67,6 @@ export interface MigrationInput {
 export type MigrationState =
   'Pending' | 'Running' | 'Completed' | 'Failed' | 'Conflict' | 'NoOp' | 'Cancelled';
 
-/** Every state, in the order a status page lists them. */
-export const migrationStates: readonly MigrationState[] = [
-  'Pending',
-  'Running',
-  'Completed',
-  'Failed',
-  'Conflict',
-  'NoOp',
-  'Cancelled',
-];
-
 /**
  * An operator's cancel (issue 18 §2), as the workflow receives it: Durable's `cancel` external event's
  * payload, or the in-process runner's request. Who asked is an actor id, never a credential.

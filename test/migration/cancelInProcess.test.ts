@@ -144,6 +144,23 @@ describe('cancel on the in-process runner (workflow version 3)', () => {
     await expect(service.cancel('m-unknown', operator)).rejects.toMatchObject({ code: 'NotFound' });
   });
 
+  test('a cancel that arrives during the swap activity: the swap decides (Completed), the late request is recorded', async () => {
+    const { h, service, doc } = await setup();
+    const { migrationId } = await service.start({ resourceId: 'r-1', target: TARGET });
+    const swap = h.activities.swap;
+    h.activities.swap = async (input) => {
+      await service.cancel(migrationId, operator);
+      return swap(input);
+    };
+    await h.settle();
+    expect(await service.status(migrationId)).toMatchObject({
+      status: 'Completed',
+      phase: 'swapped',
+      cancelRequestedBy: 'operator-1',
+    });
+    expect((await doc()).location).toEqual(TARGET);
+  });
+
   test('cancel twice: the same status both times, and after the end the same Cancelled', async () => {
     const { h, service } = await setup('bulkCopy');
     const { migrationId } = await service.start({ resourceId: 'r-1', target: TARGET });
@@ -215,6 +232,58 @@ describe('a crash after the cancel is journaled', () => {
       location: SOURCE,
       lock: null,
     });
+  });
+});
+
+describe('a crash after the cancel reached the journal as a step', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'routelock-cancel-step-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('killed as it releases: the restarted runner replays the cancelled round and releases', async () => {
+    const statePath = join(dir, 'migrations.db');
+    const store = new SqliteStore(':memory:');
+    const clock = new ManualClock();
+    const env = { ROUTELOCK_PARTICIPANTS: participants };
+    const first = virtualRunner({ env, store, statePath, clock, http: participant('bulkCopy') });
+    await first.router.createRoute('r-1', SOURCE);
+    const { record } = first.runner.start({ resourceId: 'r-1', target: TARGET });
+    await runUntil(first, () => phaseOf(first, 'r-1') === 'hardDelete');
+    let releases = 0;
+    first.activities.release = () => {
+      releases += 1;
+      first.runner.stop(); // the process dies as the release goes out, before it lands
+      return new Promise(() => undefined);
+    };
+    await first.runner.cancel(record.migrationId, operator);
+    await first.scheduler.runUntilIdle();
+    expect(releases).toBe(1);
+    expect((await store.read('r-1', { from: 'writeRegion' })).doc.lock?.phase).toBe('hardDelete');
+
+    const second = virtualRunner({
+      env,
+      store,
+      statePath,
+      clock,
+      keyring: first.keyring,
+      http: participant('bulkCopy'),
+    });
+    const posts: unknown[] = [];
+    const call = second.activities.callParticipant;
+    second.activities.callParticipant = (input) => {
+      posts.push(input);
+      return call(input);
+    };
+    expect(second.runner.resumeAll()).toBe(1);
+    await second.settle();
+    expect(await second.runner.status(record.migrationId)).toMatchObject({
+      status: 'Cancelled',
+      phase: 'released',
+    });
+    expect((await store.read('r-1', { from: 'writeRegion' })).doc).toMatchObject({
+      location: SOURCE,
+      lock: null,
+    });
+    expect(posts).toHaveLength(0); // replayed from the journal: no copy request went out again
   });
 });
 
