@@ -97,16 +97,16 @@ describe('cancel on the in-process runner (workflow version 3)', () => {
     ['write, the delta copy running', 'deltaCopy', 'write'],
   ] as const)('%s: Cancelled, lock released, route unchanged, no swap', async (_label, hang, phase) => {
     const { h, service, calls, swaps, doc } = await setup(hang);
-    const { migrationId } = await service.start({ resourceId: 'r-1', target: TARGET });
     if (phase === 'prelock') {
       // cancelled while the pre-lock activity runs: the re-read's check finds it
       const prelock = h.activities.prelock;
       h.activities.prelock = async (input) => {
         const granted = await prelock(input);
-        await service.cancel(migrationId, operator);
+        await service.cancel(input.migrationId, operator);
         return granted;
       };
     }
+    const { migrationId } = await service.start({ resourceId: 'r-1', target: TARGET });
     const copying = (step: string) => calls.some((c) => c.body.step === step);
     await runUntil(h, () =>
       phase === 'prelock'
@@ -131,6 +131,24 @@ describe('cancel on the in-process runner (workflow version 3)', () => {
     expect(await doc()).toMatchObject({ location: SOURCE, lock: null });
     // the wait under way ended at once: no timer ran on after the cancel
     if (phase !== 'prelock') expect(h.clock.now()).toBe(cancelledAt);
+  });
+
+  test('while waiting out a refused pre-lock (ConvergencePending): the wait ends, Cancelled, no lock was held', async () => {
+    const { h, service, doc } = await setup();
+    h.activities.prelock = async (input) => {
+      await service.cancel(input.migrationId, operator);
+      return { ok: false, code: 'ConvergencePending', message: 'a swap moments ago', retryAfterSeconds: 30 };
+    };
+    const { migrationId } = await service.start({ resourceId: 'r-1', target: TARGET });
+    const before = h.clock.now();
+    await h.settle();
+    expect(await service.status(migrationId)).toMatchObject({
+      status: 'Cancelled',
+      phase: 'starting',
+      error: expect.stringMatching(/; no lock was held$/),
+    });
+    expect(h.clock.now()).toBe(before); // the 30 s wait ended at once
+    expect(await doc()).toMatchObject({ location: SOURCE, lock: null });
   });
 
   test('after the swap: 409 AlreadySwapped; an unknown migration: 404', async () => {

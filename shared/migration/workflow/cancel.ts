@@ -17,7 +17,7 @@ export function* cancelMigration(
   const lock = ending.lockHeld ? `lock ${yield* releaseAfterFailure(input)}` : 'no lock was held';
   return yield* publish(ending.status, {
     status: 'Cancelled',
-    phase: 'released',
+    phase: ending.lockHeld ? 'released' : ending.status.phase,
     ...requestFields(ending.request),
     error: `${cancelReason(ending.request)}; ${lock}`,
   });
