@@ -120,6 +120,22 @@ describe('cancel through the Durable replay harness (workflow version 3)', () =>
     expect(doc.location).toEqual(TARGET);
   });
 
+  test('a fresh orchestrator process after the event replays it from history and cancels alike', async () => {
+    const outcome = async (crashBeforeRun?: number) => {
+      const h = await durableMigration({ participants, version: V3 });
+      const { http } = jobs(HOUR);
+      const events = [{ name: CANCEL_EVENT, input: request, when: bulkCopying }];
+      const result = await h.make({ http, events, ...(crashBeforeRun ? { crashBeforeRun } : {}) }).run();
+      return { result };
+    };
+    const straight = await outcome();
+    const crashed = await outcome(straight.result.runs - 2);
+    expect(crashed.result.runtimeStatus).toBe('Completed');
+    expect(crashed.result.output).toEqual(straight.result.output);
+    const shape = (r: ReplayResult) => r.actions.map((a) => [a.id, a.kind, a.name, a.fireAt]);
+    expect(shape(crashed.result)).toEqual(shape(straight.result));
+  });
+
   test('cancel raised twice: one Cancelled, one release', async () => {
     const h = await durableMigration({ participants, version: V3 });
     const { http } = jobs(HOUR);
