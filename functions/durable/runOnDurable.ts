@@ -96,18 +96,18 @@ export function* runOnDurable(
     });
 
   // Cancel (workflow version 3) is the `cancel` external event: a terminated orchestration runs nothing,
-  // so it could never release its lock. Each cancellable wait races a FRESH waitForExternalEvent task
-  // beside its timer. Both sides keep waiters of one name as a stack and hand an event to the newest:
-  // durable-js TaskOrchestrationExecutor.trackOpenTask pushes onto `openEvents[name]` and setTaskValue
-  // pops; the extension's DurableOrchestrationContext.WaitForExternalEvent pushes a linked-list "stack"
-  // ("easier for users to abandon external events … a Task.WhenAny in a loop") and RaiseEvent takes its
-  // head. So the newest wait gets the event, and waiters left by earlier races are harmless. A task raced
-  // again would be tracked twice, and once complete it never ends a later race (durable-js builds the
-  // WhenAny without looking at its children's state), hence a fresh one per race. Between waits,
-  // `cancelRequested` reads the newest waiter without yielding: once tracked, a task
-  // completes whenever EventRaised is replayed, at the same place in every replay. Before any waiter
-  // exists, durable-js defers an event (deferredTasks) until a task of its name is tracked, so the first
-  // check tracks one, raced against a timer due now (one timer per instance).
+  // so it could never release its lock. Each cancellable wait races a FRESH waitForExternalEvent beside
+  // its timer. Both sides keep the waiters of a name as a stack and give an event to the newest:
+  // durable-js 3.5.0 (TaskOrchestrationExecutor: trackOpenTask pushes onto `openEvents[name]`,
+  // setTaskValue pops) and the extension (DurableOrchestrationContext.WaitForExternalEvent pushes onto
+  // `pendingExternalEvents`, "easier for users to abandon external events … a Task.WhenAny in a loop";
+  // RaiseEvent takes the head). So the current wait gets it; waiters left by earlier races do nothing.
+  // A task raced again would be tracked twice and, once complete, never end a later race (durable-js
+  // builds the WhenAny without looking at its children), hence fresh ones. Between waits,
+  // `cancelRequested` reads the newest waiter without yielding: a tracked task completes where
+  // EventRaised sits in the history, the same in every replay. Before any waiter is tracked durable-js
+  // defers the event (deferredTasks), so the first check tracks one against a timer due now (one timer
+  // per instance).
   let cancelWaiter: Task | undefined;
   const waitForCancel = (): Task => {
     cancelWaiter = context.df.waitForExternalEvent(CANCEL_EVENT);
