@@ -30,7 +30,7 @@ export const statusPageHtml = `<!doctype html>
   td.bar { width:40%; min-width:200px; }
   td.id { max-width:170px; overflow:hidden; text-overflow:ellipsis; }
   .badge { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px; font-weight:600; color:#fff; }
-  .Completed { background:var(--ok); } .Failed, .Conflict { background:var(--bad); } .Running, .Pending { background:var(--run); } .NoOp { background:var(--muted); }
+  .Completed { background:var(--ok); } .Failed, .Conflict { background:var(--bad); } .Running, .Pending { background:var(--run); } .NoOp, .Cancelled { background:var(--muted); }
   .phase-prelock { background:var(--prelock); color:#1d2330; } .phase-hardDelete { background:var(--hardDelete); color:#1d2330; } .phase-write { background:var(--write); }
   .none { color:var(--muted); }
   .track { display:flex; height:14px; border-radius:7px; overflow:hidden; background:#eef0f4; }

@@ -93,6 +93,13 @@ const errorKinds = {
     title: 'The migration cannot be retried',
   },
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
+  /** A cancel of a migration started before workflow version 3, which never listens for one. */
+  MigrationNotCancellable: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'This migration cannot be cancelled',
+  },
   DuplicateApproval: {
     raisedBy: 'library',
     status: 409,

@@ -54,6 +54,17 @@ import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils'
  * awaits and swallows, so the orchestrator never hears of it and the instance waits forever: the
  * harness reports it as `Running` with nothing left to deliver.
  *
+ * External events (`events`, raised as DurableClient.raiseEvent would): an EventRaised message at its
+ * virtual time. DTFx's TaskOrchestrationExecutor hands it to TaskOrchestrationShim.RaiseEvent →
+ * DurableOrchestrationContext.RaiseEvent, which completes the NEWEST waiter of that name (its
+ * pendingExternalEvents are a linked-list stack: "easier for users to abandon external events that they
+ * no longer care about. The common case is a Task.WhenAny in a loop") or, with none, buffers it in
+ * bufferedExternalEvents until a WaitForExternalEvent of the name takes it. A WaitForExternalEvent
+ * action (OutOfProcOrchestrationShim.InvokeAPIFromAction, AsyncActionType.WaitForExternalEvent) takes
+ * no sequence number and counts no action, and a waiter left open does not hold the instance open
+ * (HasOpenTasks counts DTFx's scheduled tasks and timers). The extension compares names
+ * OrdinalIgnoreCase; durable-js (openEvents, deferredTasks) exactly, so a name must match exactly.
+ *
  * Stricter than the extension, on purpose: every run must reproduce the orchestrator actions of the
  * runs before it, inputs and timer times included (DTFx compares names and kinds only).
  */
@@ -77,6 +88,7 @@ export const EventType = {
   TimerFired: 11,
   OrchestratorStarted: 12,
   OrchestratorCompleted: 13,
+  EventRaised: 15,
 } as const;
 
 /** The reserved name of the extension's HTTP activity (HttpOptions.HttpTaskActivityReservedName). */
@@ -142,8 +154,21 @@ export interface ReplayOptions {
   batchSameTime?: boolean;
   /** Sees the orchestrator's actions (schema V3, as sent) after every run. */
   observe?: (run: number, orchestratorActions: unknown[]) => void;
+  /**
+   * External events to raise: at a virtual time (`at`), or right after the first episode where `when`
+   * holds (before that episode's activities answer: an event raised while they run).
+   */
+  events?: RaisedEvent[];
   /** Stop after the episode where this holds (a deployment mid-run); the result is then `Running`. */
   stopWhen?: (state: { actions: ReplayResult['actions']; runs: number; now: number }) => boolean;
+}
+
+/** An external event, as DurableClient.raiseEvent(instanceId, name, input) sends it. */
+export interface RaisedEvent {
+  name: string;
+  input: unknown;
+  at?: number;
+  when?: (state: { actions: ReplayResult['actions']; statuses: unknown[]; now: number }) => boolean;
 }
 
 export interface LoggedAction {
@@ -263,6 +288,7 @@ interface WireAction {
   };
   fireAt?: string;
   isCanceled?: boolean;
+  externalEventName?: string;
   httpRequest?: {
     method: string;
     uri: string;
@@ -298,6 +324,9 @@ class ExtensionReplay {
   private actionCount = 0;
   readonly pendingDecisions = new Map<number, Decision>();
   readonly openTasks = new Map<number, Pending>();
+  /** DurableOrchestrationContext.pendingExternalEvents (a stack per name) and bufferedExternalEvents. */
+  private readonly eventWaiters = new Map<string, Pending[]>();
+  private readonly bufferedEvents = new Map<string, string[]>();
 
   constructor(
     private readonly maxActions: number,
@@ -370,6 +399,8 @@ class ExtensionReplay {
         return this.complete(event.TaskScheduledId as number, { ok: false, error: String(event.Reason) });
       case EventType.TimerFired:
         return this.complete(event.TimerId as number, { ok: true, value: null });
+      case EventType.EventRaised:
+        return this.raiseEvent(String(event.Name), String(event.Input));
       default:
         return;
     }
@@ -384,6 +415,33 @@ class ExtensionReplay {
   }
 
   // --- DurableOrchestrationContext ---------------------------------------------------------
+  /** WaitForExternalEvent<T>(name, reason): a new waiter on top of the name's stack; a buffered event now. */
+  private waitForExternalEvent(name: string): Pending {
+    const key = name.toLowerCase();
+    const waiter = new Pending();
+    this.eventWaiters.set(key, [...(this.eventWaiters.get(key) ?? []), waiter]);
+    const buffered = this.bufferedEvents.get(key);
+    if (buffered !== undefined) {
+      const input = buffered.shift() as string;
+      if (buffered.length === 0) this.bufferedEvents.delete(key);
+      this.raiseEvent(name, input);
+    }
+    return waiter;
+  }
+
+  /** RaiseEvent(name, input): the newest waiter takes it; with none it waits in the buffer. */
+  private raiseEvent(name: string, input: string): void {
+    const key = name.toLowerCase();
+    const waiters = this.eventWaiters.get(key);
+    const newest = waiters?.pop();
+    if (waiters?.length === 0) this.eventWaiters.delete(key);
+    if (newest) {
+      newest.settle({ ok: true, value: JSON.parse(input) as unknown });
+      return;
+    }
+    this.bufferedEvents.set(key, [...(this.bufferedEvents.get(key) ?? []), input]);
+  }
+
   private incrementActions(): void {
     if (this.actionCount >= this.maxActions)
       throw new Error(
@@ -509,6 +567,8 @@ class ExtensionReplay {
         if (action.isCanceled) cancel.cancel();
         return task;
       }
+      case 6:
+        return this.waitForExternalEvent(action.externalEventName as string);
       case 8:
         return this.callHttp(action.httpRequest as NonNullable<WireAction['httpRequest']>);
       case 11:
@@ -568,13 +628,16 @@ interface Delivery {
 /** The OutOfProcData label durable-js appends to a failure (OutOfProcExceptionHelpers reads it). */
 const OUT_OF_PROC_DATA = '\n\n$OutOfProcData$:';
 
-/** Activities, timers, callHttp and Task.all/any: what routelock's orchestrator uses, and all this models. */
-const MODELLED = new Set([0, 1, 5, 8, 11, 12]);
+/**
+ * Activities, timers, external events, callHttp and Task.all/any: what routelock's orchestrator uses,
+ * and all this models.
+ */
+const MODELLED = new Set([0, 1, 5, 6, 8, 11, 12]);
 function assertModelled(actions: WireAction[]): void {
   for (const action of actions) {
     if (!MODELLED.has(action.actionType))
       throw new Error(
-        `testkit/durableReplay does not model action type ${action.actionType} (sub-orchestrations, entities, external events, continueAsNew)`,
+        `testkit/durableReplay does not model action type ${action.actionType} (sub-orchestrations, entities, continueAsNew)`,
       );
     assertModelled(action.compoundActions ?? []);
   }
@@ -626,6 +689,18 @@ export class DurableReplay {
     }
     let orchestrate = createOrchestrator(options.orchestrator);
     const statuses: unknown[] = [];
+    const raised = (event: RaisedEvent, at: number): void => {
+      this.deliveries.push({
+        at,
+        order: this.order++,
+        event: { EventType: EventType.EventRaised, Name: event.name, Input: JSON.stringify(event.input) },
+      });
+    };
+    const waiting = (options.events ?? []).filter((event) => {
+      if (event.at === undefined) return true;
+      raised(event, event.at);
+      return false;
+    });
     let jsActions: WireAction[] = [];
     const finish = (
       runtimeStatus: ReplayResult['runtimeStatus'],
@@ -699,6 +774,10 @@ export class DurableReplay {
       // A deployment right after this episode committed: its new messages were never processed.
       if (options.stopWhen?.({ actions: this.log, runs: run, now: this.now }))
         return finish('Running', run, undefined);
+      for (const event of waiting.splice(0)) {
+        if (event.when?.({ actions: this.log, statuses, now: this.now })) raised(event, this.now);
+        else waiting.push(event);
+      }
       await this.dispatch(decisions);
       if (!this.deliverNext()) return finish('Running', run, undefined, 'nothing left to deliver');
     }

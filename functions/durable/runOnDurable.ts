@@ -1,8 +1,10 @@
 import * as df from 'durable-functions';
 import type { OrchestrationContext, Task } from 'durable-functions';
 import {
+  CANCEL_EVENT,
   participantCallFailed,
   type ActivityName,
+  type CancelRequest,
   type HttpResult,
   type MigrationSettings,
   type MigrationStatus,
@@ -97,6 +99,27 @@ export function* runOnDurable(
       return task.isCompleted ? result(inner, task.result) : null;
     });
 
+  // Cancel (workflow version 3) is the `cancel` external event: a terminated orchestration runs nothing,
+  // so it could never release its lock. Each cancellable wait races a FRESH waitForExternalEvent beside
+  // its timer. Both sides keep the waiters of a name as a stack and give an event to the newest:
+  // durable-js 3.5.0 (TaskOrchestrationExecutor: trackOpenTask pushes onto `openEvents[name]`,
+  // setTaskValue pops) and the extension (DurableOrchestrationContext.WaitForExternalEvent pushes onto
+  // `pendingExternalEvents`, "easier for users to abandon external events … a Task.WhenAny in a loop";
+  // RaiseEvent takes the head). So the current wait gets it; waiters left by earlier races do nothing.
+  // A task raced again would be tracked twice and, once complete, never end a later race (durable-js
+  // builds the WhenAny without looking at its children), hence fresh ones. Between waits,
+  // `cancelRequested` reads the newest waiter without yielding: a tracked task completes where
+  // EventRaised sits in the history, the same in every replay. Before any waiter is tracked durable-js
+  // defers the event (deferredTasks), so the first check tracks one against a timer due now (one timer
+  // per instance).
+  let cancelWaiter: Task | undefined;
+  const waitForCancel = (): Task => {
+    cancelWaiter = context.df.waitForExternalEvent(CANCEL_EVENT);
+    return cancelWaiter;
+  };
+  const cancelArrived = (): CancelRequest | null =>
+    cancelWaiter?.isCompleted === true ? (cancelWaiter.result as CancelRequest) : null;
+
   let next = workflow.next();
   while (!next.done) {
     const step = next.value;
@@ -109,9 +132,27 @@ export function* runOnDurable(
         context.df.setCustomStatus(step.status);
         outcome = { value: undefined };
         break;
+      case 'cancelRequested': {
+        if (cancelWaiter === undefined) {
+          const event = waitForCancel();
+          const timer = context.df.createTimer(context.df.currentUtcDateTime);
+          const winner = (yield context.df.Task.any([event, timer])) as unknown as Task;
+          if (winner !== timer) timer.cancel();
+        }
+        outcome = { value: cancelArrived() };
+        break;
+      }
       case 'activity':
       case 'timer':
       case 'http':
+        if (step.kind === 'timer' && step.cancellable) {
+          const timer = context.df.createTimer(new Date(step.fireAt));
+          const event = waitForCancel();
+          const winner = (yield context.df.Task.any([timer, event])) as unknown as Task;
+          if (winner === event) timer.cancel();
+          outcome = { value: winner === event ? (event.result as CancelRequest) : null };
+          break;
+        }
         try {
           outcome = { value: result(step, yield toTask(step)) };
         } catch (error) {
@@ -121,10 +162,18 @@ export function* runOnDurable(
       case 'race': {
         const tasks = step.tasks.map(toTask);
         const timer = context.df.createTimer(new Date(step.deadline));
-        const winner = (yield context.df.Task.any([context.df.Task.all(tasks), timer])) as unknown as Task;
+        const event = step.cancellable ? waitForCancel() : undefined;
+        const racers = [context.df.Task.all(tasks), timer, ...(event ? [event] : [])];
+        const winner = (yield context.df.Task.any(racers)) as unknown as Task;
         const deadlineFirst = winner === timer;
         if (!deadlineFirst) timer.cancel();
-        outcome = { value: { deadlineFirst, settled: settledOf(step.tasks, tasks) } };
+        const settled = settledOf(step.tasks, tasks);
+        outcome = {
+          value:
+            event !== undefined && winner === event
+              ? { deadlineFirst: false, settled, cancelled: event.result as CancelRequest }
+              : { deadlineFirst, settled },
+        };
         break;
       }
       case 'all': {

@@ -13,10 +13,14 @@ import {
   type MigrationService,
   type StartedMigration,
   assertRouteExists,
+  cancelAnswer,
   joinRunning,
   listLimit,
+  withCancelRequest,
 } from '../../shared/migration/service';
 import {
+  CANCEL_EVENT,
+  type CancelRequest,
   type MigrationInput,
   type MigrationSettings,
   type MigrationState,
@@ -168,10 +172,48 @@ export class DurableMigrationService implements MigrationService {
     return true;
   }
 
+  /**
+   * Cancel (issue 18 §2) is the orchestration's `cancel` external event, never a terminate: a terminated
+   * orchestration runs nothing, so it could not release its lock. The request is then kept on the
+   * record, so `status` shows it before the workflow has published it (and a second cancel answers the
+   * same without raising it again).
+   */
+  async cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
+    const record = await this.records.get(migrationId);
+    if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
+    const standing = await this.status(migrationId);
+    const answered = cancelAnswer(standing, record.input);
+    if (answered) return answered;
+    const request: CancelRequest = { requestedAt: new Date(this.now()).toISOString(), by: actor.id };
+    try {
+      await this.client.raiseEvent(record.instanceId, CANCEL_EVENT, request);
+    } catch (error) {
+      throw new RouteLockError(
+        'OrchestrationStatusUnavailable',
+        'The Durable Functions task hub did not take the cancel; retry shortly.',
+        { retryAfterSeconds: 1, cause: error },
+      );
+    }
+    // after the event only: a request kept here is one the workflow will hear
+    await this.records.saveStatus(migrationId, withCancelRequest(record.status, request), false);
+    return withCancelRequest(standing, request);
+  }
+
   async status(migrationId: string): Promise<MigrationStatus> {
     const record = await this.records.get(migrationId);
     if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
     if (record.done) return record.status;
+    const { cancelRequestedAt: requestedAt, cancelRequestedBy: by } = record.status;
+    const live = await this.liveStatus(record);
+    // a request the workflow has not published yet (or never will: it came after the last check)
+    return requestedAt !== undefined && live.cancelRequestedAt === undefined
+      ? withCancelRequest(live, { requestedAt, by: by ?? '' })
+      : live;
+  }
+
+  /** An unfinished record's status from its instance (its custom status), or the record's own. */
+  private async liveStatus(record: MigrationRecord): Promise<MigrationStatus> {
+    const { migrationId } = record;
     const current = await this.instance(record.instanceId);
     const input = current?.input as MigrationInput | undefined;
     if (!current || input?.migrationId !== migrationId) return record.status;
@@ -209,12 +251,7 @@ export class DurableMigrationService implements MigrationService {
     return page.continuation === undefined ? { items } : { items, continuation: page.continuation };
   }
 
-  // Stubs on the list's branch (issue 18 §2): the cancel and retry helpers' implementations replace them.
-  async cancel(migrationId: string, _actor: Actor): Promise<MigrationStatus> {
-    await this.status(migrationId); // 404 for an unknown one, as the real one answers
-    throw new RouteLockError('InvalidTransition', `Cancelling ${migrationId} is not available yet.`);
-  }
-
+  // A stub until the retry helper's implementation lands (issue 18 §1).
   async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {
     await this.status(migrationId);
     throw new RouteLockError('MigrationNotRetriable', `Retrying ${migrationId} is not available yet.`);

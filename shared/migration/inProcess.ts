@@ -1,3 +1,4 @@
+import type { Actor } from '../audit';
 import { RouteLockError } from '../errors';
 import type { Location } from '../lock/document';
 import type { TokenKeyring } from '../security/tokenKeys';
@@ -9,8 +10,10 @@ import type { SqliteMigrationState } from '../store/sqlite/migrations';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from './records';
 import type { Scheduler } from './scheduler';
 import { resolveLocation } from './participantContract';
+import { cancelAnswer, withCancelRequest } from './service';
 import {
   type ActivityResult,
+  type CancelRequest,
   type HttpAnswer,
   type HttpCall,
   type HttpResult,
@@ -68,9 +71,23 @@ type Outcome = JournalEntry;
 
 class RunnerStopped extends Error {}
 
+/**
+ * The journal key of a migration's cancel request, beside its numbered steps: written when the request
+ * arrives, so a runner that restarts before the workflow saw it still cancels.
+ */
+const CANCEL_KEY = 'cancel';
+
+/** A migration's cancel request, and the waits it ends. */
+interface CancelSignal {
+  request: CancelRequest | undefined;
+  arrived: Promise<CancelRequest>;
+  raise: (request: CancelRequest) => void;
+}
+
 export class InProcessRunner {
   private readonly running = new Map<string, Promise<MigrationStatus | null>>();
   private readonly liveTimers = new Set<() => void>();
+  private readonly cancels = new Map<string, CancelSignal>();
   private stopped = false;
   private readonly http: (call: HttpCall) => Promise<HttpResult>;
 
@@ -111,7 +128,52 @@ export class InProcessRunner {
   async status(migrationId: string): Promise<MigrationStatus> {
     const record = await this.options.state.get(migrationId);
     if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
-    return record.status;
+    return this.withRequest(migrationId, record.status);
+  }
+
+  /**
+   * Ask a migration to cancel (issue 18 §2): journaled at once, then every cancellable wait of the
+   * workflow ends and its next check finds it. Answers the status as it stands, `cancelRequestedAt` set;
+   * an ended migration answers its status unchanged, a swapped one AlreadySwapped (`cancelAnswer`).
+   */
+  async cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
+    const record = await this.options.state.get(migrationId);
+    if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
+    const standing = this.withRequest(migrationId, record.status);
+    const answered = cancelAnswer(standing, record.input);
+    if (answered) return answered;
+    const request = { requestedAt: new Date(this.options.scheduler.now()).toISOString(), by: actor.id };
+    this.options.state.append(migrationId, CANCEL_KEY, { value: request });
+    this.signal(migrationId).raise(request);
+    return withCancelRequest(standing, request);
+  }
+
+  private signal(migrationId: string): CancelSignal {
+    let signal = this.cancels.get(migrationId);
+    if (!signal) {
+      let raise: (request: CancelRequest) => void = () => undefined;
+      const arrived = new Promise<CancelRequest>((resolve) => {
+        raise = resolve;
+      });
+      const created: CancelSignal = {
+        request: undefined,
+        arrived,
+        raise: (request) => {
+          if (created.request) return; // the first request stands
+          created.request = request;
+          raise(request);
+        },
+      };
+      signal = created;
+      this.cancels.set(migrationId, signal);
+    }
+    return signal;
+  }
+
+  /** A status with the cancel request the workflow may not have published yet. */
+  private withRequest(migrationId: string, status: MigrationStatus): MigrationStatus {
+    const request = this.cancels.get(migrationId)?.request;
+    return request && status.cancelRequestedAt === undefined ? withCancelRequest(status, request) : status;
   }
 
   /** A page of this runner's records, newest first (GET /migrations). */
@@ -150,14 +212,20 @@ export class InProcessRunner {
         }
         return null;
       })
-      .finally(() => this.running.delete(input.migrationId));
+      .finally(() => {
+        this.running.delete(input.migrationId);
+        this.cancels.delete(input.migrationId);
+      });
     this.running.set(input.migrationId, run);
   }
 
   private async execute(input: MigrationInput): Promise<MigrationStatus> {
     const id = input.migrationId;
     const journal = this.options.state.journal(id);
-    const replayUntil = Math.max(-1, ...[...journal.keys()].map(Number));
+    const steps = [...journal.keys()].filter((key) => key !== CANCEL_KEY);
+    const replayUntil = Math.max(-1, ...steps.map(Number));
+    const cancel = journal.get(CANCEL_KEY);
+    if (cancel && 'value' in cancel) this.signal(id).raise(cancel.value as CancelRequest);
     const workflow = migrationWorkflow(input);
     let seq = 0;
     let next = workflow.next();
@@ -191,15 +259,26 @@ export class InProcessRunner {
         // A replay re-publishes old statuses; only the live part of the run is written.
         if (!replaying) {
           const done = terminalStates.has(step.status.status);
-          await this.options.state.saveStatus(id, step.status, done);
+          // a request the workflow has not seen yet is kept on every status, a late one on the last
+          await this.options.state.saveStatus(id, this.withRequest(id, step.status), done);
           this.options.log?.(`migration ${step.status.status} (${step.status.phase})`, { migrationId: id });
         }
         return { value: undefined };
       }
       case 'now':
         return recorded ?? record({ value: this.options.scheduler.now() });
-      case 'activity':
+      case 'cancelRequested':
+        return recorded ?? record({ value: this.cancels.get(id)?.request ?? null });
       case 'timer':
+        if (step.cancellable) {
+          if (recorded) return recorded;
+          const timer = this.timer(step.fireAt);
+          const request = await Promise.race([timer.promise.then(() => null), this.signal(id).arrived]);
+          timer.cancel();
+          return record({ value: request });
+        }
+        return recorded ?? record(await this.task(step));
+      case 'activity':
       case 'http':
         return recorded ?? record(await this.task(step));
       case 'all':
@@ -218,9 +297,16 @@ export class InProcessRunner {
           return record({ value: { deadlineFirst: false, settled: [...settled] } });
         }
         const timer = this.timer(step.deadline);
-        const deadlineFirst = await Promise.race([all.then(() => false), timer.promise.then(() => true)]);
+        const cancelled = step.cancellable ? this.signal(id).arrived : new Promise<never>(() => undefined);
+        const ended = await Promise.race([
+          all.then(() => 'tasks' as const),
+          timer.promise.then(() => 'deadline' as const),
+          cancelled,
+        ]);
         timer.cancel();
-        return record({ value: { deadlineFirst, settled: [...settled] } });
+        if (typeof ended === 'object')
+          return record({ value: { deadlineFirst: false, settled: [...settled], cancelled: ended } });
+        return record({ value: { deadlineFirst: ended === 'deadline', settled: [...settled] } });
       }
     }
   }

@@ -4,7 +4,14 @@ import { type Location, sameLocation } from '../lock/document';
 import { assertAllowedRegion } from '../regions';
 import type { Router } from '../router';
 import type { InProcessRunner } from './inProcess';
-import type { MigrationState, MigrationStatus } from './types';
+import {
+  type CancelRequest,
+  type MigrationInput,
+  type MigrationState,
+  type MigrationStatus,
+  terminalStates,
+  workflowVersionOf,
+} from './types';
 
 /**
  * Starting and reading migrations, whoever runs them: Durable Functions in Azure, the in-process
@@ -27,8 +34,10 @@ export interface MigrationService {
   start(request: MigrationRequest): Promise<StartedMigration>;
   status(migrationId: string): Promise<MigrationStatus>;
   /**
-   * Stop a migration at its next step, its lock released with its token, ending `Cancelled`; 404
-   * NotFound when unknown, 409 `AlreadySwapped` after the swap; an ended one answers its status unchanged.
+   * Ask a migration to cancel (issue 18 §2): 200 with the status as it stands, `cancelRequestedAt`
+   * set; the migration stops at its next step, releases its lock and ends Cancelled (poll for it).
+   * 404 NotFound when unknown; 409 AlreadySwapped after the swap; an ended migration answers its status
+   * unchanged; 409 MigrationNotCancellable for a migration started before workflow version 3.
    */
   cancel(migrationId: string, actor: Actor): Promise<MigrationStatus>;
   /**
@@ -67,6 +76,37 @@ export function listLimit(limit: number | undefined): number {
   }
   return limit;
 }
+
+/**
+ * The one rule of what a cancel answers before any request is sent, on both runners: a swapped
+ * migration (Completed, or about to publish it) is past cancelling; an ended one, or one already asked,
+ * answers its status unchanged (a cancel is idempotent); a migration started before workflow version 3
+ * never listens for the request (its steps are recorded without the waits), so it is refused rather
+ * than terminated, which would leave its lock to lapse. Null: send the request.
+ */
+export function cancelAnswer(status: MigrationStatus, input: MigrationInput): MigrationStatus | null {
+  if (status.phase === 'swapped' || status.status === 'Completed') {
+    throw new RouteLockError(
+      'AlreadySwapped',
+      `Migration ${status.migrationId} has already swapped the route of ${status.resourceId}; it can no longer be cancelled.`,
+    );
+  }
+  if (terminalStates.has(status.status) || status.cancelRequestedAt !== undefined) return status;
+  if (workflowVersionOf(input) < 3) {
+    throw new RouteLockError(
+      'MigrationNotCancellable',
+      `Migration ${status.migrationId} was started by workflow version ${workflowVersionOf(input)}, which cannot be cancelled; it ends on its own.`,
+    );
+  }
+  return null;
+}
+
+/** The status as a cancel leaves it: the request's time and who asked (an actor id). */
+export const withCancelRequest = (status: MigrationStatus, request: CancelRequest): MigrationStatus => ({
+  ...status,
+  cancelRequestedAt: request.requestedAt,
+  cancelRequestedBy: request.by,
+});
 
 /** The route must exist before a migration is accepted (404 otherwise). */
 export async function assertRouteExists(router: Router, resourceId: string): Promise<void> {
@@ -129,12 +169,11 @@ export class InProcessMigrationService implements MigrationService {
     return page.continuation === undefined ? { items } : { items, continuation: page.continuation };
   }
 
-  // Stubs on the list's branch (issue 18 §2): the cancel and retry helpers' implementations replace them.
-  async cancel(migrationId: string, _actor: Actor): Promise<MigrationStatus> {
-    await this.status(migrationId); // 404 for an unknown one, as the real one answers
-    throw new RouteLockError('InvalidTransition', `Cancelling ${migrationId} is not available yet.`);
+  cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
+    return this.runner.cancel(migrationId, actor);
   }
 
+  // A stub until the retry helper's implementation lands (issue 18 §1).
   async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {
     await this.status(migrationId);
     throw new RouteLockError('MigrationNotRetriable', `Retrying ${migrationId} is not available yet.`);

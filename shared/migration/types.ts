@@ -41,8 +41,10 @@ export interface MigrationSettings {
  *   (issue 17 §1), kept only so instances started before version 2 replay; delete it, and the `http`
  *   step, once no version-1 instance runs (they end within the pre-lock's maximum, ROUTELOCK_PRELOCK_MAX_SECONDS).
  * - 2: one `callParticipant` activity per request, polls on durable timers (participantContract.ts).
+ * - 3 (issue 18): cancellable. Every timer and race also ends on a cancel request (Durable: the `cancel`
+ *   external event), and the workflow asks whether one arrived between steps (`cancelRequested`).
  */
-export const WORKFLOW_VERSION = 2;
+export const WORKFLOW_VERSION = 3;
 
 /** An input's workflow version: one without `workflowVersion` was started by version 1. */
 export const workflowVersionOf = (input: Pick<MigrationInput, 'workflowVersion'>): number =>
@@ -73,6 +75,17 @@ export const migrationStates = [
   'Cancelled',
 ] as const;
 export type MigrationState = (typeof migrationStates)[number];
+/**
+ * An operator's cancel (issue 18 §2), as the workflow receives it: Durable's `cancel` external event's
+ * payload, or the in-process runner's request. Who asked is an actor id, never a credential.
+ */
+export interface CancelRequest {
+  requestedAt: string;
+  by: string;
+}
+
+/** The Durable external event that carries a cancel (`client.raiseEvent(instanceId, CANCEL_EVENT, request)`). */
+export const CANCEL_EVENT = 'cancel';
 export type MigrationPhase =
   'starting' | 'prelock' | 'converging' | 'hardDelete' | 'write' | 'swapped' | 'released';
 
@@ -94,6 +107,10 @@ export interface MigrationStatus {
   error?: string;
   /** Write-lock attempts used at the delta copy (more than one when a delta overran the budget). */
   deltaAttempts?: number;
+  /** When an operator asked to cancel (set on any status after the request: a Completed one was too late). */
+  cancelRequestedAt?: string;
+  /** Who asked to cancel: the actor's id. */
+  cancelRequestedBy?: string;
 }
 
 export const terminalStates: ReadonlySet<MigrationState> = new Set([
@@ -271,7 +288,11 @@ export interface HttpResult {
 
 export type TaskStep =
   | { kind: 'activity'; name: ActivityName; input: ActivityInputs[ActivityName] }
-  | { kind: 'timer'; fireAt: number }
+  /**
+   * `cancellable` (version 3): the timer also ends on a cancel request, and answers it (`CancelRequest`);
+   * otherwise it answers null.
+   */
+  | { kind: 'timer'; fireAt: number; cancellable?: true }
   | { kind: 'http'; call: HttpCall };
 
 /**
@@ -281,6 +302,8 @@ export type TaskStep =
 export interface RaceResult {
   deadlineFirst: boolean;
   settled: unknown[];
+  /** A cancellable race that a cancel request ended first (version 3). */
+  cancelled?: CancelRequest;
 }
 
 export type Step =
@@ -293,7 +316,12 @@ export type Step =
    * cancelled when the tasks win). Every race uses fresh tasks: Durable Functions for JavaScript would
    * schedule a task again if it were raced a second time.
    */
-  | { kind: 'race'; tasks: TaskStep[]; deadline: number }
+  | { kind: 'race'; tasks: TaskStep[]; deadline: number; cancellable?: true }
+  /**
+   * Version 3: has a cancel been requested? Answers the `CancelRequest` or null, without waiting
+   * (Durable: whether the `cancel` event has arrived; the in-process runner: its journaled request).
+   */
+  | { kind: 'cancelRequested' }
   /**
    * Run these tasks together, no timer (Durable: Task.all): requests that end well before the next
    * deadline (their timeout is far shorter), so the history does not hold a timer per poll. Answers as

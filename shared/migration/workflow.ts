@@ -2,6 +2,7 @@ import type { Config } from '../config';
 import { convergenceWaitUntil } from '../lock/state';
 import type { MigrationInput, MigrationSettings, MigrationStatus, Step } from './types';
 import { pendingStatus } from './types';
+import { cancelMigration, cancelledBeforeStart } from './workflow/cancel';
 import { cleanUp } from './workflow/cleanUp';
 import { convergencePhase } from './workflow/converge';
 import { hardDeletePhase } from './workflow/hardDelete';
@@ -11,11 +12,13 @@ import { publish } from './workflow/steps';
 import { writePhase } from './workflow/write';
 
 export { renewEveryMs } from './workflow/copy';
+export { cancelMigration } from './workflow/cancel';
 export { cleanUp } from './workflow/cleanUp';
 export { convergencePhase } from './workflow/converge';
 export { hardDeletePhase } from './workflow/hardDelete';
 export { prelockPhase, releaseUnseenPrelock } from './workflow/prelock';
 export type {
+  Cancelled,
   Ending,
   Escalated,
   Failure,
@@ -71,9 +74,13 @@ export function migrationSettings(config: Config): MigrationSettings {
 
 export function* migrationWorkflow(input: MigrationInput): Workflow {
   const running = yield* publish(pendingStatus(input), { status: 'Running' });
+  const neverStarted = yield* cancelledBeforeStart(input, running);
+  if (neverStarted) return neverStarted;
   const prelocked = yield* prelockPhase(input, running);
+  if (prelocked.kind === 'cancelled') return yield* cancelMigration(input, prelocked);
   if (prelocked.kind !== 'next') return prelocked.status;
   const ending = yield* withPrelock(prelocked.state);
+  if (ending.kind === 'cancelled') return yield* cancelMigration(input, ending);
   return ending.kind === 'done' ? ending.status : yield* cleanUp(input, ending);
 }
 

@@ -189,9 +189,43 @@ describe('orchestration version (host.json defaultVersion, durable-js 3.3+ conte
   });
 });
 
-test('an action the harness does not model (an external event) is refused, not silently passed', async () => {
-  const waits: Orchestrator = function* (context) {
-    return yield context.df.waitForExternalEvent('done');
+test('an action the harness does not model (a sub-orchestration) is refused, not silently passed', async () => {
+  const child: Orchestrator = function* (context) {
+    return yield context.df.callSubOrchestrator('child');
   };
-  await expect(replay(waits)).rejects.toThrow(/does not model action type 6/);
+  await expect(replay(child)).rejects.toThrow(/does not model action type 2/);
+});
+
+describe('external events, as DurableOrchestrationContext.WaitForExternalEvent / RaiseEvent handle them', () => {
+  test('an event raised before anyone waits is buffered and taken by the first wait; the wait takes no sequence number', async () => {
+    const waits: Orchestrator = function* (context) {
+      yield context.df.callActivity('work');
+      const got = yield context.df.waitForExternalEvent('go');
+      yield context.df.createTimer(new Date(T0 + 1000));
+      return got;
+    };
+    const result = await replay(waits, { events: [{ name: 'go', input: { n: 1 }, at: T0 }] });
+    expect(result).toMatchObject({ runtimeStatus: 'Completed', output: { n: 1 } });
+    expect(result.actions).toEqual([
+      expect.objectContaining({ id: 0, kind: 'activity', name: 'work' }),
+      { id: 1, kind: 'timer', fireAt: T0 + 1000 },
+    ]);
+  });
+
+  test('a fresh wait per race, in a loop: the newest waiter gets the event on both sides, and the instance completes', async () => {
+    const loop: Orchestrator = function* (context) {
+      for (let round = 1; round <= 5; round += 1) {
+        const timer = context.df.createTimer(new Date(T0 + round * 10_000));
+        const event = context.df.waitForExternalEvent('go');
+        const winner = yield context.df.Task.any([timer, event]);
+        if (winner === event) {
+          timer.cancel();
+          return { round, got: event.result as unknown };
+        }
+      }
+      return 'never';
+    };
+    const result = await replay(loop, { events: [{ name: 'go', input: 'now', at: T0 + 25_000 }] });
+    expect(result).toMatchObject({ runtimeStatus: 'Completed', output: { round: 3, got: 'now' } });
+  });
 });

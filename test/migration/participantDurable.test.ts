@@ -133,7 +133,8 @@ test('two participants answering 202: POST once, poll on durable timers, renew t
     callParticipant: sequence.filter((n) => n === 'migrationCallParticipant').length,
     timers: sequence.filter((n) => n === 'timer').length,
     renewals: sequence.filter((n) => n === 'migrationRenew').length,
-  }).toEqual({ actions: 49, callParticipant: 19, timers: 18, renewals: 5 });
+    // version 3: one more timer, the first cancel check's (before the pre-lock; docs/design.md §6.8)
+  }).toEqual({ actions: 56, callParticipant: 19, timers: 27, renewals: 3 });
 });
 
 test('crash mid-copy: a fresh orchestrator process replays the polls from history and finishes the same way', async () => {

@@ -15,7 +15,8 @@ export function* cleanUp(input: MigrationInput, failure: Failure): Generator<Ste
   });
 }
 
-function* releaseAfterFailure(input: MigrationInput): Generator<Step, string, unknown> {
+/** Release with the token; answers what became of the lock, for the status. */
+export function* releaseAfterFailure(input: MigrationInput): Generator<Step, string, unknown> {
   try {
     const released = yield* activity('release', { resourceId: input.resourceId, lock: input.lock });
     return !released.ok && released.code !== 'LockExpired'

@@ -1,7 +1,7 @@
 import { sameLocation } from '../../lock/document';
 import type { Step } from '../types';
 import { type Moving, type PhaseResult, type Prelocked, done, failed, guarded, next, refused } from './state';
-import { activity, publish, sleep, sleepUntil } from './steps';
+import { activity, publish, sleep, sleepUntil, stopIfCancelled } from './steps';
 
 /**
  * 2–4. Re-read the route (a stale location read upstream may have sent us a resource already moved:
@@ -17,6 +17,7 @@ export function* convergencePhase(
 
 function* reread(state: Prelocked, waitUntil: number): Generator<Step, PhaseResult<Moving>, unknown> {
   const { resourceId, lock, target } = state.input;
+  yield* stopIfCancelled(state.input);
   const route = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
   if (!route.ok) return refused(state, 'read the route', route);
   if (sameLocation(route.value.location, target)) {
@@ -41,12 +42,12 @@ function* reread(state: Prelocked, waitUntil: number): Generator<Step, PhaseResu
 
 function* awaitVisibility(state: Moving, waitUntil: number): Generator<Step, PhaseResult<Moving>, unknown> {
   const { resourceId, migrationId, settings: s } = state.input;
-  yield* sleepUntil(waitUntil);
+  yield* sleepUntil(waitUntil, state.input);
   for (let attempt = 1; attempt <= s.retryAttempts; attempt += 1) {
     const seen = yield* activity('readRoute', { resourceId, from: 'readPath' });
     if (!seen.ok) return refused(state, 'read the route', seen);
     if (seen.value.lock?.migrationId === migrationId) return next(state);
-    yield* sleep(s.retryIntervalSeconds * 1000);
+    yield* sleep(s.retryIntervalSeconds * 1000, state.input);
   }
   return failed(state, 'the pre-lock never became visible on the read path');
 }

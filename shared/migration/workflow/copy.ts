@@ -17,7 +17,17 @@ import {
   workflowVersionOf,
 } from '../types';
 import type { Escalated, WorkflowState } from './state';
-import { activity, now, sleep, sleepUntil, step } from './steps';
+import {
+  CancelRequested,
+  type CancelScope,
+  activity,
+  cancellable,
+  now,
+  sleep,
+  sleepUntil,
+  step,
+  stopIfCancelled,
+} from './steps';
 import {
   classifyAnswer,
   failureMessage,
@@ -108,8 +118,8 @@ const ranOut = (job: CopyJob, phaseEndsAt: number): ActivityResult<null> => ({
 });
 
 /** Requests that resolved the route just before a lock committed land before any copy starts. */
-export function* inFlightGrace(s: MigrationSettings): Generator<Step, void, unknown> {
-  if (s.inFlightGraceSeconds && s.participants.length > 0) yield* sleep(s.inFlightGraceSeconds * 1000);
+export function* inFlightGrace(s: MigrationSettings, scope?: CancelScope): Generator<Step, void, unknown> {
+  if (s.inFlightGraceSeconds && s.participants.length > 0) yield* sleep(s.inFlightGraceSeconds * 1000, scope);
 }
 
 function participantCallV1(
@@ -372,7 +382,7 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
       const due = open.filter((p) => p.dueAt <= t);
       if (due.length === 0) {
         const nextDue = Math.min(...open.map((p) => p.dueAt));
-        yield* sleepUntil(Math.min(nextDue, deadline));
+        yield* sleepUntil(Math.min(nextDue, deadline), state.input);
         if (nextDue < deadline) continue;
       } else {
         // A request could still be running when the renewal is due: renew first (early), so it is not
@@ -395,9 +405,20 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
           job.phase === 'hardDelete' &&
           due.every((p) => p.location !== undefined) &&
           roundDeadline - t > 2 * timing.timeoutSeconds * 1000;
+        const canCancel = cancellable(state.input);
         const race = yield* step<RaceResult>(
-          timerless ? { kind: 'all', tasks } : { kind: 'race', tasks, deadline: roundDeadline },
+          timerless
+            ? { kind: 'all', tasks }
+            : {
+                kind: 'race',
+                tasks,
+                deadline: roundDeadline,
+                ...(canCancel ? { cancellable: true as const } : {}),
+              },
         );
+        // a cancel ends the round (the requests still running are abandoned, as at a deadline)
+        if (race.cancelled) throw new CancelRequested(race.cancelled);
+        if (timerless) yield* stopIfCancelled(state.input);
         t = yield* now();
         for (const [i, p] of due.entries()) {
           const settled = race.settled[i] as ActivityResult<HttpAnswer> | null | undefined;

@@ -1,7 +1,7 @@
 import type { Step } from '../types';
 import { copyAll, inFlightGrace } from './copy';
 import { type Escalated, type Moving, type PhaseResult, failed, guarded, next, refused } from './state';
-import { publish, waitingOutConvergence } from './steps';
+import { publish, stopIfCancelled, waitingOutConvergence } from './steps';
 
 /**
  * 5. The hard-delete lock and the bulk copy at every participant, renewing the hard-delete lease on a
@@ -14,10 +14,12 @@ export function* hardDeletePhase(state: Moving): Generator<Step, PhaseResult<Mov
 
 function* escalateToHardDelete(state: Moving): Generator<Step, PhaseResult<Moving>, unknown> {
   const { resourceId, lock, settings } = state.input;
+  yield* stopIfCancelled(state.input);
   const hd = yield* waitingOutConvergence(
     'escalate',
     { resourceId, lock, phase: 'hardDelete', ifMatch: state.etag },
     settings,
+    state.input,
   );
   if (!hd.ok) return refused(state, 'escalate to hardDelete', hd);
   const escalated: Escalated = {
@@ -34,7 +36,7 @@ function* escalateToHardDelete(state: Moving): Generator<Step, PhaseResult<Movin
 
 function* bulkCopy(state: Escalated): Generator<Step, PhaseResult<Moving>, unknown> {
   const s = state.input.settings;
-  yield* inFlightGrace(s);
+  yield* inFlightGrace(s, state.input);
   const copy = yield* copyAll(state, {
     copy: 'bulkCopy',
     attempt: 1,

@@ -6,8 +6,8 @@ import type {
   SeededGrant,
   Step,
 } from '../types';
-import { type PhaseResult, type Prelocked, done, messageOf, next } from './state';
-import { activity, publish, waitingOutConvergence } from './steps';
+import { type PhaseResult, type Prelocked, cancelled, done, messageOf, next } from './state';
+import { CancelRequested, activity, publish, waitingOutConvergence } from './steps';
 
 /** A pre-lock refused: another lock or a swap just now is a conflict; the resource already there, none. */
 export const prelockRefusal = (code: string): MigrationState =>
@@ -31,8 +31,10 @@ export function* prelockPhase(
   const request = { resourceId, migrationId, owner: input.instanceId, target: input.target, lock };
   let pre: ActivityResult<SeededGrant>;
   try {
-    pre = yield* waitingOutConvergence('prelock', request, input.settings);
+    pre = yield* waitingOutConvergence('prelock', request, input.settings, input);
   } catch (error) {
+    // cancelled while waiting out a refusal: no lock of this migration's is held
+    if (error instanceof CancelRequested) return cancelled({ input, status, etag: '' }, error.request, false);
     const left = yield* releaseUnseenPrelock(input);
     return done(yield* publish(status, { status: 'Failed', error: `prelock: ${messageOf(error)}; ${left}` }));
   }

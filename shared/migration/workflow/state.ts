@@ -1,5 +1,6 @@
 import type { Location } from '../../lock/document';
-import type { MigrationInput, MigrationStatus, SeededGrant, Step } from '../types';
+import type { CancelRequest, MigrationInput, MigrationStatus, SeededGrant, Step } from '../types';
+import { CancelRequested } from './steps';
 
 /**
  * What a running migration carries from one phase to the next. Each phase generator takes a state and
@@ -36,8 +37,20 @@ export interface Failure {
   reason: string;
 }
 
-/** How a migration ends: its final status already published, or a failure still to clean up. */
-export type Ending = { kind: 'done'; status: MigrationStatus } | Failure;
+/**
+ * An operator cancelled (version 3): `cancelMigration` (workflow/cancel.ts) releases the lock, when one
+ * may be held, and publishes Cancelled.
+ */
+export interface Cancelled {
+  kind: 'cancelled';
+  status: MigrationStatus;
+  request: CancelRequest;
+  /** False only where this migration cannot hold a lock (a pre-lock refused and waiting). */
+  lockHeld: boolean;
+}
+
+/** How a migration ends: its final status already published, or a failure or a cancel still to clean up. */
+export type Ending = { kind: 'done'; status: MigrationStatus } | Failure | Cancelled;
 
 export type PhaseResult<S> = { kind: 'next'; state: S } | Ending;
 
@@ -58,20 +71,29 @@ export const refused = (
   result: { code: string; message: string },
 ): Failure => failed(state, `${what}: ${result.code}: ${result.message}`);
 
+export const cancelled = (state: WorkflowState, request: CancelRequest, lockHeld = true): Cancelled => ({
+  kind: 'cancelled',
+  status: state.status,
+  request,
+  lockHeld,
+});
+
 export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /**
  * Runs `body` on `state`. A step the runner gave up on (an activity out of retries) is thrown into the
  * workflow: it fails the migration at `state`'s status, the last one published. A phase guards what
- * follows each status it publishes, so a failure always amends the status the world last saw.
+ * follows each status it publishes, so a failure always amends the status the world last saw. A cancel
+ * request found by a wait or a check (CancelRequested) ends it the same way, as `cancelled`.
  */
 export function* guarded<S extends WorkflowState, T>(
   state: S,
   body: (state: S) => Generator<Step, T, unknown>,
-): Generator<Step, T | Failure, unknown> {
+): Generator<Step, T | Failure | Cancelled, unknown> {
   try {
     return yield* body(state);
   } catch (error) {
+    if (error instanceof CancelRequested) return cancelled(state, error.request);
     return failed(state, messageOf(error));
   }
 }

@@ -1,11 +1,14 @@
-import type {
-  ActivityInputs,
-  ActivityName,
-  ActivityOutputs,
-  ActivityResult,
-  MigrationSettings,
-  MigrationStatus,
-  Step,
+import {
+  type ActivityInputs,
+  type ActivityName,
+  type ActivityOutputs,
+  type ActivityResult,
+  type CancelRequest,
+  type MigrationInput,
+  type MigrationSettings,
+  type MigrationStatus,
+  type Step,
+  workflowVersionOf,
 } from '../types';
 
 /**
@@ -28,12 +31,48 @@ export function* now(): Generator<Step, number, unknown> {
   return yield* step<number>({ kind: 'now' });
 }
 
-export function* sleepUntil(fireAt: number): Generator<Step, void, unknown> {
-  yield* step({ kind: 'timer', fireAt });
+/** Which migration a wait belongs to: a version-3 one ends the wait on a cancel request. */
+export type CancelScope = Pick<MigrationInput, 'workflowVersion'>;
+
+/**
+ * A cancel request found by a cancellable wait or check (version 3). Thrown into the phase, where
+ * `guarded` turns it into the `cancelled` ending: the phase stops at once, whatever it was doing, and
+ * the cancel path (workflow/cancel.ts) releases the lock.
+ */
+export class CancelRequested extends Error {
+  constructor(readonly request: CancelRequest) {
+    super(`cancelled by ${request.by} at ${request.requestedAt}`);
+  }
 }
 
-export function* sleep(ms: number): Generator<Step, void, unknown> {
-  yield* sleepUntil((yield* now()) + ms);
+/** Version 3 waits and checks for cancel requests; version 1 and 2 inputs yield exactly their old steps. */
+export const cancellable = (scope: CancelScope | undefined): boolean =>
+  scope !== undefined && workflowVersionOf(scope) >= 3;
+
+/** Has a cancel been requested (version 3)? Answers the request, or null; never waits. */
+export function* cancelRequested(scope: CancelScope): Generator<Step, CancelRequest | null, unknown> {
+  if (!cancellable(scope)) return null;
+  return yield* step<CancelRequest | null>({ kind: 'cancelRequested' });
+}
+
+/** Between steps that are not waits: stop here if a cancel was requested meanwhile. */
+export function* stopIfCancelled(scope: CancelScope): Generator<Step, void, unknown> {
+  const request = yield* cancelRequested(scope);
+  if (request) throw new CancelRequested(request);
+}
+
+/** A durable timer; with a version-3 `scope`, a cancel request ends it early (CancelRequested). */
+export function* sleepUntil(fireAt: number, scope?: CancelScope): Generator<Step, void, unknown> {
+  if (!cancellable(scope)) {
+    yield* step({ kind: 'timer', fireAt });
+    return;
+  }
+  const request = yield* step<CancelRequest | null>({ kind: 'timer', fireAt, cancellable: true });
+  if (request) throw new CancelRequested(request);
+}
+
+export function* sleep(ms: number, scope?: CancelScope): Generator<Step, void, unknown> {
+  yield* sleepUntil((yield* now()) + ms, scope);
 }
 
 /** Publish `status` amended by `patch`; the published copy is the new status (nothing mutates it). */
@@ -54,6 +93,7 @@ export function* waitingOutConvergence<K extends ActivityName>(
   name: K,
   input: ActivityInputs[K],
   s: MigrationSettings,
+  scope?: CancelScope,
 ): Generator<Step, ActivityResult<ActivityOutputs[K]>, unknown> {
   let result = yield* activity(name, input);
   for (
@@ -61,7 +101,7 @@ export function* waitingOutConvergence<K extends ActivityName>(
     !result.ok && result.code === 'ConvergencePending' && attempt < s.retryAttempts;
     attempt += 1
   ) {
-    yield* sleep((result.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000);
+    yield* sleep((result.retryAfterSeconds ?? s.retryIntervalSeconds) * 1000, scope);
     result = yield* activity(name, input);
   }
   return result;

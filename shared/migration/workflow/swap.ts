@@ -1,6 +1,7 @@
 import type { Step } from '../types';
 import { type Ending, type Escalated, done, guarded, refused } from './state';
-import { activity, publish } from './steps';
+import { lateCancel } from './cancel';
+import { activity, publish, stopIfCancelled } from './steps';
 
 /** The write lock lapsed before the swap: an overrun, tried again on the next write-lock attempt. */
 export interface SwapLapsed {
@@ -18,6 +19,8 @@ export function* swapPhase(state: Escalated): Generator<Step, Ending | SwapLapse
 
 function* swap(state: Escalated): Generator<Step, Ending | SwapLapsed, unknown> {
   const { resourceId, lock } = state.input;
+  // the last moment a cancel can stop the migration; once the swap runs, its answer decides
+  yield* stopIfCancelled(state.input);
   const swapped = yield* activity('swap', {
     resourceId,
     lock,
@@ -30,6 +33,7 @@ function* swap(state: Escalated): Generator<Step, Ending | SwapLapsed, unknown> 
         status: 'Completed',
         phase: 'swapped',
         timeline: { ...state.status.timeline, swappedAt: swapped.value.swappedAt },
+        ...(yield* lateCancel(state.input)),
       }),
     );
   }

@@ -10,7 +10,7 @@ import {
   next,
   refused,
 } from './state';
-import { activity, publish, sleep } from './steps';
+import { activity, publish, sleep, stopIfCancelled } from './steps';
 import { swapPhase } from './swap';
 
 /** A write-lock attempt whose delta (or swap) overran the write budget; writes resumed. */
@@ -48,7 +48,7 @@ export function* writePhase(state: Moving): Generator<Step, Ending, unknown> {
  * lease (the dev profile's) lapses between attempts and the copy could never finish.
  */
 function* renewBetweenAttempts(state: Moving): Generator<Step, PhaseResult<Moving>, unknown> {
-  yield* sleep(state.input.settings.deltaRetryDelaySeconds * 1000);
+  yield* sleep(state.input.settings.deltaRetryDelaySeconds * 1000, state.input);
   const renewed = yield* renewLock(state, 'hardDelete');
   if (renewed.ok) return next({ ...state, etag: renewed.value.etag });
   if (renewed.code !== 'MaxLeaseReached') return refused(state, 'renew the hard-delete lock', renewed);
@@ -57,6 +57,7 @@ function* renewBetweenAttempts(state: Moving): Generator<Step, PhaseResult<Movin
 
 function* writeAttempt(state: Moving, attempt: number): Generator<Step, Ending | Overran, unknown> {
   const { resourceId, lock } = state.input;
+  yield* stopIfCancelled(state.input);
   const w = yield* activity('escalate', { resourceId, lock, phase: 'write', ifMatch: state.etag });
   if (!w.ok) return refused(state, 'escalate to write', w);
   const writing: Escalated = {
@@ -74,7 +75,7 @@ function* writeAttempt(state: Moving, attempt: number): Generator<Step, Ending |
 
 function* deltaCopyAndSwap(state: Escalated, attempt: number): Generator<Step, Ending | Overran, unknown> {
   const s = state.input.settings;
-  yield* inFlightGrace(s);
+  yield* inFlightGrace(s, state.input);
   const copy = yield* copyAll(state, {
     copy: 'deltaCopy',
     attempt,
