@@ -111,6 +111,7 @@ describe('Durable orchestrator replayed through the real engine', () => {
     expect(result.error).toBeUndefined();
     expect((result.output as MigrationStatus).status).toBe('Completed');
     expect(names(result.actions)).toEqual([
+      'timer', // version 3: the first cancel check, due at once (docs/design.md §6.8)
       'migrationPrelock',
       'migrationReadRoute',
       'timer',
@@ -121,7 +122,7 @@ describe('Durable orchestrator replayed through the real engine', () => {
       'migrationRecordOutcome',
     ]);
     // The timer fires at max(startsAt, acquiredAt + replication bound) + safety buffer.
-    const timer = result.actions.find((a) => a.kind === 'timer')!;
+    const timer = result.actions.filter((a) => a.kind === 'timer')[1]!;
     expect(timer.fireAt).toBe(START + (7500 + 600) * 1000);
     const doc = (await h.store.read('conv-1', { from: 'writeRegion' })).doc;
     expect(doc).toMatchObject({ location: TARGET, lock: null });

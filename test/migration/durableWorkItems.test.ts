@@ -13,12 +13,12 @@ test('work items per migration: 0, 1 and 2 participants under the dev and produc
     [
       '| profile | participants | activities | timers | HTTP calls | episodes | work items | DTS actions |',
       '|---|---:|---:|---:|---:|---:|---:|---:|',
-      '| dev | 0 | 7 | 1 | 0 | 9 | 16 | 16 |',
-      '| dev | 1 | 8 | 6 | 4 | 16 | 28 | 31 |',
-      '| dev | 2 | 8 | 6 | 8 | 20 | 36 | 39 |',
-      '| production | 0 | 7 | 1 | 0 | 9 | 16 | 16 |',
-      '| production | 1 | 7 | 8 | 4 | 17 | 28 | 31 |',
-      '| production | 2 | 7 | 8 | 8 | 21 | 36 | 39 |',
+      '| dev | 0 | 7 | 2 | 0 | 10 | 17 | 17 |',
+      '| dev | 1 | 8 | 7 | 4 | 17 | 29 | 32 |',
+      '| dev | 2 | 8 | 7 | 8 | 21 | 37 | 40 |',
+      '| production | 0 | 7 | 2 | 0 | 10 | 17 | 17 |',
+      '| production | 1 | 7 | 9 | 4 | 18 | 29 | 32 |',
+      '| production | 2 | 7 | 9 | 8 | 22 | 37 | 40 |',
     ].join('\n'),
   );
   // no sub-orchestrations or external events: the harness fails on any action but activity, timer, HTTP

@@ -134,7 +134,7 @@ test('two participants answering 202: POST once, poll on durable timers, renew t
     timers: sequence.filter((n) => n === 'timer').length,
     renewals: sequence.filter((n) => n === 'migrationRenew').length,
     // version 3: one more timer, the first cancel check's (before the pre-lock; docs/design.md §6.8)
-  }).toEqual({ actions: 56, callParticipant: 19, timers: 27, renewals: 3 });
+  }).toEqual({ actions: 50, callParticipant: 19, timers: 19, renewals: 5 });
 });
 
 test('crash mid-copy: a fresh orchestrator process replays the polls from history and finishes the same way', async () => {
