@@ -15,7 +15,7 @@ export function* cleanUp(input: MigrationInput, failure: Failure): Generator<Ste
   });
 }
 
-function* releaseAfterFailure(input: MigrationInput): Generator<Step, string, unknown> {
+export function* releaseAfterFailure(input: MigrationInput): Generator<Step, string, unknown> {
   try {
     const released = yield* activity('release', { resourceId: input.resourceId, lock: input.lock });
     return !released.ok && released.code !== 'LockExpired'

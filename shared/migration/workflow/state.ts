@@ -34,6 +34,12 @@ export interface Failure {
   kind: 'failed';
   status: MigrationStatus;
   reason: string;
+  /**
+   * What failed, for `attemptVerdict` (workflow/attempts.ts): a lock error's code, `StepFailed` (a step
+   * the runner gave up on: a store outage through every retry), `SwapUnknown` (the swap's own answer
+   * was lost: it may have landed), or the workflow's own (`NotVisible`, `WriteBudgetExceeded`).
+   */
+  code?: string;
 }
 
 /** How a migration ends: its final status already published, or a failure still to clean up. */
@@ -45,10 +51,11 @@ export const next = <S>(state: S): { kind: 'next'; state: S } => ({ kind: 'next'
 
 export const done = (status: MigrationStatus): Ending => ({ kind: 'done', status });
 
-export const failed = (state: WorkflowState, reason: string): Failure => ({
+export const failed = (state: WorkflowState, reason: string, code?: string): Failure => ({
   kind: 'failed',
   status: state.status,
   reason,
+  ...(code === undefined ? {} : { code }),
 });
 
 /** A lock operation refused: the migration fails, naming what it tried. */
@@ -56,7 +63,7 @@ export const refused = (
   state: WorkflowState,
   what: string,
   result: { code: string; message: string },
-): Failure => failed(state, `${what}: ${result.code}: ${result.message}`);
+): Failure => failed(state, `${what}: ${result.code}: ${result.message}`, result.code);
 
 export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
@@ -68,10 +75,11 @@ export const messageOf = (error: unknown): string => (error instanceof Error ? e
 export function* guarded<S extends WorkflowState, T>(
   state: S,
   body: (state: S) => Generator<Step, T, unknown>,
+  code = 'StepFailed',
 ): Generator<Step, T | Failure, unknown> {
   try {
     return yield* body(state);
   } catch (error) {
-    return failed(state, messageOf(error));
+    return failed(state, messageOf(error), code);
   }
 }
