@@ -28,7 +28,8 @@ test('work items per migration: 0, 1 and 2 participants under the dev and produc
 test('a long bulk copy adds one renewal per third of the hard-delete lease (a 300 s lease: every 100 s)', async () => {
   // A participant answers within the Durable HTTP client's 240 s, so the renewals are shown on a short
   // lease (production renews every 2 h of a copy that long-running participants report by polling).
-  const env = { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300' };
+  // one delta attempt: a 300 s hard-delete lease cannot outlast a 900 s overrun (config.ts timingInequalities)
+  const env = { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300', ROUTELOCK_DELTA_ATTEMPTS: '1' };
   const short = await countWorkItems({ profile: 'production', participants: 1, env });
   const oneRenewal = await countWorkItems({ profile: 'production', participants: 1, env, copySeconds: 101 });
   const twoRenewals = await countWorkItems({ profile: 'production', participants: 1, env, copySeconds: 201 });
