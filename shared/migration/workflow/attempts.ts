@@ -125,7 +125,7 @@ export function* attemptingMigration(
       return yield* publish(failedStatus, {
         status: gate.outcome,
         phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
-        error: gate.reason,
+        error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
         attempts: patched,
       });
     }

@@ -218,8 +218,7 @@ export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOu
 
 /** Version 2's job body (contract17.md): the job is (migrationId, migrationAttempt, step, stepAttempt). */
 export function participantJob(state: Escalated, job: CopyJob): ParticipantRequest {
-  const s = state.input.settings;
-  const migrationAttempt = state.input.lock.attempt ?? 1;
+  const migrationAttempt = state.input.lock?.attempt ?? 1;
   return {
     migrationId: state.input.migrationId,
     resourceId: state.input.resourceId,
@@ -233,7 +232,8 @@ export function participantJob(state: Escalated, job: CopyJob): ParticipantReque
     // Every new job of the migration gets a larger number: within an attempt the bulk copy 1, delta
     // attempt n 1 + n; each migration attempt after the ones before (1 + deltaAttempts jobs each).
     sequence:
-      (migrationAttempt - 1) * (1 + s.deltaAttempts) + (job.copy === 'bulkCopy' ? 1 : 1 + job.attempt),
+      (migrationAttempt > 1 ? (migrationAttempt - 1) * (1 + state.input.settings.deltaAttempts) : 0) +
+      (job.copy === 'bulkCopy' ? 1 : 1 + job.attempt),
     lockAcquiredAt: state.grant.acquiredAt,
   };
 }
