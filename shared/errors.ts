@@ -78,6 +78,12 @@ const errorKinds = {
     retriable: false,
     title: 'Another migration is in progress',
   },
+  MigrationNotRetriable: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'Only an ended, failed migration can be retried',
+  },
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
   DuplicateApproval: {
     raisedBy: 'library',

@@ -9,9 +9,13 @@ import {
   type MigrationRequest,
   type MigrationService,
   type StartedMigration,
+  assertRetriable,
   assertRouteExists,
   joinRunning,
+  retryLost,
+  retryRecord,
 } from '../../shared/migration/service';
+import type { Actor } from '../../shared/audit';
 import {
   type MigrationInput,
   type MigrationSettings,
@@ -116,6 +120,40 @@ export class DurableMigrationService implements MigrationService {
         : { status: 'Failed' as const, error: 'the orchestration could not be started' };
       await this.records.saveStatus(migrationId, { ...pendingStatus(input), ...reason }, true);
       if (raced) return joinRunning(raced, request);
+      throw error;
+    }
+  }
+
+  /**
+   * An operator's retry: the failed record reopened under the resource's claim (`reopenIfNoActive`, as
+   * a start claims), then the same instance id started again (host.json lets a non-running instance be
+   * started anew) with the new input: a fresh seed, the earlier attempts. A `startNew` that throws ends
+   * the record Failed again, releasing the claim.
+   */
+  async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {
+    const failed = assertRetriable(await this.records.get(migrationId), migrationId);
+    assertAllowedRegion(this.router.allowedRegions, failed.target, 'the migration', failed.resourceId);
+    await assertRouteExists(this.router, failed.resourceId);
+    const record = retryRecord(
+      failed,
+      this.settings,
+      this.keyring.newSeed(),
+      new Date(this.now()).toISOString(),
+    );
+    let claim = await this.records.reopenIfNoActive(record);
+    if (!claim.created && claim.record.migrationId !== migrationId && (await this.endIfStale(claim.record))) {
+      claim = await this.records.reopenIfNoActive(record);
+    }
+    if (!claim.created) retryLost(claim.record, migrationId);
+    try {
+      await this.client.startNew(ORCHESTRATOR, { instanceId: record.instanceId, input: record.input });
+      return { migrationId, instanceId: record.instanceId, created: true };
+    } catch (error) {
+      await this.records.saveStatus(
+        migrationId,
+        { ...failed.status, error: `the retry could not be started; ${failed.status.error ?? ''}` },
+        true,
+      );
       throw error;
     }
   }

@@ -91,6 +91,7 @@ function watched(records: MigrationRecords, ids: Set<string>): MigrationRecords 
       ids.add(record.migrationId);
       return records.createIfNoActive(record);
     },
+    reopenIfNoActive: (record) => records.reopenIfNoActive(record),
     create: (record) => records.create(record),
     get: (id) => records.get(id),
     saveStatus: (id, status, done) => records.saveStatus(id, status, done),
@@ -104,6 +105,7 @@ function withoutClaim(records: MigrationRecords): MigrationRecords {
       const created = await records.create(record);
       return { record: created ? record : ((await records.get(record.migrationId)) ?? record), created };
     },
+    reopenIfNoActive: (record) => records.reopenIfNoActive(record),
     create: (record) => records.create(record),
     get: (id) => records.get(id),
     saveStatus: (id, status, done) => records.saveStatus(id, status, done),
