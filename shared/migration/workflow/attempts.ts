@@ -228,7 +228,9 @@ type Gate = { kind: 'free' } | { kind: 'ended'; outcome: 'Completed' | 'NoOp' | 
 function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generator<Step, Gate, unknown> {
   const { resourceId, migrationId, target, settings: s } = input;
   const attempt = input.lock.attempt ?? 1;
-  for (let round = 1; round <= s.retryAttempts; round += 1) {
+  // The last round only looks: the one before it waited out the lease.
+  const rounds = Math.max(2, s.retryAttempts);
+  for (let round = 1; round <= rounds; round += 1) {
     let seen;
     try {
       seen = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
@@ -253,9 +255,10 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
       const released = yield* activity('release', { resourceId, lock: input.lock });
       if (released.ok || released.code === 'LockExpired' || released.code === 'NotLocked') continue;
     } catch {
-      // the store is still out: wait out the lease below, then look again
+      // the store is still out: try again after a backoff, and at last wait out the lease
     }
-    yield* sleepUntil(Date.parse(lock.expiresAt) + ((s.clockSkewSeconds ?? 0) + 1) * 1000);
+    if (round < rounds - 1) yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (round - 1));
+    else yield* sleepUntil(Date.parse(lock.expiresAt) + ((s.clockSkewSeconds ?? 0) + 1) * 1000);
   }
   return {
     kind: 'ended',
