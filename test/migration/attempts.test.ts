@@ -253,39 +253,45 @@ function loseSwapAnswers(activities: Activities) {
   return swaps;
 }
 
-test('through the Durable replay harness: a participant that fails only the first attempt completes on attempt 2', async () => {
-  const config = parseConfig({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANTS: PARTICIPANTS });
-  const start = Date.UTC(2026, 2, 1);
-  const fixture = await migrationFixture({ config, start, source: SOURCE, target: TARGET });
-  const input = { ...fixture.input, workflowVersion: 3 };
-  const jobs: [number | undefined, string, number | undefined][] = [];
-  fixture.activities.callParticipant = async (call: ParticipantCall) => {
-    if (call.method !== 'POST') return { ok: true, value: { status: 200, body: null } };
-    jobs.push([call.body.migrationAttempt, call.body.step, call.body.sequence]);
-    const refuse = (call.body.migrationAttempt ?? 1) === 1;
-    return { ok: true, value: refuse ? { status: 422, body: 'not now' } : { status: 200, body: null } };
-  };
-  const harness: DurableReplay = new DurableReplay({
-    orchestrator: migrationOrchestrator,
-    name: 'migrationOrchestrator',
-    instanceId: input.instanceId,
-    input,
-    start,
-    activity: (fn, activityInput) => fixture.runActivity(fn, activityInput, harness.now),
-  });
-  const result = await harness.run();
-  expect(result.error).toBeUndefined();
-  const status = result.output as MigrationStatus;
-  expect(status).toMatchObject({ status: 'Completed', attempt: 2 });
-  expect(status.attempts?.map((a) => [a.attempt, a.outcome])).toEqual([
-    [1, 'Failed'],
-    [2, 'Completed'],
-  ]);
-  expect(jobs).toEqual([
-    [1, 'bulkCopy', 1],
-    [2, 'bulkCopy', 5],
-    [2, 'deltaCopy', 6],
-  ]);
-  const { doc } = await fixture.store.read('conv-1', { from: 'writeRegion' });
-  expect(doc).toMatchObject({ location: TARGET, lock: null });
-});
+test.each([0, 8, 15])(
+  'through the Durable replay harness: a participant that fails only the first attempt completes on attempt 2 (crash before run %i)',
+  async (crashBeforeRun) => {
+    const config = parseConfig({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANTS: PARTICIPANTS });
+    const start = Date.UTC(2026, 2, 1);
+    const fixture = await migrationFixture({ config, start, source: SOURCE, target: TARGET });
+    const input = { ...fixture.input, workflowVersion: 3 };
+    const jobs: [number | undefined, string, number | undefined][] = [];
+    fixture.activities.callParticipant = async (call: ParticipantCall) => {
+      if (call.method !== 'POST') return { ok: true, value: { status: 200, body: null } };
+      jobs.push([call.body.migrationAttempt, call.body.step, call.body.sequence]);
+      const refuse = (call.body.migrationAttempt ?? 1) === 1;
+      return { ok: true, value: refuse ? { status: 422, body: 'not now' } : { status: 200, body: null } };
+    };
+    const harness: DurableReplay = new DurableReplay({
+      orchestrator: migrationOrchestrator,
+      name: 'migrationOrchestrator',
+      instanceId: input.instanceId,
+      input,
+      start,
+      activity: (fn, activityInput) => fixture.runActivity(fn, activityInput, harness.now),
+      // the host dies before that episode: the history replays through the attempt loop
+      ...(crashBeforeRun ? { crashBeforeRun } : {}),
+    });
+    const result = await harness.run();
+    expect(result.error).toBeUndefined();
+    if (crashBeforeRun) expect(result.runs).toBeGreaterThan(crashBeforeRun);
+    const status = result.output as MigrationStatus;
+    expect(status).toMatchObject({ status: 'Completed', attempt: 2 });
+    expect(status.attempts?.map((a) => [a.attempt, a.outcome])).toEqual([
+      [1, 'Failed'],
+      [2, 'Completed'],
+    ]);
+    expect(jobs).toEqual([
+      [1, 'bulkCopy', 1],
+      [2, 'bulkCopy', 5],
+      [2, 'deltaCopy', 6],
+    ]);
+    const { doc } = await fixture.store.read('conv-1', { from: 'writeRegion' });
+    expect(doc).toMatchObject({ location: TARGET, lock: null });
+  },
+);
