@@ -295,3 +295,27 @@ test.each([0, 8, 15])(
     expect(doc).toMatchObject({ location: TARGET, lock: null });
   },
 );
+
+test('no further attempt when the history could not hold one more at its worst (the Durable action cap)', async () => {
+  const config = parseConfig({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANTS: PARTICIPANTS });
+  const start = Date.UTC(2026, 2, 1);
+  const fixture = await migrationFixture({ config, start, source: SOURCE, target: TARGET });
+  // one attempt's worst case as large as the extension's whole cap: attempt 1's steps leave no room
+  const input = {
+    ...fixture.input,
+    workflowVersion: 3,
+    settings: { ...fixture.input.settings, attemptActionsBound: 100_000 },
+  };
+  fixture.activities.callParticipant = async () => ({ ok: true, value: { status: 422, body: 'no' } });
+  const harness: DurableReplay = new DurableReplay({
+    orchestrator: migrationOrchestrator,
+    name: 'migrationOrchestrator',
+    instanceId: input.instanceId,
+    input,
+    start,
+    activity: (fn, activityInput) => fixture.runActivity(fn, activityInput, harness.now),
+  });
+  const status = (await harness.run()).output as MigrationStatus;
+  expect(status).toMatchObject({ status: 'Failed', attempt: 1 });
+  expect(status.error).toMatch(/\(no room in the history for another attempt\)$/);
+});
