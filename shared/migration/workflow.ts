@@ -44,8 +44,8 @@ export { writePhase } from './workflow/write';
  * 6. write lock; deltaCopy, renewing the write lock; swap. A delta that overruns the write budget:
  *    release the write lock (writes resume), wait, try again; after the last attempt, abort
  * 7. any failure: release with the token; Failed with the reason. Never a partial cutover: the swap is
- *    one conditional write. Version 3: a transient failure is one failed attempt; after a delay the
- *    migration starts over at 1 with a fresh lock (workflow/attempts.ts), Failed once attempts run out.
+ *    one conditional write. Version 3: a transient failure ends one attempt; after a delay the
+ *    migration starts over at step 1 with a fresh lock (workflow/attempts.ts), Failed once none are left.
  *
  * Each step is a phase generator in workflow/, taking the state the one before returned and answering
  * the next state or how the migration ends; `migrationWorkflow` only runs them in order.
