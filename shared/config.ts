@@ -117,6 +117,9 @@ export interface MigrationConfig {
    * lock has landed before the copy takes its snapshot.
    */
   inFlightGraceSeconds: number;
+  /** Attempts of a migration, each with a fresh lock (issue 18), and the delay before the next (× 2^(n−1)). */
+  migrationAttempts: number;
+  migrationRetryDelaySeconds: number;
   /** Attempts for a transient failure (store 503, participant 5xx), and the first retry interval. */
   retryAttempts: number;
   retryIntervalSeconds: number;
@@ -240,6 +243,75 @@ const ncrontab = z
     message: 'expected an NCRONTAB expression with six fields, e.g. "0 */5 * * * *"',
   });
 
+/** The timing variables the inequalities relate (seconds, counts), as parsed. */
+export type TimingNumbers = Pick<
+  z.infer<typeof timingSchema>,
+  | 'ROUTELOCK_CLOCK_SKEW_SECONDS'
+  | 'ROUTELOCK_PRELOCK_MAX_SECONDS'
+  | 'ROUTELOCK_HARD_DELETE_LEASE_SECONDS'
+  | 'ROUTELOCK_WRITE_LEASE_SECONDS'
+  | 'ROUTELOCK_WRITE_BUDGET_SECONDS'
+  | 'ROUTELOCK_DELTA_ATTEMPTS'
+  | 'ROUTELOCK_DELTA_RETRY_DELAY_SECONDS'
+  | 'ROUTELOCK_INFLIGHT_GRACE_SECONDS'
+>;
+
+/** The write lock's window: it is renewed up to its budget, a lease at a time. */
+const writeWindowOf = (
+  t: Pick<TimingNumbers, 'ROUTELOCK_WRITE_LEASE_SECONDS' | 'ROUTELOCK_WRITE_BUDGET_SECONDS'>,
+): number => Math.min(t.ROUTELOCK_WRITE_LEASE_SECONDS, t.ROUTELOCK_WRITE_BUDGET_SECONDS);
+
+/**
+ * The inequalities a timing profile must satisfy, or no migration could finish (docs/design.md §3.5, the
+ * README's Configuration section): one message per broken one, naming the variables. Start-up refuses a
+ * profile that breaks any; the shipped profiles satisfy them all (test/config.test.ts).
+ *
+ * 1. the pre-lock cap exceeds the earliest escalation (convergence delay + safety buffer + skew);
+ * 2. the skew is under a third of the write window (min of write lease and budget): the holder stops
+ *    each phase `skew` early and renews every third of a lease;
+ * 3. the skew is under a third of the hard-delete lease;
+ * 4. with more than one delta attempt, the hard-delete lease outlives an overrun delta attempt: after
+ *    the bulk copy's last renewal (a third of the lease before its end at worst) the lease must still
+ *    cover the in-flight grace, the write budget, the retry delay and the skew until the renewal
+ *    between attempts (workflow/write.ts) — else it lapses and every later attempt is refused.
+ */
+export function timingInequalities(t: TimingNumbers, earliestEscalationSeconds: number): string[] {
+  const problems: string[] = [];
+  const skew = t.ROUTELOCK_CLOCK_SKEW_SECONDS;
+  if (t.ROUTELOCK_PRELOCK_MAX_SECONDS <= earliestEscalationSeconds) {
+    problems.push(
+      `ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer and the clock skew (${earliestEscalationSeconds} s), got ${t.ROUTELOCK_PRELOCK_MAX_SECONDS}`,
+    );
+  }
+  const writeWindow = writeWindowOf(t);
+  if (3 * skew >= writeWindow) {
+    problems.push(
+      `ROUTELOCK_CLOCK_SKEW_SECONDS: must be under a third of the write lease and budget (${writeWindow} s), got ${skew}`,
+    );
+  }
+  const lease = t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS;
+  if (3 * skew >= lease) {
+    problems.push(
+      `ROUTELOCK_CLOCK_SKEW_SECONDS: must be under a third of ROUTELOCK_HARD_DELETE_LEASE_SECONDS (${lease} s), got ${skew}`,
+    );
+  }
+  const leaseLeft = lease - renewEveryMs(lease) / 1000;
+  const overrun =
+    t.ROUTELOCK_INFLIGHT_GRACE_SECONDS +
+    t.ROUTELOCK_WRITE_BUDGET_SECONDS +
+    t.ROUTELOCK_DELTA_RETRY_DELAY_SECONDS +
+    skew;
+  if (t.ROUTELOCK_DELTA_ATTEMPTS > 1 && leaseLeft <= overrun) {
+    problems.push(
+      `ROUTELOCK_HARD_DELETE_LEASE_SECONDS: two thirds of it (${leaseLeft} s, what is left after the last renewal) must outlast an overrun delta attempt, ROUTELOCK_INFLIGHT_GRACE_SECONDS + ROUTELOCK_WRITE_BUDGET_SECONDS + ROUTELOCK_DELTA_RETRY_DELAY_SECONDS + ROUTELOCK_CLOCK_SKEW_SECONDS (${overrun} s), or the hard-delete lock lapses between delta attempts: raise the lease, or lower the budget or the delay`,
+    );
+  }
+  return problems;
+}
+
+/** A migration's attempts with a fresh lock (issue 18): each one may record a whole copy's history. */
+export const MAX_MIGRATION_ATTEMPTS = 10;
+
 const timingSchema = z.object({
   ROUTELOCK_CACHE_TIERS: cacheTiers,
   ROUTELOCK_REPLICATION_BOUND_SECONDS: seconds(0),
@@ -256,6 +328,10 @@ const timingSchema = z.object({
   ROUTELOCK_INFLIGHT_GRACE_SECONDS: seconds(0),
   ROUTELOCK_RETRY_ATTEMPTS: count(1),
   ROUTELOCK_RETRY_INTERVAL_SECONDS: seconds(1),
+  ROUTELOCK_MIGRATION_ATTEMPTS: count(1).refine((n) => n <= MAX_MIGRATION_ATTEMPTS, {
+    message: `expected a whole number of attempts, at most ${MAX_MIGRATION_ATTEMPTS}`,
+  }),
+  ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: seconds(0),
 } satisfies Record<ProfileVariable, z.ZodType>);
 
 /**
@@ -546,24 +622,7 @@ export function parseConfig(env: Env = process.env): Config {
         clockSkewSeconds: skew,
       },
     ) / 1000;
-  if (t.ROUTELOCK_PRELOCK_MAX_SECONDS <= earliestEscalation) {
-    problems.push(
-      `ROUTELOCK_PRELOCK_MAX_SECONDS: must exceed the convergence delay plus the safety buffer and the clock skew (${earliestEscalation} s), got ${t.ROUTELOCK_PRELOCK_MAX_SECONDS}`,
-    );
-  }
-  // The holder gives up each phase `skew` before its end and renews a few times per lease: a skew that
-  // large leaves no time to renew or swap, and no migration could ever finish.
-  const writeWindow = Math.min(t.ROUTELOCK_WRITE_LEASE_SECONDS, t.ROUTELOCK_WRITE_BUDGET_SECONDS);
-  if (3 * skew >= writeWindow) {
-    problems.push(
-      `ROUTELOCK_CLOCK_SKEW_SECONDS: must be under a third of the write lease and budget (${writeWindow} s), got ${skew}`,
-    );
-  }
-  if (3 * skew >= t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS) {
-    problems.push(
-      `ROUTELOCK_CLOCK_SKEW_SECONDS: must be under a third of ROUTELOCK_HARD_DELETE_LEASE_SECONDS (${t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS} s), got ${skew}`,
-    );
-  }
+  problems.push(...timingInequalities(t, earliestEscalation));
 
   const s = store.data;
   let storeConfig: StoreConfig;
@@ -607,7 +666,7 @@ export function parseConfig(env: Env = process.env): Config {
   // A participant request must end before the phase lock's next renewal is due, or the copy round
   // abandons it at every renewal and a slow answer is never seen (docs/design.md §6.4).
   const renewalSeconds = Math.floor(
-    Math.min(renewEveryMs(writeWindow), renewEveryMs(t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS)) / 1000,
+    Math.min(renewEveryMs(writeWindowOf(t)), renewEveryMs(t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS)) / 1000,
   );
   // (leases of a few seconds, as drills and tests use, renew every second: 1 s is the least there is)
   const timeoutLimit = Math.max(1, renewalSeconds - 1);
@@ -659,6 +718,8 @@ export function parseConfig(env: Env = process.env): Config {
       inFlightGraceSeconds: t.ROUTELOCK_INFLIGHT_GRACE_SECONDS,
       retryAttempts: t.ROUTELOCK_RETRY_ATTEMPTS,
       retryIntervalSeconds: t.ROUTELOCK_RETRY_INTERVAL_SECONDS,
+      migrationAttempts: t.ROUTELOCK_MIGRATION_ATTEMPTS,
+      migrationRetryDelaySeconds: t.ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS,
       participantTimeoutSeconds,
       participantPollMinSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS,
       participantPollMaxSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS,

@@ -90,7 +90,7 @@ const errorKinds = {
     raisedBy: 'library',
     status: 409,
     retriable: false,
-    title: 'The migration cannot be retried',
+    title: 'Only an ended, failed migration can be retried',
   },
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
   /** A cancel of a migration started before workflow version 3, which never listens for one. */

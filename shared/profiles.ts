@@ -24,6 +24,8 @@ const production = {
   ROUTELOCK_INFLIGHT_GRACE_SECONDS: '5',
   ROUTELOCK_RETRY_ATTEMPTS: '5',
   ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
+  ROUTELOCK_MIGRATION_ATTEMPTS: '3',
+  ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: '300',
 } as const;
 
 export type ProfileVariable = keyof typeof production;
@@ -49,6 +51,8 @@ export const profiles = {
     ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0',
     ROUTELOCK_RETRY_ATTEMPTS: '5',
     ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
+    ROUTELOCK_MIGRATION_ATTEMPTS: '3',
+    ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: '10',
   },
   /**
    * The synthetic probe's own timing on `probe-` resources (one-second convergence), whatever profile
@@ -62,10 +66,15 @@ export const profiles = {
     ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
     ROUTELOCK_PRELOCK_LEASE_SECONDS: '120',
     ROUTELOCK_PRELOCK_MAX_SECONDS: '300',
-    ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '60',
+    // Two thirds of the hard-delete lease outlast an overrun delta attempt (config.ts timingInequalities).
+    ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '120',
     ROUTELOCK_WRITE_LEASE_SECONDS: '30',
     ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
     ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
+    ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
+    // The probe measures health: a retry would hide the failure it exists to see.
+    ROUTELOCK_MIGRATION_ATTEMPTS: '1',
+    ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: '1',
   },
 } as const satisfies Record<string, Profile>;
 

@@ -12,11 +12,14 @@ import {
   type MigrationRequest,
   type MigrationService,
   type StartedMigration,
+  assertRetriable,
   assertRouteExists,
   cancelAnswer,
   joinRunning,
   listLimit,
   withCancelRequest,
+  retryLost,
+  retryRecord,
 } from '../../shared/migration/service';
 import {
   CANCEL_EVENT,
@@ -129,6 +132,40 @@ export class DurableMigrationService implements MigrationService {
         : { status: 'Failed' as const, error: 'the orchestration could not be started' };
       await this.records.saveStatus(migrationId, { ...pendingStatus(input), ...reason }, true);
       if (raced) return joinRunning(raced, request);
+      throw error;
+    }
+  }
+
+  /**
+   * An operator's retry: the failed record reopened under the resource's claim (`reopenIfNoActive`, as
+   * a start claims), then the same instance id started again (host.json lets a non-running instance be
+   * started anew) with the new input: a fresh seed, the earlier attempts. A `startNew` that throws ends
+   * the record Failed again, releasing the claim.
+   */
+  async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {
+    const failed = assertRetriable(await this.records.get(migrationId), migrationId);
+    assertAllowedRegion(this.router.allowedRegions, failed.target, 'the migration', failed.resourceId);
+    await assertRouteExists(this.router, failed.resourceId);
+    const record = retryRecord(
+      failed,
+      this.settings,
+      this.keyring.newSeed(),
+      new Date(this.now()).toISOString(),
+    );
+    let claim = await this.records.reopenIfNoActive(record);
+    if (!claim.created && claim.record.migrationId !== migrationId && (await this.endIfStale(claim.record))) {
+      claim = await this.records.reopenIfNoActive(record);
+    }
+    if (!claim.created) retryLost(claim.record, migrationId);
+    try {
+      await this.client.startNew(ORCHESTRATOR, { instanceId: record.instanceId, input: record.input });
+      return { migrationId, instanceId: record.instanceId, created: true };
+    } catch (error) {
+      await this.records.saveStatus(
+        migrationId,
+        { ...failed.status, error: `the retry could not be started; ${failed.status.error ?? ''}` },
+        true,
+      );
       throw error;
     }
   }
@@ -249,12 +286,6 @@ export class DurableMigrationService implements MigrationService {
     );
     const items = statuses.filter((status) => wanted === undefined || status.status === wanted);
     return page.continuation === undefined ? { items } : { items, continuation: page.continuation };
-  }
-
-  // A stub until the retry helper's implementation lands (issue 18 §1).
-  async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {
-    await this.status(migrationId);
-    throw new RouteLockError('MigrationNotRetriable', `Retrying ${migrationId} is not available yet.`);
   }
 
   /**

@@ -100,6 +100,10 @@ param deltaRetryDelaySeconds int = 60
 @description('Longest a service request takes from resolving its route to landing its write; copies start this long after each lock.')
 param inFlightGraceSeconds int = 5
 param retryAttempts int = 5
+@description('Attempts of a migration, each with a fresh lock, before it ends Failed (1-10).')
+param migrationAttempts int = 3
+@description('Seconds before a failed migration attempt is tried again (x 2^(n-1)).')
+param migrationRetryDelaySeconds int = 300
 param retryIntervalSeconds int = 5
 @description('Migration participants, JSON: [{"name":"messages","url":"https://…/migrate"}].')
 param participants string = '[]'
@@ -271,6 +275,8 @@ module api 'modules/functionapp.bicep' = {
       ROUTELOCK_INFLIGHT_GRACE_SECONDS: string(inFlightGraceSeconds)
       ROUTELOCK_RETRY_ATTEMPTS: string(retryAttempts)
       ROUTELOCK_RETRY_INTERVAL_SECONDS: string(retryIntervalSeconds)
+      ROUTELOCK_MIGRATION_ATTEMPTS: string(migrationAttempts)
+      ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: string(migrationRetryDelaySeconds)
       ROUTELOCK_PARTICIPANTS: participants
       ROUTELOCK_PROBE_REGION: probeRegion
       ROUTELOCK_PROBE_SCHEDULE: probeSchedule

@@ -5,7 +5,20 @@ import { routeView } from '../lock/view';
 import type { Router } from '../router';
 import type { MigrationRecords } from '../store/ports/migrations';
 import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
-import type { ActivityInputs, ActivityName, ActivityOutputs, ActivityResult } from './types';
+import type { ActivityInputs, ActivityName, ActivityOutputs, ActivityResult, AttemptLockSeed } from './types';
+
+/**
+ * The seed of one attempt's lock (workflow version 3): attempt 1 (and every version-1/2 input) uses the
+ * migration's seed as it is; attempt n > 1 a nonce derived from it and n, so each attempt takes a fresh
+ * lock with its own token and Idempotency-Key, and a replayed activity of attempt n still finds its own.
+ * Derived here, where the key ring is: the workflow's state holds only the seed and the attempt number.
+ */
+export function attemptSeed(seed: AttemptLockSeed): LockSeed {
+  const attempt = seed.attempt ?? 1;
+  return attempt <= 1
+    ? { keyId: seed.keyId, nonce: seed.nonce }
+    : { keyId: seed.keyId, nonce: `${seed.nonce}.attempt-${attempt}` };
+}
 
 /**
  * The workflow's activities, over the routing library. Both runners call these: the Durable activity
@@ -64,14 +77,14 @@ export function createActivities(
     });
   const opts = (ifMatch: string | undefined) => ({ ifMatch });
   /** A key missing from the ring is an answer (the migration fails), not a transient fault to retry. */
-  const credentials = (seed: LockSeed) => {
+  const credentials = (seed: AttemptLockSeed) => {
     try {
-      return keyring.credentials(seed);
+      return keyring.credentials(attemptSeed(seed));
     } catch (error) {
       throw new RouteLockError('UnsafeConfiguration', (error as Error).message);
     }
   };
-  const tokenOf = (seed: LockSeed) => credentials(seed).token;
+  const tokenOf = (seed: AttemptLockSeed) => credentials(seed).token;
   return {
     prelock: ({ resourceId, lock, ...req }) =>
       run(async () => {

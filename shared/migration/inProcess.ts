@@ -8,6 +8,7 @@ import { callParticipant } from './participantHttp';
 import type { JournalEntry, MigrationRecordPage, MigrationRecordQuery } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from './records';
+import { retryRecord } from './service';
 import type { Scheduler } from './scheduler';
 import { resolveLocation } from './participantContract';
 import { cancelAnswer, withCancelRequest } from './service';
@@ -110,6 +111,23 @@ export class InProcessRunner {
     const result = this.options.state.createUnlessActive(
       newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString()),
     );
+    if (result.created) this.launch(result.record.input);
+    return result;
+  }
+
+  /** The migration's record (null when unknown). */
+  record(migrationId: string): Promise<MigrationRecord | null> {
+    return this.options.state.get(migrationId);
+  }
+
+  /**
+   * An operator's retry of an ended, Failed migration (MigrationService.retry checks it first): its record
+   * reopened under the resource's claim, one transaction, and run again with a fresh seed.
+   */
+  retry(failed: MigrationRecord): StartResult {
+    const now = new Date(this.options.scheduler.now()).toISOString();
+    const record = retryRecord(failed, this.options.settings, this.options.keyring.newSeed(), now);
+    const result = this.options.state.reopenUnlessActive(record);
     if (result.created) this.launch(result.record.input);
     return result;
   }

@@ -3,12 +3,17 @@ import { RouteLockError } from '../errors';
 import { type Location, sameLocation } from '../lock/document';
 import { assertAllowedRegion } from '../regions';
 import type { Router } from '../router';
+import type { LockSeed } from '../security/tokenKeys';
 import type { InProcessRunner } from './inProcess';
+import { type MigrationRecord, newMigrationInput } from './records';
 import {
   type CancelRequest,
+  type MigrationAttempt,
   type MigrationInput,
+  type MigrationSettings,
   type MigrationState,
   type MigrationStatus,
+  pendingStatus,
   terminalStates,
   workflowVersionOf,
 } from './types';
@@ -41,12 +46,76 @@ export interface MigrationService {
    */
   cancel(migrationId: string, actor: Actor): Promise<MigrationStatus>;
   /**
-   * A new attempt of an ended, Failed migration (same migrationId); 409 `MigrationNotRetriable`
-   * otherwise, 409 MigrationInProgress when another migration of the resource runs.
+   * An operator's retry (issue 18 §1): a new attempt of an ended, Failed migration, same migrationId,
+   * through the same per-resource claim as a start; its status keeps the earlier attempts. 409
+   * MigrationNotRetriable for any other migration (running, Completed, NoOp, Conflict, Cancelled), 409
+   * MigrationInProgress while another migration of the resource runs, 404 when unknown.
    */
   retry(migrationId: string, actor: Actor): Promise<StartedMigration>;
   /** Migration statuses, newest first (createdAt, then migrationId), a page at a time. */
   list(query: MigrationListQuery): Promise<MigrationList>;
+}
+
+/** Only an ended, Failed migration can be retried. */
+export function assertRetriable(record: MigrationRecord | null, migrationId: string): MigrationRecord {
+  if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
+  if (!record.done || record.status.status !== 'Failed') {
+    throw new RouteLockError(
+      'MigrationNotRetriable',
+      `Migration ${migrationId} is ${record.status.status}; only an ended, Failed migration can be retried.`,
+      { resourceId: record.resourceId },
+    );
+  }
+  return record;
+}
+
+/**
+ * The record of a retry: the same migration (id, instance, resource, target) with today's settings, a
+ * fresh lock seed, and the attempts it made before (one made before attempts were recorded counts as
+ * attempt 1, its error the reason), so the new run numbers its attempts after them.
+ */
+export function retryRecord(
+  failed: MigrationRecord,
+  settings: MigrationSettings,
+  lock: LockSeed,
+  now: string,
+): MigrationRecord {
+  const earlierAttempts: MigrationAttempt[] = failed.status.attempts ?? [
+    {
+      attempt: 1,
+      startedAt: failed.createdAt,
+      endedAt: now,
+      outcome: 'Failed',
+      ...(failed.status.error === undefined ? {} : { reason: failed.status.error }),
+    },
+  ];
+  const input = {
+    ...newMigrationInput({
+      migrationId: failed.migrationId,
+      instanceId: failed.instanceId,
+      resourceId: failed.resourceId,
+      target: failed.target,
+      settings,
+      lock,
+    }),
+    earlierAttempts,
+  };
+  return {
+    ...failed,
+    input,
+    status: { ...pendingStatus(input), attempt: earlierAttempts.length + 1, attempts: earlierAttempts },
+    done: false,
+  };
+}
+
+/** A retry that did not win the claim: the migration itself no longer Failed (a retry won), or a rival. */
+export function retryLost(standing: MigrationRecord, migrationId: string): never {
+  if (standing.migrationId === migrationId) assertRetriable(standing, migrationId);
+  throw new RouteLockError(
+    'MigrationInProgress',
+    `Resource ${standing.resourceId} is migrating (${standing.migrationId}); retry ${migrationId} after it ends.`,
+    { resourceId: standing.resourceId },
+  );
 }
 
 export interface MigrationListQuery {
@@ -173,9 +242,12 @@ export class InProcessMigrationService implements MigrationService {
     return this.runner.cancel(migrationId, actor);
   }
 
-  // A stub until the retry helper's implementation lands (issue 18 §1).
   async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {
-    await this.status(migrationId);
-    throw new RouteLockError('MigrationNotRetriable', `Retrying ${migrationId} is not available yet.`);
+    const failed = assertRetriable(await this.runner.record(migrationId), migrationId);
+    assertAllowedRegion(this.router.allowedRegions, failed.target, 'the migration', failed.resourceId);
+    await assertRouteExists(this.router, failed.resourceId);
+    const { record, created } = this.runner.retry(failed);
+    if (!created) retryLost(record, migrationId);
+    return { migrationId, instanceId: record.instanceId, created: true };
   }
 }

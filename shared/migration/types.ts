@@ -31,6 +31,14 @@ export interface MigrationSettings {
   participantTimeoutSeconds?: number;
   participantPollMinSeconds?: number;
   participantPollMaxSeconds?: number;
+  /**
+   * Automatic retry with a fresh lock (workflow version 3, issue 18): attempts per series, and the delay
+   * before attempt n+1 (× 2^(n−1)). Optional: older inputs run one attempt.
+   */
+  migrationAttempts?: number;
+  migrationRetryDelaySeconds?: number;
+  /** The most history actions one attempt may record (its copies at their worst, and its other steps). */
+  attemptActionsBound?: number;
 }
 
 /**
@@ -41,8 +49,10 @@ export interface MigrationSettings {
  *   (issue 17 §1), kept only so instances started before version 2 replay; delete it, and the `http`
  *   step, once no version-1 instance runs (they end within the pre-lock's maximum, ROUTELOCK_PRELOCK_MAX_SECONDS).
  * - 2: one `callParticipant` activity per request, polls on durable timers (participantContract.ts).
- * - 3 (issue 18): cancellable. Every timer and race also ends on a cancel request (Durable: the `cancel`
- *   external event), and the workflow asks whether one arrived between steps (`cancelRequested`).
+ * - 3 (issue 18): attempts and cancel. An attempt that fails for a transient reason is released and tried
+ *   again with a fresh lock (workflow/attempts.ts), each participant job naming its `migrationAttempt`;
+ *   every timer and race also ends on a cancel request (Durable: the `cancel` external event), and the
+ *   workflow asks whether one arrived between steps (`cancelRequested`).
  */
 export const WORKFLOW_VERSION = 3;
 
@@ -58,10 +68,34 @@ export interface MigrationInput {
   target: Location;
   /** Captured at start so a redeploy with other settings cannot change a running migration's replay. */
   settings: MigrationSettings;
-  /** Made at start, outside the orchestrator: what the lock's token and Idempotency-Key derive from. */
-  lock: LockSeed;
+  /**
+   * Made at start, outside the orchestrator: what the lock's token and Idempotency-Key derive from. The
+   * workflow hands each attempt after the first this seed with its `attempt` (version 3).
+   */
+  lock: AttemptLockSeed;
   /** The workflow version that started it (`WORKFLOW_VERSION`); absent: 1. */
   workflowVersion?: number;
+  /**
+   * An operator's retry of a Failed migration (version 3): the attempts it already made, kept in the
+   * status; this run numbers its attempts after them.
+   */
+  earlierAttempts?: MigrationAttempt[];
+}
+
+/**
+ * A lock seed as the activities get it: the migration's seed and, from attempt 2 of version 3, the
+ * attempt whose lock it stands for (the activities derive a fresh seed for it: `attemptSeed`).
+ */
+export type AttemptLockSeed = LockSeed & { attempt?: number };
+
+/** One attempt of a migration (version 3): its own lock, from pre-lock to release or swap. */
+export interface MigrationAttempt {
+  /** 1-based, across an operator's retries too. */
+  attempt: number;
+  startedAt: string;
+  endedAt: string;
+  outcome: MigrationState;
+  reason?: string;
 }
 
 /** Every migration state, in the order a migration meets them (query validation, openapi.yaml's enum). */
@@ -111,6 +145,10 @@ export interface MigrationStatus {
   cancelRequestedAt?: string;
   /** Who asked to cancel: the actor's id. */
   cancelRequestedBy?: string;
+  /** The attempt running or last run (version 3; 1-based). */
+  attempt?: number;
+  /** Every attempt that ended, oldest first (version 3), each with its reason. */
+  attempts?: MigrationAttempt[];
 }
 
 export const terminalStates: ReadonlySet<MigrationState> = new Set([
@@ -148,18 +186,23 @@ export interface ActivityInputs {
     migrationId: string;
     owner: string;
     target: Location;
-    lock: LockSeed;
+    lock: AttemptLockSeed;
   };
-  escalate: { resourceId: string; lock: LockSeed; phase: 'hardDelete' | 'write'; ifMatch?: string };
-  renew: { resourceId: string; lock: LockSeed; phase?: 'prelock' | 'hardDelete' | 'write'; ifMatch?: string };
+  escalate: { resourceId: string; lock: AttemptLockSeed; phase: 'hardDelete' | 'write'; ifMatch?: string };
+  renew: {
+    resourceId: string;
+    lock: AttemptLockSeed;
+    phase?: 'prelock' | 'hardDelete' | 'write';
+    ifMatch?: string;
+  };
   /**
    * `writeAt` names the write-lock attempt a swap or downgrade belongs to: deciding again after a 412,
    * the activity refuses to act on another attempt's write lock.
    */
-  swap: { resourceId: string; lock: LockSeed; ifMatch?: string; writeAt?: string | undefined };
+  swap: { resourceId: string; lock: AttemptLockSeed; ifMatch?: string; writeAt?: string | undefined };
   release: {
     resourceId: string;
-    lock: LockSeed;
+    lock: AttemptLockSeed;
     phase?: 'write';
     ifMatch?: string;
     writeAt?: string | undefined;

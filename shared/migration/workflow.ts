@@ -1,7 +1,8 @@
 import type { Config } from '../config';
 import { convergenceWaitUntil } from '../lock/state';
 import type { MigrationInput, MigrationSettings, MigrationStatus, Step } from './types';
-import { pendingStatus } from './types';
+import { pendingStatus, workflowVersionOf } from './types';
+import { attemptingMigration } from './workflow/attempts';
 import { cancelMigration, cancelledBeforeStart } from './workflow/cancel';
 import { cleanUp } from './workflow/cleanUp';
 import { convergencePhase } from './workflow/converge';
@@ -10,9 +11,11 @@ import { prelockPhase } from './workflow/prelock';
 import type { Ending, Prelocked } from './workflow/state';
 import { publish } from './workflow/steps';
 import { writePhase } from './workflow/write';
+import { worstCaseCopyActions } from './workflow/copy';
 
 export { renewEveryMs } from './workflow/copy';
 export { cancelMigration } from './workflow/cancel';
+export { attemptVerdict, attemptingMigration, retryDelayMs } from './workflow/attempts';
 export { cleanUp } from './workflow/cleanUp';
 export { convergencePhase } from './workflow/converge';
 export { hardDeletePhase } from './workflow/hardDelete';
@@ -44,7 +47,8 @@ export { writePhase } from './workflow/write';
  * 6. write lock; deltaCopy, renewing the write lock; swap. A delta that overruns the write budget:
  *    release the write lock (writes resume), wait, try again; after the last attempt, abort
  * 7. any failure: release with the token; Failed with the reason. Never a partial cutover: the swap is
- *    one conditional write.
+ *    one conditional write. Version 3: a transient failure ends one attempt; after a delay the
+ *    migration starts over at step 1 with a fresh lock (workflow/attempts.ts), Failed once none are left.
  *
  * Each step is a phase generator in workflow/, taking the state the one before returned and answering
  * the next state or how the migration ends; `migrationWorkflow` only runs them in order.
@@ -69,10 +73,37 @@ export function migrationSettings(config: Config): MigrationSettings {
     participantTimeoutSeconds: config.migration.participantTimeoutSeconds,
     participantPollMinSeconds: config.migration.participantPollMinSeconds,
     participantPollMaxSeconds: config.migration.participantPollMaxSeconds,
+    migrationAttempts: config.migration.migrationAttempts,
+    migrationRetryDelaySeconds: config.migration.migrationRetryDelaySeconds,
+    attemptActionsBound: attemptActionsBound(config),
   };
 }
 
+/** Steps of an attempt besides its copies: pre-lock, convergence, escalations, swap, release, status. */
+const ATTEMPT_STEP_ACTIONS = 200;
+
+/** One attempt's worst-case history (worstCaseCopyActions, as config.ts checks it) and its other steps. */
+export function attemptActionsBound(config: Config): number {
+  const t = config.timing;
+  const m = config.migration;
+  return (
+    ATTEMPT_STEP_ACTIONS +
+    worstCaseCopyActions({
+      participants: m.participants.length,
+      prelockMaxSeconds: t.prelockMaxSeconds,
+      hardDeleteLeaseSeconds: t.hardDeleteLeaseSeconds,
+      writeLeaseSeconds: t.writeLeaseSeconds,
+      writeBudgetSeconds: t.writeBudgetSeconds,
+      deltaAttempts: m.deltaAttempts,
+      pollMinSeconds: m.participantPollMinSeconds,
+      pollMaxSeconds: m.participantPollMaxSeconds,
+    })
+  );
+}
+
 export function* migrationWorkflow(input: MigrationInput): Workflow {
+  // Version 3: attempts, each with a fresh lock; versions 1 and 2 run the one attempt they always did.
+  if (workflowVersionOf(input) >= 3) return yield* attemptingMigration(input, withPrelock);
   const running = yield* publish(pendingStatus(input), { status: 'Running' });
   const neverStarted = yield* cancelledBeforeStart(input, running);
   if (neverStarted) return neverStarted;

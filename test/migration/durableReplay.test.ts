@@ -233,7 +233,12 @@ const VERSIONS: InputVersion[] = [V1, V2];
 const ONE = [{ name: 'messages', url: 'https://messages.test/migrate' }];
 const TWO = [...ONE, { name: 'media', url: 'https://media.test/migrate' }];
 /** A 300 s hard-delete and write lease: renewed every 100 s, so a copy of a few minutes races renewals. */
-const SHORT_LEASES = { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300', ROUTELOCK_WRITE_LEASE_SECONDS: '300' };
+// One delta attempt: a 300 s hard-delete lease cannot outlast a 900 s overrun (config.ts timingInequalities).
+const SHORT_LEASES = {
+  ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300',
+  ROUTELOCK_WRITE_LEASE_SECONDS: '300',
+  ROUTELOCK_DELTA_ATTEMPTS: '1',
+};
 
 describe.each(VERSIONS)('faithful harness scenarios, input $label', (version) => {
   test('one participant answering 200: Completed, route moved, each copy one call', async () => {

@@ -13,10 +13,12 @@ import { virtualRunner } from '../support/migrationHarness';
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };
 const PARTICIPANTS = JSON.stringify([{ name: 'messages', url: 'https://participant.invalid/migrate' }]);
+/** One attempt: these tests are about what a single attempt does (retries: test/migration/attempts.test.ts). */
+const ONE_ATTEMPT = { ROUTELOCK_MIGRATION_ATTEMPTS: '1' };
 
 test('a store down through every retry of the pre-lock ends the migration Failed, not unfinished forever', async () => {
   const store = new FaultyStore(new SqliteStore(':memory:'));
-  const h = virtualRunner({ store });
+  const h = virtualRunner({ store, env: ONE_ATTEMPT });
   await h.router.createRoute('r-down', SOURCE);
   store.down = true;
   const { record } = h.runner.start({ resourceId: 'r-down', target: TARGET });
@@ -59,7 +61,7 @@ class OrphaningStore extends SqliteStore {
 
 test('a pre-lock that committed unseen is not left behind: released with the token its seed derives', async () => {
   const store = new OrphaningStore(':memory:');
-  const h = virtualRunner({ store });
+  const h = virtualRunner({ store, env: ONE_ATTEMPT });
   await h.router.createRoute('r-orphan', SOURCE);
   const { record } = h.runner.start({ resourceId: 'r-orphan', target: TARGET });
   await h.settle();

@@ -43,6 +43,8 @@ async function replay(
   const config = parseConfig({
     ROUTELOCK_PROFILE: 'dev',
     ROUTELOCK_PARTICIPANTS: JSON.stringify(PARTICIPANTS),
+    // the contract within one attempt (a retry with a fresh lock: test/migration/attempts.test.ts)
+    ROUTELOCK_MIGRATION_ATTEMPTS: '1',
     ...options.env,
   });
   const fixture = await migrationFixture({ config, start: START, source: SOURCE, target: TARGET });

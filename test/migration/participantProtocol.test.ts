@@ -82,6 +82,8 @@ async function migrate(
         })),
       ),
       ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: '1',
+      // the contract within one attempt (a retry with a fresh lock: test/migration/attempts.test.ts)
+      ROUTELOCK_MIGRATION_ATTEMPTS: '1',
       ...options.env,
     },
   });
@@ -280,7 +282,10 @@ describe('answers that fail the attempt, the route left at the source', () => {
     });
     const h = virtualRunner({
       http: null,
-      env: { ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p1', url: server.url }]) },
+      env: {
+        ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p1', url: server.url }]),
+        ROUTELOCK_MIGRATION_ATTEMPTS: '1',
+      },
     });
     await h.router.createRoute('r-1', SOURCE);
     const { record } = h.runner.start({ resourceId: 'r-1', target: TARGET });

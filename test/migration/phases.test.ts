@@ -317,6 +317,7 @@ describe('convergencePhase', () => {
       kind: 'failed',
       status: moving.status,
       reason: 'the pre-lock never became visible on the read path',
+      code: 'NotVisible',
     });
   });
 
@@ -325,7 +326,12 @@ describe('convergencePhase', () => {
       readRoute: [ok(route(SOURCE, null)), down],
     });
     expect(steps).toEqual(['readRoute', 'status', 'timer', 'readRoute']);
-    expect(output).toEqual({ kind: 'failed', status: moving.status, reason: 'the store is down' });
+    expect(output).toEqual({
+      kind: 'failed',
+      status: moving.status,
+      reason: 'the store is down',
+      code: 'StepFailed',
+    });
   });
 });
 
@@ -378,6 +384,7 @@ describe('hardDeletePhase', () => {
       kind: 'failed',
       status: moving.status,
       reason: 'escalate to hardDelete: Locked: Locked here',
+      code: 'Locked',
     });
   });
 });
@@ -497,7 +504,12 @@ describe('swapPhase', () => {
 
   test('failure: any other refusal fails the migration', async () => {
     const { output } = await drive(() => swapPhase(writing), { swap: [no('Locked')] });
-    expect(output).toEqual({ kind: 'failed', status: writing.status, reason: 'swap: Locked: Locked here' });
+    expect(output).toEqual({
+      kind: 'failed',
+      status: writing.status,
+      reason: 'swap: Locked: Locked here',
+      code: 'Locked',
+    });
   });
 });
 

@@ -91,6 +91,7 @@ function watched(records: MigrationRecords, ids: Set<string>): MigrationRecords 
       ids.add(record.migrationId);
       return records.createIfNoActive(record);
     },
+    reopenIfNoActive: (record) => records.reopenIfNoActive(record),
     create: (record) => records.create(record),
     get: (id) => records.get(id),
     saveStatus: (id, status, done) => records.saveStatus(id, status, done),
@@ -105,6 +106,7 @@ function withoutClaim(records: MigrationRecords): MigrationRecords {
       const created = await records.create(record);
       return { record: created ? record : ((await records.get(record.migrationId)) ?? record), created };
     },
+    reopenIfNoActive: (record) => records.reopenIfNoActive(record),
     create: (record) => records.create(record),
     get: (id) => records.get(id),
     saveStatus: (id, status, done) => records.saveStatus(id, status, done),
@@ -298,6 +300,43 @@ describe.each(backends)('Durable runner, records on %s', (_name, open) => {
     },
   );
 });
+
+describe.each(backends)(
+  'retry of a Failed migration (%s): concurrent retries, one new attempt',
+  (_name, open) => {
+    test('10 concurrent retries: one reopens the record and starts the instance; the others get 409', async () => {
+      const h = await durable(await open());
+      const first = await h.service.start({ resourceId: 'conv-r', target: TARGET, migrationId: 'm-f' });
+      const record = (await h.records.get('m-f'))!;
+      await h.records.saveStatus('m-f', { ...record.status, status: 'Failed', error: 'store down' }, true);
+      h.client.instances.get(first.instanceId)!.runtimeStatus = 'Completed';
+      const before = h.client.startNewCalls;
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          h.service.retry('m-f', { id: 'operator' }).then(
+            (started) => (started.created ? 'created' : 'joined'),
+            (error: { code?: string }) => error.code ?? 'error',
+          ),
+        ),
+      );
+      expect(answers.filter((a) => a === 'created')).toHaveLength(1);
+      expect(answers.filter((a) => a !== 'created')).toEqual(Array(9).fill('MigrationNotRetriable'));
+      expect(h.client.startNewCalls - before).toBe(1);
+      expect(await h.records.get('m-f')).toMatchObject({
+        done: false,
+        status: {
+          status: 'Pending',
+          attempt: 2,
+          attempts: [{ attempt: 1, outcome: 'Failed', reason: 'store down' }],
+        },
+      });
+      // the resource is claimed by the retried migration: a start of another target is refused
+      await expect(h.service.start({ resourceId: 'conv-r', target: OTHER })).rejects.toMatchObject({
+        code: 'MigrationInProgress',
+      });
+    });
+  },
+);
 
 test('Cosmos: a claim whose release never landed is taken over by the next start', async () => {
   const store = await cosmos.connect();

@@ -131,7 +131,11 @@ test('an abort (failing participant): LockReleased with reason release, audited,
       h.runner.start({ resourceId: 'conv-a', target: TARGET });
       await h.settle();
     },
-    { ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/x' }]) },
+    // one attempt: the events of one abort (a retry with a fresh lock would pre-lock again)
+    {
+      ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/x' }]),
+      ROUTELOCK_MIGRATION_ATTEMPTS: '1',
+    },
   );
   expect(versions.at(-1)!.lastChange?.op).toBe('release');
   const client = new FakeTelemetryClient();

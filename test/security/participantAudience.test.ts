@@ -19,6 +19,8 @@ const FAST = {
   ...fastHostEnv,
   ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
   ROUTELOCK_RETRY_ATTEMPTS: '2',
+  // one attempt: the control's refusal ends the migration (retries: test/migration/attempts.test.ts)
+  ROUTELOCK_MIGRATION_ATTEMPTS: '1',
 };
 
 class FakeCredential implements TokenCredential {

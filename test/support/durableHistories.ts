@@ -68,7 +68,12 @@ export const SCENARIOS: HistoryScenario[] = [
     description:
       'one participant whose bulk copy takes 230 s, 300 s leases (renewed every 100 s); stopped right after the first renewal was scheduled mid-copy',
     participants: MESSAGES,
-    env: { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300', ROUTELOCK_WRITE_LEASE_SECONDS: '300' },
+    // one delta attempt: a 300 s hard-delete lease cannot outlast a 900 s overrun (config.ts timingInequalities)
+    env: {
+      ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300',
+      ROUTELOCK_WRITE_LEASE_SECONDS: '300',
+      ROUTELOCK_DELTA_ATTEMPTS: '1',
+    },
     jobMs: 230_000,
     stopWhen: ({ actions }) => {
       const copy = actions.findIndex((a) => a.kind === 'http');

@@ -15,4 +15,6 @@ export const fastHostEnv = {
   ROUTELOCK_CACHE_TIERS: 'local=1',
   ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
   ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+  // a failed attempt is tried again after 1 s, not the dev profile's 10 s
+  ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: '1',
 } as const;

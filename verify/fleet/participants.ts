@@ -17,6 +17,10 @@ export const newParticipantState = (): ParticipantState => ({
   copies: 0,
 });
 
+/** A job (docs/design.md §6.5): (migrationId, migrationAttempt, step, stepAttempt). */
+const jobKey = (body: ParticipantRequest): string =>
+  `${body.migrationId}/${body.migrationAttempt ?? 1}/${body.step}/${body.stepAttempt ?? body.attempt}`;
+
 /** A participant copying one resource's data between regions, as a real data service would. */
 async function copy(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
   const { random, clock } = f;
@@ -25,15 +29,17 @@ async function copy(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
   const target = regionData(f, body.to);
   // The newest job for a resource supersedes every older one (a delta attempt that overran, an older
   // migration's copy): an older job that finishes later must not land on a target that may be live.
-  const job = `${body.migrationId}/${body.step}/${body.attempt}`;
+  const job = jobKey(body);
+  // Each migration attempt (a retry with a fresh lock) copies afresh: its own bulk copy, its own deltas.
+  const run = `${body.migrationId}/${body.migrationAttempt ?? 1}`;
   p.currentCopy.set(body.resourceId, job);
   let snapshot: Map<string, Item>;
   if (body.step === 'bulkCopy') {
-    p.bulkStartedAt.set(body.migrationId, source.current);
+    p.bulkStartedAt.set(run, source.current);
     target.shelf(body.resourceId).clear();
     snapshot = source.snapshot(body.resourceId);
   } else {
-    const since = p.bulkStartedAt.get(body.migrationId) ?? 0;
+    const since = p.bulkStartedAt.get(run) ?? 0;
     snapshot = source.snapshot(body.resourceId, since);
   }
   const seconds =
@@ -50,14 +56,14 @@ async function copy(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
   }
   target.upsert(body.resourceId, snapshot);
   p.copies += 1;
-  note(f, body.resourceId, `${body.migrationId} ${body.step} #${body.attempt} done (${snapshot.size} items)`);
+  note(f, body.resourceId, `${job} done (${snapshot.size} items)`);
   return { status: 200, body: { copied: snapshot.size } };
 }
 
 /** The participants' HTTP as the runner calls it: one job per attempt, asked again as often as it likes. */
 export function participantHttp(f: Fleet, call: HttpCall): Promise<HttpResult> {
   const { jobs } = f.participants;
-  const key = `${call.body.migrationId}/${call.body.step}/${call.body.attempt}`;
+  const key = jobKey(call.body);
   let job = jobs.get(key);
   if (!job) {
     job = copy(f, call.body).then((result) => {

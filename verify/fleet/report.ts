@@ -1,3 +1,4 @@
+import type { MigrationRecord } from '../../shared/migration/records';
 import { terminalStates } from '../../shared/migration/types';
 import { controlCaughtBy } from './controls';
 import { type Fleet, violation } from './state';
@@ -18,9 +19,44 @@ export function judgeOutcomes(f: Fleet, virtualHours: number): void {
     }
     if (!terminalStates.has(outcome) && !f.options.stopAtFirstViolation)
       violation(f, record.input.resourceId, `${record.migrationId} ended ${outcome}`, 'lifecycle');
+    if (!record.migrationId.startsWith('x')) countAttempts(f, record);
   }
   stats.migrations = records.length;
 }
+
+/**
+ * First-attempt success and success after retry (the paper's figures). A Failed migration must have
+ * made all its attempts, unless its last failure was final (attemptVerdict: a route deleted under it):
+ * one that stopped early for a transient reason is a lifecycle violation.
+ */
+function countAttempts(f: Fleet, record: MigrationRecord): void {
+  const a = f.stats.attempts;
+  const made = record.status.attempts?.length ?? 1;
+  const allowed = record.input.settings.migrationAttempts ?? 1;
+  a.max = Math.max(a.max, made);
+  const outcome = record.status.status;
+  if (outcome === 'Completed' || outcome === 'NoOp') {
+    if (made > 1) a.afterRetry += 1;
+    else a.firstAttempt += 1;
+  } else if (outcome === 'Failed') {
+    if (made >= allowed) a.failedAfterAll += 1;
+    else {
+      a.failedEarly += 1;
+      const reason = record.status.error ?? '';
+      if (/no room in the history|could not see attempt/.test(reason) || !finalFailure(reason))
+        violation(
+          f,
+          record.input.resourceId,
+          `${record.migrationId} Failed after ${made} of ${allowed} attempts: ${reason}`,
+          'lifecycle',
+        );
+    }
+  }
+}
+
+/** A failure no further attempt would change: the route gone, or refused for good. */
+const finalFailure = (reason: string): boolean =>
+  /NotFound|RegionNotAllowed|UnsafeConfiguration|BadRequest/.test(reason);
 
 /** The counts kept by the stores, the orchestrator, the participants and the client tiers. */
 export function countEnd(f: Fleet): void {
@@ -76,6 +112,9 @@ function summarize(s: FleetStats): string {
   const u = s.userOps;
   const lines = [
     `${n(s.migrations)} migrations (${counts(s.outcomes)}) in ${s.virtualHours.toFixed(1)} virtual hours; ${n(s.copies)} participant copies`,
+    `attempts (the orchestrator's own migrations): ${n(s.attempts.firstAttempt)} succeeded (Completed or NoOp) on the first attempt, ` +
+      `${n(s.attempts.afterRetry)} after a retry with a fresh lock; ${n(s.attempts.failedAfterAll)} Failed after all attempts, ` +
+      `${n(s.attempts.failedEarly)} Failed earlier for a final reason; at most ${s.attempts.max} attempts`,
     `store: ${n(s.storeCalls)} calls, ${n(injected)} faults injected (${((100 * injected) / s.storeCalls).toFixed(1)} %): ` +
       `429 ${n(f.throttled)}, 503 ${n(f.unavailable)}, read timeouts ${n(f.readTimeout)}, write timeouts ` +
       `${n(f.writeTimeoutLost + f.writeTimeoutCommitted)} (${n(f.writeTimeoutCommitted)} of them committed), 412 ${n(f.conflict)}`,

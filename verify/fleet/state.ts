@@ -171,6 +171,7 @@ export function newStats(
     migrations: 0,
     outcomes: {},
     reasons: {},
+    attempts: { firstAttempt: 0, afterRetry: 0, failedAfterAll: 0, failedEarly: 0, max: 0 },
     virtualHours: 0,
     userOps: {
       reads: 0,

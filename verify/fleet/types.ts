@@ -27,6 +27,17 @@ export interface FleetStats {
   outcomes: Record<string, number>;
   /** Why migrations ended Failed or Conflict (numbers elided), with counts. */
   reasons: Record<string, number>;
+  /**
+   * Automatic retry with a fresh lock (issue 18), over the orchestrator's own migrations (not the
+   * rival's): Completed or NoOp on attempt 1, or on a later one; Failed after all attempts, or before.
+   */
+  attempts: {
+    firstAttempt: number;
+    afterRetry: number;
+    failedAfterAll: number;
+    failedEarly: number;
+    max: number;
+  };
   virtualHours: number;
   userOps: Record<
     | 'reads'

@@ -49,5 +49,5 @@ function* awaitVisibility(state: Moving, waitUntil: number): Generator<Step, Pha
     if (seen.value.lock?.migrationId === migrationId) return next(state);
     yield* sleep(s.retryIntervalSeconds * 1000, state.input);
   }
-  return failed(state, 'the pre-lock never became visible on the read path');
+  return failed(state, 'the pre-lock never became visible on the read path', 'NotVisible');
 }

@@ -255,18 +255,22 @@ export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOu
 
 /** Version 2's job body (contract17.md): the job is (migrationId, migrationAttempt, step, stepAttempt). */
 export function participantJob(state: Escalated, job: CopyJob): ParticipantRequest {
+  const migrationAttempt = state.input.lock?.attempt ?? 1;
   return {
     migrationId: state.input.migrationId,
     resourceId: state.input.resourceId,
     from: state.from,
     to: state.input.target,
     step: job.copy,
-    // Automatic retry with a fresh lock (issue 18) will number migration attempts; today one.
-    migrationAttempt: 1,
+    // The migration's attempt (version 3 retries with a fresh lock; one before it).
+    migrationAttempt,
     stepAttempt: job.attempt,
     attempt: job.attempt,
-    // Every new job of the migration gets a larger number: the bulk copy 1, delta attempt n 1 + n.
-    sequence: job.copy === 'bulkCopy' ? 1 : 1 + job.attempt,
+    // Every new job of the migration gets a larger number: within an attempt the bulk copy 1, delta
+    // attempt n 1 + n; each migration attempt after the ones before (1 + deltaAttempts jobs each).
+    sequence:
+      (migrationAttempt > 1 ? (migrationAttempt - 1) * (1 + state.input.settings.deltaAttempts) : 0) +
+      (job.copy === 'bulkCopy' ? 1 : 1 + job.attempt),
     lockAcquiredAt: state.grant.acquiredAt,
   };
 }

@@ -43,6 +43,7 @@ function* bulkCopy(state: Escalated): Generator<Step, PhaseResult<Moving>, unkno
     phase: 'hardDelete',
     leaseSeconds: s.hardDeleteLeaseSeconds,
   });
-  if (!copy.result.ok) return failed(state, `bulkCopy: ${copy.result.code}: ${copy.result.message}`);
+  if (!copy.result.ok)
+    return failed(state, `bulkCopy: ${copy.result.code}: ${copy.result.message}`, copy.result.code);
   return next({ input: state.input, status: state.status, etag: copy.etag, from: state.from });
 }

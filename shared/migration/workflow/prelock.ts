@@ -6,7 +6,7 @@ import type {
   SeededGrant,
   Step,
 } from '../types';
-import { type PhaseResult, type Prelocked, cancelled, done, messageOf, next } from './state';
+import { type Cancelled, type PhaseResult, type Prelocked, cancelled, done, messageOf } from './state';
 import { CancelRequested, activity, publish, waitingOutConvergence } from './steps';
 
 /** A pre-lock refused: another lock or a swap just now is a conflict; the resource already there, none. */
@@ -27,6 +27,30 @@ export function* prelockPhase(
   input: MigrationInput,
   status: MigrationStatus,
 ): Generator<Step, PhaseResult<Prelocked>, unknown> {
+  const tried = yield* tryPrelock(input, status);
+  if (tried.kind === 'next' || tried.kind === 'cancelled') return tried;
+  if (tried.kind === 'unanswered') {
+    return done(
+      yield* publish(status, { status: 'Failed', error: `prelock: ${tried.message}; ${tried.left}` }),
+    );
+  }
+  const { code, message } = tried.result;
+  return done(yield* publish(status, { status: prelockRefusal(code), error: `${code}: ${message}` }));
+}
+
+/** A pre-lock tried: the grant, its refusal, or no answer (and what became of a lock committed unseen). */
+export type PrelockTried =
+  | { kind: 'next'; state: Prelocked }
+  /** Cancelled while waiting out a refusal (version 3): no lock of this migration's is held. */
+  | Cancelled
+  | { kind: 'refused'; result: { code: string; message: string } }
+  | { kind: 'unanswered'; message: string; left: string };
+
+/** The pre-lock's steps, without the ending: `prelockPhase` publishes it, workflow/attempts.ts judges it. */
+export function* tryPrelock(
+  input: MigrationInput,
+  status: MigrationStatus,
+): Generator<Step, PrelockTried, unknown> {
   const { resourceId, migrationId, lock } = input;
   const request = { resourceId, migrationId, owner: input.instanceId, target: input.target, lock };
   let pre: ActivityResult<SeededGrant>;
@@ -36,18 +60,14 @@ export function* prelockPhase(
     // cancelled while waiting out a refusal: no lock of this migration's is held
     if (error instanceof CancelRequested) return cancelled({ input, status, etag: '' }, error.request, false);
     const left = yield* releaseUnseenPrelock(input);
-    return done(yield* publish(status, { status: 'Failed', error: `prelock: ${messageOf(error)}; ${left}` }));
+    return { kind: 'unanswered', message: messageOf(error), left };
   }
-  if (!pre.ok) {
-    return done(
-      yield* publish(status, { status: prelockRefusal(pre.code), error: `${pre.code}: ${pre.message}` }),
-    );
-  }
+  if (!pre.ok) return { kind: 'refused', result: pre };
   const prelocked = yield* publish(status, {
     phase: 'prelock',
     timeline: { ...status.timeline, prelockAt: pre.value.acquiredAt },
   });
-  return next({ input, status: prelocked, etag: pre.value.etag, grant: pre.value });
+  return { kind: 'next', state: { input, status: prelocked, etag: pre.value.etag, grant: pre.value } };
 }
 
 /**

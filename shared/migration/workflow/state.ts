@@ -35,6 +35,12 @@ export interface Failure {
   kind: 'failed';
   status: MigrationStatus;
   reason: string;
+  /**
+   * What failed, for `attemptVerdict` (workflow/attempts.ts): a lock error's code, `StepFailed` (a step
+   * the runner gave up on: a store outage through every retry), `SwapUnknown` (the swap's own answer
+   * was lost: it may have landed), or the workflow's own (`NotVisible`, `WriteBudgetExceeded`).
+   */
+  code?: string;
 }
 
 /**
@@ -58,10 +64,11 @@ export const next = <S>(state: S): { kind: 'next'; state: S } => ({ kind: 'next'
 
 export const done = (status: MigrationStatus): Ending => ({ kind: 'done', status });
 
-export const failed = (state: WorkflowState, reason: string): Failure => ({
+export const failed = (state: WorkflowState, reason: string, code?: string): Failure => ({
   kind: 'failed',
   status: state.status,
   reason,
+  ...(code === undefined ? {} : { code }),
 });
 
 /** A lock operation refused: the migration fails, naming what it tried. */
@@ -69,7 +76,7 @@ export const refused = (
   state: WorkflowState,
   what: string,
   result: { code: string; message: string },
-): Failure => failed(state, `${what}: ${result.code}: ${result.message}`);
+): Failure => failed(state, `${what}: ${result.code}: ${result.message}`, result.code);
 
 export const cancelled = (state: WorkflowState, request: CancelRequest, lockHeld = true): Cancelled => ({
   kind: 'cancelled',
@@ -89,11 +96,12 @@ export const messageOf = (error: unknown): string => (error instanceof Error ? e
 export function* guarded<S extends WorkflowState, T>(
   state: S,
   body: (state: S) => Generator<Step, T, unknown>,
+  code = 'StepFailed',
 ): Generator<Step, T | Failure | Cancelled, unknown> {
   try {
     return yield* body(state);
   } catch (error) {
     if (error instanceof CancelRequested) return cancelled(state, error.request);
-    return failed(state, messageOf(error));
+    return failed(state, messageOf(error), code);
   }
 }

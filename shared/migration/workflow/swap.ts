@@ -14,7 +14,8 @@ export interface SwapLapsed {
  * cutover. Completed, a lapsed write lock (`InvalidTransition`), or a failure.
  */
 export function* swapPhase(state: Escalated): Generator<Step, Ending | SwapLapsed, unknown> {
-  return yield* guarded(state, swap);
+  // A swap the runner gave up on may have committed unseen: never retried blindly (workflow/attempts.ts).
+  return yield* guarded(state, swap, 'SwapUnknown');
 }
 
 function* swap(state: Escalated): Generator<Step, Ending | SwapLapsed, unknown> {

@@ -40,7 +40,11 @@ export function* writePhase(state: Moving): Generator<Step, Ending, unknown> {
     current = tried.state;
     lastOverrun = tried.overrun;
   }
-  return failed(current, `write budget exceeded on all ${s.deltaAttempts} attempts (${lastOverrun})`);
+  return failed(
+    current,
+    `write budget exceeded on all ${s.deltaAttempts} attempts (${lastOverrun})`,
+    'WriteBudgetExceeded',
+  );
 }
 
 /**
@@ -85,7 +89,7 @@ function* deltaCopyAndSwap(state: Escalated, attempt: number): Generator<Step, E
   const copied: Escalated = { ...state, etag: copy.etag };
   if (!copy.result.ok) {
     if (copy.result.code !== 'LockExpired')
-      return failed(copied, `deltaCopy: ${copy.result.code}: ${copy.result.message}`);
+      return failed(copied, `deltaCopy: ${copy.result.code}: ${copy.result.message}`, copy.result.code);
     return yield* releaseWriteLock(copied, `deltaCopy: ${copy.result.message}`);
   }
   const swapped = yield* swapPhase(copied);

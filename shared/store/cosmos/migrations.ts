@@ -106,6 +106,67 @@ export class CosmosMigrationRecords implements MigrationRecords {
     throw changedSinceRead(subject);
   }
 
+  /**
+   * An operator's retry: the claim first, as a start takes it (create-only; a claim whose migration is
+   * done is taken over from its version), then the record replaced on the ETag read before, so of two
+   * concurrent retries one replaces it; the other finds it no longer an ended Failed one.
+   */
+  async reopenIfNoActive(record: MigrationRecord): Promise<ActiveClaim> {
+    const claimId = activeClaimId(record.resourceId);
+    const claim: ClaimItem = {
+      id: claimId,
+      kind: 'activeMigration',
+      resourceId: record.resourceId,
+      migrationId: record.migrationId,
+      record,
+    };
+    const subject = migrationRecordSubject(record.migrationId);
+    for (let attempt = 1; attempt <= claimAttempts; attempt += 1) {
+      const stored = await this.stored(record.migrationId);
+      if (!stored) throw notFound(subject);
+      const { id: _id, ...existing } = stored.item as unknown as MigrationRecord & { id: string };
+      if (!existing.done || existing.status.status !== 'Failed') return { record: existing, created: false };
+      let claimed = false;
+      try {
+        await this.container.items.create(claim);
+        claimed = true;
+      } catch (error) {
+        const mapped = storeError(error, subject);
+        if (mapped.code !== 'AlreadyExists') throw mapped;
+      }
+      if (!claimed) {
+        const held = await this.storedItem<ClaimItem>(claimId, subject);
+        if (!held) continue; // released meanwhile: try again
+        const standing = await this.recordOf(held.item);
+        if (!standing.done) return { record: standing, created: false };
+        try {
+          await this.container
+            .item(claimId, claimId)
+            .replace(claim, { accessCondition: { type: 'IfMatch', condition: held.etag } });
+        } catch (error) {
+          const mapped = storeError(error, subject);
+          if (mapped.code !== 'PreconditionFailed' && mapped.code !== 'NotFound') throw mapped;
+          continue;
+        }
+      }
+      try {
+        await this.container
+          .item(record.migrationId, record.migrationId)
+          .replace(
+            { id: record.migrationId, ...record },
+            { accessCondition: { type: 'IfMatch', condition: stored.etag } },
+          );
+        return { record, created: true };
+      } catch (error) {
+        const mapped = storeError(error, subject);
+        if (mapped.code !== 'PreconditionFailed') throw mapped;
+        // The record changed since the read (another retry of this migration won): look again. The claim
+        // stays: it names this migration, whose new record the winner wrote.
+      }
+    }
+    throw changedSinceRead(subject);
+  }
+
   /** The claim's migration record; written from the claim when its winner has not written it (yet). */
   private async recordOf(claim: ClaimItem): Promise<MigrationRecord> {
     const standing = await this.get(claim.migrationId);

@@ -18,6 +18,13 @@ export interface MigrationRecords {
    * unfinished one. A stale claim (its migration done, the release missed) is taken over.
    */
   createIfNoActive(record: MigrationRecord): Promise<ActiveClaim>;
+  /**
+   * An operator's retry (issue 18): replace an ended, Failed migration's record with `record` (same
+   * migrationId, a new input and status, not done) under the same per-resource claim, so a retry races
+   * starts as safely as a start does. `created: false` with the record that stands when the migration is
+   * not an ended Failed one, or the resource has another unfinished migration. NotFound when unknown.
+   */
+  reopenIfNoActive(record: MigrationRecord): Promise<ActiveClaim>;
   get(migrationId: string): Promise<MigrationRecord | null>;
   /** `done: true` also releases the resource's claim, when this migration holds it. */
   saveStatus(migrationId: string, status: MigrationStatus, done: boolean): Promise<void>;

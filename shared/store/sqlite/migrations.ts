@@ -148,6 +148,26 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
       .immediate();
   }
 
+  async reopenIfNoActive(record: MigrationRecord): Promise<ActiveClaim> {
+    return guarded(migrationRecordSubject(record.migrationId), () => this.reopenUnlessActive(record));
+  }
+
+  /** One transaction, as createUnlessActive: an ended Failed record reopened only with no other unfinished. */
+  reopenUnlessActive(record: MigrationRecord): ActiveClaim {
+    return this.db
+      .transaction(() => {
+        const existing = this.getSync(record.migrationId);
+        if (!existing) throw notFound(migrationRecordSubject(record.migrationId));
+        if (!existing.done || existing.status.status !== 'Failed')
+          return { record: existing, created: false };
+        const active = this.activeFor(record.resourceId);
+        if (active) return { record: active, created: false };
+        this.statements.update.run(JSON.stringify(record), 0, this.clock(), record.migrationId);
+        return { record, created: true };
+      })
+      .immediate();
+  }
+
   private createSync(record: MigrationRecord): boolean {
     const now = this.clock();
     const result = this.statements.insert.run(

@@ -1,0 +1,288 @@
+import { type Location, sameLocation } from '../../lock/document';
+import type { MigrationAttempt, MigrationInput, MigrationState, MigrationStatus, Step } from '../types';
+import { pendingStatus, terminalStates } from '../types';
+import { releaseAfterFailure } from './cleanUp';
+import { MAX_ORCHESTRATION_ACTIONS } from './copy';
+import { tryPrelock, prelockRefusal } from './prelock';
+import { cancelMigration, cancelledBeforeStart } from './cancel';
+import { type Ending, type Failure, type Prelocked, cancelled } from './state';
+import { CancelRequested, activity, now, publish, sleep, sleepUntil } from './steps';
+
+/**
+ * Automatic retry with a fresh lock (workflow version 3, issue 18 §1; docs/design.md §6.3). An attempt
+ * is one lock, from pre-lock to swap or release. One that fails for a transient reason is released,
+ * and after `migrationRetryDelaySeconds × 2^(n−1)` on a durable timer the migration takes a fresh
+ * pre-lock (the activities derive attempt n's seed: `attemptSeed`), up to `migrationAttempts` times.
+ * Never two locks of one migration: the next attempt pre-locks only once the write region shows no
+ * live lock of this migration (released again, or waited out to its lease's end). Never an attempt
+ * after a swap: a route found at the target ends the migration.
+ */
+
+/** Whether a failed attempt is tried again: the one home of the rule (table test: attempts.table.test.ts). */
+export type AttemptVerdict = 'retry' | 'final';
+
+/**
+ * Transient: the store out through every step retry, a lease that lapsed or a lock gone, a participant
+ * that failed (its permanent refusal fails the attempt at once, and the next attempt is a new job with
+ * a new lock, so it may well succeed: docs/design.md §6.3), the write budget spent on every delta
+ * attempt, a lock never visible, a swap whose answer was lost (the gate between attempts checks the
+ * route first). Final: everything that another attempt would meet again: a rival's lock (Conflict),
+ * the resource already there (NoOp), a route gone, a region not allowed, a key missing from the ring,
+ * a request the API refuses, a cancel, and any code not named here.
+ */
+const transientCodes: ReadonlySet<string> = new Set([
+  'StepFailed',
+  'StoreUnavailable',
+  'PreconditionFailed',
+  'LockExpired',
+  'NotLocked',
+  'InvalidTransition',
+  'MaxLeaseReached',
+  'FreezeBudgetExceeded',
+  'ParticipantFailed',
+  'WriteBudgetExceeded',
+  'NotVisible',
+  'SwapUnknown',
+]);
+
+export function attemptVerdict(code: string | undefined): AttemptVerdict {
+  return code !== undefined && transientCodes.has(code) ? 'retry' : 'final';
+}
+
+/** The delay before the attempt after `failedInSeries` failed ones of this run: the delay × 2^(n−1). */
+export const retryDelayMs = (input: MigrationInput, failedInSeries: number): number =>
+  (input.settings.migrationRetryDelaySeconds ?? 0) * 1000 * 2 ** Math.max(0, failedInSeries - 1);
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** What one attempt came to: its final status (published), or a failure with or without a lock held. */
+type AttemptEnd = Extract<Ending, { kind: 'done' }> | (Failure & { lockHeld: boolean });
+
+/**
+ * The migration of a version-3 input: attempts numbered after an operator's earlier ones
+ * (`earlierAttempts`), each with its own lock, until one ends or `migrationAttempts` were made.
+ */
+export function* attemptingMigration(
+  input: MigrationInput,
+  withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+): Generator<Step, MigrationStatus, unknown> {
+  let ended: MigrationAttempt[] = [...(input.earlierAttempts ?? [])];
+  const first = ended.length + 1;
+  const last = ended.length + Math.max(1, input.settings.migrationAttempts ?? 1);
+  const history = { actions: 0 };
+  for (let n = first; ; n += 1) {
+    const attemptInput: MigrationInput = { ...input, lock: { ...input.lock, attempt: n } };
+    const startedAt = yield* now();
+    const entry = (endedAt: number, outcome: MigrationState, reason?: string): MigrationAttempt => ({
+      attempt: n,
+      startedAt: iso(startedAt),
+      endedAt: iso(endedAt),
+      outcome,
+      ...(reason === undefined ? {} : { reason }),
+    });
+    const earlier = ended;
+    let final: MigrationStatus | undefined;
+    const end = yield* stampingStatuses(
+      oneAttempt(attemptInput, earlier, n, withPrelock),
+      (status, endedAt) => {
+        const stamped = {
+          ...status,
+          attempt: n,
+          attempts:
+            endedAt === undefined ? earlier : [...earlier, entry(endedAt, status.status, status.error)],
+        };
+        if (endedAt !== undefined) final = stamped;
+        return stamped;
+      },
+      history,
+    );
+    if (end.kind === 'done') return final ?? end.status;
+    const lock = end.lockHeld ? `; lock ${yield* releaseAfterFailure(attemptInput)}` : '';
+    const reason = `${end.reason}${lock}`;
+    ended = [...ended, entry(yield* now(), 'Failed', reason)];
+    const failedStatus = {
+      ...end.status,
+      phase: 'released' as const,
+      error: reason,
+      attempt: n,
+      attempts: ended,
+    };
+    // Another attempt only while the history can hold one more at its worst (the Durable extension stops
+    // an orchestration at MAX_ORCHESTRATION_ACTIONS; config.ts holds one attempt's worst case under it).
+    const room = history.actions + (input.settings.attemptActionsBound ?? 0) <= MAX_ORCHESTRATION_ACTIONS;
+    if (n >= last || attemptVerdict(end.code) === 'final' || !room) {
+      const why =
+        n < last && attemptVerdict(end.code) === 'retry' && !room
+          ? ' (no room in the history for another attempt)'
+          : '';
+      return yield* publish(failedStatus, { status: 'Failed', error: `${reason}${why}` });
+    }
+    // Still Running: the reason is kept in `attempts`, the migration goes on.
+    yield* publish(failedStatus);
+    try {
+      // a cancel ends the wait for the next attempt: no lock is held (attempt n's was released)
+      yield* sleep(retryDelayMs(input, n - first + 1), input);
+    } catch (error) {
+      if (!(error instanceof CancelRequested)) throw error;
+      const ending = cancelled({ input, status: failedStatus, etag: '' }, error.request, false);
+      return yield* cancelMigration(attemptInput, ending);
+    }
+    const gate = yield* previousLockGone(attemptInput, end.code === 'SwapUnknown');
+    if (gate.kind !== 'free') {
+      const patched = gate.outcome === 'Completed' ? relabelLast(ended, 'Completed', gate.reason) : ended;
+      return yield* publish(failedStatus, {
+        status: gate.outcome,
+        phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
+        error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
+        attempts: patched,
+      });
+    }
+  }
+}
+
+const relabelLast = (attempts: MigrationAttempt[], outcome: MigrationState, reason: string) =>
+  attempts.map((a, i) => (i === attempts.length - 1 ? { ...a, outcome, reason } : a));
+
+/** One attempt: its pre-lock and, with the lock held, steps 2–6. */
+function* oneAttempt(
+  input: MigrationInput,
+  earlier: MigrationAttempt[],
+  n: number,
+  withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+): Generator<Step, AttemptEnd, unknown> {
+  const fresh: MigrationStatus = { ...pendingStatus(input), attempt: n, attempts: earlier };
+  const running = yield* publish(fresh, { status: 'Running' });
+  // a cancel before this attempt's pre-lock: it never takes a lock (workflow/cancel.ts)
+  const neverStarted = yield* cancelledBeforeStart(input, running);
+  if (neverStarted) return { kind: 'done', status: neverStarted };
+  const tried = yield* tryPrelock(input, running);
+  if (tried.kind === 'cancelled') return { kind: 'done', status: yield* cancelMigration(input, tried) };
+  if (tried.kind === 'unanswered') {
+    return {
+      kind: 'failed',
+      status: running,
+      reason: `prelock: ${tried.message}; ${tried.left}`,
+      code: 'StepFailed',
+      lockHeld: false,
+    };
+  }
+  if (tried.kind === 'refused') {
+    const { code, message } = tried.result;
+    const state = prelockRefusal(code);
+    if (state !== 'Failed')
+      return {
+        kind: 'done',
+        status: yield* publish(running, { status: state, error: `${code}: ${message}` }),
+      };
+    return { kind: 'failed', status: running, reason: `prelock: ${code}: ${message}`, code, lockHeld: false };
+  }
+  const ending = yield* withPrelock(tried.state);
+  if (ending.kind === 'cancelled') return { kind: 'done', status: yield* cancelMigration(input, ending) };
+  return ending.kind === 'done' ? ending : { ...ending, lockHeld: true };
+}
+
+/**
+ * Runs `inner`, stamping every status it publishes (`stamp`; a terminal one gets the time it ended,
+ * from a `now` step just before), and counting the history actions of the steps it yields. Every other
+ * step, and every error the runner throws in, passes through.
+ */
+function* stampingStatuses<T>(
+  inner: Generator<Step, T, unknown>,
+  stamp: (status: MigrationStatus, endedAt?: number) => MigrationStatus,
+  history: { actions: number },
+): Generator<Step, T, unknown> {
+  let result = inner.next();
+  while (!result.done) {
+    const step = result.value;
+    history.actions += historyActions(step);
+    if (step.kind === 'status') {
+      const endedAt = terminalStates.has(step.status.status) ? yield* now() : undefined;
+      yield { kind: 'status', status: stamp(step.status, endedAt) };
+      result = inner.next(undefined);
+      continue;
+    }
+    let answer: unknown;
+    try {
+      answer = yield step;
+    } catch (error) {
+      result = inner.throw(error);
+      continue;
+    }
+    result = inner.next(answer);
+  }
+  return result.value;
+}
+
+/** The Durable history actions a step records: a task one each, a race its timer too (as copy.ts counts). */
+export function historyActions(step: Step): number {
+  switch (step.kind) {
+    case 'activity':
+    case 'http':
+      return 1;
+    // a cancellable wait also waits for the cancel event (version 3)
+    case 'timer':
+      return step.cancellable ? 2 : 1;
+    case 'race':
+      return step.tasks.length + (step.cancellable ? 2 : 1);
+    case 'all':
+      return step.tasks.length;
+    // at most a timer due at once (the first check; docs/design.md §6.8)
+    case 'cancelRequested':
+      return 1;
+    case 'now':
+    case 'status':
+      return 0;
+  }
+}
+
+type Gate = { kind: 'free' } | { kind: 'ended'; outcome: 'Completed' | 'NoOp' | 'Failed'; reason: string };
+
+/**
+ * Before attempt n+1: the write region must show no live lock of this migration (attempt n's, whose
+ * release failed or went unanswered). Released again with attempt n's seed, or waited out to the end of
+ * its lease; a route already at the target ends the migration (after a swap whose answer was lost,
+ * Completed: never a second attempt after a swap).
+ */
+function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generator<Step, Gate, unknown> {
+  const { resourceId, migrationId, target, settings: s } = input;
+  const attempt = input.lock.attempt ?? 1;
+  // The last round only looks: the one before it waited out the lease.
+  const rounds = Math.max(2, s.retryAttempts);
+  for (let round = 1; round <= rounds; round += 1) {
+    let seen;
+    try {
+      seen = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
+    } catch {
+      yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (round - 1));
+      continue;
+    }
+    if (!seen.ok)
+      return { kind: 'ended', outcome: 'Failed', reason: `read the route: ${seen.code}: ${seen.message}` };
+    if (atTarget(seen.value.location, target)) {
+      return swapUnknown
+        ? {
+            kind: 'ended',
+            outcome: 'Completed',
+            reason: `attempt ${attempt}'s swap landed; its answer was lost`,
+          }
+        : { kind: 'ended', outcome: 'NoOp', reason: 'the resource already sits at the target' };
+    }
+    const lock = seen.value.lock;
+    if (!lock || lock.migrationId !== migrationId) return { kind: 'free' };
+    try {
+      const released = yield* activity('release', { resourceId, lock: input.lock });
+      if (released.ok || released.code === 'LockExpired' || released.code === 'NotLocked') continue;
+    } catch {
+      // the store is still out: try again after a backoff, and at last wait out the lease
+    }
+    if (round < rounds - 1) yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (round - 1));
+    else yield* sleepUntil(Date.parse(lock.expiresAt) + ((s.clockSkewSeconds ?? 0) + 1) * 1000);
+  }
+  return {
+    kind: 'ended',
+    outcome: 'Failed',
+    reason: `could not see attempt ${attempt}'s lock gone from the write region; no further attempt`,
+  };
+}
+
+const atTarget = (location: Location, target: Location): boolean => sameLocation(location, target);
