@@ -137,9 +137,12 @@ describe('Durable orchestrator replayed through the real engine', () => {
     const status = result.output as MigrationStatus;
     expect(status).toMatchObject({ status: 'Failed', phase: 'released' });
     expect(status.error).toMatch(/participant messages answered 400 to bulkCopy/);
+    // version 3: a participant's refusal fails its attempt, and each of the 3 attempts takes a fresh lock
+    // and releases it with its own token
     const release = result.actions.filter((a) => a.name === 'migrationRelease');
-    expect(release).toHaveLength(1);
+    expect(release.map((a) => (a.input as { lock: { attempt: number } }).lock.attempt)).toEqual([1, 2, 3]);
     expect(release[0]!.input).toMatchObject({ resourceId: 'conv-1', lock: { nonce: expect.any(String) } });
+    expect(status.attempts?.map((a) => a.outcome)).toEqual(['Failed', 'Failed', 'Failed']);
     const doc = (await h.store.read('conv-1', { from: 'writeRegion' })).doc;
     expect(doc).toMatchObject({ location: SOURCE, lock: null });
   });

@@ -67,6 +67,8 @@ const VERSIONS: VersionRow[] = [
   { prefix: 'v1', workflowVersion: undefined, resumes: { method: 'POST', postsAgain: true } },
   // version 2: the job's Location is in the history; the redelivered poll asks it, no second POST
   { prefix: 'v2', workflowVersion: 2, resumes: { method: 'GET', postsAgain: false } },
+  // version 3: attempts and cancel around version 2's participant path
+  { prefix: 'v3', workflowVersion: 3, resumes: { method: 'GET', postsAgain: false } },
 ];
 
 const scenariosOf = (prefix: string) => SCENARIOS.filter((s) => s.name.startsWith(`${prefix}-`));

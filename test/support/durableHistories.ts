@@ -10,7 +10,7 @@ import {
   type WireEvent,
 } from '../../testkit/durableReplay';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
-import { type InputVersion, V1, V2, durableMigration, participantJobs } from './durableMigrations';
+import { type InputVersion, V1, V2, V3, durableMigration, participantJobs } from './durableMigrations';
 
 /**
  * Durable histories recorded with the orchestrator of the day through the faithful harness, kept as
@@ -38,8 +38,15 @@ export interface HistoryScenario {
 }
 
 const MESSAGES = [{ name: 'messages', url: 'https://messages.test/migrate' }];
-/** 300 s hard-delete and write leases: renewed every 100 s, so a copy of minutes needs renewals. */
-const SHORT_LEASES = { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300', ROUTELOCK_WRITE_LEASE_SECONDS: '300' };
+/**
+ * 300 s hard-delete and write leases: renewed every 100 s, so a copy of minutes needs renewals; one delta
+ * attempt, because a 300 s hard-delete lease cannot outlast a 900 s overrun (config.ts timingInequalities).
+ */
+const SHORT_LEASES = {
+  ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300',
+  ROUTELOCK_WRITE_LEASE_SECONDS: '300',
+  ROUTELOCK_DELTA_ATTEMPTS: '1',
+};
 const isParticipantCall = (a: { kind: string; name?: string }) =>
   a.kind === 'http' || a.name === activityFunctionName('callParticipant');
 const isPoll = (a: { name?: string; input?: unknown }) =>
@@ -68,12 +75,7 @@ export const SCENARIOS: HistoryScenario[] = [
     description:
       'one participant whose bulk copy takes 230 s, 300 s leases (renewed every 100 s); stopped right after the first renewal was scheduled mid-copy',
     participants: MESSAGES,
-    // one delta attempt: a 300 s hard-delete lease cannot outlast a 900 s overrun (config.ts timingInequalities)
-    env: {
-      ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300',
-      ROUTELOCK_WRITE_LEASE_SECONDS: '300',
-      ROUTELOCK_DELTA_ATTEMPTS: '1',
-    },
+    env: SHORT_LEASES,
     jobMs: 230_000,
     stopWhen: ({ actions }) => {
       const copy = actions.findIndex((a) => a.kind === 'http');
@@ -100,6 +102,37 @@ export const SCENARIOS: HistoryScenario[] = [
   {
     name: 'v2-mid-bulk-copy',
     version: V2,
+    description:
+      'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
+    participants: MESSAGES,
+    env: SHORT_LEASES,
+    jobMs: 230_000,
+    stopWhen: ({ actions }) => {
+      const copy = actions.findIndex(isParticipantCall);
+      const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
+      return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
+    },
+  },
+  {
+    name: 'v3-no-participants',
+    version: V3,
+    description: 'a migration without participants, completed',
+    participants: [],
+    env: {},
+    jobMs: 0,
+  },
+  {
+    name: 'v3-one-participant',
+    version: V3,
+    description:
+      'one participant answering 202 + Location to each copy, polled until its 200 after 110 s; 300 s leases (renewed every 100 s), so each copy renews its lock between polls; completed',
+    participants: MESSAGES,
+    env: SHORT_LEASES,
+    jobMs: 110_000,
+  },
+  {
+    name: 'v3-mid-bulk-copy',
+    version: V3,
     description:
       'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
     participants: MESSAGES,

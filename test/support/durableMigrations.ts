@@ -136,6 +136,13 @@ export const V2: InputVersion = {
   },
 };
 
+/** Version 3: version 2's participant path, with attempts (a fresh lock each) and cancel. */
+export const V3: InputVersion = {
+  ...V2,
+  label: 'v3 (workflowVersion 3, attempts and cancel)',
+  toInput: (i) => ({ ...i, workflowVersion: 3 }),
+};
+
 export interface Job {
   host: string;
   step: string;
