@@ -146,6 +146,13 @@ export function* runOnDurable(
       case 'timer':
       case 'http':
         if (step.kind === 'timer' && step.cancellable) {
+          // A cancel that came while an activity ran went to the waiter already tracked: answer it,
+          // never track a fresh one that would wait for an event already given away.
+          const arrived = cancelArrived();
+          if (arrived) {
+            outcome = { value: arrived };
+            break;
+          }
           const timer = context.df.createTimer(new Date(step.fireAt));
           const event = waitForCancel();
           const winner = (yield context.df.Task.any([timer, event])) as unknown as Task;
@@ -160,6 +167,14 @@ export function* runOnDurable(
         }
         break;
       case 'race': {
+        const arrived = step.cancellable ? cancelArrived() : null;
+        if (arrived) {
+          // as for a timer: the cancel already arrived, the round never starts
+          outcome = {
+            value: { deadlineFirst: false, settled: step.tasks.map(() => null), cancelled: arrived },
+          };
+          break;
+        }
         const tasks = step.tasks.map(toTask);
         const timer = context.df.createTimer(new Date(step.deadline));
         const event = step.cancellable ? waitForCancel() : undefined;
