@@ -231,8 +231,12 @@ export class DurableMigrationService implements MigrationService {
         { retryAfterSeconds: 1, cause: error },
       );
     }
-    // after the event only: a request kept here is one the workflow will hear
-    await this.records.saveStatus(migrationId, withCancelRequest(record.status, request), false);
+    // After the event only: a request kept here is one the workflow will hear. Only on a record still
+    // unfinished: the event may have woken the workflow, which may have saved its final status meanwhile.
+    await this.records.amendUnfinished(migrationId, {
+      cancelRequestedAt: request.requestedAt,
+      cancelRequestedBy: request.by,
+    });
     return withCancelRequest(standing, request);
   }
 

@@ -95,6 +95,7 @@ function watched(records: MigrationRecords, ids: Set<string>): MigrationRecords 
     create: (record) => records.create(record),
     get: (id) => records.get(id),
     saveStatus: (id, status, done) => records.saveStatus(id, status, done),
+    amendUnfinished: (id, patch) => records.amendUnfinished(id, patch),
     list: (query) => records.list(query),
   };
 }
@@ -110,6 +111,7 @@ function withoutClaim(records: MigrationRecords): MigrationRecords {
     create: (record) => records.create(record),
     get: (id) => records.get(id),
     saveStatus: (id, status, done) => records.saveStatus(id, status, done),
+    amendUnfinished: (id, patch) => records.amendUnfinished(id, patch),
     list: (query) => records.list(query),
   };
 }

@@ -163,6 +163,20 @@ describe.each(backends)('records contract: %s', (_name, open) => {
       expect(written).toBe(1);
     });
 
+    test('amendUnfinished merges into an unfinished status, and never touches a finished one', async () => {
+      const record = migrationRecord('m-am');
+      await ports.migrations.create(record);
+      const note = { cancelRequestedAt: '2026-01-01T00:00:00.000Z', cancelRequestedBy: 'op-1' };
+      await ports.migrations.amendUnfinished('m-am', note);
+      expect((await ports.migrations.get('m-am'))?.status).toEqual({ ...record.status, ...note });
+      // the workflow ended meanwhile: a later note must not undo its final status (issue 18 review)
+      const final = { ...record.status, status: 'Completed' as const, phase: 'swapped' as const };
+      await ports.migrations.saveStatus('m-am', final, true);
+      await ports.migrations.amendUnfinished('m-am', { cancelRequestedBy: 'op-2' });
+      expect(await ports.migrations.get('m-am')).toEqual({ ...record, status: final, done: true });
+      expect((await failure(ports.migrations.amendUnfinished('m-none', note))).code).toBe('NotFound');
+    });
+
     test('saveStatus of an unknown record is NotFound naming the migration record', async () => {
       const error = await failure(
         ports.migrations.saveStatus('m-none', migrationRecord('m-none').status, false),

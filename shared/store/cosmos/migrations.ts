@@ -239,6 +239,28 @@ export class CosmosMigrationRecords implements MigrationRecords {
     }
   }
 
+  async amendUnfinished(migrationId: string, patch: Partial<MigrationStatus>): Promise<void> {
+    const subject = migrationRecordSubject(migrationId);
+    for (let attempt = 1; ; attempt += 1) {
+      const stored = await this.stored(migrationId);
+      if (!stored) throw notFound(subject);
+      if (stored.item.done) return;
+      try {
+        // on the ETag read: a final status saved meanwhile makes this 412, and the next read sees it done
+        await this.container
+          .item(migrationId, migrationId)
+          .replace(
+            { ...stored.item, status: { ...(stored.item.status as MigrationStatus), ...patch } },
+            { accessCondition: { type: 'IfMatch', condition: stored.etag } },
+          );
+        return;
+      } catch (error) {
+        const mapped = storeError(error, subject);
+        if (mapped.code !== 'PreconditionFailed' || attempt >= saveStatusAttempts) throw mapped;
+      }
+    }
+  }
+
   /**
    * A page, newest first: `TOP limit + 1` of the records after the cursor (the claims, `kind:
    * "activeMigration"`, left out), so a page never reads more than one record beyond itself, and the

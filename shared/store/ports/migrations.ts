@@ -29,6 +29,12 @@ export interface MigrationRecords {
   /** `done: true` also releases the resource's claim, when this migration holds it. */
   saveStatus(migrationId: string, status: MigrationStatus, done: boolean): Promise<void>;
   /**
+   * Merge `patch` into the status of a record still unfinished, atomically against the record's own
+   * writes; a finished record is left as it is (an operator's note, e.g. a cancel request, must never
+   * undo the final status the workflow saved meanwhile). NotFound when there is no record.
+   */
+  amendUnfinished(migrationId: string, patch: Partial<MigrationStatus>): Promise<void>;
+  /**
    * A page of records, newest first (createdAt descending, then migrationId descending), paged in the
    * store with a keyset cursor: never more than `limit + 1` records read for a page.
    */

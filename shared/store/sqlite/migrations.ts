@@ -194,6 +194,21 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
     guarded(migrationRecordSubject(migrationId), () => this.saveStatusSync(migrationId, status, done));
   }
 
+  async amendUnfinished(migrationId: string, patch: Partial<MigrationStatus>): Promise<void> {
+    // one synchronous read and write: nothing of this process runs in between
+    guarded(migrationRecordSubject(migrationId), () => {
+      const record = this.getSync(migrationId);
+      if (!record) throw notFound(migrationRecordSubject(migrationId));
+      if (record.done) return;
+      this.statements.update.run(
+        JSON.stringify({ ...record, status: { ...record.status, ...patch } }),
+        0,
+        this.clock(),
+        migrationId,
+      );
+    });
+  }
+
   private saveStatusSync(migrationId: string, status: MigrationStatus, done: boolean): void {
     const record = this.getSync(migrationId);
     if (!record) throw notFound(migrationRecordSubject(migrationId));
