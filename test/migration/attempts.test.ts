@@ -9,6 +9,7 @@ import type { LocationStore } from '../../shared/store/ports/locations';
 import { DurableReplay } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import { virtualRunner } from '../support/migrationHarness';
+import { InProcessMigrationService } from '../../shared/migration/service';
 
 /**
  * Automatic retry with a fresh lock (issue 18 §1, workflow version 3; docs/design.md §6.3): which
@@ -318,4 +319,44 @@ test('no further attempt when the history could not hold one more at its worst (
   const status = (await harness.run()).output as MigrationStatus;
   expect(status).toMatchObject({ status: 'Failed', attempt: 1 });
   expect(status.error).toMatch(/\(no room in the history for another attempt\)$/);
+});
+
+describe('a cancel during the wait before the next attempt (review of issue 18)', () => {
+  /** Cancel through the service the moment the first attempt's failure is published (still Running). */
+  function cancelInRetryDelay(h: Harness) {
+    const service = new InProcessMigrationService(h.runner, h.router);
+    const save = h.state.saveStatus.bind(h.state);
+    let asked = false;
+    h.state.saveStatus = async (id, status, done) => {
+      await save(id, status, done);
+      if (!asked && status.status === 'Running' && (status.attempts?.length ?? 0) === 1) {
+        asked = true;
+        await service.cancel(id, { id: 'op' });
+      }
+    };
+  }
+
+  test('after a swap that landed with its answer lost: Completed at the target, the cancel too late', async () => {
+    const h = virtualRunner({ env: { ROUTELOCK_PROFILE: 'dev' } });
+    loseSwapAnswers(h.activities);
+    cancelInRetryDelay(h);
+    const { status, doc } = await run(h);
+    expect(status).toMatchObject({ status: 'Completed', phase: 'swapped', cancelRequestedBy: 'op' });
+    expect(doc.location).toEqual(TARGET);
+  });
+
+  test('with attempt 1’s release failed: the old lock is seen gone before the migration calls itself Cancelled', async () => {
+    const h = virtualRunner({
+      env: { ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANTS: PARTICIPANTS },
+      http: refusingFirst(5),
+    });
+    h.activities.release = async () => {
+      throw new RouteLockError('StoreUnavailable', 'down');
+    };
+    cancelInRetryDelay(h);
+    const { status, doc } = await run(h);
+    expect(status).toMatchObject({ status: 'Cancelled', cancelRequestedBy: 'op' });
+    // the gate waited the lease out: no lock of the migration is live when it says Cancelled
+    expect(liveLock(doc, h.clock.now())).toBeNull();
+  });
 });

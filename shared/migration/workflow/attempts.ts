@@ -1,5 +1,12 @@
 import { type Location, sameLocation } from '../../lock/document';
-import type { MigrationAttempt, MigrationInput, MigrationState, MigrationStatus, Step } from '../types';
+import type {
+  CancelRequest,
+  MigrationAttempt,
+  MigrationInput,
+  MigrationState,
+  MigrationStatus,
+  Step,
+} from '../types';
 import { pendingStatus, terminalStates } from '../types';
 import { releaseAfterFailure } from './cleanUp';
 import { MAX_ORCHESTRATION_ACTIONS } from './copy';
@@ -119,14 +126,17 @@ export function* attemptingMigration(
     }
     // Still Running: the reason is kept in `attempts`, the migration goes on.
     yield* publish(failedStatus);
+    let cancel: CancelRequest | undefined;
     try {
-      // a cancel ends the wait for the next attempt: no lock is held (attempt n's was released)
+      // a cancel ends the wait for the next attempt
       yield* sleep(retryDelayMs(input, n - first + 1), input);
     } catch (error) {
       if (!(error instanceof CancelRequested)) throw error;
-      const ending = cancelled({ input, status: failedStatus, etag: '' }, error.request, false);
-      return yield* cancelMigration(attemptInput, ending);
+      cancel = error.request;
     }
+    // Before another attempt, or before calling a cancel done: attempt n's lock must be gone (its
+    // release may have failed, or a pre-lock committed unseen), and a swap whose answer was lost ends
+    // the migration Completed, a cancel then too late (review of issue 18).
     const gate = yield* previousLockGone(attemptInput, end.code === 'SwapUnknown');
     if (gate.kind !== 'free') {
       const patched = gate.outcome === 'Completed' ? relabelLast(ended, 'Completed', gate.reason) : ended;
@@ -135,7 +145,13 @@ export function* attemptingMigration(
         phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
         error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
         attempts: patched,
+        ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
       });
+    }
+    if (cancel) {
+      // attempt n's lock is seen gone: nothing left to release
+      const ending = cancelled({ input, status: failedStatus, etag: '' }, cancel, false);
+      return yield* cancelMigration(attemptInput, ending);
     }
   }
 }
