@@ -161,7 +161,11 @@ export class InProcessRunner {
     const answered = cancelAnswer(standing, record.input);
     if (answered) return answered;
     const request = { requestedAt: new Date(this.options.scheduler.now()).toISOString(), by: actor.id };
-    this.options.state.append(migrationId, CANCEL_KEY, { value: request });
+    // journaled only if it has not ended meanwhile (the await above let the workflow run)
+    if (!this.options.state.appendIfUnfinished(migrationId, CANCEL_KEY, { value: request })) {
+      const ended = await this.options.state.get(migrationId);
+      return cancelAnswer(ended?.status ?? standing, record.input) ?? ended?.status ?? standing;
+    }
     this.signal(migrationId).raise(request);
     return withCancelRequest(standing, request);
   }

@@ -163,6 +163,8 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
         const active = this.activeFor(record.resourceId);
         if (active) return { record: active, created: false };
         this.statements.update.run(JSON.stringify(record), 0, this.clock(), record.migrationId);
+        // the reopened run starts from an empty journal (nothing of the ended run may replay into it)
+        this.statements.dropJournal.run(record.migrationId);
         return { record, created: true };
       })
       .immediate();
@@ -271,5 +273,21 @@ export class SqliteMigrationState extends SqliteTables implements MigrationRecor
 
   append(migrationId: string, key: string, entry: JournalEntry): void {
     this.statements.append.run(migrationId, key, JSON.stringify(entry));
+  }
+
+  /**
+   * Journal `entry` only while the migration is unfinished, in one transaction with the check: a note
+   * such as a cancel request must never outlive a migration that ended meanwhile (its journal is dropped
+   * when it ends, and a later retry would replay the stale note). False when the record is done.
+   */
+  appendIfUnfinished(migrationId: string, key: string, entry: JournalEntry): boolean {
+    return this.db
+      .transaction(() => {
+        const record = this.getSync(migrationId);
+        if (!record || record.done) return false;
+        this.statements.append.run(migrationId, key, JSON.stringify(entry));
+        return true;
+      })
+      .immediate();
   }
 }
