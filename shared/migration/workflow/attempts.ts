@@ -8,7 +8,7 @@ import type {
   Step,
 } from '../types';
 import { pendingStatus, terminalStates } from '../types';
-import { releaseAfterFailure } from './cleanUp';
+import { lockGone, releaseAfterFailure } from './cleanUp';
 import { MAX_ORCHESTRATION_ACTIONS } from './copy';
 import { tryPrelock, prelockRefusal } from './prelock';
 import { cancelMigration, cancelledBeforeStart } from './cancel';
@@ -287,7 +287,7 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
     if (!lock || lock.migrationId !== migrationId) return { kind: 'free' };
     try {
       const released = yield* activity('release', { resourceId, lock: input.lock });
-      if (released.ok || released.code === 'LockExpired' || released.code === 'NotLocked') continue;
+      if (lockGone(released)) continue;
     } catch {
       // the store is still out: try again after a backoff, and at last wait out the lease
     }

@@ -15,13 +15,16 @@ export function* cleanUp(input: MigrationInput, failure: Failure): Generator<Ste
   });
 }
 
+/** A release's answer that leaves the lock gone: released, lapsed, or not there any more. */
+export const lockGone = (released: { ok: boolean; code?: string }): boolean =>
+  released.ok || released.code === 'LockExpired' || released.code === 'NotLocked';
+
 /** Release with the token; answers what became of the lock, for the status. */
 export function* releaseAfterFailure(input: MigrationInput): Generator<Step, string, unknown> {
   try {
     const released = yield* activity('release', { resourceId: input.resourceId, lock: input.lock });
-    return !released.ok && released.code !== 'LockExpired'
-      ? `release refused (${released.code}); the lease will free it`
-      : 'released';
+    if (lockGone(released) || released.ok) return 'released';
+    return `release refused (${released.code}); the lease will free it`;
   } catch (releaseError) {
     return `release failed (${(releaseError as Error).message}); the lease will free it`;
   }
