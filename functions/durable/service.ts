@@ -3,7 +3,13 @@ import type { DurableClient, DurableOrchestrationStatus } from 'durable-function
 import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
 import { instanceIdFor } from '../../shared/migration/instanceId';
-import { type MigrationRecord, newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
+import {
+  type MigrationRecord,
+  claimedAtOf,
+  newMigrationInput,
+  newMigrationRecord,
+  runsRecord,
+} from '../../shared/migration/records';
 import type { MigrationRecords } from '../../shared/store/ports/migrations';
 import type { Actor } from '../../shared/audit';
 import {
@@ -192,9 +198,10 @@ export class DurableMigrationService implements MigrationService {
    */
   private async endIfStale(standing: MigrationRecord): Promise<boolean> {
     const current = await this.instance(standing.instanceId);
-    const ours = (current?.input as MigrationInput | undefined)?.migrationId === standing.migrationId;
+    // the instance of this run (a retry's reopened record is not its first run's ended instance)
+    const ours = runsRecord(current?.input as MigrationInput | undefined, standing);
     if (ours && running.has(String(current!.runtimeStatus))) return false;
-    if (!ours && this.now() - Date.parse(standing.createdAt) < unstartedGraceMs) return false;
+    if (!ours && this.now() - Date.parse(claimedAtOf(standing)) < unstartedGraceMs) return false;
     const status = ours ? await this.status(standing.migrationId) : standing.status;
     const final = terminalStates.has(status.status)
       ? status
@@ -254,10 +261,9 @@ export class DurableMigrationService implements MigrationService {
 
   /** An unfinished record's status from its instance (its custom status), or the record's own. */
   private async liveStatus(record: MigrationRecord): Promise<MigrationStatus> {
-    const { migrationId } = record;
     const current = await this.instance(record.instanceId);
     const input = current?.input as MigrationInput | undefined;
-    if (!current || input?.migrationId !== migrationId) return record.status;
+    if (!current || !runsRecord(input, record)) return record.status;
     const custom = current.customStatus as MigrationStatus | undefined;
     if (String(current.runtimeStatus) === 'Failed' || String(current.runtimeStatus) === 'Terminated') {
       return {

@@ -23,6 +23,11 @@ export interface MigrationRecord {
   resourceId: string;
   target: Location;
   createdAt: string;
+  /**
+   * When this run of the migration claimed its resource: the start, or an operator's retry reopening it
+   * (absent: `createdAt`). A claim younger than the start grace is never taken for a dead starter's.
+   */
+  claimedAt?: string;
   /** The campaign that started it (issue 18 §3); absent for a migration started on its own. */
   campaignId?: string;
   input: MigrationInput;
@@ -68,3 +73,19 @@ export function newMigrationInput(fields: {
     workflowVersion: WORKFLOW_VERSION,
   };
 }
+
+/**
+ * Whether an orchestration's input is this record's current run: the same migration AND the same lock
+ * seed. A retry reuses the migration id with a fresh seed, so the instance its first run left behind
+ * (ended) is not the reopened record's run.
+ */
+export function runsRecord(input: MigrationInput | undefined, record: MigrationRecord): boolean {
+  return (
+    input?.migrationId === record.migrationId &&
+    input.lock.keyId === record.input.lock.keyId &&
+    input.lock.nonce === record.input.lock.nonce
+  );
+}
+
+/** When the record's current run claimed the resource. */
+export const claimedAtOf = (record: MigrationRecord): string => record.claimedAt ?? record.createdAt;

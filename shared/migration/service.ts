@@ -105,6 +105,7 @@ export function retryRecord(
     input,
     status: { ...pendingStatus(input), attempt: earlierAttempts.length + 1, attempts: earlierAttempts },
     done: false,
+    claimedAt: now,
   };
 }
 
