@@ -62,6 +62,9 @@ const unfinishedStates: readonly MigrationState[] = migrationStates.filter((s) =
  * per-resource claim (`createIfNoActive`) picks the one start that calls `startNew`; the others answer
  * with the migration that holds the claim. `getStatus` first (its 404 means absent) joins a running one.
  */
+/** How many unfinished migrations' statuses a list page reads from the task hub at once. */
+const LIVE_STATUS_CONCURRENCY = 16;
+
 export class DurableMigrationService implements MigrationService {
   constructor(
     private readonly client: DurableClient,
@@ -250,6 +253,11 @@ export class DurableMigrationService implements MigrationService {
   async status(migrationId: string): Promise<MigrationStatus> {
     const record = await this.records.get(migrationId);
     if (!record) throw new RouteLockError('NotFound', `No migration ${migrationId}.`);
+    return this.statusOf(record);
+  }
+
+  /** A record's status: an ended one's own, an unfinished one's from its instance. */
+  private async statusOf(record: MigrationRecord): Promise<MigrationStatus> {
     if (record.done) return record.status;
     const { cancelRequestedAt: requestedAt, cancelRequestedBy: by } = record.status;
     const live = await this.liveStatus(record);
@@ -291,9 +299,12 @@ export class DurableMigrationService implements MigrationService {
       limit: listLimit(query.limit),
       continuation: query.continuation,
     });
-    const statuses = await Promise.all(
-      page.records.map((record) => (record.done ? record.status : this.status(record.migrationId))),
-    );
+    // At most LIVE_STATUS_CONCURRENCY task-hub reads at once: a page may hold 1,000 unfinished records.
+    const statuses: MigrationStatus[] = [];
+    for (let i = 0; i < page.records.length; i += LIVE_STATUS_CONCURRENCY) {
+      const batch = page.records.slice(i, i + LIVE_STATUS_CONCURRENCY);
+      statuses.push(...(await Promise.all(batch.map((record) => this.statusOf(record)))));
+    }
     const items = statuses.filter((status) => wanted === undefined || status.status === wanted);
     return page.continuation === undefined ? { items } : { items, continuation: page.continuation };
   }
