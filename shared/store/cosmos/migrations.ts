@@ -67,41 +67,15 @@ export class CosmosMigrationRecords implements MigrationRecords {
   constructor(private readonly container: Container) {}
 
   async createIfNoActive(record: MigrationRecord): Promise<ActiveClaim> {
-    const claimId = activeClaimId(record.resourceId);
-    const claim: ClaimItem = {
-      id: claimId,
-      kind: 'activeMigration',
-      resourceId: record.resourceId,
-      migrationId: record.migrationId,
-      record,
-    };
     const subject = migrationRecordSubject(record.migrationId);
     for (let attempt = 1; attempt <= claimAttempts; attempt += 1) {
       const existing = await this.get(record.migrationId);
       if (existing) return { record: existing, created: false };
-      try {
-        await this.container.items.create(claim);
-        await this.create(record); // false only when a loser already wrote it from this claim
-        return { record, created: true };
-      } catch (error) {
-        const mapped = storeError(error, subject);
-        if (mapped.code !== 'AlreadyExists') throw mapped;
-      }
-      const held = await this.storedItem<ClaimItem>(claimId, subject);
-      if (!held) continue; // released meanwhile: try again
-      const standing = await this.recordOf(held.item);
-      if (!standing.done) return { record: standing, created: false };
-      // Its migration ended but the release never landed: take the claim over, only from that version.
-      try {
-        await this.container
-          .item(claimId, claimId)
-          .replace(claim, { accessCondition: { type: 'IfMatch', condition: held.etag } });
-        await this.create(record);
-        return { record, created: true };
-      } catch (error) {
-        const mapped = storeError(error, subject);
-        if (mapped.code !== 'PreconditionFailed' && mapped.code !== 'NotFound') throw mapped;
-      }
+      const taken = await this.takeClaim(record, subject);
+      if (taken.kind === 'held') return { record: taken.record, created: false };
+      if (taken.kind === 'again') continue;
+      await this.create(record); // false only when a loser already wrote it from this claim
+      return { record, created: true };
     }
     throw changedSinceRead(subject);
   }
@@ -112,43 +86,15 @@ export class CosmosMigrationRecords implements MigrationRecords {
    * concurrent retries one replaces it; the other finds it no longer an ended Failed one.
    */
   async reopenIfNoActive(record: MigrationRecord): Promise<ActiveClaim> {
-    const claimId = activeClaimId(record.resourceId);
-    const claim: ClaimItem = {
-      id: claimId,
-      kind: 'activeMigration',
-      resourceId: record.resourceId,
-      migrationId: record.migrationId,
-      record,
-    };
     const subject = migrationRecordSubject(record.migrationId);
     for (let attempt = 1; attempt <= claimAttempts; attempt += 1) {
       const stored = await this.stored(record.migrationId);
       if (!stored) throw notFound(subject);
       const { id: _id, ...existing } = stored.item as unknown as MigrationRecord & { id: string };
       if (!existing.done || existing.status.status !== 'Failed') return { record: existing, created: false };
-      let claimed = false;
-      try {
-        await this.container.items.create(claim);
-        claimed = true;
-      } catch (error) {
-        const mapped = storeError(error, subject);
-        if (mapped.code !== 'AlreadyExists') throw mapped;
-      }
-      if (!claimed) {
-        const held = await this.storedItem<ClaimItem>(claimId, subject);
-        if (!held) continue; // released meanwhile: try again
-        const standing = await this.recordOf(held.item);
-        if (!standing.done) return { record: standing, created: false };
-        try {
-          await this.container
-            .item(claimId, claimId)
-            .replace(claim, { accessCondition: { type: 'IfMatch', condition: held.etag } });
-        } catch (error) {
-          const mapped = storeError(error, subject);
-          if (mapped.code !== 'PreconditionFailed' && mapped.code !== 'NotFound') throw mapped;
-          continue;
-        }
-      }
+      const taken = await this.takeClaim(record, subject);
+      if (taken.kind === 'held') return { record: taken.record, created: false };
+      if (taken.kind === 'again') continue;
       try {
         await this.container
           .item(record.migrationId, record.migrationId)
@@ -165,6 +111,46 @@ export class CosmosMigrationRecords implements MigrationRecords {
       }
     }
     throw changedSinceRead(subject);
+  }
+
+  /**
+   * Take the resource's claim for `record` (a start's or a retry's): created only-if-absent; a claim
+   * whose migration is done (its release missed) is taken over, only from the version read. `held`: an
+   * unfinished migration holds it; `again`: it changed meanwhile, look again.
+   */
+  private async takeClaim(
+    record: MigrationRecord,
+    subject: StoreSubject,
+  ): Promise<{ kind: 'taken' } | { kind: 'held'; record: MigrationRecord } | { kind: 'again' }> {
+    const claimId = activeClaimId(record.resourceId);
+    const claim: ClaimItem = {
+      id: claimId,
+      kind: 'activeMigration',
+      resourceId: record.resourceId,
+      migrationId: record.migrationId,
+      record,
+    };
+    try {
+      await this.container.items.create(claim);
+      return { kind: 'taken' };
+    } catch (error) {
+      const mapped = storeError(error, subject);
+      if (mapped.code !== 'AlreadyExists') throw mapped;
+    }
+    const held = await this.storedItem<ClaimItem>(claimId, subject);
+    if (!held) return { kind: 'again' }; // released meanwhile
+    const standing = await this.recordOf(held.item);
+    if (!standing.done) return { kind: 'held', record: standing };
+    try {
+      await this.container
+        .item(claimId, claimId)
+        .replace(claim, { accessCondition: { type: 'IfMatch', condition: held.etag } });
+      return { kind: 'taken' };
+    } catch (error) {
+      const mapped = storeError(error, subject);
+      if (mapped.code !== 'PreconditionFailed' && mapped.code !== 'NotFound') throw mapped;
+      return { kind: 'again' };
+    }
   }
 
   /** The claim's migration record; written from the claim when its winner has not written it (yet). */
