@@ -92,6 +92,27 @@ const errorKinds = {
     retriable: false,
     title: 'Only an ended, failed migration can be retried',
   },
+  /** POST /campaigns with a campaignId that exists for another target. */
+  CampaignExists: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'A campaign with this id exists',
+  },
+  /** A command a campaign's state refuses: resources added to, or a pause or resume of, an ended campaign. */
+  CampaignEnded: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The campaign has ended',
+  },
+  /** Resources beyond a campaign's 100,000 (or its 100 pages). */
+  CampaignFull: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The campaign holds as many resources as it can',
+  },
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
   /** A cancel of a migration started before workflow version 3, which never listens for one. */
   MigrationNotCancellable: {

@@ -26,6 +26,7 @@ import {
   withCancelRequest,
   retryLost,
   retryRecord,
+  settingsFor,
 } from '../../shared/migration/service';
 import {
   CANCEL_EVENT,
@@ -114,10 +115,10 @@ export class DurableMigrationService implements MigrationService {
       instanceId,
       resourceId: request.resourceId,
       target: request.target,
-      settings: this.settings,
+      settings: settingsFor(this.settings, request),
       lock: this.keyring.newSeed(),
     });
-    const record = newMigrationRecord(input, new Date(this.now()).toISOString());
+    const record = newMigrationRecord(input, new Date(this.now()).toISOString(), request.campaignId);
     // The claim decides, not getStatus + startNew: of concurrent starts only its winner calls startNew.
     let claim = await this.records.createIfNoActive(record);
     if (!claim.created && claim.record.migrationId !== migrationId && (await this.endIfStale(claim.record))) {

@@ -8,7 +8,7 @@ import { callParticipant } from './participantHttp';
 import type { JournalEntry, MigrationRecordPage, MigrationRecordQuery } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from './records';
-import { retryRecord } from './service';
+import { retryRecord, settingsFor } from './service';
 import type { Scheduler } from './scheduler';
 import { resolveLocation } from './participantContract';
 import { cancelAnswer, withCancelRequest } from './service';
@@ -41,7 +41,9 @@ import { migrationWorkflow } from './workflow';
 export interface StartRequest {
   resourceId: string;
   target: Location;
-  migrationId?: string;
+  migrationId?: string | undefined;
+  campaignId?: string | undefined;
+  migrationAttempts?: number | undefined;
 }
 
 export interface StartResult {
@@ -105,11 +107,11 @@ export class InProcessRunner {
       instanceId,
       resourceId: request.resourceId,
       target: request.target,
-      settings: this.options.settings,
+      settings: settingsFor(this.options.settings, request),
       lock: this.options.keyring.newSeed(),
     });
     const result = this.options.state.createUnlessActive(
-      newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString()),
+      newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString(), request.campaignId),
     );
     if (result.created) this.launch(result.record.input);
     return result;

@@ -36,13 +36,18 @@ export interface MigrationRecord {
   done: boolean;
 }
 
-export function newMigrationRecord(input: MigrationInput, createdAt: string): MigrationRecord {
+export function newMigrationRecord(
+  input: MigrationInput,
+  createdAt: string,
+  campaignId?: string,
+): MigrationRecord {
   return {
     migrationId: input.migrationId,
     instanceId: input.instanceId,
     resourceId: input.resourceId,
     target: input.target,
     createdAt,
+    ...(campaignId === undefined ? {} : { campaignId }),
     input,
     status: pendingStatus(input),
     done: false,

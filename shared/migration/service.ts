@@ -26,6 +26,27 @@ export interface MigrationRequest {
   resourceId: string;
   target: Location;
   migrationId?: string | undefined;
+  /** The campaign starting it (issue 18 §3): kept on its record, listed by `GET /migrations?campaignId=`. */
+  campaignId?: string | undefined;
+  /** Fewer attempts than configured (a campaign's `migrationAttempts`); never more (the history room). */
+  migrationAttempts?: number | undefined;
+}
+
+/**
+ * The settings one migration is started with: the host's, with a campaign's lower attempt count. A
+ * higher count is refused: start-up checked the configured count against the history room.
+ */
+export function settingsFor(settings: MigrationSettings, request: MigrationRequest): MigrationSettings {
+  const asked = request.migrationAttempts;
+  if (asked === undefined) return settings;
+  const configured = settings.migrationAttempts ?? 1;
+  if (!Number.isInteger(asked) || asked < 1 || asked > configured) {
+    throw new RouteLockError(
+      'BadRequest',
+      `migrationAttempts: must be a whole number from 1 to ${configured} (ROUTELOCK_MIGRATION_ATTEMPTS).`,
+    );
+  }
+  return { ...settings, migrationAttempts: asked };
 }
 
 export interface StartedMigration {

@@ -1,0 +1,183 @@
+import type { Location } from '../lock/document';
+
+/**
+ * Campaigns (issue 18 §3): many resources moved to one target as one thing an operator starts, watches,
+ * slows down, pauses and stops. Its migrations are ordinary migrations (same start path, one per
+ * resource, `campaignId` on their records); the campaign only decides when each one starts.
+ *
+ * State lives in the store (port shared/store/ports/campaigns.ts): one campaign record (ETag
+ * compare-and-swap) and one member row per resource. The runner (in-process loop, or a Durable
+ * orchestration) only calls `campaignTick` again and again; a tick is idempotent, so a crashed runner
+ * resumes by ticking again.
+ */
+
+export const campaignStates = ['Running', 'Paused', 'Cancelling', 'Cancelled', 'Completed'] as const;
+export type CampaignState = (typeof campaignStates)[number];
+/** A campaign in one of these never changes again. */
+export const endedCampaignStates: ReadonlySet<CampaignState> = new Set(['Cancelled', 'Completed']);
+
+/**
+ * A member's state: `pending` (not started), `running` (its migration started and not ended), then
+ * its migration's outcome; `skipped` when its start was refused for good (no route, region not allowed).
+ */
+export const memberStates = [
+  'pending',
+  'running',
+  'completed',
+  'noOp',
+  'failed',
+  'conflict',
+  'cancelled',
+  'skipped',
+] as const;
+export type MemberState = (typeof memberStates)[number];
+
+/** How many members are in each state; `total` is their sum. */
+export type CampaignCounts = Record<MemberState, number> & { total: number };
+
+/** At most this many ids in one request (POST /campaigns, POST /campaigns/{id}/resources). */
+export const MAX_IDS_PER_REQUEST = 1000;
+/** At most this many resources in one campaign, over all its pages. */
+export const MAX_CAMPAIGN_RESOURCES = 100_000;
+/** Member pages: each request's ids are one page, so a campaign has at most this many. */
+export const MAX_CAMPAIGN_PAGES = MAX_CAMPAIGN_RESOURCES / MAX_IDS_PER_REQUEST;
+
+export interface CampaignLimits {
+  /** Never more than this many of its migrations running at once (1..10,000; default 10). */
+  maxConcurrent: number;
+  /** Never more than this many starts in any 60 s (absent: no rate limit). */
+  startsPerMinute?: number;
+  /** Each migration's attempts (1..ROUTELOCK_MIGRATION_ATTEMPTS; absent: the configured value). */
+  migrationAttempts?: number;
+}
+
+export const DEFAULT_MAX_CONCURRENT = 10;
+export const MAX_MAX_CONCURRENT = 10_000;
+
+/** Where a campaign's resources come from: the ids it was given, or routes now at a region. */
+export type CampaignSource =
+  | { kind: 'ids' }
+  | {
+      kind: 'from';
+      region: string;
+      /** Select at most this many (absent: every route at the region, up to MAX_CAMPAIGN_RESOURCES). */
+      limit?: number;
+      /** The route list's continuation where selection goes on (absent: from the start). */
+      continuation?: string;
+      /** Routes selected so far. */
+      selected: number;
+      /** True once the route list has been read to its end or `limit` is reached. */
+      done: boolean;
+    };
+
+/** One batch of starts: when (epoch ms) and how many; the record keeps those of the last 60 s. */
+export interface StartBatch {
+  at: number;
+  count: number;
+}
+
+/** Start back-off while the store throttles (429), the paper's hot-partition lesson. */
+export interface CampaignThrottle {
+  /** No start before this (epoch ms). */
+  until: number;
+  /** The back-off that set `until`; doubled on the next throttled start, up to 60 s. */
+  backoffMs: number;
+  reason: string;
+}
+
+export interface CampaignRecord {
+  campaignId: string;
+  target: Location;
+  limits: CampaignLimits;
+  status: CampaignState;
+  source: CampaignSource;
+  /** ISO instants. */
+  createdAt: string;
+  updatedAt: string;
+  endedAt?: string;
+  /** The actor id that created it. */
+  createdBy: string;
+  /** Member pages reserved so far (each request's ids are one page; seq = page × 1000 + index). */
+  pages: number;
+  /** Member slots reserved so far (ids given, before duplicates are dropped): at most 100,000. */
+  reserved: number;
+  /** As of the last tick (or the create). */
+  counts: CampaignCounts;
+  /** Start batches of the last 60 s (startsPerMinute is checked against them). */
+  recentStarts: StartBatch[];
+  throttle?: CampaignThrottle;
+  /** Write-lock hold times of its ended migrations, a fixed log-bucket histogram (shared/campaign/plan.ts). */
+  writeLockHistogram: number[];
+  /** Ended members over time, for the ETA: the first start (epoch ms) and members ended since. */
+  firstStartAt?: number;
+  pausedAt?: string;
+  cancelRequestedAt?: string;
+  cancelRequestedBy?: string;
+  /** Why the last tick could not do all it wanted (a store outage, a throttle), for operators. */
+  lastTickError?: string;
+}
+
+export interface CampaignMember {
+  campaignId: string;
+  /** Its place in start order: page × 1000 + index in the page. */
+  seq: number;
+  resourceId: string;
+  state: MemberState;
+  /** Set once its start was asked: a deterministic id (`memberMigrationId`) or the migration it joined. */
+  migrationId?: string;
+  /** Why it was skipped, or its migration's error. */
+  reason?: string;
+  /** Epoch ms. */
+  startedAt?: number;
+  endedAt?: number;
+  /** Its migration's write-lock hold (writeAt → swap or release), ms. */
+  writeLockMs?: number;
+  /** A cancel was sent to its migration. */
+  cancelSent?: boolean;
+}
+
+/** GET /campaigns/{id}: what an operator watches. */
+export interface CampaignStatus {
+  campaignId: string;
+  status: CampaignState;
+  target: Location;
+  limits: CampaignLimits;
+  source: { kind: 'ids' } | { kind: 'from'; region: string; limit?: number; selected: number; done: boolean };
+  counts: CampaignCounts;
+  createdAt: string;
+  startedAt: string | null;
+  updatedAt: string;
+  endedAt?: string;
+  /** Seconds until every member has ended at the rate seen so far; null before one has ended. */
+  etaSeconds: number | null;
+  /** Percentiles of its ended migrations' write-lock holds; null before one has ended. */
+  writeLockSeconds: { p50: number; p99: number } | null;
+  /** While starts are held back because the store throttles. */
+  throttledUntil?: string;
+  pausedAt?: string;
+  cancelRequestedAt?: string;
+  cancelRequestedBy?: string;
+  lastTickError?: string;
+  /** Where its migrations are listed. */
+  migrationsUrl: string;
+}
+
+/** POST /campaigns. */
+export interface CampaignRequest {
+  campaignId?: string;
+  target: Location;
+  resources?: string[];
+  from?: { region: string; limit?: number };
+  maxConcurrent?: number;
+  startsPerMinute?: number;
+  migrationAttempts?: number;
+}
+
+/** PATCH /campaigns/{id}: new limits while it runs (`startsPerMinute: null` removes the rate limit). */
+export interface CampaignLimitsPatch {
+  maxConcurrent?: number;
+  startsPerMinute?: number | null;
+}
+
+/** A member's migration id: the same on every try, so a start repeated after a crash joins, never duplicates. */
+export const memberMigrationId = (campaignId: string, seq: number): string => `${campaignId}.${seq}`;
