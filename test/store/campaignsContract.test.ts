@@ -9,6 +9,7 @@ import {
   campaignsPartitionKey,
 } from '../../shared/store/cosmos/campaigns';
 import type { CosmosTestServer } from '../../testkit/cosmosServer';
+import { type ArmTemplate, evaluate, loadArmTemplate, moduleNamed, resourceIn } from '../support/arm';
 import { useCosmosServers } from '../support/cosmosServers';
 
 /**
@@ -363,4 +364,25 @@ describe('negative control: Cosmos DB without If-Match on the wire', () => {
     await expect(staleReplaceIsRefused(campaigns, 'c-wire')).rejects.toThrow();
     expect((await campaigns.get('c-wire'))?.record.limits.maxConcurrent).toBe(99);
   });
+});
+
+test('Bicep deploys container `campaigns` with partition key /campaignId and campaignsIndexingPolicy', () => {
+  const template: ArmTemplate = moduleNamed(loadArmTemplate(`${__dirname}/../..`), 'cosmos').template;
+  const containers = resourceIn(template, 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers');
+  const names = template.variables?.containerNames as string[];
+  const resource = evaluate((containers.properties as { resource: unknown }).resource, {
+    template,
+    copyIndex: names.indexOf('campaigns'),
+  });
+  expect(resource).toEqual({
+    id: 'campaigns',
+    partitionKey: { paths: [campaignsPartitionKey], kind: 'Hash' },
+    indexingPolicy: campaignsIndexingPolicy,
+  });
+  // the others keep /id
+  const audit = evaluate((containers.properties as { resource: unknown }).resource, {
+    template,
+    copyIndex: names.indexOf('audit'),
+  }) as { partitionKey: unknown };
+  expect(audit.partitionKey).toEqual({ paths: ['/id'], kind: 'Hash' });
 });
