@@ -4,6 +4,7 @@ import { type EndpointDeclaration, bindEndpoint, refusal } from '../functions/ht
 import { handleMigrationMessage } from '../functions/migrationQueue';
 import { type Services, composeServices, createCoreServices } from '../functions/services';
 import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
+import { SqliteCampaignRecords } from '../shared/store/sqlite/campaigns';
 import { SqliteForceReleaseRequests } from '../shared/store/sqlite/forceRelease';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
@@ -101,12 +102,14 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   ]);
   const audit = new SqliteAuditLedger(statePath);
   const forceReleaseRequests = new SqliteForceReleaseRequests(statePath);
+  const campaignRecords = new SqliteCampaignRecords(statePath);
   const core = await createCoreServices(config, {
     clock,
     store,
     records: state,
     audit,
     forceReleaseRequests,
+    campaignRecords,
     sink,
     ...(options.routerOptions ? { routerOptions: options.routerOptions } : {}),
   });
@@ -194,6 +197,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       state.close();
       audit.close();
       forceReleaseRequests.close();
+      campaignRecords.close();
     },
   };
 }
