@@ -161,6 +161,11 @@ export interface ReplayOptions {
   events?: RaisedEvent[];
   /** Stop after the episode where this holds (a deployment mid-run); the result is then `Running`. */
   stopWhen?: (state: { actions: ReplayResult['actions']; runs: number; now: number }) => boolean;
+  /**
+   * Stop (as `Running`) once the next message is due after this virtual time, to resume the instance
+   * from its `history` later: several instances stepped along one clock.
+   */
+  pauseAt?: number;
 }
 
 /** An external event, as DurableClient.raiseEvent(instanceId, name, input) sends it. */
@@ -827,6 +832,9 @@ export class DurableReplay {
         else waiting.push(event);
       }
       await this.dispatch(decisions);
+      const nextDue = this.deliveries.reduce((at, d) => Math.min(at, d.at), Infinity);
+      if (options.pauseAt !== undefined && nextDue !== Infinity && nextDue > options.pauseAt)
+        return finish('Running', run, undefined);
       if (!this.deliverNext()) return finish('Running', run, undefined, 'nothing left to deliver');
     }
     throw new Error('orchestration did not finish');
