@@ -13,9 +13,9 @@ export interface CampaignTickInput {
 }
 
 /**
- * Ticks per execution before `continueAsNew`. Each tick adds about six history events (the task
- * scheduled and completed, a timer created and fired or cancelled, the episode markers), and every
- * episode replays the whole history: 50 ticks keep it near 300 events, so a replay stays cheap and
+ * Ticks per execution before `continueAsNew`. Each tick adds eight history events (the task
+ * scheduled and completed, a timer created and fired, two episodes' start and end markers), and every
+ * episode replays the whole history: 50 ticks keep it at about 400 events, so a replay stays cheap and
  * the history far below the extension's limits, however long the campaign runs.
  */
 export const TICKS_PER_EXECUTION = 50;

@@ -253,6 +253,15 @@ describe('a campaign on the Durable runner', () => {
     await expectAllMoved(h, campaignId, ids);
     expect(h.migrationHub.peakRunning).toBe(3);
     expect(peak.membersRunning).toBeLessThanOrEqual(3);
+    // no lock seed (the source of every fencing token) in the campaign's history or records
+    const seeds = [...h.migrationHub.instances.values()].map((i) => i.input.lock.nonce);
+    expect(seeds).toHaveLength(20);
+    const campaignData = JSON.stringify([
+      result.history,
+      await h.campaignRecords.get(campaignId),
+      await h.campaignRecords.members(campaignId, { state: 'completed', limit: 100 }),
+    ]);
+    expect(seeds.filter((nonce) => campaignData.includes(nonce))).toEqual([]);
     // dev timing, 1 s ticks: 20 migrations took 28 s of virtual time in 29 ticks
     expect(h.clock.now() - START).toBeLessThan(60_000);
     expect(peak.ticks).toBeLessThan(60);

@@ -141,7 +141,8 @@ describe('campaignOrchestrator on the Durable engine', () => {
     // the last execution's history holds its 10 ticks only (ids start again from 0)
     const scheduled = result.history.filter((e) => e.EventType === EventType.TaskScheduled);
     expect(scheduled.map((e) => e.EventId)).toEqual(Array.from({ length: 10 }, (_, i) => 2 * i));
-    expect(result.history.length).toBeLessThan(TICKS_PER_EXECUTION * 8);
+    // about eight events a tick: 10 ticks' worth, not the 110 of the whole campaign
+    expect(result.history.length).toBeLessThan(100);
   });
 
   test('a tick that fails through its retries does not end the campaign: it waits and ticks again', async () => {
