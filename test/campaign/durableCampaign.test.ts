@@ -5,6 +5,7 @@ import { campaignTickActivity, campaignTickDeps, campaignTickHandler } from '../
 import {
   CAMPAIGN_ORCHESTRATOR,
   DurableCampaignLauncher,
+  WAKE_EVENT,
   campaignInstanceId,
 } from '../../functions/durable/campaigns';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
@@ -18,14 +19,19 @@ import { type TickRules, campaignTick } from '../../shared/campaign/tick';
 import { parseConfig } from '../../shared/config';
 import type { Activities } from '../../shared/migration/activities';
 import type { MigrationService } from '../../shared/migration/service';
-import type { MigrationInput } from '../../shared/migration/types';
+import { CANCEL_EVENT, type MigrationInput } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import { ManualClock } from '../../testkit/clock';
-import { DurableReplay, type ReplayResult, type WireEvent } from '../../testkit/durableReplay';
+import {
+  DurableReplay,
+  type RaisedEvent,
+  type ReplayResult,
+  type WireEvent,
+} from '../../testkit/durableReplay';
 
 /**
  * A campaign on the Durable runner, end to end on virtual time: the campaign orchestrator replayed
@@ -45,8 +51,16 @@ const operator = { id: 'operator-1' };
 class MigrationTaskHub {
   readonly instances = new Map<
     string,
-    { input: MigrationInput; runtimeStatus: string; history?: WireEvent[] }
+    {
+      input: MigrationInput;
+      runtimeStatus: string;
+      history?: WireEvent[];
+      customStatus?: unknown;
+      /** Raised and not yet handed to its replay. */
+      events: RaisedEvent[];
+    }
   >();
+  readonly raised: { instanceId: string; name: string }[] = [];
   starts = 0;
   peakRunning = 0;
   private readonly byFunction = new Map(activityNames.map((n) => [activityFunctionName(n), n]));
@@ -64,7 +78,8 @@ class MigrationTaskHub {
     const instance = this.instances.get(instanceId);
     if (!instance)
       throw new Error('DurableClient error: Durable Functions extension replied with HTTP 404 response.');
-    return { instanceId, runtimeStatus: instance.runtimeStatus, input: instance.input };
+    const { runtimeStatus, input, customStatus } = instance;
+    return { instanceId, runtimeStatus, input, customStatus };
   }
 
   async startNew(name: string, options: { instanceId: string; input: MigrationInput }) {
@@ -72,7 +87,7 @@ class MigrationTaskHub {
     if (this.instances.get(options.instanceId)?.runtimeStatus === 'Running')
       throw new Error(`An instance with ID '${options.instanceId}' already exists.`);
     this.starts += 1;
-    this.instances.set(options.instanceId, { input: options.input, runtimeStatus: 'Running' });
+    this.instances.set(options.instanceId, { input: options.input, runtimeStatus: 'Running', events: [] });
     this.peakRunning = Math.max(this.peakRunning, this.running());
     const now = this.clock.now();
     await this.step(options.instanceId, now);
@@ -80,8 +95,13 @@ class MigrationTaskHub {
     return options.instanceId;
   }
 
-  async raiseEvent(): Promise<void> {
-    throw new Error('no migration is cancelled in these tests');
+  /** As the extension answers: 202 to a running instance (delivered at its next step), 410 otherwise. */
+  async raiseEvent(instanceId: string, name: string, input: unknown): Promise<void> {
+    const instance = this.instances.get(instanceId);
+    if (!instance) throw new Error(`No instance with ID '${instanceId}' found.`);
+    if (instance.runtimeStatus !== 'Running') return;
+    this.raised.push({ instanceId, name });
+    instance.events.push({ name, input, at: this.clock.now() });
   }
 
   /** Every running migration, up to `to`. */
@@ -101,6 +121,7 @@ class MigrationTaskHub {
       input: instance.input,
       start: this.clock.now(),
       pauseAt: to,
+      events: instance.events.splice(0),
       ...(instance.history ? { history: instance.history } : {}),
       activity: async (fn, input) => {
         this.clock.set(replay!.now);
@@ -112,6 +133,7 @@ class MigrationTaskHub {
     const result = await current.run();
     if (result.error === 'nothing left to deliver') throw new Error(`migration ${instanceId} is stuck`);
     instance.history = result.history;
+    if (result.statuses.length > 0) instance.customStatus = result.statuses.at(-1);
     if (result.runtimeStatus !== 'Running') instance.runtimeStatus = result.runtimeStatus;
   }
 }
@@ -184,6 +206,7 @@ interface RunOptions {
   duplicateTicks?: boolean;
   history?: WireEvent[];
   stopAfterRun?: number;
+  events?: RaisedEvent[];
 }
 
 /** The campaign's orchestration, its tick the real activity handler; peaks sampled at every tick. */
@@ -204,6 +227,7 @@ async function runOrchestration(h: Setup, campaignId: string, options: RunOption
     maxRuns: 5_000,
     ...(options.history ? { history: options.history } : {}),
     ...(options.stopAfterRun ? { stopWhen: ({ runs }) => runs === options.stopAfterRun } : {}),
+    ...(options.events ? { events: options.events } : {}),
     activity: async (_name, input) => {
       await h.migrationHub.advance(replay!.now);
       const [result] = await Promise.all(options.duplicateTicks ? [tick(input), tick(input)] : [tick(input)]);
@@ -300,6 +324,42 @@ describe('a campaign on the Durable runner', () => {
     expect(after.result).toMatchObject({ runtimeStatus: 'Completed', output: 'Completed' });
     await expectAllMoved(h, campaignId, ids);
     expect(h.migrationHub.peakRunning).toBe(3);
+  });
+});
+
+describe('cancel on the Durable runner', () => {
+  test('cancel mid-campaign: the woken orchestration cancels the running migrations (their cancel event) and the pending, then ends Cancelled', async () => {
+    const h = await setup();
+    const { campaignId, ids } = await createCampaign(h, 20, 3);
+    const before = await runOrchestration(h, campaignId, { stopAfterRun: 15 });
+    const startedBeforeCancel = h.migrationHub.starts;
+    await h.campaigns.cancel(campaignId, operator);
+    // the wake reached the instance (our task hub records it; the run below delivers it)
+    const after = await runOrchestration(h, campaignId, {
+      history: before.result.history,
+      events: [{ name: WAKE_EVENT, input: {}, at: h.clock.now() }],
+    });
+    expect(after.result).toMatchObject({ runtimeStatus: 'Completed', output: 'Cancelled' });
+    // no start after the cancel; each running migration got the cancel event, once
+    expect(h.migrationHub.starts).toBe(startedBeforeCancel);
+    const cancels = h.migrationHub.raised.filter((e) => e.name === CANCEL_EVENT);
+    expect(cancels.length).toBeGreaterThan(0);
+    expect(new Set(cancels.map((e) => e.instanceId)).size).toBe(cancels.length);
+    const status = await h.campaigns.status(campaignId);
+    expect(status.status).toBe('Cancelled');
+    expect(status.counts.running + status.counts.pending).toBe(0);
+    expect(status.counts.cancelled).toBeGreaterThanOrEqual(ids.length - startedBeforeCancel);
+    // the running ones heard the event: their migrations stopped and ended Cancelled (lock released)
+    const page = await h.records.list({ campaignId, limit: 1000 });
+    const outcomes = page.records.map((r) => r.status.status);
+    expect(outcomes.filter((o) => o === 'Cancelled')).toHaveLength(cancels.length);
+    expect(outcomes.every((o) => o === 'Cancelled' || o === 'Completed')).toBe(true);
+    // every route is whole: at the source or the target, never left locked
+    for (const id of ids) {
+      const { doc } = await h.services.store.read(id, { from: 'writeRegion' });
+      expect(doc).toMatchObject({ lock: null });
+      expect([SOURCE.region, TARGET.region]).toContain(doc!.location.region);
+    }
   });
 });
 
