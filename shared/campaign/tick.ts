@@ -291,15 +291,16 @@ async function selectPage(
     .filter((doc) => doc.location.region === source.region && !isProbeId(doc.id))
     .map((doc) => doc.id);
   const record = versioned.record;
-  const room = Math.min(
-    source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected,
-    record.pages >= MAX_CAMPAIGN_PAGES ? 0 : MAX_CAMPAIGN_RESOURCES - record.reserved,
-  );
-  const taken = matching.slice(0, Math.max(0, room));
-  const cut = taken.length < matching.length || taken.length >= room;
-  if (cut && source.limit === undefined) findings.errors.push('the campaign is full: selection stopped');
+  const limitRoom = source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected;
+  const capacityRoom = record.pages >= MAX_CAMPAIGN_PAGES ? 0 : MAX_CAMPAIGN_RESOURCES - record.reserved;
+  const room = Math.max(0, Math.min(limitRoom, capacityRoom));
+  const taken = matching.slice(0, room);
+  // the selection ends here once it has all it may take: its limit, or the campaign's capacity
+  const cut = taken.length >= room;
+  if (cut && capacityRoom < limitRoom)
+    findings.errors.push(`the campaign is full (${MAX_CAMPAIGN_RESOURCES} resources): selection stopped`);
+  // the source as this tick read it (a pause meanwhile does not undo a page already taken)
   const sameSelection = (r: CampaignRecord) =>
-    r.status === 'Running' &&
     r.source.kind === 'from' &&
     !r.source.done &&
     r.source.continuation === source.continuation &&
@@ -309,7 +310,9 @@ async function selectPage(
   let added = 0;
   if (taken.length > 0) {
     const reserved = await casLoop(deps, current, (r) =>
-      sameSelection(r) ? { ...r, pages: r.pages + 1, reserved: r.reserved + taken.length } : null,
+      sameSelection(r) && r.pages < MAX_CAMPAIGN_PAGES && r.reserved + taken.length <= MAX_CAMPAIGN_RESOURCES
+        ? { ...r, pages: r.pages + 1, reserved: r.reserved + taken.length }
+        : null,
     );
     if (!reserved) return { versioned: await mustGet(deps, record.campaignId), added: 0 };
     const pageNo = reserved.before.pages;

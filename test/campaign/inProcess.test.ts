@@ -1,5 +1,5 @@
-import { startsAllowed, throttleAfterTick } from '../../shared/campaign/plan';
-import type { TickRules } from '../../shared/campaign/tick';
+import { countsFrom, startsAllowed, throttleAfterTick } from '../../shared/campaign/plan';
+import { type TickRules, campaignTick } from '../../shared/campaign/tick';
 import type { HttpCall, HttpResult, MigrationPhase } from '../../shared/migration/types';
 import type { TelemetryEvent } from '../../shared/telemetry/lockTelemetry';
 import { nullSink } from '../../shared/telemetry/sink';
@@ -445,6 +445,42 @@ describe('from: {region}', () => {
     expect(end.records.map((r) => r.resourceId).sort()).toEqual([...expected].sort());
     expect(h.store.counters.lists - lists).toBeGreaterThanOrEqual(3);
     expect((await h.store.read('probe-westeurope', { from: 'writeRegion' })).doc.location).toEqual(SOURCE);
+  });
+
+  test('a campaign near its 100,000: selection takes what fits, stops, and says so', async () => {
+    const h = harness();
+    for (const id of ids(30)) await h.parts.router.createRoute(id, SOURCE);
+    const at = new Date(h.clock.now()).toISOString();
+    // a record as 99,995 resources later, ticked by hand (no runner)
+    await h.records.create({
+      campaignId: 'c-full',
+      target: TARGET,
+      limits: { maxConcurrent: 10 },
+      status: 'Running',
+      source: { kind: 'from', region: 'westeurope', selected: 0, done: false },
+      createdAt: at,
+      updatedAt: at,
+      createdBy: 'operator-1',
+      pages: 3,
+      reserved: 99_995,
+      counts: countsFrom({}),
+      recentStarts: [],
+      writeLockHistogram: [],
+    });
+    await campaignTick(h.parts.deps, 'c-full');
+    const record = (await h.records.get('c-full'))!.record;
+    expect(record).toMatchObject({
+      pages: 4,
+      reserved: 100_000,
+      source: { selected: 5, done: true },
+      lastTickError: expect.stringMatching(/full/),
+    });
+    expect(
+      (await h.members('c-full', 'pending'))
+        .map((m) => m.seq)
+        .concat((await h.members('c-full', 'running')).map((m) => m.seq))
+        .sort((a, b) => a - b),
+    ).toEqual([3000, 3001, 3002, 3003, 3004]);
   });
 
   test('limit: selects at most that many', async () => {
