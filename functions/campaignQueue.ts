@@ -2,7 +2,7 @@ import { type InvocationContext, app, output } from '@azure/functions';
 import * as df from 'durable-functions';
 import type { Actor } from '../shared/audit';
 import type { CampaignService } from '../shared/campaign/service';
-import { errorKind, isRouteLockError } from '../shared/errors';
+import { isRouteLockError } from '../shared/errors';
 import { inFunctionsHost } from './http/endpoint';
 import { parse, startCampaignBody } from './http/validation';
 import { poisonCopy } from './migrationQueue';
@@ -68,7 +68,7 @@ export async function handleCampaignMessage(
     return { kind: started.created ? 'started' : 'standing', campaignId: started.campaignId };
   } catch (error) {
     // The error table decides: a code that is not retriable fails the same way on every delivery.
-    if (isRouteLockError(error) && !errorKind(error.code).retriable) {
+    if (isRouteLockError(error) && !error.retriable) {
       return { kind: 'poison', reason: `${error.code}: ${error.message}` };
     }
     throw error; // transient: let the queue retry it
