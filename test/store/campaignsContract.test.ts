@@ -1,7 +1,15 @@
+import type { Container } from '@azure/cosmos';
 import { RouteLockError } from '../../shared/errors';
 import type { CampaignRecord, CampaignState } from '../../shared/campaign/types';
 import type { CampaignRecords, VersionedCampaign } from '../../shared/store/ports/campaigns';
 import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
+import {
+  CosmosCampaignRecords,
+  campaignsIndexingPolicy,
+  campaignsPartitionKey,
+} from '../../shared/store/cosmos/campaigns';
+import type { CosmosTestServer } from '../../testkit/cosmosServer';
+import { useCosmosServers } from '../support/cosmosServers';
 
 /**
  * The campaigns port's contract (issue 18 §3), one table of behaviours for every adapter: the
@@ -9,8 +17,25 @@ import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
  * campaign and resource, in seq order per state).
  */
 
+const servers = useCosmosServers();
+let containers = 0;
+
+/** A fresh container, as Bicep creates `campaigns` (partition key /campaignId, its composite index). */
+async function cosmosContainer(server: CosmosTestServer): Promise<Container> {
+  const store = await server.connect();
+  const container = store.containerNamed(`campaigns${++containers}`);
+  await container.database.containers.createIfNotExists({
+    id: container.id,
+    partitionKey: { paths: [campaignsPartitionKey] },
+    indexingPolicy: campaignsIndexingPolicy,
+  });
+  return container;
+}
+
 const backends: [string, () => Promise<CampaignRecords>][] = [
   ['sqlite', async () => new SqliteCampaignRecords(':memory:')],
+  ['cosmos (stock)', async () => new CosmosCampaignRecords(await cosmosContainer(servers.stock))],
+  ['cosmos (quoted ETags)', async () => new CosmosCampaignRecords(await cosmosContainer(servers.quoted))],
 ];
 
 async function failure(promise: Promise<unknown>): Promise<RouteLockError> {
@@ -59,6 +84,38 @@ export function campaignRecord(
 /** Seconds after 2026-01-01, as ISO instants (the list's sort key). */
 const at = (second: number): string => new Date(Date.UTC(2026, 0, 1, 0, 0, second)).toISOString();
 
+/**
+ * The compare-and-swap behaviour, as one check (the test and its negative control share it): a replace
+ * on the ETag read lands with a new ETag; one on an ETag from before it is null and changes nothing.
+ */
+async function staleReplaceIsRefused(campaigns: CampaignRecords, campaignId = 'c-cas'): Promise<void> {
+  const { record: first } = await campaigns.create(campaignRecord(campaignId));
+  const paused: CampaignRecord = { ...first.record, status: 'Paused', pausedAt: at(5) };
+  const second = await campaigns.replace(paused, first.etag);
+  expect(second?.record).toEqual(paused);
+  expect(second?.etag).not.toBe(first.etag);
+  expect(await campaigns.get(campaignId)).toEqual(second);
+
+  // a writer that read before the pause: its write must not land
+  const stale = await campaigns.replace({ ...first.record, limits: { maxConcurrent: 99 } }, first.etag);
+  expect(stale).toBeNull();
+  expect(await campaigns.get(campaignId)).toEqual(second);
+
+  // the ETag is opaque: passed back exactly as received, it works again
+  const third = await campaigns.replace({ ...paused, status: 'Running' }, second!.etag);
+  expect(third?.record.status).toBe('Running');
+}
+
+/** The planted bug: a replace that re-reads and writes on the fresh ETag, a read-modify-write without the check. */
+function withoutEtagCheck(campaigns: CampaignRecords): CampaignRecords {
+  return Object.assign(Object.create(campaigns) as CampaignRecords, {
+    replace: async (record: CampaignRecord) => {
+      const fresh = await campaigns.get(record.campaignId);
+      return campaigns.replace(record, fresh?.etag ?? '');
+    },
+  });
+}
+
 describe.each(backends)('campaigns contract: %s', (_name, open) => {
   let campaigns: CampaignRecords;
   beforeEach(async () => {
@@ -81,21 +138,7 @@ describe.each(backends)('campaigns contract: %s', (_name, open) => {
     });
 
     test('replace on the ETag read: a new ETag; a stale one is null and never overwrites', async () => {
-      const { record: first } = await campaigns.create(campaignRecord('c-cas'));
-      const paused: CampaignRecord = { ...first.record, status: 'Paused', pausedAt: at(5) };
-      const second = await campaigns.replace(paused, first.etag);
-      expect(second?.record).toEqual(paused);
-      expect(second?.etag).not.toBe(first.etag);
-      expect(await campaigns.get('c-cas')).toEqual(second);
-
-      // a writer that read before the pause: its write must not land
-      const stale = await campaigns.replace({ ...first.record, limits: { maxConcurrent: 99 } }, first.etag);
-      expect(stale).toBeNull();
-      expect(await campaigns.get('c-cas')).toEqual(second);
-
-      // the ETag is opaque: passed back exactly as received, it works again
-      const third = await campaigns.replace({ ...paused, status: 'Running' }, second!.etag);
-      expect(third?.record.status).toBe('Running');
+      await staleReplaceIsRefused(campaigns);
     });
 
     test('of 10 concurrent replaces on one ETag exactly one lands', async () => {
@@ -206,6 +249,37 @@ describe.each(backends)('campaigns contract: %s', (_name, open) => {
       expect(await campaigns.members('c-other', { state: 'pending', limit: 10 })).toHaveLength(1);
     });
 
+    test('resource ids past the Cosmos DB id length stay distinct members', async () => {
+      const long = 'r'.repeat(300);
+      expect(
+        await campaigns.addMembers('c-m', [
+          { seq: 0, resourceId: `${long}-a` },
+          { seq: 1, resourceId: `${long}-b` },
+          { seq: 2, resourceId: `${long}-a` },
+        ]),
+      ).toBe(2);
+      const members = await campaigns.members('c-m', { state: 'pending', limit: 10 });
+      expect(members.map((m) => m.resourceId)).toEqual([`${long}-a`, `${long}-b`]);
+    });
+
+    test('a full page of 1,000 in one call, 250 of them already members', async () => {
+      await campaigns.addMembers(
+        'c-m',
+        Array.from({ length: 250 }, (_, i) => ({ seq: i, resourceId: `r-${i}` })),
+      );
+      const page = Array.from({ length: 1000 }, (_, i) => ({ seq: 1000 + i, resourceId: `r-${i}` }));
+      const started = performance.now();
+      expect(await campaigns.addMembers('c-m', page)).toBe(750);
+      const ms = performance.now() - started;
+      expect(await campaigns.countMembers('c-m')).toEqual({ pending: 1000 });
+      // the earlier seq stands for the 250 already there
+      const first = await campaigns.members('c-m', { state: 'pending', limit: 1, afterSeq: 248 });
+      expect(first).toEqual([{ campaignId: 'c-m', seq: 249, resourceId: 'r-249', state: 'pending' }]);
+      const next = await campaigns.members('c-m', { state: 'pending', limit: 1, afterSeq: 249 });
+      expect(next[0]?.seq).toBe(1250);
+      process.stdout.write(`addMembers of 1,000 (750 new): ${Math.round(ms)} ms\n`);
+    });
+
     test('members by state in seq order, after afterSeq, at most limit', async () => {
       // added out of seq order: the order is seq's, not insertion's
       const seqs = [5, 3, 1000, 0, 7, 2];
@@ -266,5 +340,27 @@ describe.each(backends)('campaigns contract: %s', (_name, open) => {
       expect(error.message).toBe('No campaign c-none.');
       expect(await campaigns.countMembers('c-none')).toEqual({});
     });
+  });
+});
+
+describe.each(backends)('negative control: %s', (_name, open) => {
+  test('a replace without the ETag check lets the stale write land, and the CAS check catches it', async () => {
+    const campaigns = withoutEtagCheck(await open());
+    await expect(staleReplaceIsRefused(campaigns, 'c-bug')).rejects.toThrow();
+    const { record } = (await campaigns.get('c-bug'))!;
+    expect(record.limits.maxConcurrent).toBe(99);
+  });
+});
+
+describe('negative control: Cosmos DB without If-Match on the wire', () => {
+  afterEach(() => servers.stock.intercept(undefined));
+
+  test('the stand-in writing unconditionally lets the stale write land; the CAS check catches it', async () => {
+    const campaigns = new CosmosCampaignRecords(await cosmosContainer(servers.stock));
+    servers.stock.intercept((request) => {
+      if (request.method === 'PUT') delete request.headers['if-match'];
+    });
+    await expect(staleReplaceIsRefused(campaigns, 'c-wire')).rejects.toThrow();
+    expect((await campaigns.get('c-wire'))?.record.limits.maxConcurrent).toBe(99);
   });
 });
