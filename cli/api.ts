@@ -126,7 +126,7 @@ export class RouteLockApi {
     this.fetchImpl = options.fetch ?? fetch;
   }
 
-  /** One request; the answer's JSON, or ApiRefused / ApiUnreachable. */
+  /** One request; the answer's JSON, or ApiRefused / ApiUnreachable. A POST always has a JSON body (`{}` for a command). */
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     const url = `${this.base}/api/${path}`;
     let response: Response;
@@ -163,7 +163,7 @@ export class RouteLockApi {
     return this.request('POST', `campaigns/${seg(campaignId)}/resources`, { resources });
   }
   campaignCommand(campaignId: string, command: 'pause' | 'resume' | 'cancel'): Promise<CampaignStatus> {
-    return this.request('POST', `campaigns/${seg(campaignId)}/${command}`);
+    return this.request('POST', `campaigns/${seg(campaignId)}/${command}`, {});
   }
   updateCampaign(campaignId: string, patch: CampaignLimitsPatch): Promise<CampaignStatus> {
     return this.request('PATCH', `campaigns/${seg(campaignId)}`, patch);
@@ -183,10 +183,10 @@ export class RouteLockApi {
     return this.request('GET', `migrations${query({ ...q })}`);
   }
   cancelMigration(migrationId: string): Promise<MigrationStatus> {
-    return this.request('POST', `migrations/${seg(migrationId)}/cancel`);
+    return this.request('POST', `migrations/${seg(migrationId)}/cancel`, {});
   }
   retryMigration(migrationId: string): Promise<StartedMigration> {
-    return this.request('POST', `migrations/${seg(migrationId)}/retry`);
+    return this.request('POST', `migrations/${seg(migrationId)}/retry`, {});
   }
 }
 
@@ -200,11 +200,14 @@ function problemOf(status: number, text: string): ProblemDetails {
   return { status, title: status === 401 ? 'Unauthorized' : status === 403 ? 'Forbidden' : `HTTP ${status}` };
 }
 
-/** The network error's code or name only: its message could quote a URL the user typed with a secret. */
+/** Why no answer came: the network error's code (ECONNREFUSED, ENOTFOUND) or a timeout. */
 function networkReason(error: unknown, timeoutMs: number): string {
   if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))
     return `no answer within ${timeoutMs / 1000} s`;
-  const cause = error instanceof Error ? (error.cause as { code?: unknown } | undefined) : undefined;
+  const cause =
+    error instanceof Error ? (error.cause as { code?: unknown; message?: unknown } | undefined) : undefined;
   if (cause && typeof cause.code === 'string') return cause.code;
+  // The URL carries no credentials (baseUrl refuses them), so undici's own words ("bad port") may show.
+  if (cause && typeof cause.message === 'string') return cause.message;
   return error instanceof Error ? error.name : 'network error';
 }

@@ -539,7 +539,9 @@ function failure(error: unknown, io: Io): number {
   }
   if (error instanceof ApiRefused) {
     io.stderr.write(`error: ${error.message}\n`);
-    for (const e of error.problem.errors ?? []) io.stderr.write(`  - ${e}\n`);
+    // Validation problems list each field; the detail often quotes them already.
+    for (const e of error.problem.errors ?? [])
+      if (!error.problem.detail?.includes(e)) io.stderr.write(`  - ${e}\n`);
     return EXIT.refused;
   }
   if (error instanceof ApiUnreachable) {
