@@ -24,7 +24,9 @@ function loadCli() {
   }
   const built = join(root, 'dist', 'cli', 'main.js');
   if (existsSync(built)) return require(built);
-  process.stderr.write('routelock: neither the sources with dev dependencies nor a build: run `npm ci`\n');
+  process.stderr.write(
+    'routelock: neither the sources with dev dependencies nor a build: run `npm ci`, or `npm run build` for dist/cli\n',
+  );
   process.exit(2);
 }
 

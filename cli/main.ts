@@ -433,13 +433,13 @@ interface WatchView<T> {
 const campaignView: WatchView<CampaignStatus> = {
   value: (s) => endedMembers(s.counts),
   total: (s) => Math.max(1, s.counts.total),
-  format: '{id} {status} {bar} {value}/{total} ended | running {running} | {outcomes} | eta {eta}',
+  format: '{id} {status} {bar} {value}/{total} ended | running {running} | {outcomes} | eta {etaText}',
   payload: (s) => ({
     id: s.campaignId,
     status: s.status,
     running: String(s.counts.running),
     outcomes: outcomeCounts(s.counts),
-    eta: duration(s.etaSeconds),
+    etaText: duration(s.etaSeconds),
   }),
   line: campaignProgressLine,
 };
