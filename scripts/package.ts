@@ -33,6 +33,8 @@ export const defaultOutDir = '.deploy/routelock';
 /** Production dependencies the Azure package does not carry, with why (see the header). */
 export const leftOut: Record<string, string> = {
   'better-sqlite3': 'the embedded host only; a native module built for the packaging machine',
+  commander: 'the command line only (cli/, not in the package)',
+  'cli-progress': 'the command line only (cli/, not in the package)',
 };
 
 /** Files of dependencies nothing loads at run time: type declarations, TypeScript sources, source maps. */
@@ -161,9 +163,11 @@ export function stagePackage(options: PackageOptions): PackageResult {
     { cwd: root, encoding: 'utf8' },
   );
   if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}${build.stderr}`);
-  // The embedded host (local/) is not a function: Azure never loads it (nor the host.json copy only
-  // its queue consumer imports; the host reads the one at the package root).
+  // The embedded host (local/) and the operator's command line (cli/) are not functions: Azure never
+  // loads them (nor the host.json copy only the host's queue consumer imports; the Functions host reads
+  // the one at the package root).
   rmSync(join(outDir, 'dist', 'local'), { recursive: true, force: true });
+  rmSync(join(outDir, 'dist', 'cli'), { recursive: true, force: true });
   rmSync(join(outDir, 'dist', 'host.json'), { force: true });
 
   const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
@@ -240,6 +244,8 @@ export const projectOnlyFolders = [
   'docs',
   'local',
   'dist/local',
+  'cli',
+  'dist/cli',
   '.github',
   '.ci',
 ];

@@ -41,6 +41,12 @@ afterAll(() => rmSync(temp, { recursive: true, force: true }));
 test('the staged package breaks no packaging rule: no dev-only dependency, project folder, .ts or .node', () => {
   expect(packageViolations(staged.files, lock)).toEqual([]);
   expect(staged.files.filter((f) => f.startsWith('dist/')).every((f) => f.endsWith('.js'))).toBe(true);
+  // neither the embedded host nor the command line (nor what only the command line needs) is a function
+  expect(staged.files.filter((f) => /^dist\/(?:local|cli)\//.test(f))).toEqual([]);
+  expect(staged.files.filter((f) => /^node_modules\/(?:commander|cli-progress)\//.test(f))).toEqual([]);
+  expect(packageViolations([...staged.files, 'dist/cli/main.js'], lock)).toEqual([
+    'project-only dist/cli/main.js',
+  ]);
 });
 
 test('devDependencies: only those production packages need too are inside (the lockfile says which)', () => {
@@ -58,7 +64,12 @@ test('host.json as the project has it; package.json with production dependencies
   expect(pkg.main).toBe(manifest.main);
   expect(pkg.devDependencies).toBeUndefined();
   expect(pkg.scripts).toBeUndefined();
-  const { 'better-sqlite3': _sqlite, ...production } = manifest.dependencies;
+  const {
+    'better-sqlite3': _sqlite,
+    commander: _commander,
+    'cli-progress': _progress,
+    ...production
+  } = manifest.dependencies;
   expect(pkg.dependencies).toEqual(production);
   expect(staged.files.some((f) => f.includes('node_modules/better-sqlite3/'))).toBe(false);
 });
@@ -134,8 +145,8 @@ describe('negative controls: the rules catch what they exist for', () => {
     ]);
   });
 
-  test('leftOut names only better-sqlite3, and nothing only it needs is packaged', () => {
-    expect(Object.keys(leftOut)).toEqual(['better-sqlite3']);
+  test('leftOut names better-sqlite3 and the command line packages, and nothing only they need is packaged', () => {
+    expect(Object.keys(leftOut)).toEqual(['better-sqlite3', 'commander', 'cli-progress']);
     const only = productionLocations(lock, {}).filter((l) => !productionLocations(lock).includes(l));
     expect(only.length).toBeGreaterThan(1); // bindings, prebuild-install and what they need
     for (const location of only) expect(staged.files.some((f) => f.startsWith(`${location}/`))).toBe(false);

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Actor } from '../audit';
 import { RouteLockError } from '../errors';
 import { sameLocation } from '../lock/document';
@@ -76,6 +76,7 @@ export class Campaigns implements CampaignService {
       counts: countsFrom({ pending: ids.length }),
       recentStarts: [],
       writeLockHistogram: emptyHistogram(),
+      ...(ids.length > 0 ? { firstPageDigest: digestOf(ids) } : {}),
     };
     const { created, record: standing } = await this.deps.campaigns.create(record);
     if (!created) {
@@ -85,11 +86,13 @@ export class Campaigns implements CampaignService {
           `Campaign ${campaignId} exists with another target (${standing.record.target.region}/${standing.record.target.account}).`,
         );
       }
-      // a repeated create: the runner may be what failed the first time (launch is idempotent)
-      if (!isEnded(standing.record.status)) await this.deps.launcher.launch(campaignId);
-      return { campaignId, created: false, status: this.view(standing.record) };
+      // a repeated create: the first may have crashed before its ids (or its runner) landed
+      const again = await this.addAgain(standing, ids);
+      if (!isEnded(again.status)) await this.deps.launcher.launch(campaignId);
+      return { campaignId, created: false, status: this.view(again) };
     }
-    // page 0 is this request's (a crash before this line leaves a campaign of no members, which completes)
+    // page 0 is this request's (a crash before this line leaves an `ids` campaign of no members: it
+    // stays Running, plan.ts sourceDone, until a repeated create adds them again)
     if (ids.length > 0)
       await this.deps.campaigns.addMembers(
         campaignId,
@@ -98,6 +101,24 @@ export class Campaigns implements CampaignService {
     const saved = await this.saveCounts(standing);
     await this.deps.launcher.launch(campaignId);
     return { campaignId, created: true, status: this.view(saved.record) };
+  }
+
+  /**
+   * A repeated create of the same ids (a retried request, a redelivered queue message) adds them again
+   * while the campaign is Running or Paused: the first may have crashed between its record and its
+   * members. They go at their page-0 seqs, the page the create reserved, and addMembers keeps a resource
+   * once, so a repeat after a create that landed adds nothing. Other ids are not added (append them with
+   * addResources): that keeps every seq one member's.
+   */
+  private async addAgain(standing: VersionedCampaign, ids: readonly string[]): Promise<CampaignRecord> {
+    const record = standing.record;
+    const open = record.status === 'Running' || record.status === 'Paused';
+    if (!open || ids.length === 0 || record.firstPageDigest !== digestOf(ids)) return record;
+    const added = await this.deps.campaigns.addMembers(
+      record.campaignId,
+      ids.map((resourceId, i) => ({ seq: i, resourceId })),
+    );
+    return added === 0 ? record : (await this.saveCounts(standing)).record;
   }
 
   async status(campaignId: string): Promise<CampaignStatus> {
@@ -230,6 +251,10 @@ export class Campaigns implements CampaignService {
     return new Date(this.deps.now()).toISOString();
   }
 }
+
+/** The create's ids, named by content (no resource id is kept twice on the record). */
+const digestOf = (ids: readonly string[]): string =>
+  createHash('sha256').update(JSON.stringify(ids)).digest('hex');
 
 /** Exactly one of `resources` and `from`. */
 function sourceOf(request: CampaignRequest): CampaignSource {

@@ -5,6 +5,7 @@ import {
   type CampaignLimits,
   type CampaignLimitsPatch,
   type CampaignRecord,
+  type CampaignSource,
   type CampaignState,
   type CampaignStatus,
   type CampaignThrottle,
@@ -14,6 +15,7 @@ import {
   type MemberState,
   memberStates,
   type StartBatch,
+  type TickLease,
 } from './types';
 
 /**
@@ -67,6 +69,34 @@ export function startsAllowed(input: StartsAllowedInput): number {
   return Math.max(0, allowed);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The tick lease: ticks are at-least-once (a redelivered Durable activity) and may overlap
+// ---------------------------------------------------------------------------------------------
+
+/** How long a tick holds its campaign: far longer than a tick of 1,000 starts takes. */
+export const TICK_LEASE_MS = 60_000;
+/** A tick makes no start with less than this left of its lease (by its own clock). */
+export const TICK_LEASE_MARGIN_MS = 20_000;
+
+/** Whether `owner` may act on the record: no lease, its own, or one run out. */
+export function leaseAllows(lease: TickLease | undefined, owner: string, now: number): boolean {
+  return lease === undefined || lease.owner === owner || lease.until <= now;
+}
+
+/** Whether a start may begin now: it has TICK_LEASE_MARGIN_MS to land before the lease can be taken. */
+export function leaseLeftForStart(lease: TickLease, now: number): boolean {
+  return now < lease.until - TICK_LEASE_MARGIN_MS;
+}
+
+/**
+ * A running member whose migration record does not exist: its start never landed (a crash between
+ * the mark and the start) only when it was marked longer ago than a lease. A younger one may be the
+ * start of a tick still under way, and is left running.
+ */
+export function startLost(markedAt: number | undefined, now: number): boolean {
+  return markedAt === undefined || now - markedAt > TICK_LEASE_MS;
+}
+
 export const THROTTLE_FIRST_BACKOFF_MS = 1000;
 export const THROTTLE_MAX_BACKOFF_MS = 60_000;
 
@@ -110,6 +140,15 @@ export function nextCampaignState(
   if (status === 'Running' && counts.pending === 0 && counts.running === 0 && sourceDone) return 'Completed';
   if (status === 'Cancelling' && counts.running === 0 && counts.pending === 0) return 'Cancelled';
   return status;
+}
+
+/**
+ * Whether a campaign's members are all known: a `from` selection read to its end, or an `ids` campaign
+ * with at least one member. An `ids` campaign with none (its create crashed before its page landed)
+ * stays Running, visible, until a repeated create or an append brings ids, or it is cancelled.
+ */
+export function sourceDone(source: CampaignSource, total: number): boolean {
+  return source.kind === 'ids' ? total > 0 : source.done;
 }
 
 export type CampaignCommand = 'pause' | 'resume' | 'cancel';
@@ -204,18 +243,53 @@ export function histogramQuantile(histogram: readonly number[], q: number): numb
 /** Members still to end: waiting and running. */
 export const unfinishedOf = (counts: CampaignCounts): number => counts.pending + counts.running;
 
-/** Seconds until every member has ended, at the rate members have ended since the first start. */
-export function etaSeconds(
-  counts: CampaignCounts,
-  firstStartAt: number | undefined,
-  now: number,
-): number | null {
-  const remaining = unfinishedOf(counts);
-  const ended = counts.total - remaining;
-  if (firstStartAt === undefined || ended <= 0 || now <= firstStartAt) return null;
-  if (remaining === 0) return 0;
-  const perSecond = ended / ((now - firstStartAt) / 1000);
-  return Math.ceil(remaining / perSecond);
+export interface EtaInput {
+  pending: number;
+  running: number;
+  /** Its ended migrations (start to end): how many, their summed duration. */
+  endedMigrations?: { count: number; totalMs: number } | undefined;
+  /** The mean start (epoch ms) of the running members. */
+  runningStartedAt?: number | undefined;
+  limits: CampaignLimits;
+  now: number;
+}
+
+/**
+ * Seconds until every member has ended; null before a migration has ended (no duration to go by).
+ *
+ * Each migration is taken to last the mean of those ended. The running have the mean less their
+ * (mean) elapsed time left; the pending go in waves of as many as run at once: maxConcurrent, or
+ * fewer when startsPerMinute allows fewer starts in one mean duration. The first wave fills the slots
+ * free now, the rest start as slots free up. Unlike a rate since the first start, this falls while the
+ * last members run (a rate falls as they run, so the ETA rose). Never negative.
+ */
+export function etaSeconds(input: EtaInput): number | null {
+  const { pending, running, endedMigrations: ended, limits, now } = input;
+  if (ended === undefined || ended.count <= 0) return null;
+  if (pending + running <= 0) return 0;
+  const mean = Math.max(0, ended.totalMs / ended.count);
+  const elapsed = input.runningStartedAt === undefined ? 0 : Math.max(0, now - input.runningStartedAt);
+  const runningLeft = running > 0 ? Math.max(0, mean - elapsed) : 0;
+  const byRate =
+    limits.startsPerMinute === undefined
+      ? Number.POSITIVE_INFINITY
+      : Math.floor((limits.startsPerMinute * mean) / START_WINDOW_MS);
+  const wave = Math.max(1, Math.min(limits.maxConcurrent, byRate));
+  let endMs = runningLeft;
+  if (pending > 0) {
+    const startNow = Math.min(pending, Math.max(0, wave - running));
+    const rest = pending - startNow;
+    if (startNow > 0) endMs = Math.max(endMs, mean);
+    if (rest > 0) {
+      // the rest begin when the first slot frees: a running one ending, or the first wave's
+      const slotFrees = Math.min(
+        running > 0 ? runningLeft : Number.POSITIVE_INFINITY,
+        startNow > 0 ? mean : Number.POSITIVE_INFINITY,
+      );
+      endMs = Math.max(endMs, slotFrees + Math.ceil(rest / wave) * mean);
+    }
+  }
+  return Math.max(0, Math.ceil(endMs / 1000));
 }
 
 /** A member's state once its migration has this status (Pending and Running: still running). */
@@ -275,7 +349,16 @@ export function campaignView(record: CampaignRecord, now: number): CampaignStatu
     startedAt: record.firstStartAt === undefined ? null : new Date(record.firstStartAt).toISOString(),
     updatedAt: record.updatedAt,
     ...(record.endedAt === undefined ? {} : { endedAt: record.endedAt }),
-    etaSeconds: ended ? 0 : etaSeconds(record.counts, record.firstStartAt, now),
+    etaSeconds: ended
+      ? 0
+      : etaSeconds({
+          pending: record.counts.pending,
+          running: record.counts.running,
+          endedMigrations: record.endedMigrations,
+          runningStartedAt: record.runningStartedAt,
+          limits: record.limits,
+          now,
+        }),
     writeLockSeconds: p50 === null || p99 === null ? null : { p50, p99 },
     ...(record.throttle !== undefined && record.throttle.until > now && !ended
       ? { throttledUntil: new Date(record.throttle.until).toISOString() }

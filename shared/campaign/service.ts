@@ -14,8 +14,9 @@ import type { CampaignLimitsPatch, CampaignRequest, CampaignState, CampaignStatu
 export interface CampaignService {
   /**
    * Create a campaign and launch its runner: 202 `created: true`. The same campaignId again with the
-   * same target answers the campaign that stands (`created: false`, its ids not added again: append
-   * with `addResources`); another target is 409 CampaignExists.
+   * same target answers the campaign that stands (`created: false`); the same ids again are added again
+   * while it is Running or Paused (kept once: a create that crashed before its members landed is
+   * completed so), other ids are not (append with `addResources`); another target is 409 CampaignExists.
    */
   create(request: CampaignRequest, actor: Actor): Promise<CreatedCampaign>;
   status(campaignId: string): Promise<CampaignStatus>;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Actor } from '../audit';
 import type { Config } from '../config';
 import { RouteLockError, isRouteLockError } from '../errors';
@@ -9,11 +10,16 @@ import {
   addToHistogram,
   countsFrom,
   isEnded,
+  leaseAllows,
+  leaseLeftForStart,
   memberStateOf,
   nextCampaignState,
   pruneStarts,
+  sourceDone,
+  startLost,
   startsAllowed,
   throttleAfterTick,
+  TICK_LEASE_MS,
 } from './plan';
 import type { CampaignSettings, TickDeps, TickResult } from './service';
 import {
@@ -25,6 +31,7 @@ import {
   MAX_CAMPAIGN_RESOURCES,
   MAX_IDS_PER_REQUEST,
   memberMigrationId,
+  type TickLease,
 } from './types';
 
 /**
@@ -37,6 +44,16 @@ import {
  * a member is marked running (with its deterministic migration id) before its start, so a start
  * repeated after a crash joins that migration and never makes a second one; a running member whose
  * migration record does not exist (the start never landed) goes back to pending, to be reserved again.
+ *
+ * Overlapping ticks (a redelivered Durable activity, a second ticker): a tick first takes a lease on
+ * the record (compare-and-swap; TICK_LEASE_MS), and one that finds another's live lease returns at once.
+ * Each record write of the tick checks it still holds the lease; it makes no start with less than
+ * TICK_LEASE_MARGIN_MS of it left by its own clock; and "no migration record: back to pending" applies
+ * only to members marked longer ago than a lease, so no later tick takes a start still in flight for
+ * lost. Residual: a start that takes longer than the margin to land (plus the clock skew between the
+ * two hosts) after a tick overran its lease can be put back to pending and a further member started in
+ * its place, one over maxConcurrent until the next tick counts it; the start itself joins by its
+ * deterministic id, so no resource is migrated twice.
  */
 
 /** ROUTELOCK_CAMPAIGN_TICK_SECONDS. */
@@ -67,15 +84,28 @@ interface TickFindings {
   errors: string[];
   /** When this tick made the campaign's first start. */
   firstStartAt?: number;
+  /** Durations (ms, start to end) of the migrations that ended. */
+  durations: number[];
+  /** Start instants of the members left running (for the ETA's elapsed time). */
+  runningStarts: number[];
 }
 
 /** The rules a tick applies: plan.ts's; a seam only so a test can plant a broken one and see it caught. */
 export interface TickRules {
   startsAllowed: typeof startsAllowed;
   throttleAfterTick: typeof throttleAfterTick;
+  /** Absent: plan.ts's. */
+  leaseAllows?: typeof leaseAllows;
 }
 
-const planRules: TickRules = { startsAllowed, throttleAfterTick };
+const planRules: TickRules = { startsAllowed, throttleAfterTick, leaseAllows };
+
+/** The lease this tick holds, and the checks of it. */
+interface Held {
+  lease: TickLease;
+  /** Whether the record (as it stands) still lets this tick write. */
+  allows: (record: CampaignRecord) => boolean;
+}
 
 export async function campaignTick(
   deps: TickDeps,
@@ -87,23 +117,51 @@ export async function campaignTick(
   if (!read) throw new RouteLockError('NotFound', `No campaign ${campaignId}.`);
   if (isEnded(read.record.status)) return { done: true, status: read.record.status, nextTickAt: now };
 
-  const findings: TickFindings = { holds: [], errors: [] };
+  // the lease first: while another tick holds it, this one does nothing and asks to tick again soon
+  const owner = randomUUID();
+  const lease: TickLease = { owner, until: now + TICK_LEASE_MS };
+  const allowsOf = rules.leaseAllows ?? leaseAllows;
+  const held: Held = { lease, allows: (r) => allowsOf(r.tickLease, owner, deps.now()) };
+  let standing: TickLease | undefined;
+  const taken = await casLoop(deps, read, (r) => {
+    if (isEnded(r.status)) return null;
+    if (!held.allows(r)) {
+      standing = r.tickLease;
+      return null;
+    }
+    return { ...r, tickLease: lease };
+  });
+  if (!taken) return notNow(deps, campaignId, now, standing);
+
+  const findings: TickFindings = { holds: [], errors: [], durations: [], runningStarts: [] };
   // the first tick past a 10-minute boundary since the last save asks about the long-unfinished
   const askRunner =
     Math.floor(now / STATUS_ROUND_MS) !== Math.floor(Date.parse(read.record.updatedAt) / STATUS_ROUND_MS);
-  await refreshRunning(deps, campaignId, now, askRunner, findings);
-  let versioned = read;
-  if (read.record.status === 'Cancelling') {
-    await cancelMembers(deps, read.record, now, findings);
-  } else if (read.record.status === 'Running') {
-    let counts = countsFrom(await deps.campaigns.countMembers(campaignId));
-    const selected = await selectPage(deps, versioned, counts, findings);
-    versioned = selected.versioned;
-    counts = { ...counts, pending: counts.pending + selected.added };
-    versioned = await startMembers(deps, versioned, counts, now, findings, rules);
+  const work = async (): Promise<CampaignRecord | null> => {
+    await refreshRunning(deps, campaignId, now, askRunner, findings);
+    let versioned = taken.after;
+    if (versioned.record.status === 'Cancelling') {
+      await cancelMembers(deps, versioned.record, now, findings);
+    } else if (versioned.record.status === 'Running') {
+      let counts = countsFrom(await deps.campaigns.countMembers(campaignId));
+      const selected = await selectPage(deps, versioned, counts, findings, held);
+      versioned = selected.versioned;
+      counts = { ...counts, pending: counts.pending + selected.added };
+      versioned = await startMembers(deps, versioned, counts, now, findings, rules, held);
+    }
+    const counts = countsFrom(await deps.campaigns.countMembers(campaignId));
+    return save(deps, versioned, counts, now, findings, rules, held);
+  };
+  let saved: CampaignRecord | null;
+  try {
+    saved = await work();
+  } catch (error) {
+    // a tick that failed (the runner retries it) gives its lease back rather than make the retry wait
+    await releaseLease(deps, campaignId, owner).catch(() => undefined);
+    throw error;
   }
-  const counts = countsFrom(await deps.campaigns.countMembers(campaignId));
-  const saved = await save(deps, versioned, counts, now, findings, rules);
+  // another tick took the campaign meanwhile (this one overran its lease): that one saves
+  if (saved === null) return notNow(deps, campaignId, now, undefined);
   const status = saved.status;
   const ended = isEnded(status);
   if (findings.firstStartAt !== undefined && saved.firstStartAt === findings.firstStartAt)
@@ -111,6 +169,31 @@ export async function campaignTick(
   if (ended && !isEnded(read.record.status)) telemetry(deps, 'CampaignEnded', saved);
   const nextTickAt = Math.max(now + deps.settings.tickMs, saved.throttle?.until ?? 0);
   return { done: ended, status, nextTickAt };
+}
+
+/** The lease back, if this tick still holds it (best effort: one not given back runs out). */
+async function releaseLease(deps: TickDeps, campaignId: string, owner: string): Promise<void> {
+  const current = await deps.campaigns.get(campaignId);
+  if (!current) return;
+  await casLoop(deps, current, (r) => {
+    if (r.tickLease?.owner !== owner) return null;
+    const { tickLease: _l, ...rest } = r;
+    return rest;
+  });
+}
+
+/** Another tick holds the campaign: tick again soon (by the lease's end at the latest). */
+async function notNow(
+  deps: TickDeps,
+  campaignId: string,
+  now: number,
+  standing: TickLease | undefined,
+): Promise<TickResult> {
+  const current = await mustGet(deps, campaignId);
+  const status = current.record.status;
+  if (isEnded(status)) return { done: true, status, nextTickAt: now };
+  const soon = now + deps.settings.tickMs;
+  return { done: false, status, nextTickAt: standing === undefined ? soon : Math.min(soon, standing.until) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -133,9 +216,12 @@ async function refreshRunning(
     });
     if (page.length === 0) return;
     afterSeq = (page[page.length - 1] as CampaignMember).seq;
-    const changed = (
-      await inParallel(page, (member) => refreshed(deps, member, now, askRunner, findings))
-    ).filter((m): m is CampaignMember => m !== null);
+    const outcomes = await inParallel(page, (member) => refreshed(deps, member, now, askRunner, findings));
+    page.forEach((member, i) => {
+      if (outcomes[i] === null && member.startedAt !== undefined)
+        findings.runningStarts.push(member.startedAt);
+    });
+    const changed = outcomes.filter((m): m is CampaignMember => m !== null);
     if (changed.length > 0) await deps.campaigns.saveMembers(campaignId, changed);
     if (page.length < PAGE) return;
   }
@@ -157,7 +243,7 @@ async function refreshed(
     findings.errors.push(`reading migration ${migrationId}: ${messageOf(error)}`);
     return null;
   }
-  if (record === null) return backToPending(member);
+  if (record === null) return startLost(member.startedAt, now) ? backToPending(member) : null;
   let status = record.status;
   if (!record.done) {
     if (!askRunner || now - Date.parse(claimedAtOf(record)) <= LONG_UNFINISHED_MS) return null;
@@ -171,11 +257,13 @@ async function refreshed(
   }
   const writeLockMs = writeLockHold(status, now);
   if (writeLockMs !== undefined) findings.holds.push(writeLockMs);
+  const endedAt = endOf(status) ?? now;
+  if (member.startedAt !== undefined) findings.durations.push(Math.max(0, endedAt - member.startedAt));
   return {
     ...member,
     migrationId,
     state: memberStateOf(status.status),
-    endedAt: endOf(status) ?? now,
+    endedAt,
     ...(writeLockMs === undefined ? {} : { writeLockMs }),
     ...(status.error === undefined ? {} : { reason: status.error }),
   };
@@ -270,6 +358,7 @@ async function selectPage(
   versioned: VersionedCampaign,
   counts: CampaignCounts,
   findings: TickFindings,
+  held: Held,
 ): Promise<{ versioned: VersionedCampaign; added: number }> {
   const source = versioned.record.source;
   const none = { versioned, added: 0 };
@@ -301,6 +390,7 @@ async function selectPage(
     findings.errors.push(`the campaign is full (${MAX_CAMPAIGN_RESOURCES} resources): selection stopped`);
   // the source as this tick read it (a pause meanwhile does not undo a page already taken)
   const sameSelection = (r: CampaignRecord) =>
+    held.allows(r) &&
     r.source.kind === 'from' &&
     !r.source.done &&
     r.source.continuation === source.continuation &&
@@ -353,6 +443,7 @@ async function startMembers(
   now: number,
   findings: TickFindings,
   rules: TickRules,
+  held: Held,
 ): Promise<VersionedCampaign> {
   const campaignId = versioned.record.campaignId;
   const allowedBy = (r: CampaignRecord) =>
@@ -372,17 +463,18 @@ async function startMembers(
   // reserve first: the batch is on the record before any of its starts is made
   let count = 0;
   const reservation = await casLoop(deps, versioned, (r) => {
-    if (r.status !== 'Running') return null;
+    if (r.status !== 'Running' || !held.allows(r)) return null;
     count = Math.min(candidates.length, allowedBy(r));
     if (count <= 0) return null;
     return { ...r, recentStarts: [...pruneStarts(r.recentStarts, now), { at: now, count }] };
   });
   if (!reservation) return mustGet(deps, campaignId);
+  const markedAt = deps.now();
   const chosen = candidates.slice(0, count).map((m): CampaignMember => ({
     ...m,
     state: 'running',
     migrationId: memberMigrationId(campaignId, m.seq),
-    startedAt: now,
+    startedAt: markedAt,
   }));
   // marked before the starts: a crash now leaves them running under their deterministic ids
   await deps.campaigns.saveMembers(campaignId, chosen);
@@ -391,6 +483,12 @@ async function startMembers(
   let stopped = false;
   const startOne = async (member: CampaignMember): Promise<CampaignMember> => {
     if (stopped) return backToPending(member);
+    if (!leaseLeftForStart(held.lease, deps.now())) {
+      // too little of the lease left for this start to land before another tick may take over
+      stopped = true;
+      findings.errors.push('the tick ran short of its lease: the next tick goes on with the starts');
+      return backToPending(member);
+    }
     try {
       const started = await deps.migrations.start({
         resourceId: member.resourceId,
@@ -419,6 +517,7 @@ async function startMembers(
   const [first, ...rest] = chosen as [CampaignMember, ...CampaignMember[]];
   const outcomes = [await startOne(first), ...(await inParallel(rest, startOne))];
   await deps.campaigns.saveMembers(campaignId, outcomes);
+  for (const m of outcomes) if (m.state === 'running') findings.runningStarts.push(markedAt);
   return reservation.after;
 }
 
@@ -438,13 +537,18 @@ async function save(
   now: number,
   findings: TickFindings,
   rules: TickRules,
-): Promise<CampaignRecord> {
+  held: Held,
+): Promise<CampaignRecord | null> {
   const at = new Date(now).toISOString();
-  const apply = (r: CampaignRecord): CampaignRecord => {
-    const status = nextCampaignState(r.status, counts, r.source.kind === 'ids' || r.source.done);
+  const { durations, runningStarts } = findings;
+  const apply = (r: CampaignRecord): CampaignRecord | null => {
+    if (!held.allows(r)) return null;
+    const status = nextCampaignState(r.status, counts, sourceDone(r.source, counts.total));
     const throttle = rules.throttleAfterTick(r.throttle, now, findings.throttledReason);
     const lastTickError = findings.errors.length === 0 ? undefined : findings.errors.slice(0, 3).join('; ');
-    const { throttle: _t, lastTickError: _e, ...rest } = r;
+    // the lease is released here: the next tick need not wait for it to run out
+    const { throttle: _t, lastTickError: _e, tickLease: _l, runningStartedAt: _r, ...rest } = r;
+    const ended = r.endedMigrations ?? { count: 0, totalMs: 0 };
     return {
       ...rest,
       status,
@@ -452,6 +556,17 @@ async function save(
       updatedAt: at,
       recentStarts: pruneStarts(r.recentStarts, now),
       writeLockHistogram: findings.holds.reduce(addToHistogram, r.writeLockHistogram),
+      ...(durations.length === 0 && r.endedMigrations === undefined
+        ? {}
+        : {
+            endedMigrations: {
+              count: ended.count + durations.length,
+              totalMs: ended.totalMs + durations.reduce((a, b) => a + b, 0),
+            },
+          }),
+      ...(runningStarts.length === 0
+        ? {}
+        : { runningStartedAt: Math.round(runningStarts.reduce((a, b) => a + b, 0) / runningStarts.length) }),
       ...(throttle === undefined ? {} : { throttle }),
       ...(lastTickError === undefined ? {} : { lastTickError }),
       ...(r.firstStartAt === undefined && findings.firstStartAt === undefined
@@ -461,7 +576,7 @@ async function save(
     };
   };
   const saved = await casLoop(deps, versioned, apply);
-  return (saved as { after: VersionedCampaign }).after.record;
+  return saved === null ? null : saved.after.record;
 }
 
 // ---------------------------------------------------------------------------------------------

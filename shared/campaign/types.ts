@@ -85,6 +85,17 @@ export interface CampaignThrottle {
   reason: string;
 }
 
+/**
+ * The tick under way (ticks are at-least-once and may overlap): taken by compare-and-swap at a tick's
+ * start, checked by each of its record writes, released by its save; a crashed tick's runs out.
+ */
+export interface TickLease {
+  /** A random id of that one tick execution. */
+  owner: string;
+  /** Epoch ms, by the taking tick's clock. */
+  until: number;
+}
+
 export interface CampaignRecord {
   campaignId: string;
   target: Location;
@@ -110,6 +121,13 @@ export interface CampaignRecord {
   writeLockHistogram: number[];
   /** Ended members over time, for the ETA: the first start (epoch ms) and members ended since. */
   firstStartAt?: number;
+  /** Its ended migrations (start to end), for the ETA: how many and their summed duration. */
+  endedMigrations?: { count: number; totalMs: number };
+  /** The mean start (epoch ms) of its running members as of the last tick, for the ETA. */
+  runningStartedAt?: number;
+  tickLease?: TickLease;
+  /** SHA-256 of the create's ids (page 0): a repeated create with the same ids re-adds them at their seqs. */
+  firstPageDigest?: string;
   pausedAt?: string;
   cancelRequestedAt?: string;
   cancelRequestedBy?: string;
@@ -148,7 +166,10 @@ export interface CampaignStatus {
   startedAt: string | null;
   updatedAt: string;
   endedAt?: string;
-  /** Seconds until every member has ended at the rate seen so far; null before one has ended. */
+  /**
+   * Seconds until every member has ended, from its ended migrations' mean duration and its limits
+   * (shared/campaign/plan.ts `etaSeconds`); null before one has ended.
+   */
   etaSeconds: number | null;
   /** Percentiles of its ended migrations' write-lock holds; null before one has ended. */
   writeLockSeconds: { p50: number; p99: number } | null;

@@ -19,7 +19,7 @@ import {
   throttleAfterTick,
   throttledAfter,
 } from '../../shared/campaign/plan';
-import type { CampaignRecord, CampaignState, StartBatch } from '../../shared/campaign/types';
+import type { CampaignLimits, CampaignRecord, CampaignState, StartBatch } from '../../shared/campaign/types';
 import { campaignStates } from '../../shared/campaign/types';
 import type { MigrationState } from '../../shared/migration/types';
 
@@ -267,12 +267,44 @@ describe('ETA, member states, counts, the view', () => {
     });
   });
 
-  test('etaSeconds: what is left at the rate seen since the first start; null before any ended', () => {
-    // 30 ended in 60 s: 70 left take 140 s
-    expect(etaSeconds(counts, NOW - 60_000, NOW)).toBe(140);
-    expect(etaSeconds(countsFrom({ pending: 5, running: 2 }), NOW - 60_000, NOW)).toBeNull();
-    expect(etaSeconds(counts, undefined, NOW)).toBeNull();
-    expect(etaSeconds(countsFrom({ completed: 3 }), NOW - 1000, NOW)).toBe(0);
+  // 30 ended migrations of 10 s each on average
+  const ended = { count: 30, totalMs: 300_000 };
+  const eta = (
+    pending: number,
+    running: number,
+    elapsedMs: number,
+    limits: CampaignLimits = { maxConcurrent: 10 },
+    endedMigrations: typeof ended | null = ended,
+  ) =>
+    etaSeconds({
+      pending,
+      running,
+      endedMigrations: endedMigrations ?? undefined,
+      runningStartedAt: NOW - elapsedMs,
+      limits,
+      now: NOW,
+    });
+  test.each([
+    // the last wave running: mean − elapsed, falling as they run (the old rate estimate rose), never < 0
+    ['last 10 running, 4 s in', eta(0, 10, 4000), 6],
+    ['last 10 running, 6 s in', eta(0, 10, 6000), 4],
+    ['last 10 running, 8 s in', eta(0, 10, 8000), 2],
+    ['last 10 running, 9 s in', eta(0, 10, 9000), 1],
+    ['last 10 running, past the mean', eta(0, 10, 12_000), 0],
+    // pending in waves of maxConcurrent
+    ['5 pending, slots free: one wave', eta(5, 0, 0), 10],
+    ['25 pending, nothing running: 3 waves', eta(25, 0, 0), 30],
+    ['60 pending behind 10 running 4 s in: 6 s, then 6 waves', eta(60, 10, 4000), 66],
+    ['25 pending, 5 running 4 s in: 5 start now, 20 after 6 s in 2 waves', eta(25, 5, 4000), 26],
+    ['maxConcurrent lowered under the running: waits for them', eta(6, 10, 4000, { maxConcurrent: 3 }), 26],
+    // 30 a minute allow 5 starts in one 10 s mean: waves of 5
+    ['startsPerMinute 30: waves of 5', eta(20, 0, 0, { maxConcurrent: 10, startsPerMinute: 30 }), 40],
+    ['startsPerMinute 1, long mean: waves of 1', eta(2, 0, 0, { maxConcurrent: 10, startsPerMinute: 1 }), 20],
+    ['nothing left', eta(0, 0, 0), 0],
+    ['none ended yet: null', eta(5, 2, 0, { maxConcurrent: 10 }, null), null],
+    ['none ended with a duration: null', eta(5, 2, 0, { maxConcurrent: 10 }, { count: 0, totalMs: 0 }), null],
+  ] as [string, number | null, number | null][])('etaSeconds: %s', (_row, got, want) => {
+    expect(got).toBe(want);
   });
 
   test.each([
@@ -304,6 +336,9 @@ describe('ETA, member states, counts, the view', () => {
       throttle: { until: NOW + 5000, backoffMs: 4000, reason: 'Store throttled (429).' },
       writeLockHistogram: addToHistogram([], 1500),
       firstStartAt: NOW - 60_000,
+      endedMigrations: { count: 30, totalMs: 300_000 },
+      runningStartedAt: NOW - 4000,
+      tickLease: { owner: 'tick-owner-uuid', until: NOW + 60_000 },
     };
     const view = campaignView(record, NOW);
     expect(view).toMatchObject({
@@ -311,13 +346,14 @@ describe('ETA, member states, counts, the view', () => {
       status: 'Running',
       source: { kind: 'from', region: 'westeurope', selected: 100, done: false },
       startedAt: new Date(NOW - 60_000).toISOString(),
-      etaSeconds: 140,
+      // 10 running 4 s into a 10 s mean, then 60 pending in waves of 7 (30 a minute allow 5 in 10 s: 5)
+      etaSeconds: 126,
       throttledUntil: new Date(NOW + 5000).toISOString(),
       migrationsUrl: '/api/migrations?campaignId=c-1',
     });
     expect(view.writeLockSeconds?.p50).toBeGreaterThanOrEqual(1.5);
     // the store's continuation and the batches stay inside
-    expect(JSON.stringify(view)).not.toMatch(/opaque|recentStarts|createdBy/);
+    expect(JSON.stringify(view)).not.toMatch(/opaque|recentStarts|createdBy|tick-owner/);
     expect(
       campaignView({ ...record, throttle: { ...record.throttle!, until: NOW } }, NOW),
     ).not.toHaveProperty('throttledUntil');

@@ -98,6 +98,9 @@ test('a message without a campaignId is named after the queue message: a redeliv
   await campaignQueueHandler(body, context, { campaigns: () => campaigns() });
   expect(context.extraOutputs.get(campaignPoisonOutput)).toBeUndefined();
   expect(await ids()).toEqual(before);
+  // a redelivery adds the message's ids again (a create that died before them is so completed),
+  // each kept once: still one member
+  expect((await campaigns().status(campaignId)).counts.total).toBe(1);
 
   // negative control: without the message id a redelivery would be a second campaign
   const first = await handleCampaignMessage(body, undefined, campaigns());
