@@ -1,3 +1,4 @@
+import { campaignEndpoints } from './campaigns';
 import { healthEndpoints } from './health';
 import type { EndpointDeclaration } from './http/endpoint';
 import { lockEndpoints } from './locks';
@@ -15,5 +16,6 @@ export const functionEndpoints: readonly EndpointDeclaration[] = [
   ...routeEndpoints,
   ...lockEndpoints,
   ...migrationEndpoints,
+  ...campaignEndpoints,
   ...operationsEndpoints,
 ];

@@ -1,14 +1,12 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
-import type { Actor } from '../shared/audit';
-import { isRouteLockError } from '../shared/errors';
 import type { StartedMigration } from '../shared/migration/service';
-import type { Caller } from './http/auth';
+import { type Caller, actorOf } from './http/auth';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
-import { HttpProblem } from './http/problem';
 import {
   migrationCommandBody,
   migrationListQuery,
+  namingContinuation,
   parse,
   queryObject,
   readJson,
@@ -59,20 +57,8 @@ export async function listMigrations(
   { migrations }: Pick<Services, 'migrations'>,
 ): Promise<HttpResponseInit> {
   const query = parse(migrationListQuery, queryObject(request), 'query');
-  try {
-    return json(200, await migrations(context).list(query));
-  } catch (error) {
-    // The only input a store can refuse is the continuation: name it, as the query's other 400s do.
-    if (query.continuation !== undefined && isRouteLockError(error, 'BadRequest')) {
-      const errors = [`continuation: ${error.message}`];
-      throw new HttpProblem('BadRequest', `Invalid query: ${errors.join('; ')}`, { errors });
-    }
-    throw error;
-  }
+  return json(200, await namingContinuation(query.continuation, () => migrations(context).list(query)));
 }
-
-/** The operator a cancel or a retry is recorded for: the authenticated caller. */
-const actorOf = (caller: Caller): Actor => ({ id: caller.objectId, name: caller.name });
 
 /** The migration a command names, and its body: none, or `{}` (unknown fields are refused). */
 async function commandTarget(request: HttpRequest): Promise<string> {

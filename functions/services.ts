@@ -1,6 +1,8 @@
 import type { InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 import { AuditTrail, AuditedLocationStore } from '../shared/auditTrail';
+import { Campaigns } from '../shared/campaign/campaigns';
+import type { CampaignService } from '../shared/campaign/service';
 import { type Clock, systemClock } from '../shared/clock';
 import { type Config, getConfig } from '../shared/config';
 import { ForceReleaseService } from '../shared/forceRelease';
@@ -21,6 +23,7 @@ import {
   applicationInsightsSink,
   nullSink,
 } from '../shared/telemetry/sink';
+import { DurableCampaignLauncher } from './durable/campaigns';
 import { DurableMigrationService } from './durable/service';
 import { type Authenticator, createAuthenticator } from './http/auth';
 
@@ -63,6 +66,8 @@ export interface HostServices {
   readonly metrics?: MetricsRecorder;
   /** Who runs migrations for this invocation: Durable Functions in Azure, the in-process runner locally. */
   readonly migrations: (context: InvocationContext) => MigrationService;
+  /** Who runs campaigns for this invocation: a Durable orchestration in Azure, the in-process loop locally. */
+  readonly campaigns: (context: InvocationContext) => CampaignService;
 }
 
 /**
@@ -164,12 +169,13 @@ export async function createCoreServices(
 
 /** A host's services: the core and the host's own parts, composed once (frozen: nothing is added later). */
 export function composeServices(core: CoreServices, host: HostServices): Services {
-  const { bodyActorAllowed, metrics, migrations } = host;
+  const { bodyActorAllowed, metrics, migrations, campaigns } = host;
   return Object.freeze({
     ...core,
     bodyActorAllowed: bodyActorAllowed && core.config.auth.mode === 'none',
     ...(metrics ? { metrics } : {}),
     migrations,
+    campaigns,
   });
 }
 
@@ -187,14 +193,27 @@ function durableMigrations(core: CoreServices): (context: InvocationContext) => 
     );
 }
 
+/** The Functions host's campaigns: the one CampaignService, its runner a Durable orchestration. */
+function durableCampaigns(core: CoreServices): (context: InvocationContext) => CampaignService {
+  return (context) =>
+    new Campaigns({
+      campaigns: core.campaignRecords,
+      router: core.router,
+      launcher: new DurableCampaignLauncher(df.getClient(context)),
+      now: core.clock,
+      maxMigrationAttempts: core.config.migration.migrationAttempts,
+    });
+}
+
 /** The Functions host's services (tests hand in overrides of the parts they fake). */
 export async function createServices(config: Config, overrides: ServiceOverrides = {}): Promise<Services> {
-  const { bodyActorAllowed, metrics, migrations, ...coreOverrides } = overrides;
+  const { bodyActorAllowed, metrics, migrations, campaigns, ...coreOverrides } = overrides;
   const core = await createCoreServices(config, coreOverrides);
   return composeServices(core, {
     bodyActorAllowed: bodyActorAllowed ?? false,
     ...(metrics ? { metrics } : {}),
     migrations: migrations ?? durableMigrations(core),
+    campaigns: campaigns ?? durableCampaigns(core),
   });
 }
 

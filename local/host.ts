@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { functionEndpoints } from '../functions/endpoints';
 import { type EndpointDeclaration, bindEndpoint, refusal } from '../functions/http/endpoint';
+import { CAMPAIGN_POISON_QUEUE, CAMPAIGN_QUEUE, handleCampaignMessage } from '../functions/campaignQueue';
 import { handleMigrationMessage } from '../functions/migrationQueue';
 import { type Services, composeServices, createCoreServices } from '../functions/services';
 import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
@@ -8,6 +9,10 @@ import { SqliteForceReleaseRequests } from '../shared/store/sqlite/forceRelease'
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
 import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
+import { Campaigns } from '../shared/campaign/campaigns';
+import { InProcessCampaignRunner } from '../shared/campaign/inProcess';
+import type { TickDeps } from '../shared/campaign/service';
+import { campaignSettings, campaignTick } from '../shared/campaign/tick';
 import type { Clock } from '../shared/clock';
 import { type Config, parseConfig } from '../shared/config';
 import { InProcessRunner } from '../shared/migration/inProcess';
@@ -36,8 +41,12 @@ export interface LocalHost {
   config: Config;
   services: Services;
   runner: InProcessRunner;
+  /** Ticks each unfinished campaign (its timers on the host's scheduler). */
+  campaignRunner: InProcessCampaignRunner;
   state: SqliteMigrationState;
   queue: LocalQueueConsumer | undefined;
+  /** The `campaigns` queue's consumer (with AzureWebJobsStorage, as `queue`). */
+  campaignQueue: LocalQueueConsumer | undefined;
   close(): Promise<void>;
 }
 
@@ -124,10 +133,35 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     log: (message, fields) => log('information', message, fields),
   });
   const migrations = new InProcessMigrationService(runner, core.router);
+  // Campaigns tick in this process too, starting their members through the same migration service.
+  const tickDeps: TickDeps = {
+    campaigns: core.campaignRecords,
+    migrations,
+    records: core.records,
+    store: core.store,
+    router: core.router,
+    now: core.clock,
+    settings: campaignSettings(config),
+    sink,
+  };
+  const campaignRunner = new InProcessCampaignRunner({
+    tick: (campaignId) => campaignTick(tickDeps, campaignId),
+    scheduler,
+    campaigns: core.campaignRecords,
+    log: (message, fields) => log('information', message, fields),
+  });
+  const campaigns = new Campaigns({
+    campaigns: core.campaignRecords,
+    router: core.router,
+    launcher: campaignRunner,
+    now: core.clock,
+    maxMigrationAttempts: config.migration.migrationAttempts,
+  });
   const services = composeServices(core, {
     bodyActorAllowed: true,
     metrics,
     migrations: () => migrations,
+    campaigns: () => campaigns,
   });
   // The embedded store's change stream feeds the same handler as the Cosmos DB change feed in Azure.
   const unsubscribe =
@@ -157,8 +191,11 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   });
   const resumed = runner.resumeAll();
   if (resumed > 0) log('information', `resumed ${resumed} unfinished migration(s)`, {});
+  const resumedCampaigns = await campaignRunner.resumeAll();
+  if (resumedCampaigns > 0) log('information', `resumed ${resumedCampaigns} unfinished campaign(s)`, {});
 
   let queue: LocalQueueConsumer | undefined;
+  let campaignQueue: LocalQueueConsumer | undefined;
   const storage = env.AzureWebJobsStorage?.trim();
   if (storage) {
     queue = new LocalQueueConsumer({
@@ -168,6 +205,14 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       ...options.queueRetry,
     });
     await queue.start();
+    campaignQueue = new LocalQueueConsumer({
+      connectionString: storage,
+      handle: (item, messageId) => handleCampaignMessage(item, messageId, campaigns),
+      log,
+      queues: { queue: CAMPAIGN_QUEUE, poison: CAMPAIGN_POISON_QUEUE, subject: 'campaign' },
+      ...options.queueRetry,
+    });
+    await campaignQueue.start();
   }
 
   const { port } = server.address() as AddressInfo;
@@ -178,14 +223,18 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     config,
     services,
     runner,
+    campaignRunner,
     state,
     queue,
+    campaignQueue,
     async close() {
       if (closed) return;
       closed = true;
+      campaignRunner.stop();
       runner.stop();
       unsubscribe();
       await queue?.stop();
+      await campaignQueue?.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

@@ -1,5 +1,5 @@
 import { QueueClient, QueueServiceClient } from '@azure/storage-queue';
-import { POISON_QUEUE, QUEUE, type MessageOutcome } from '../functions/migrationQueue';
+import { POISON_QUEUE, QUEUE } from '../functions/migrationQueue';
 import hostJson from '../host.json';
 import type { LogLine } from './server';
 
@@ -9,12 +9,19 @@ import type { LogLine } from './server';
  * QueueProcessor): base64 message text, a visibility timeout while a message is handled, a failed
  * message made visible again after host.json's `visibilityTimeout` and, at its `maxDequeueCount`th
  * dequeue, copied to `migrations-poison` unchanged; a message the handler rejects goes there at once,
- * also unchanged (the reason is logged, not written: one poison shape for both hosts).
+ * also unchanged (the reason is logged, not written: one poison shape for both hosts). One consumer
+ * per queue: `migrations` by default, `campaigns` with `queues` naming it.
  */
 export interface QueueConsumerOptions {
   connectionString: string;
-  handle: (item: unknown) => Promise<MessageOutcome>;
+  /**
+   * What the handler made of a message (its id is the same on every delivery): `poison` (with the
+   * reason) goes to the poison queue at once.
+   */
+  handle: (item: unknown, messageId: string) => Promise<QueueOutcome>;
   log: LogLine;
+  /** The queue, its poison queue and what its messages start (for log lines); defaults to `migrations`. */
+  queues?: { queue: string; poison: string; subject: string };
   pollMs?: number;
   /** How long a received message stays invisible while it is handled. */
   leaseSeconds?: number;
@@ -22,6 +29,11 @@ export interface QueueConsumerOptions {
   retryAfterSeconds?: number;
   /** Dequeues before a failing message is poisoned; defaults to host.json's. */
   maxDequeueCount?: number;
+}
+
+export interface QueueOutcome {
+  kind: string;
+  reason?: string;
 }
 
 /** host.json's queue retry settings, the one home for both hosts. */
@@ -44,11 +56,13 @@ export class LocalQueueConsumer {
   private running = false;
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  private readonly names: { queue: string; poison: string; subject: string };
 
   constructor(private readonly options: QueueConsumerOptions) {
+    this.names = options.queues ?? { queue: QUEUE, poison: POISON_QUEUE, subject: 'migration' };
     const service = QueueServiceClient.fromConnectionString(options.connectionString);
-    this.queue = service.getQueueClient(QUEUE);
-    this.poison = service.getQueueClient(POISON_QUEUE);
+    this.queue = service.getQueueClient(this.names.queue);
+    this.poison = service.getQueueClient(this.names.poison);
   }
 
   async start(): Promise<void> {
@@ -82,7 +96,10 @@ export class LocalQueueConsumer {
       try {
         handled = await this.drainOnce();
       } catch (error) {
-        this.options.log('warning', 'queue poll failed', { queue: QUEUE, error: (error as Error).message });
+        this.options.log('warning', 'queue poll failed', {
+          queue: this.names.queue,
+          error: (error as Error).message,
+        });
       }
       if (handled === 0 && this.running) {
         await new Promise<void>((resolve) => {
@@ -95,25 +112,26 @@ export class LocalQueueConsumer {
 
   private async process(id: string, popReceipt: string, text: string, dequeueCount: number): Promise<void> {
     const decoded = decodeBase64(text);
+    const { queue, subject } = this.names;
     try {
-      const outcome: MessageOutcome =
+      const outcome: QueueOutcome =
         decoded === undefined
           ? { kind: 'poison', reason: 'the message is not base64' }
-          : await this.options.handle(decoded);
+          : await this.options.handle(decoded, id);
       if (outcome.kind === 'poison') {
-        this.options.log('warning', `migration message rejected: ${outcome.reason}`, {
-          queue: QUEUE,
+        this.options.log('warning', `${subject} message rejected: ${outcome.reason ?? ''}`, {
+          queue,
           messageId: id,
         });
         await this.poison.sendMessage(text);
       } else {
-        this.options.log('information', `migration message ${outcome.kind}`, { queue: QUEUE, messageId: id });
+        this.options.log('information', `${subject} message ${outcome.kind}`, { queue, messageId: id });
       }
       await this.queue.deleteMessage(id, popReceipt);
     } catch (error) {
       const max = this.options.maxDequeueCount ?? hostQueueRetry.maxDequeueCount;
-      this.options.log('warning', `migration message failed (dequeue ${dequeueCount} of ${max})`, {
-        queue: QUEUE,
+      this.options.log('warning', `${subject} message failed (dequeue ${dequeueCount} of ${max})`, {
+        queue,
         messageId: id,
         error: (error as Error).message,
       });

@@ -138,10 +138,17 @@ export interface OperationsConfig {
   sweepSchedule: string;
 }
 
+/** Campaigns (issue 18 §3). */
+export interface CampaignConfig {
+  /** Between a campaign's ticks: how soon a start follows an ended migration, or a pause its request. */
+  tickSeconds: number;
+}
+
 export interface Config {
   timing: TimingConfig;
   store: StoreConfig;
   migration: MigrationConfig;
+  campaign: CampaignConfig;
   operations: OperationsConfig;
   security: SecurityConfig;
   auth: AuthConfig;
@@ -332,6 +339,7 @@ const timingSchema = z.object({
     message: `expected a whole number of attempts, at most ${MAX_MIGRATION_ATTEMPTS}`,
   }),
   ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: seconds(0),
+  ROUTELOCK_CAMPAIGN_TICK_SECONDS: seconds(1),
 } satisfies Record<ProfileVariable, z.ZodType>);
 
 /**
@@ -724,6 +732,7 @@ export function parseConfig(env: Env = process.env): Config {
       participantPollMinSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS,
       participantPollMaxSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS,
     },
+    campaign: { tickSeconds: t.ROUTELOCK_CAMPAIGN_TICK_SECONDS },
     operations: {
       probeRegion: s.ROUTELOCK_PROBE_REGION ?? probeRegionFrom(s.REGION_NAME),
       probeSchedule: s.ROUTELOCK_PROBE_SCHEDULE,

@@ -26,6 +26,7 @@ const production = {
   ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
   ROUTELOCK_MIGRATION_ATTEMPTS: '3',
   ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: '300',
+  ROUTELOCK_CAMPAIGN_TICK_SECONDS: '5',
 } as const;
 
 export type ProfileVariable = keyof typeof production;
@@ -53,6 +54,7 @@ export const profiles = {
     ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
     ROUTELOCK_MIGRATION_ATTEMPTS: '3',
     ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: '10',
+    ROUTELOCK_CAMPAIGN_TICK_SECONDS: '1',
   },
   /**
    * The synthetic probe's own timing on `probe-` resources (one-second convergence), whatever profile

@@ -283,7 +283,7 @@ test("every trigger's connection has its settings", () => {
     storage.resources
       .filter((r) => r.type === 'Microsoft.Storage/storageAccounts/queueServices/queues')
       .map((r) => nameSegments(r, storage).at(-1)),
-  ).toEqual(['migrations', 'migrations-poison']);
+  ).toEqual(['migrations', 'migrations-poison', 'campaigns', 'campaigns-poison']);
   const cosmos = moduleNamed(arm(), 'cosmos').template;
   const containers = resourceIn(cosmos, 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers');
   expect(

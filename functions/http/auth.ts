@@ -1,5 +1,6 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
+import type { Actor } from '../../shared/audit';
 import type { AuthConfig } from '../../shared/config';
 import { entraAuthenticator, objectIdPattern } from './entra';
 import { HttpProblem } from './problem';
@@ -45,6 +46,9 @@ export interface Authenticator {
   /** `WWW-Authenticate` for a 401 (entra only: `Bearer`). */
   readonly challenge?: string;
 }
+
+/** The operator a command is recorded for: the authenticated caller (its object id; the name for readers). */
+export const actorOf = (caller: Caller): Actor => ({ id: caller.objectId, name: caller.name });
 
 /** `ROUTELOCK_AUTH=none`: one fixed local identity holding every role. */
 export const localCaller: Caller = Object.freeze({

@@ -1,5 +1,13 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
+import {
+  MAX_CAMPAIGN_RESOURCES,
+  MAX_IDS_PER_REQUEST,
+  MAX_MAX_CONCURRENT,
+  campaignStates,
+} from '../../shared/campaign/types';
+import { MAX_MIGRATION_ATTEMPTS } from '../../shared/config';
+import { isRouteLockError } from '../../shared/errors';
 import { migrationStates } from '../../shared/migration/types';
 import { isProbeId } from '../../shared/probe';
 import { HttpProblem } from './problem';
@@ -72,6 +80,96 @@ export const migrationListQuery = z.strictObject({
 
 /** POST /migrations/{id}/cancel and /retry take no fields: an empty body (or `{}`). */
 export const migrationCommandBody = z.strictObject({});
+
+/**
+ * A campaign's id: at most 200 characters, so its members' migration ids (`<campaignId>.<seq>`, seq
+ * below 100,000) are still valid resource ids.
+ */
+export const campaignIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$/;
+export const campaignId = z.string().regex(campaignIdPattern, {
+  message: 'must match ^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$',
+});
+
+/** A whole number in [min, max], the message naming the range. */
+const wholeNumber = (min: number, max: number) =>
+  z
+    .number({ message: `must be a whole number from ${min} to ${max}` })
+    .int({ message: `must be a whole number from ${min} to ${max}` })
+    .min(min, { message: `must be a whole number from ${min} to ${max}` })
+    .max(max, { message: `must be a whole number from ${min} to ${max}` });
+
+export const MAX_STARTS_PER_MINUTE = 100_000;
+const maxConcurrent = wholeNumber(1, MAX_MAX_CONCURRENT);
+const startsPerMinute = wholeNumber(1, MAX_STARTS_PER_MINUTE);
+
+/** One request's ids: 1 to 1,000 route ids (more are appended with POST …/resources, page by page). */
+const campaignResources = z
+  .array(routeResourceId, { message: 'must be an array of resource ids' })
+  .min(1, { message: `must hold 1 to ${MAX_IDS_PER_REQUEST} ids` })
+  .max(MAX_IDS_PER_REQUEST, { message: `must hold 1 to ${MAX_IDS_PER_REQUEST} ids` });
+
+/** POST /campaigns (and a `campaigns` queue message): exactly one of `resources` or `from`. */
+export const startCampaignBody = z
+  .strictObject({
+    campaignId: campaignId.optional(),
+    target: location,
+    resources: campaignResources.optional(),
+    from: z
+      .strictObject({
+        region: location.shape.region,
+        limit: wholeNumber(1, MAX_CAMPAIGN_RESOURCES).optional(),
+      })
+      .optional(),
+    maxConcurrent: maxConcurrent.optional(),
+    startsPerMinute: startsPerMinute.optional(),
+    migrationAttempts: wholeNumber(1, MAX_MIGRATION_ATTEMPTS).optional(),
+  })
+  .refine((b) => (b.resources === undefined) !== (b.from === undefined), {
+    message: 'give exactly one of resources (a list of ids) or from ({region, limit?})',
+    path: ['resources'],
+  });
+
+/** POST /campaigns/{campaignId}/resources: one more page of ids. */
+export const addCampaignResourcesBody = z.strictObject({ resources: campaignResources });
+
+/** PATCH /campaigns/{campaignId}: new limits (`startsPerMinute: null` removes the rate limit). */
+export const campaignLimitsBody = z
+  .strictObject({
+    maxConcurrent: maxConcurrent.optional(),
+    startsPerMinute: startsPerMinute.nullable().optional(),
+  })
+  .refine((b) => b.maxConcurrent !== undefined || b.startsPerMinute !== undefined, {
+    message: 'give maxConcurrent, startsPerMinute or both',
+  });
+
+/** POST /campaigns/{campaignId}/pause, /resume and /cancel take no fields: an empty body (or `{}`). */
+export const campaignCommandBody = z.strictObject({});
+
+/** GET /campaigns: every filter optional. */
+export const campaignListQuery = z.strictObject({
+  status: z.enum(campaignStates, { message: `must be one of ${campaignStates.join(', ')}` }).optional(),
+  limit: limitParam,
+  continuation: z.string().min(1).max(4096).optional(),
+});
+
+/**
+ * A list's store refused its continuation (the only query input a store can refuse): the 400 names
+ * it, as the query's other 400s do. Anything else is rethrown.
+ */
+export async function namingContinuation<T>(
+  continuation: string | undefined,
+  list: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await list();
+  } catch (error) {
+    if (continuation !== undefined && isRouteLockError(error, 'BadRequest')) {
+      const errors = [`continuation: ${error.message}`];
+      throw new HttpProblem('BadRequest', `Invalid query: ${errors.join('; ')}`, { errors });
+    }
+    throw error;
+  }
+}
 
 export const idempotencyKey = label;
 

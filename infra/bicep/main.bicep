@@ -104,6 +104,8 @@ param retryAttempts int = 5
 param migrationAttempts int = 3
 @description('Seconds before a failed migration attempt is tried again (x 2^(n-1)).')
 param migrationRetryDelaySeconds int = 300
+@description('Seconds between a campaign\'s ticks (its starts, refreshes and pause/cancel handling).')
+param campaignTickSeconds int = 5
 param retryIntervalSeconds int = 5
 @description('Migration participants, JSON: [{"name":"messages","url":"https://…/migrate"}].')
 param participants string = '[]'
@@ -277,6 +279,7 @@ module api 'modules/functionapp.bicep' = {
       ROUTELOCK_RETRY_INTERVAL_SECONDS: string(retryIntervalSeconds)
       ROUTELOCK_MIGRATION_ATTEMPTS: string(migrationAttempts)
       ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: string(migrationRetryDelaySeconds)
+      ROUTELOCK_CAMPAIGN_TICK_SECONDS: string(campaignTickSeconds)
       ROUTELOCK_PARTICIPANTS: participants
       ROUTELOCK_PROBE_REGION: probeRegion
       ROUTELOCK_PROBE_SCHEDULE: probeSchedule

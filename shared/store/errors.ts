@@ -6,7 +6,8 @@ import { RouteLockError } from '../errors';
  */
 
 /** What a stored item is, as messages name it. */
-export type StoredKind = 'route' | 'migration record' | 'audit entry' | 'force-release request';
+export type StoredKind =
+  'route' | 'migration record' | 'audit entry' | 'force-release request' | 'campaign' | 'campaign member';
 
 export interface StoreSubject {
   kind: StoredKind;
@@ -61,4 +62,13 @@ export function auditEntrySubject(id: string, resourceId: string): StoreSubject 
 
 export function forceReleaseRequestSubject(id: string, resourceId?: string): StoreSubject {
   return { kind: 'force-release request', id, resourceId };
+}
+
+export function campaignSubject(campaignId: string): StoreSubject {
+  return { kind: 'campaign', id: campaignId };
+}
+
+/** A member is named with its campaign: "No campaign member r1 of campaign c1." */
+export function campaignMemberSubject(campaignId: string, resourceId: string): StoreSubject {
+  return { kind: 'campaign member', id: `${resourceId} of campaign ${campaignId}`, resourceId };
 }

@@ -1,5 +1,6 @@
 // Storage for the Functions host (AzureWebJobsStorage), the Durable Functions task hub (queues and
-// tables), the deployment package, and the migrations queues. Shared-key access is off: identities only.
+// tables), the deployment package, and the migrations and campaigns queues. Shared-key access is off:
+// identities only.
 param name string
 param location string
 param tags object
@@ -46,6 +47,17 @@ resource migrationsQueue 'Microsoft.Storage/storageAccounts/queueServices/queues
 resource migrationsPoisonQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' = {
   parent: queues
   name: 'migrations-poison'
+}
+
+// A message on `campaigns` starts a campaign (functions/campaignQueue.ts).
+resource campaignsQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' = {
+  parent: queues
+  name: 'campaigns'
+}
+
+resource campaignsPoisonQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' = {
+  parent: queues
+  name: 'campaigns-poison'
 }
 
 // Durable Functions keeps its task hub in tables and queues.

@@ -1,6 +1,6 @@
 import type { MigrationRecord } from '../../migration/records';
 import type { MigrationState, MigrationStatus } from '../../migration/types';
-import { badContinuation, decodeContinuation, encodeContinuation } from '../continuation';
+import { decodeNewestFirstCursor, encodeNewestFirstCursor } from '../continuation';
 
 /**
  * The migration records port: migrationId → the instance that runs it, its input and its latest status.
@@ -63,37 +63,17 @@ export interface MigrationCursor {
   migrationId: string;
 }
 
-const isoInstant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
-
 /**
- * The list's continuation for both adapters: the last record's sort key, base64url-wrapped by the
- * stores' one codec (../continuation). It reveals nothing the page did not show; a crafted but
- * well-formed one is only another starting point in the same list, so the check is of its shape.
+ * The list's continuation for both adapters: the last record's sort key, in the stores' one keyset
+ * codec (../continuation).
  */
 export function encodeMigrationCursor(last: Pick<MigrationRecord, 'createdAt' | 'migrationId'>): string {
-  return encodeContinuation(JSON.stringify([last.createdAt, last.migrationId]));
+  return encodeNewestFirstCursor(last.createdAt, last.migrationId);
 }
 
 export function decodeMigrationCursor(continuation: string): MigrationCursor {
-  const position = decodeContinuation(continuation);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(position);
-  } catch (error) {
-    throw badContinuation(error);
-  }
-  if (
-    !Array.isArray(parsed) ||
-    parsed.length !== 2 ||
-    typeof parsed[0] !== 'string' ||
-    typeof parsed[1] !== 'string' ||
-    !isoInstant.test(parsed[0]) ||
-    parsed[1] === '' ||
-    parsed[1].length > 255
-  ) {
-    throw badContinuation();
-  }
-  return { createdAt: parsed[0], migrationId: parsed[1] };
+  const { createdAt, id } = decodeNewestFirstCursor(continuation);
+  return { createdAt, migrationId: id };
 }
 
 export interface ActiveClaim {

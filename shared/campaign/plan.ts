@@ -1,0 +1,353 @@
+import { RouteLockError } from '../errors';
+import type { MigrationState } from '../migration/types';
+import {
+  type CampaignCounts,
+  type CampaignLimits,
+  type CampaignLimitsPatch,
+  type CampaignRecord,
+  type CampaignState,
+  type CampaignStatus,
+  type CampaignThrottle,
+  DEFAULT_MAX_CONCURRENT,
+  endedCampaignStates,
+  MAX_MAX_CONCURRENT,
+  type MemberState,
+  memberStates,
+  type StartBatch,
+} from './types';
+
+/**
+ * A campaign's rules (issue 18 §3), pure: how many may start now, the throttle back-off, the state
+ * transitions and the commands, the write-lock histogram, the ETA and the status view. The tick
+ * (tick.ts) and the service (campaigns.ts) only apply these; neither decides a rule of its own.
+ */
+
+/** The rate limit's window. */
+export const START_WINDOW_MS = 60_000;
+
+/** Starts recorded in the 60 s before `now` (a batch exactly 60 s old no longer counts). */
+export function startsInWindow(recentStarts: readonly StartBatch[], now: number): number {
+  let sum = 0;
+  for (const batch of recentStarts) if (batch.at > now - START_WINDOW_MS) sum += batch.count;
+  return sum;
+}
+
+/** The batches that still count against the rate limit (older ones are dropped from the record). */
+export function pruneStarts(recentStarts: readonly StartBatch[], now: number): StartBatch[] {
+  return recentStarts.filter((batch) => batch.at > now - START_WINDOW_MS);
+}
+
+export interface StartsAllowedInput {
+  limits: CampaignLimits;
+  running: number;
+  pending: number;
+  recentStarts: readonly StartBatch[];
+  now: number;
+  throttle?: CampaignThrottle | undefined;
+}
+
+/**
+ * How many members may start now: none while the store throttles; otherwise the least of the room
+ * under maxConcurrent, the room under startsPerMinute and the members waiting.
+ *
+ * Why no 60 s window (t − 60 s, t] ever holds more than startsPerMinute starts: every start belongs to
+ * a batch recorded (reserved on the record, under its ETag) at its decision time `at` before it is made.
+ * Take the last batch B of any window. Every earlier batch in the window has `at` > B.at − 60 s, so it
+ * was among the batches counted when B was decided; B's count was at most startsPerMinute minus their
+ * sum. So the window's sum, theirs plus B's, is at most startsPerMinute. (A batch only ever holds fewer
+ * starts than reserved: a crash or a refusal after the reservation never adds one.)
+ */
+export function startsAllowed(input: StartsAllowedInput): number {
+  const { limits, running, pending, recentStarts, now, throttle } = input;
+  if (throttle !== undefined && now < throttle.until) return 0;
+  let allowed = Math.min(limits.maxConcurrent - running, pending);
+  if (limits.startsPerMinute !== undefined) {
+    allowed = Math.min(allowed, limits.startsPerMinute - startsInWindow(recentStarts, now));
+  }
+  return Math.max(0, allowed);
+}
+
+export const THROTTLE_FIRST_BACKOFF_MS = 1000;
+export const THROTTLE_MAX_BACKOFF_MS = 60_000;
+
+/** A start refused by a throttling store: no start for 1 s, doubled on each throttled start after, 60 s at most. */
+export function throttledAfter(
+  previous: CampaignThrottle | undefined,
+  now: number,
+  reason: string,
+): CampaignThrottle {
+  const backoffMs =
+    previous === undefined
+      ? THROTTLE_FIRST_BACKOFF_MS
+      : Math.min(THROTTLE_MAX_BACKOFF_MS, previous.backoffMs * 2);
+  return { until: now + backoffMs, backoffMs, reason };
+}
+
+/**
+ * The throttle a tick leaves: a new back-off when one of its starts was throttled; the standing one
+ * while it has not run out (the tick could not try); cleared once a tick went past it unthrottled.
+ */
+export function throttleAfterTick(
+  previous: CampaignThrottle | undefined,
+  now: number,
+  throttledReason: string | undefined,
+): CampaignThrottle | undefined {
+  if (throttledReason !== undefined) return throttledAfter(previous, now, throttledReason);
+  if (previous !== undefined && now < previous.until) return previous;
+  return undefined;
+}
+
+/**
+ * Where a tick leaves the campaign: Running ends Completed once nothing waits, nothing runs and the
+ * selection is done; Cancelling ends Cancelled once nothing runs (the tick has cancelled the pending).
+ * Paused stays Paused even when everything has ended: an operator's resume completes it.
+ */
+export function nextCampaignState(
+  status: CampaignState,
+  counts: Pick<CampaignCounts, 'pending' | 'running'>,
+  sourceDone: boolean,
+): CampaignState {
+  if (status === 'Running' && counts.pending === 0 && counts.running === 0 && sourceDone) return 'Completed';
+  if (status === 'Cancelling' && counts.running === 0 && counts.pending === 0) return 'Cancelled';
+  return status;
+}
+
+export type CampaignCommand = 'pause' | 'resume' | 'cancel';
+
+/**
+ * The state an operator's command leaves (the same state: it answers unchanged). Pause and resume of an
+ * ended or cancelling campaign are refused (CampaignEnded); a cancel of an ended one answers unchanged.
+ */
+export function commandOutcome(
+  status: CampaignState,
+  command: CampaignCommand,
+  campaignId = '',
+): CampaignState {
+  const refuse = (): never => {
+    throw new RouteLockError(
+      'CampaignEnded',
+      `Campaign ${campaignId} is ${status}; it can no longer be ${command === 'pause' ? 'paused' : 'resumed'}.`,
+    );
+  };
+  switch (command) {
+    case 'pause':
+      if (status === 'Running' || status === 'Paused') return 'Paused';
+      return refuse();
+    case 'resume':
+      if (status === 'Running' || status === 'Paused') return 'Running';
+      return refuse();
+    case 'cancel':
+      return status === 'Running' || status === 'Paused' ? 'Cancelling' : status;
+  }
+}
+
+/** Resources can be added while it may still start them: Running or Paused. */
+export function assertAcceptsResources(status: CampaignState, campaignId: string): void {
+  if (status === 'Running' || status === 'Paused') return;
+  throw new RouteLockError(
+    'CampaignEnded',
+    `Campaign ${campaignId} is ${status}; resources can only be added while it is Running or Paused.`,
+  );
+}
+
+/** New members reopen a campaign that completed meanwhile (its runner had stopped): Running again. */
+export function afterResourcesAdded(status: CampaignState, added: number): CampaignState {
+  return status === 'Completed' && added > 0 ? 'Running' : status;
+}
+
+export const isEnded = (status: CampaignState): boolean => endedCampaignStates.has(status);
+
+// ---------------------------------------------------------------------------------------------
+// Write-lock histogram: fixed log buckets, 9 a decade, from 1 ms to 1 h (60 buckets)
+// ---------------------------------------------------------------------------------------------
+
+export const HISTOGRAM_BUCKETS = 60;
+const BUCKETS_PER_DECADE = 9;
+
+/** Bucket i counts the holds of up to 10^(i/9) ms (bucket 0: 1 ms or less; the last also everything over 1 h). */
+export const bucketUpperMs = (i: number): number => 10 ** (i / BUCKETS_PER_DECADE);
+
+export function bucketOf(ms: number): number {
+  if (!(ms > 1)) return 0;
+  // the small epsilon keeps an exact bound (10 ms, 100 ms) in its own bucket despite rounding
+  const i = Math.ceil(Math.log10(ms) * BUCKETS_PER_DECADE - 1e-9);
+  return Math.min(HISTOGRAM_BUCKETS - 1, i);
+}
+
+export const emptyHistogram = (): number[] => new Array<number>(HISTOGRAM_BUCKETS).fill(0);
+
+/** A new histogram with one more hold of `ms` (an empty or short array reads as zeros). */
+export function addToHistogram(histogram: readonly number[], ms: number): number[] {
+  const next = emptyHistogram().map((_, i) => histogram[i] ?? 0);
+  const i = bucketOf(ms);
+  next[i] = (next[i] ?? 0) + 1;
+  return next;
+}
+
+/** The q-quantile (0..1) in seconds: the upper bound of the bucket it falls in; null when empty. */
+export function histogramQuantile(histogram: readonly number[], q: number): number | null {
+  const total = histogram.reduce((a, b) => a + b, 0);
+  if (total === 0) return null;
+  const rank = Math.max(1, Math.ceil(q * total));
+  let seen = 0;
+  for (let i = 0; i < histogram.length; i += 1) {
+    seen += histogram[i] ?? 0;
+    if (seen >= rank) return Math.round(bucketUpperMs(i)) / 1000;
+  }
+  return Math.round(bucketUpperMs(histogram.length - 1)) / 1000;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Counts, ETA, the status view
+// ---------------------------------------------------------------------------------------------
+
+/** Members still to end: waiting and running. */
+export const unfinishedOf = (counts: CampaignCounts): number => counts.pending + counts.running;
+
+/** Seconds until every member has ended, at the rate members have ended since the first start. */
+export function etaSeconds(
+  counts: CampaignCounts,
+  firstStartAt: number | undefined,
+  now: number,
+): number | null {
+  const remaining = unfinishedOf(counts);
+  const ended = counts.total - remaining;
+  if (firstStartAt === undefined || ended <= 0 || now <= firstStartAt) return null;
+  if (remaining === 0) return 0;
+  const perSecond = ended / ((now - firstStartAt) / 1000);
+  return Math.ceil(remaining / perSecond);
+}
+
+/** A member's state once its migration has this status (Pending and Running: still running). */
+export function memberStateOf(state: MigrationState): MemberState {
+  switch (state) {
+    case 'Completed':
+      return 'completed';
+    case 'NoOp':
+      return 'noOp';
+    case 'Failed':
+      return 'failed';
+    case 'Conflict':
+      return 'conflict';
+    case 'Cancelled':
+      return 'cancelled';
+    case 'Pending':
+    case 'Running':
+      return 'running';
+  }
+}
+
+/** Every state's count (0 when absent) and their total. */
+export function countsFrom(partial: Partial<Record<MemberState, number>>): CampaignCounts {
+  const counts = Object.fromEntries(memberStates.map((s) => [s, partial[s] ?? 0])) as Record<
+    MemberState,
+    number
+  >;
+  return { ...counts, total: memberStates.reduce((sum, s) => sum + counts[s], 0) };
+}
+
+export const migrationsUrlOf = (campaignId: string): string =>
+  `/api/migrations?campaignId=${encodeURIComponent(campaignId)}`;
+
+/** GET /campaigns/{id}: what the record says, with the ETA and percentiles worked out (no credential). */
+export function campaignView(record: CampaignRecord, now: number): CampaignStatus {
+  const source: CampaignStatus['source'] =
+    record.source.kind === 'ids'
+      ? { kind: 'ids' }
+      : {
+          kind: 'from',
+          region: record.source.region,
+          ...(record.source.limit === undefined ? {} : { limit: record.source.limit }),
+          selected: record.source.selected,
+          done: record.source.done,
+        };
+  const p50 = histogramQuantile(record.writeLockHistogram, 0.5);
+  const p99 = histogramQuantile(record.writeLockHistogram, 0.99);
+  const ended = isEnded(record.status);
+  return {
+    campaignId: record.campaignId,
+    status: record.status,
+    target: record.target,
+    limits: record.limits,
+    source,
+    counts: record.counts,
+    createdAt: record.createdAt,
+    startedAt: record.firstStartAt === undefined ? null : new Date(record.firstStartAt).toISOString(),
+    updatedAt: record.updatedAt,
+    ...(record.endedAt === undefined ? {} : { endedAt: record.endedAt }),
+    etaSeconds: ended ? 0 : etaSeconds(record.counts, record.firstStartAt, now),
+    writeLockSeconds: p50 === null || p99 === null ? null : { p50, p99 },
+    ...(record.throttle !== undefined && record.throttle.until > now && !ended
+      ? { throttledUntil: new Date(record.throttle.until).toISOString() }
+      : {}),
+    ...(record.pausedAt === undefined ? {} : { pausedAt: record.pausedAt }),
+    ...(record.cancelRequestedAt === undefined ? {} : { cancelRequestedAt: record.cancelRequestedAt }),
+    ...(record.cancelRequestedBy === undefined ? {} : { cancelRequestedBy: record.cancelRequestedBy }),
+    ...(record.lastTickError === undefined ? {} : { lastTickError: record.lastTickError }),
+    migrationsUrl: migrationsUrlOf(record.campaignId),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits: what a create or a PATCH may set
+// ---------------------------------------------------------------------------------------------
+
+/** The most starts a minute a campaign may ask for (beyond it, maxConcurrent is the only brake). */
+export const MAX_STARTS_PER_MINUTE = 100_000;
+
+const wholeIn = (value: number, min: number, max: number): boolean =>
+  Number.isInteger(value) && value >= min && value <= max;
+
+/**
+ * A campaign's limits, checked: maxConcurrent 1..10,000 (default 10), startsPerMinute 1..100,000 or
+ * none, migrationAttempts 1..the configured attempts or none. BadRequest names the field.
+ */
+export function checkedLimits(
+  asked: {
+    maxConcurrent?: number | undefined;
+    startsPerMinute?: number | undefined;
+    migrationAttempts?: number | undefined;
+  },
+  maxMigrationAttempts: number,
+): CampaignLimits {
+  const maxConcurrent = asked.maxConcurrent ?? DEFAULT_MAX_CONCURRENT;
+  if (!wholeIn(maxConcurrent, 1, MAX_MAX_CONCURRENT))
+    throw new RouteLockError(
+      'BadRequest',
+      `maxConcurrent: must be a whole number from 1 to ${MAX_MAX_CONCURRENT}.`,
+    );
+  if (asked.startsPerMinute !== undefined && !wholeIn(asked.startsPerMinute, 1, MAX_STARTS_PER_MINUTE))
+    throw new RouteLockError(
+      'BadRequest',
+      `startsPerMinute: must be a whole number from 1 to ${MAX_STARTS_PER_MINUTE}.`,
+    );
+  if (asked.migrationAttempts !== undefined && !wholeIn(asked.migrationAttempts, 1, maxMigrationAttempts))
+    throw new RouteLockError(
+      'BadRequest',
+      `migrationAttempts: must be a whole number from 1 to ${maxMigrationAttempts} (ROUTELOCK_MIGRATION_ATTEMPTS).`,
+    );
+  return {
+    maxConcurrent,
+    ...(asked.startsPerMinute === undefined ? {} : { startsPerMinute: asked.startsPerMinute }),
+    ...(asked.migrationAttempts === undefined ? {} : { migrationAttempts: asked.migrationAttempts }),
+  };
+}
+
+/** The limits after a PATCH: the fields it names replaced, `startsPerMinute: null` removing the rate limit. */
+export function patchedLimits(
+  limits: CampaignLimits,
+  patch: CampaignLimitsPatch,
+  maxMigrationAttempts: number,
+): CampaignLimits {
+  const { startsPerMinute: _dropped, ...rest } = limits;
+  const startsPerMinute =
+    patch.startsPerMinute === null ? undefined : (patch.startsPerMinute ?? limits.startsPerMinute);
+  return checkedLimits(
+    {
+      ...rest,
+      ...(patch.maxConcurrent === undefined ? {} : { maxConcurrent: patch.maxConcurrent }),
+      startsPerMinute,
+    },
+    maxMigrationAttempts,
+  );
+}
