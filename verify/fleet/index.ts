@@ -5,6 +5,7 @@ import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { LaggingStore } from '../../testkit/laggingStore';
 import { operatorNow } from './routeDeleter';
+import { checkCampaignStep, judgeCampaign, newCampaignActor, startCampaignInstance } from './campaign';
 import { controlSettings } from './controls';
 import { startDriving } from './driver';
 import { FaultInjectingStore } from './faults';
@@ -120,11 +121,13 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     started: 0,
     lastBusyAt: new Map(),
     running: new Map(),
+    ...(options.campaign ? { campaign: newCampaignActor(options.campaign) } : {}),
   };
   // Clock offsets are drawn in this order: the orchestrator, its rival, then the route-deleting actor.
   f.runner = newRunner(f, f.state, 'm');
   f.rival = newRunner(f, f.rivalState, 'x');
   f.operatorOffsetMs = drawOffset(f);
+  startCampaignInstance(f);
 
   // The run, on virtual time, until every migration has ended (a control: until its first violation).
   // One function from here to the closes: requests still in flight when the run stops keep going, and
@@ -134,17 +137,20 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   const limitMs = startedAtMs + 5000 * 3600_000;
   while (!f.done) {
     await f.scheduler.runUntilIdle({ maxTimers: 1 });
+    checkCampaignStep(f);
     if (options.stopAtFirstViolation && f.violations.length > 0) f.done = true;
     if (clock.now() > limitMs) throw new Error('harness: the fleet did not finish in 5,000 virtual hours');
   }
   f.runner?.stop();
   f.rival?.stop();
   judgeOutcomes(f, (clock.now() - startedAtMs) / 3600_000);
+  await judgeCampaign(f);
   // The data, even after a control stopped early: whatever has swapped must hold what was acknowledged.
   await Promise.all(resources.map((id) => checkData(f, id, 'at the end')));
   countEnd(f);
   f.state.close();
   f.rivalState.close();
+  f.campaign?.truth.close();
   await writeRegion.close();
   return fleetResult(f);
 }
