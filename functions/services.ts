@@ -14,6 +14,7 @@ import { Router, type RouterOptions } from '../shared/router';
 import { CosmosStore } from '../shared/store/cosmos/locations';
 import { openStores } from '../shared/store/open';
 import type { AuditLedger } from '../shared/store/ports/audit';
+import type { CampaignRecords } from '../shared/store/ports/campaigns';
 import type { ForceReleaseRequests } from '../shared/store/ports/forceRelease';
 import type { LocationStore } from '../shared/store/ports/locations';
 import type { MigrationRecords } from '../shared/store/ports/migrations';
@@ -48,6 +49,8 @@ export interface CoreServices {
   readonly keyring: TokenKeyring;
   readonly audit: AuditLedger;
   readonly forceRelease: ForceReleaseService;
+  /** Campaigns and their members (issue 18 §3). */
+  readonly campaignRecords: CampaignRecords;
   readonly sink: TelemetrySink;
   /** Startup findings worth an operator's attention (e.g. a dedicated-gateway endpoint). */
   readonly warnings: readonly string[];
@@ -83,6 +86,7 @@ export interface CoreOverrides {
   records?: MigrationRecords;
   audit?: AuditLedger;
   forceReleaseRequests?: ForceReleaseRequests;
+  campaignRecords?: CampaignRecords;
   sink?: TelemetrySink;
   keyring?: TokenKeyring;
   /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
@@ -128,11 +132,13 @@ export async function createCoreServices(
     migrations: records,
     audit,
     forceReleaseRequests,
+    campaigns: campaignRecords,
   } = await openStores(config.store, {
     locations: overrides.store,
     migrations: overrides.records,
     audit: overrides.audit,
     forceReleaseRequests: overrides.forceReleaseRequests,
+    campaigns: overrides.campaignRecords,
   });
   const guards = accountGuards(locations, config.store.kind === 'cosmos' ? config.store.endpoint : undefined);
   const sink = overrides.sink ?? (await applicationInsightsSink(process.env)) ?? nullSink;
@@ -161,6 +167,7 @@ export async function createCoreServices(
     keyring,
     audit,
     forceRelease: new ForceReleaseService(router, trail.asLedger(), forceReleaseRequests, clock),
+    campaignRecords,
     sink,
     warnings: Object.freeze([...guards.warnings]),
     authenticator: createAuthenticator(config.auth),

@@ -5,6 +5,7 @@ import { CAMPAIGN_POISON_QUEUE, CAMPAIGN_QUEUE, handleCampaignMessage } from '..
 import { handleMigrationMessage } from '../functions/migrationQueue';
 import { type Services, composeServices, createCoreServices } from '../functions/services';
 import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
+import { SqliteCampaignRecords } from '../shared/store/sqlite/campaigns';
 import { SqliteForceReleaseRequests } from '../shared/store/sqlite/forceRelease';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
@@ -110,12 +111,14 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   ]);
   const audit = new SqliteAuditLedger(statePath);
   const forceReleaseRequests = new SqliteForceReleaseRequests(statePath);
+  const campaignRecords = new SqliteCampaignRecords(statePath);
   const core = await createCoreServices(config, {
     clock,
     store,
     records: state,
     audit,
     forceReleaseRequests,
+    campaignRecords,
     sink,
     ...(options.routerOptions ? { routerOptions: options.routerOptions } : {}),
   });
@@ -243,6 +246,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       state.close();
       audit.close();
       forceReleaseRequests.close();
+      campaignRecords.close();
     },
   };
 }

@@ -55,6 +55,8 @@ export type StoreConfig =
       migrationsContainer: string;
       /** Container for the audit ledger and force-release requests. */
       auditContainer: string;
+      /** Container for campaigns and their members (partition key /campaignId). */
+      campaignsContainer: string;
       /** Region whose replica counts as "nearest" (defaults to the Functions host's REGION_NAME). */
       preferredRegion: string | undefined;
     };
@@ -459,6 +461,10 @@ const storeSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,255}$/, { message: 'expected a container name' })
     .default('audit'),
+  COSMOS_CAMPAIGNS_CONTAINER: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,255}$/, { message: 'expected a container name' })
+    .default('campaigns'),
   ROUTELOCK_PROBE_REGION: z
     .string()
     .regex(/^[a-z][a-z0-9-]{1,49}$/, { message: 'expected a region like westeurope' })
@@ -651,6 +657,7 @@ export function parseConfig(env: Env = process.env): Config {
       container: s.COSMOS_CONTAINER,
       migrationsContainer: s.COSMOS_MIGRATIONS_CONTAINER,
       auditContainer: s.COSMOS_AUDIT_CONTAINER,
+      campaignsContainer: s.COSMOS_CAMPAIGNS_CONTAINER,
       preferredRegion: s.COSMOS_PREFERRED_REGION ?? s.REGION_NAME,
     };
   } else {

@@ -110,6 +110,7 @@ describe('config', () => {
       disableTlsVerify: true,
       database: 'routelock',
       container: 'locations',
+      campaignsContainer: 'campaigns',
       preferredRegion: 'West Europe',
     });
   });

@@ -290,7 +290,7 @@ test("every trigger's connection has its settings", () => {
     Array.from({ length: instanceCount(containers, cosmos) }, (_, i) =>
       nameSegments(containers, cosmos, i).at(-1),
     ),
-  ).toEqual(['locations', 'leases', 'audit', 'migrations']);
+  ).toEqual(['locations', 'leases', 'audit', 'migrations', 'campaigns']);
   expect(read('functions/lockTelemetry.ts')).toMatch(/createLeaseContainerIfNotExists: false/);
 });
 

@@ -257,6 +257,7 @@ module api 'modules/functionapp.bicep' = {
       COSMOS_CONTAINER: 'locations'
       COSMOS_MIGRATIONS_CONTAINER: 'migrations'
       COSMOS_AUDIT_CONTAINER: 'audit'
+      COSMOS_CAMPAIGNS_CONTAINER: 'campaigns'
       COSMOS_PREFERRED_REGION: preferredRegion
       // The change feed trigger's identity-based connection "COSMOS".
       COSMOS__accountEndpoint: cosmos.outputs.endpoint

@@ -64,7 +64,19 @@ interface TickFindings {
   firstStartAt?: number;
 }
 
-export async function campaignTick(deps: TickDeps, campaignId: string): Promise<TickResult> {
+/** The rules a tick applies: plan.ts's; a seam only so a test can plant a broken one and see it caught. */
+export interface TickRules {
+  startsAllowed: typeof startsAllowed;
+  throttleAfterTick: typeof throttleAfterTick;
+}
+
+const planRules: TickRules = { startsAllowed, throttleAfterTick };
+
+export async function campaignTick(
+  deps: TickDeps,
+  campaignId: string,
+  rules: TickRules = planRules,
+): Promise<TickResult> {
   const now = deps.now();
   const read = await deps.campaigns.get(campaignId);
   if (!read) throw new RouteLockError('NotFound', `No campaign ${campaignId}.`);
@@ -80,10 +92,10 @@ export async function campaignTick(deps: TickDeps, campaignId: string): Promise<
     const selected = await selectPage(deps, versioned, counts, findings);
     versioned = selected.versioned;
     counts = { ...counts, pending: counts.pending + selected.added };
-    versioned = await startMembers(deps, versioned, counts, now, findings);
+    versioned = await startMembers(deps, versioned, counts, now, findings, rules);
   }
   const counts = countsFrom(await deps.campaigns.countMembers(campaignId));
-  const saved = await save(deps, versioned, counts, now, findings);
+  const saved = await save(deps, versioned, counts, now, findings, rules);
   const status = saved.status;
   const ended = isEnded(status);
   if (findings.firstStartAt !== undefined && saved.firstStartAt === findings.firstStartAt)
@@ -327,10 +339,11 @@ async function startMembers(
   counts: CampaignCounts,
   now: number,
   findings: TickFindings,
+  rules: TickRules,
 ): Promise<VersionedCampaign> {
   const campaignId = versioned.record.campaignId;
   const allowedBy = (r: CampaignRecord) =>
-    startsAllowed({
+    rules.startsAllowed({
       limits: r.limits,
       running: counts.running,
       pending: counts.pending,
@@ -363,7 +376,7 @@ async function startMembers(
 
   const record = reservation.after.record;
   let stopped = false;
-  const outcomes = await inParallel(chosen, async (member): Promise<CampaignMember> => {
+  const startOne = async (member: CampaignMember): Promise<CampaignMember> => {
     if (stopped) return backToPending(member);
     try {
       const started = await deps.migrations.start({
@@ -388,7 +401,10 @@ async function startMembers(
       findings.errors.push(`starting ${member.resourceId}: ${messageOf(error)}`);
       return backToPending(member);
     }
-  });
+  };
+  // the first alone: a throttling store refuses one start, not a whole parallel round
+  const [first, ...rest] = chosen as [CampaignMember, ...CampaignMember[]];
+  const outcomes = [await startOne(first), ...(await inParallel(rest, startOne))];
   await deps.campaigns.saveMembers(campaignId, outcomes);
   return reservation.after;
 }
@@ -408,11 +424,12 @@ async function save(
   counts: CampaignCounts,
   now: number,
   findings: TickFindings,
+  rules: TickRules,
 ): Promise<CampaignRecord> {
   const at = new Date(now).toISOString();
   const apply = (r: CampaignRecord): CampaignRecord => {
     const status = nextCampaignState(r.status, counts, r.source.kind === 'ids' || r.source.done);
-    const throttle = throttleAfterTick(r.throttle, now, findings.throttledReason);
+    const throttle = rules.throttleAfterTick(r.throttle, now, findings.throttledReason);
     const lastTickError = findings.errors.length === 0 ? undefined : findings.errors.slice(0, 3).join('; ');
     const { throttle: _t, lastTickError: _e, ...rest } = r;
     return {

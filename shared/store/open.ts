@@ -1,9 +1,11 @@
 import type { StoreConfig } from '../config';
 import { CosmosAuditLedger } from './cosmos/audit';
+import { CosmosCampaignRecords, campaignsIndexingPolicy, campaignsPartitionKey } from './cosmos/campaigns';
 import { CosmosForceReleaseRequests } from './cosmos/forceRelease';
 import { CosmosStore } from './cosmos/locations';
 import { CosmosMigrationRecords, migrationsIndexingPolicy } from './cosmos/migrations';
 import type { AuditLedger } from './ports/audit';
+import type { CampaignRecords } from './ports/campaigns';
 import type { ForceReleaseRequests } from './ports/forceRelease';
 import type { LocationStore } from './ports/locations';
 import type { MigrationRecords } from './ports/migrations';
@@ -18,6 +20,7 @@ export interface Stores {
   migrations: MigrationRecords;
   audit: AuditLedger;
   forceReleaseRequests: ForceReleaseRequests;
+  campaigns: CampaignRecords;
 }
 
 /** Open the location store the configuration names. */
@@ -32,14 +35,18 @@ export async function openStore(config: StoreConfig): Promise<LocationStore> {
     disableTlsVerify: config.disableTlsVerify,
     database: config.database,
     container: config.container,
-    extraContainers: [config.migrationsContainer, config.auditContainer],
-    indexingPolicies: { [config.migrationsContainer]: migrationsIndexingPolicy },
+    extraContainers: [config.migrationsContainer, config.auditContainer, config.campaignsContainer],
+    indexingPolicies: {
+      [config.migrationsContainer]: migrationsIndexingPolicy,
+      [config.campaignsContainer]: campaignsIndexingPolicy,
+    },
+    partitionKeys: { [config.campaignsContainer]: campaignsPartitionKey },
     preferredRegion: config.preferredRegion,
   });
 }
 
 /**
- * Open all four stores of the configured backend; a store in `given` is used as it is and nothing is
+ * Open all the stores of the configured backend; a store in `given` is used as it is and nothing is
  * opened in its place. With Cosmos DB (a cosmos configuration and its CosmosStore) the others are
  * containers of the same database, the force-release requests beside the ledger; otherwise they are
  * SQLite tables at the configured path (":memory:" when the locations given are not the configured
@@ -56,16 +63,27 @@ export async function openStores(config: StoreConfig, given: Partial<Stores> = {
       forceReleaseRequests:
         given.forceReleaseRequests ??
         new CosmosForceReleaseRequests(locations.containerNamed(config.auditContainer)),
+      campaigns:
+        given.campaigns ?? new CosmosCampaignRecords(locations.containerNamed(config.campaignsContainer)),
     };
   }
   const path = config.kind === 'sqlite' ? config.path : ':memory:';
-  const [{ SqliteMigrationState }, { SqliteAuditLedger }, { SqliteForceReleaseRequests }] = await Promise.all(
-    [import('./sqlite/migrations'), import('./sqlite/audit'), import('./sqlite/forceRelease')],
-  );
+  const [
+    { SqliteMigrationState },
+    { SqliteAuditLedger },
+    { SqliteForceReleaseRequests },
+    { SqliteCampaignRecords },
+  ] = await Promise.all([
+    import('./sqlite/migrations'),
+    import('./sqlite/audit'),
+    import('./sqlite/forceRelease'),
+    import('./sqlite/campaigns'),
+  ]);
   return {
     locations,
     migrations: given.migrations ?? new SqliteMigrationState(path),
     audit: given.audit ?? new SqliteAuditLedger(path),
     forceReleaseRequests: given.forceReleaseRequests ?? new SqliteForceReleaseRequests(path),
+    campaigns: given.campaigns ?? new SqliteCampaignRecords(path),
   };
 }

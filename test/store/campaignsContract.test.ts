@@ -9,6 +9,7 @@ import {
   campaignsPartitionKey,
 } from '../../shared/store/cosmos/campaigns';
 import type { CosmosTestServer } from '../../testkit/cosmosServer';
+import { type ArmTemplate, evaluate, loadArmTemplate, moduleNamed, resourceIn } from '../support/arm';
 import { useCosmosServers } from '../support/cosmosServers';
 
 /**
@@ -352,6 +353,28 @@ describe.each(backends)('negative control: %s', (_name, open) => {
   });
 });
 
+describe('Cosmos DB: a bulk request whose operations come back throttled', () => {
+  afterEach(() => servers.quoted.intercept(undefined));
+
+  test('each throttled operation is sent again on its own: none lost, none added twice', async () => {
+    const campaigns = new CosmosCampaignRecords(await cosmosContainer(servers.quoted));
+    await campaigns.create(campaignRecord('c-429'));
+    await campaigns.addMembers('c-429', [{ seq: 0, resourceId: 'r-0' }]);
+    let throttled = 0;
+    servers.quoted.intercept((request) => {
+      if (throttled > 0 || request.headers['x-ms-cosmos-is-batch-request'] === undefined) return undefined;
+      throttled += 1;
+      // Cosmos DB answers a bulk request per operation; a hot partition throttles them with 429
+      const body = Array.from({ length: 5 }, () => ({ statusCode: 429, requestCharge: 0 }));
+      return { status: 200, body: body as unknown as Record<string, unknown> };
+    });
+    const members = Array.from({ length: 5 }, (_, i) => ({ seq: i, resourceId: `r-${i}` }));
+    expect(await campaigns.addMembers('c-429', members)).toBe(4);
+    expect(throttled).toBe(1);
+    expect(await campaigns.countMembers('c-429')).toEqual({ pending: 5 });
+  });
+});
+
 describe('negative control: Cosmos DB without If-Match on the wire', () => {
   afterEach(() => servers.stock.intercept(undefined));
 
@@ -363,4 +386,25 @@ describe('negative control: Cosmos DB without If-Match on the wire', () => {
     await expect(staleReplaceIsRefused(campaigns, 'c-wire')).rejects.toThrow();
     expect((await campaigns.get('c-wire'))?.record.limits.maxConcurrent).toBe(99);
   });
+});
+
+test('Bicep deploys container `campaigns` with partition key /campaignId and campaignsIndexingPolicy', () => {
+  const template: ArmTemplate = moduleNamed(loadArmTemplate(`${__dirname}/../..`), 'cosmos').template;
+  const containers = resourceIn(template, 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers');
+  const names = template.variables?.containerNames as string[];
+  const resource = evaluate((containers.properties as { resource: unknown }).resource, {
+    template,
+    copyIndex: names.indexOf('campaigns'),
+  });
+  expect(resource).toEqual({
+    id: 'campaigns',
+    partitionKey: { paths: [campaignsPartitionKey], kind: 'Hash' },
+    indexingPolicy: campaignsIndexingPolicy,
+  });
+  // the others keep /id
+  const audit = evaluate((containers.properties as { resource: unknown }).resource, {
+    template,
+    copyIndex: names.indexOf('audit'),
+  }) as { partitionKey: unknown };
+  expect(audit.partitionKey).toEqual({ paths: ['/id'], kind: 'Hash' });
 });

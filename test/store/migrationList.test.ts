@@ -15,6 +15,7 @@ import {
   type MigrationRecords,
   encodeMigrationCursor,
 } from '../../shared/store/ports/migrations';
+import { campaignsIndexingPolicy } from '../../shared/store/cosmos/campaigns';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import type { CosmosTestServer } from '../../testkit/cosmosServer';
 import { type ArmTemplate, evaluate, loadArmTemplate, moduleNamed, resourceIn } from '../support/arm';
@@ -217,7 +218,7 @@ describe('cosmos: what the list stands on', () => {
     expect(error.code).toBe('StoreRejected');
   });
 
-  test('Bicep deploys container `migrations` with exactly migrationsIndexingPolicy, and only that container', () => {
+  test('Bicep deploys container `migrations` with exactly migrationsIndexingPolicy (and `campaigns` its own), no other', () => {
     const template: ArmTemplate = moduleNamed(loadArmTemplate(`${__dirname}/../..`), 'cosmos').template;
     const containers = resourceIn(template, 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers');
     const names = template.variables?.containerNames as string[];
@@ -234,6 +235,7 @@ describe('cosmos: what the list stands on', () => {
       leases: undefined,
       audit: undefined,
       migrations: migrationsIndexingPolicy,
+      campaigns: campaignsIndexingPolicy,
     });
   });
 });

@@ -56,8 +56,9 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2025-10-15
 }
 
 // locations: the routing documents; leases: the change feed trigger's checkpoints (created here, since
-// the identity cannot create containers); audit: the ledger; migrations: migration id → instance.
-var containerNames = ['locations', 'leases', 'audit', 'migrations']
+// the identity cannot create containers); audit: the ledger; migrations: migration id → instance;
+// campaigns: a campaign and its members, one logical partition per campaign (partition key /campaignId).
+var containerNames = ['locations', 'leases', 'audit', 'migrations', 'campaigns']
 
 // GET /migrations pages newest first (ORDER BY c.createdAt DESC, c.migrationId DESC), which Cosmos DB
 // serves only from a composite index on both; the rest is the default policy. The same policy is
@@ -75,6 +76,21 @@ var migrationsIndexingPolicy = {
   ]
 }
 
+// GET /campaigns pages newest first (ORDER BY c.createdAt DESC, c.campaignId DESC): its composite index,
+// as campaignsIndexingPolicy in shared/store/cosmos/campaigns.ts (a test compares them).
+var campaignsIndexingPolicy = {
+  indexingMode: 'consistent'
+  automatic: true
+  includedPaths: [{ path: '/*' }]
+  excludedPaths: [{ path: '/"_etag"/?' }]
+  compositeIndexes: [
+    [
+      { path: '/createdAt', order: 'descending' }
+      { path: '/campaignId', order: 'descending' }
+    ]
+  ]
+}
+
 resource containers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2025-10-15' = [
   for container in containerNames: {
     parent: database
@@ -83,9 +99,10 @@ resource containers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containe
       resource: union(
         {
           id: container
-          partitionKey: { paths: ['/id'], kind: 'Hash' }
+          partitionKey: { paths: [container == 'campaigns' ? '/campaignId' : '/id'], kind: 'Hash' }
         },
-        container == 'migrations' ? { indexingPolicy: migrationsIndexingPolicy } : {}
+        container == 'migrations' ? { indexingPolicy: migrationsIndexingPolicy } : {},
+        container == 'campaigns' ? { indexingPolicy: campaignsIndexingPolicy } : {}
       )
     }
   }

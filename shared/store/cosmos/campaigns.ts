@@ -214,7 +214,7 @@ export class CosmosCampaignRecords implements CampaignRecords {
     for (const { seq, resourceId } of members) {
       if (!firsts.has(resourceId)) firsts.set(resourceId, { campaignId, seq, resourceId, state: 'pending' });
     }
-    const statuses = await this.write(
+    const statuses = await this.writeMembers(
       [...firsts.values()].map((member) => ({
         operationType: 'Create',
         partitionKey: campaignId,
@@ -258,7 +258,7 @@ export class CosmosCampaignRecords implements CampaignRecords {
 
   /** Replace each member's item (bulk, as addMembers); one not there is NotFound, the others still saved. */
   async saveMembers(campaignId: string, members: readonly CampaignMember[]): Promise<void> {
-    const statuses = await this.write(
+    const statuses = await this.writeMembers(
       members.map((member) => ({
         operationType: 'Replace',
         partitionKey: campaignId,
@@ -304,7 +304,7 @@ export class CosmosCampaignRecords implements CampaignRecords {
    * partial batch about 1 s (measured on the stand-in). An operation bulk did not settle (a 429, a
    * timeout) is sent again on its own, through the SDK's retry policy, at most 16 at once.
    */
-  private async write(operations: OperationInput[], subject: StoreSubject): Promise<number[]> {
+  private async writeMembers(operations: OperationInput[], subject: StoreSubject): Promise<number[]> {
     const statuses: number[] = [];
     for (let start = 0; start < operations.length; start += bulkChunk) {
       const chunk = operations.slice(start, start + bulkChunk);

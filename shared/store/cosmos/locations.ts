@@ -40,8 +40,10 @@ export interface CosmosStoreOptions {
   disableTlsVerify?: boolean;
   database: string;
   container: string;
-  /** Further containers (partition key `/id`) created alongside `container` when a key is used. */
+  /** Further containers (partition key `/id` unless `partitionKeys` says) created alongside `container` when a key is used. */
   extraContainers?: string[];
+  /** The partition key path of a container created here, by its id (absent: `/id`). */
+  partitionKeys?: Record<string, string>;
   /** The indexing policy of a container created here, by its id (absent: the default policy). */
   indexingPolicies?: Record<string, IndexingPolicy>;
   preferredRegion?: string | undefined;
@@ -121,7 +123,7 @@ export class CosmosStore implements LocationStore {
           const indexingPolicy = options.indexingPolicies?.[id];
           await database.containers.createIfNotExists({
             id,
-            partitionKey: { paths: ['/id'] },
+            partitionKey: { paths: [options.partitionKeys?.[id] ?? '/id'] },
             ...(indexingPolicy ? { indexingPolicy } : {}),
           });
         }

@@ -1,5 +1,5 @@
 import type { Container, IndexingPolicy, SqlParameter } from '@azure/cosmos';
-import type { MigrationRecord } from '../../migration/records';
+import { type MigrationRecord, runsRecord } from '../../migration/records';
 import { boundedId } from '../../migration/instanceId';
 import type { MigrationStatus } from '../../migration/types';
 import { type StoreSubject, changedSinceRead, migrationRecordSubject, notFound } from '../errors';
@@ -48,8 +48,11 @@ export const migrationsIndexingPolicy: IndexingPolicy = {
   ],
 };
 
-/** The claim: which migration holds the resource, and its record, so a loser can answer with it at once. */
-interface ClaimItem {
+/**
+ * The claim: which migration holds the resource, and the record of the run that took it (a start's, or a
+ * retry's reopened one), so a loser can answer with it at once and write it when its winner has not.
+ */
+export interface ClaimItem {
   id: string;
   kind: 'activeMigration';
   resourceId: string;
@@ -61,7 +64,8 @@ interface ClaimItem {
  * Azure: records in Cosmos DB container `migrations` (partition key `/id`, created by Bicep), and per
  * resource an `active~{resourceId}` claim item: created only-if-absent (a 409 loses), deleted when its
  * migration's record is saved done. Two items in two partitions, so no transaction holds both: the claim
- * is written first and carries the record, and whoever finds a claim without its record writes it.
+ * is written first and carries its run's record, and whoever finds a claim without that record (none
+ * yet, or a retry's ended earlier run) writes it: a claim is stale only once its own run is done.
  */
 export class CosmosMigrationRecords implements MigrationRecords {
   constructor(private readonly container: Container) {}
@@ -90,10 +94,14 @@ export class CosmosMigrationRecords implements MigrationRecords {
     for (let attempt = 1; attempt <= claimAttempts; attempt += 1) {
       const stored = await this.stored(record.migrationId);
       if (!stored) throw notFound(subject);
-      const { id: _id, ...existing } = stored.item as unknown as MigrationRecord & { id: string };
+      const existing = recordFrom(stored.item);
+      // This run's record already (a loser finished the reopen from this retry's claim): it won.
+      if (!existing.done && runsRecord(record.input, existing)) return { record: existing, created: true };
       if (!existing.done || existing.status.status !== 'Failed') return { record: existing, created: false };
       const taken = await this.takeClaim(record, subject);
-      if (taken.kind === 'held') return { record: taken.record, created: false };
+      if (taken.kind === 'held') {
+        return { record: taken.record, created: runsRecord(record.input, taken.record) };
+      }
       if (taken.kind === 'again') continue;
       try {
         await this.container
@@ -106,8 +114,8 @@ export class CosmosMigrationRecords implements MigrationRecords {
       } catch (error) {
         const mapped = storeError(error, subject);
         if (mapped.code !== 'PreconditionFailed') throw mapped;
-        // The record changed since the read (another retry of this migration won): look again. The claim
-        // stays: it names this migration, whose new record the winner wrote.
+        // The record changed since the read: a loser wrote this run's record from its claim (the next read
+        // finds it ours), or another retry of this migration won (the claim names that run).
       }
     }
     throw changedSinceRead(subject);
@@ -115,8 +123,9 @@ export class CosmosMigrationRecords implements MigrationRecords {
 
   /**
    * Take the resource's claim for `record` (a start's or a retry's): created only-if-absent; a claim
-   * whose migration is done (its release missed) is taken over, only from the version read. `held`: an
-   * unfinished migration holds it; `again`: it changed meanwhile, look again.
+   * whose run is done (its release missed) is taken over, only from the version read. `held`: an
+   * unfinished migration holds it (`recordOf` writes its record first when its winner has not yet);
+   * `again`: it changed meanwhile, look again.
    */
   private async takeClaim(
     record: MigrationRecord,
@@ -139,7 +148,8 @@ export class CosmosMigrationRecords implements MigrationRecords {
     }
     const held = await this.storedItem<ClaimItem>(claimId, subject);
     if (!held) return { kind: 'again' }; // released meanwhile
-    const standing = await this.recordOf(held.item);
+    const standing = await this.recordOf(held.item, subject);
+    if (!standing) return { kind: 'again' };
     if (!standing.done) return { kind: 'held', record: standing };
     try {
       await this.container
@@ -153,12 +163,34 @@ export class CosmosMigrationRecords implements MigrationRecords {
     }
   }
 
-  /** The claim's migration record; written from the claim when its winner has not written it (yet). */
-  private async recordOf(claim: ClaimItem): Promise<MigrationRecord> {
-    const standing = await this.get(claim.migrationId);
-    if (standing) return standing;
-    await this.create(claim.record);
-    return (await this.get(claim.migrationId)) ?? claim.record;
+  /**
+   * The record of the claim's run, written from the claim when its winner has not written it (yet): a
+   * start's missing record is created; a retry's reopen is finished over the ended run's record (on the
+   * ETag read, so only over that version). A done record of another run is not the claim's run ending:
+   * taken for stale, a start could take the claim between the retry's two writes and run alongside it.
+   * Null: the record changed meanwhile, look again. Protected: the race test's negative control.
+   */
+  protected async recordOf(claim: ClaimItem, subject: StoreSubject): Promise<MigrationRecord | null> {
+    const stored = await this.stored(claim.migrationId);
+    if (!stored) {
+      await this.create(claim.record);
+      return (await this.get(claim.migrationId)) ?? claim.record;
+    }
+    const standing = recordFrom(stored.item);
+    if (!standing.done || runsRecord(claim.record.input, standing)) return standing;
+    try {
+      await this.container
+        .item(claim.migrationId, claim.migrationId)
+        .replace(
+          { id: claim.migrationId, ...claim.record },
+          { accessCondition: { type: 'IfMatch', condition: stored.etag } },
+        );
+      return claim.record;
+    } catch (error) {
+      const mapped = storeError(error, subject);
+      if (mapped.code !== 'PreconditionFailed' && mapped.code !== 'NotFound') throw mapped;
+      return null;
+    }
   }
 
   /** Delete the resource's claim if this migration still holds it (conditional: never another's). */
@@ -191,10 +223,7 @@ export class CosmosMigrationRecords implements MigrationRecords {
 
   async get(migrationId: string): Promise<MigrationRecord | null> {
     const stored = await this.stored(migrationId);
-    if (!stored) return null;
-    // The record's id is its migrationId; `id` exists only because Cosmos DB requires one.
-    const { id: _id, ...record } = stored.item;
-    return record as unknown as MigrationRecord;
+    return stored ? recordFrom(stored.item) : null;
   }
 
   /**
@@ -324,4 +353,10 @@ export class CosmosMigrationRecords implements MigrationRecords {
       throw mapped;
     }
   }
+}
+
+/** The record in a stored item: its id is its migrationId; `id` exists only because Cosmos DB requires one. */
+function recordFrom(item: Record<string, unknown> & { id: string }): MigrationRecord {
+  const { id: _id, ...record } = item;
+  return record as unknown as MigrationRecord;
 }
