@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Campaigns } from '../shared/campaign/campaigns';
@@ -30,7 +30,7 @@ import { SqliteStore } from '../shared/store/sqlite/locations';
 import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
 import { ManualClock } from '../testkit/clock';
 import { VirtualScheduler } from '../testkit/virtualScheduler';
-import { table } from './lib';
+import { median, table } from './lib';
 import {
   type SqliteCounts,
   installSqliteCounts,
@@ -237,7 +237,6 @@ export async function embeddedCampaign(options: { members: number; maxConcurrent
           target: TARGET,
           resources: first,
           maxConcurrent: options.maxConcurrent,
-          actor: actor.id,
         },
         [202],
       );
@@ -245,15 +244,18 @@ export async function embeddedCampaign(options: { members: number; maxConcurrent
         await expectStatus(
           `${url}/api/campaigns/${campaignId}/resources`,
           'POST',
-          { resources: page, actor: actor.id },
+          { resources: page },
           [200, 202],
         );
       const postedSeconds = (performance.now() - started) / 1000;
       let sampledPeak = 0;
       let rssPeakKiB = 0;
       let polls = 0;
+      const pollMs: number[] = [];
+      const loadBefore = loadavg();
       let status: CampaignStatus;
       for (;;) {
+        const asked = performance.now();
         status = await expectStatus<CampaignStatus>(
           `${url}/api/campaigns/${campaignId}`,
           'GET',
@@ -261,6 +263,7 @@ export async function embeddedCampaign(options: { members: number; maxConcurrent
           [200],
         );
         polls += 1;
+        pollMs.push(performance.now() - asked);
         sampledPeak = Math.max(sampledPeak, status.counts.running);
         rssPeakKiB = Math.max(rssPeakKiB, procStatusKiB(pid, 'VmRSS'));
         if (endedCampaignStates.has(status.status)) break;
@@ -303,6 +306,9 @@ export async function embeddedCampaign(options: { members: number; maxConcurrent
         },
         migrationsListed: migrations.length,
         polls,
+        pollMs: { median: median(pollMs), max: Math.max(...pollMs) },
+        /** The machine's 1-minute load average before and after (other work on it shows here). */
+        loadAverage: [loadBefore[0], loadavg()[0]],
         routingStorePerMigration: {
           reads: (s.nearestReads + s.writeRegionReads) / options.members,
           writes: (s.replaces + s.creates) / options.members,

@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
  * SQLite — the routing documents, the migration records and journal, the campaign record and members.
  */
 
-export type StoreGroup = 'routes' | 'migrations' | 'journal' | 'campaigns' | 'other';
+export type StoreGroup = 'routes' | 'migrations' | 'journal' | 'campaigns' | 'audit' | 'other';
 export type SqliteCounts = Record<StoreGroup, { reads: number; writes: number }>;
 
 const empty = (): SqliteCounts => ({
@@ -17,6 +17,7 @@ const empty = (): SqliteCounts => ({
   migrations: { reads: 0, writes: 0 },
   journal: { reads: 0, writes: 0 },
   campaigns: { reads: 0, writes: 0 },
+  audit: { reads: 0, writes: 0 },
   other: { reads: 0, writes: 0 },
 });
 
@@ -35,6 +36,7 @@ function group(source: string): StoreGroup | 'control' {
   if (table.startsWith('campaign')) return 'campaigns';
   if (table === 'migration_journal') return 'journal';
   if (table.startsWith('migration')) return 'migrations';
+  if (table === 'audit') return 'audit';
   return 'other';
 }
 
