@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Campaigns } from '../shared/campaign/campaigns';
@@ -308,7 +308,7 @@ export async function embeddedCampaign(options: { members: number; maxConcurrent
         polls,
         pollMs: { median: median(pollMs), max: Math.max(...pollMs) },
         /** The machine's 1-minute load average before and after (other work on it shows here). */
-        loadAverage: [loadBefore[0], loadavg()[0]],
+        loadAverage: [loadBefore[0] ?? 0, loadavg()[0] ?? 0],
         routingStorePerMigration: {
           reads: (s.nearestReads + s.writeRegionReads) / options.members,
           writes: (s.replaces + s.creates) / options.members,
@@ -505,6 +505,40 @@ export async function runCampaign(options: CampaignBenchOptions) {
         v.rssMiB.highWaterMark,
       ]),
     ),
+    '',
+    table(
+      [
+        'SQLite statements per migration, reads / writes',
+        'routes',
+        'migration records',
+        'journal',
+        'campaign + members',
+        'audit',
+      ],
+      [
+        ...embedded.map((r) => [`embedded, maxConcurrent ${r.maxConcurrent}`, r.sqlitePerMigration] as const),
+        ...virtual.map(
+          (v) => [`virtual, ${v.profile}, maxConcurrent ${v.maxConcurrent}`, v.sqlitePerMigration] as const,
+        ),
+      ].map(([name, c]) => [
+        name,
+        ...(['routes', 'migrations', 'journal', 'campaigns', 'audit'] as const).map(
+          (g) => `${c[g].reads} / ${c[g].writes}`,
+        ),
+      ]),
+    ),
+    '',
+    `Routes seeded through the routing store into the host's SQLite file before it starts. "routes" is ` +
+      `the routing store's own port counters; "all SQLite" every statement the host process ran ` +
+      `(bench/sqliteCounts.ts), the poller's GETs included. Peak running: sampled from GET ` +
+      `/campaigns/{id} every 250 ms, then exact from the members' and the migrations' intervals. ` +
+      (fastest && embedded[1]
+        ? `Throughput at maxConcurrent ${fastest.maxConcurrent} ÷ at ${embedded[1].maxConcurrent}: ` +
+          `${(fastest.migrationsPerSecond / embedded[1].migrationsPerSecond).toFixed(2)}. `
+        : '') +
+      `Load average (1 min) around the embedded runs: ${embedded
+        .map((r) => r.loadAverage.map((l) => l.toFixed(1)).join(' → '))
+        .join(', ')} on ${cpus().length} cores.`,
   ].join('\n');
   return {
     table: text,

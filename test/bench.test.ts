@@ -36,13 +36,15 @@ test('every benchmark runs and writes bench/results-style JSON', async () => {
       without: { readsPerMigration: expect.any(Number) },
     });
     expect((read('growth').data.rows as unknown[]).length).toBe(1);
-    const campaign = read('campaign').data as {
-      embedded: { status: string; peakRunning: { limit: number; members: number } }[];
-      virtual: { status: string; peakRunning: { limit: number; members: number } };
-    };
-    expect(campaign.embedded.map((r) => r.status)).toEqual(['Completed', 'Completed']);
-    expect(campaign.virtual.status).toBe('Completed');
-    for (const r of [...campaign.embedded, campaign.virtual])
+    type CampaignRow = { status: string; peakRunning: { limit: number; members: number } };
+    const campaign = read('campaign').data as { embedded: CampaignRow[]; virtual: CampaignRow[] };
+    expect([...campaign.embedded, ...campaign.virtual].map((r) => r.status)).toEqual([
+      'Completed',
+      'Completed',
+      'Completed',
+      'Completed',
+    ]);
+    for (const r of [...campaign.embedded, ...campaign.virtual])
       expect(r.peakRunning.members).toBeLessThanOrEqual(r.peakRunning.limit);
   } finally {
     rmSync(out, { recursive: true, force: true });
