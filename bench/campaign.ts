@@ -165,11 +165,19 @@ const ask = (child: ChildProcess, message: { reset?: boolean }): Promise<HostRep
   });
 
 async function call<T>(url: string, method: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const response = await fetch(url, {
-    method,
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method,
+      headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { message?: string; code?: string } }).cause;
+    throw new Error(
+      `${method} ${url}: ${(error as Error).message} (${cause?.code ?? ''} ${cause?.message ?? ''})`,
+    );
+  }
   const text = await response.text();
   return { status: response.status, body: (text ? JSON.parse(text) : null) as T };
 }
@@ -254,14 +262,23 @@ export async function embeddedCampaign(options: { members: number; maxConcurrent
       const pollMs: number[] = [];
       const loadBefore = loadavg();
       let status: CampaignStatus;
+      const pollErrors: string[] = [];
       for (;;) {
         const asked = performance.now();
-        status = await expectStatus<CampaignStatus>(
-          `${url}/api/campaigns/${campaignId}`,
-          'GET',
-          undefined,
-          [200],
-        );
+        try {
+          status = await expectStatus<CampaignStatus>(
+            `${url}/api/campaigns/${campaignId}`,
+            'GET',
+            undefined,
+            [200],
+          );
+        } catch (error) {
+          // a poll that failed on the wire is counted and asked again; the host must still be there
+          pollErrors.push((error as Error).message);
+          if (child.exitCode !== null || pollErrors.length > 20) throw error;
+          await new Promise((r) => setTimeout(r, 250));
+          continue;
+        }
         polls += 1;
         pollMs.push(performance.now() - asked);
         sampledPeak = Math.max(sampledPeak, status.counts.running);
@@ -307,6 +324,7 @@ export async function embeddedCampaign(options: { members: number; maxConcurrent
         migrationsListed: migrations.length,
         polls,
         pollMs: { median: median(pollMs), max: Math.max(...pollMs) },
+        pollErrors,
         /** The machine's 1-minute load average before and after (other work on it shows here). */
         loadAverage: [loadBefore[0] ?? 0, loadavg()[0] ?? 0],
         routingStorePerMigration: {

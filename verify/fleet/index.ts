@@ -58,6 +58,10 @@ export type { FleetControl, FleetOptions, FleetResult, FleetStats } from './type
  * the committed location at the end; every migration ends Completed, Failed, Conflict or NoOp; no lock
  * past its cap.
  *
+ * With `campaign` in the options, one campaign over every resource (the real Campaigns service, tick and
+ * in-process campaign runner, in the orchestrator's process: campaign.ts) starts the migrations instead
+ * of the driver, under faults of its own store and deaths mid-tick, with its limit and rate oracles.
+ *
  * One file a concern, every function given the run's state (`Fleet`, in state.ts) explicitly: world
  * (locations, per-location data), services (the tiers and the client), users, participants,
  * routeDeleter, orchestrator (crashes, restarts, stalls), faults (the store's, the instance clocks'),
