@@ -61,8 +61,8 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
               { members: 10, maxConcurrent: 5 },
             ],
             virtual: [
-              { members: 200, maxConcurrent: 50, profile: 'dev' },
               { members: 20, maxConcurrent: 10, profile: 'production' },
+              { members: 200, maxConcurrent: 50, profile: 'dev' },
             ],
           }
         : quick
@@ -72,8 +72,8 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
                 { members: 500, maxConcurrent: 100 },
               ],
               virtual: [
-                { members: 10_000, maxConcurrent: 1000, profile: 'dev' },
                 { members: 200, maxConcurrent: 50, profile: 'production' },
+                { members: 10_000, maxConcurrent: 1000, profile: 'dev' },
               ],
             }
           : {
@@ -83,9 +83,10 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
                 { members: 2000, maxConcurrent: 100 },
               ],
               // Production timing: a tick every 5 s reads each running member's record, so fewer members.
+              // The smaller first: each row's peak RSS is the process's from its start (VmHWM reset).
               virtual: [
-                { members: 100_000, maxConcurrent: 1000, profile: 'dev' },
                 { members: 1000, maxConcurrent: 100, profile: 'production' },
+                { members: 100_000, maxConcurrent: 1000, profile: 'dev' },
               ],
             },
     ),
