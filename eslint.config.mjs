@@ -100,6 +100,25 @@ export default tseslint.config(
     },
   },
   {
+    // The command line is a client of the HTTP API: the contract's types and constants, never a store,
+    // a service or the Functions code (README "Operating campaigns from the command line").
+    files: ['cli/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^\\.\\./shared/(?!(campaign/types|migration/types|lock/document)$)',
+              message: 'cli/ talks to the HTTP API only: import the contract types, not stores or services.',
+            },
+            { regex: '^\\.\\./(functions|local|testkit)/', message: 'cli/ is a client of the HTTP API.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
     languageOptions: {
       globals: { module: 'writable', require: 'readonly', process: 'readonly', console: 'readonly' },

@@ -201,13 +201,8 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   let campaignQueue: LocalQueueConsumer | undefined;
   const storage = env.AzureWebJobsStorage?.trim();
   if (storage) {
-    queue = new LocalQueueConsumer({
-      connectionString: storage,
-      handle: (item) => handleMigrationMessage(item, migrations),
-      log,
-      ...options.queueRetry,
-    });
-    await queue.start();
+    // The campaigns consumer first: the migrations consumer's first poll stays the last thing a start
+    // does (test/migration/queue.test.ts counts on its next poll coming a full interval later).
     campaignQueue = new LocalQueueConsumer({
       connectionString: storage,
       handle: (item, messageId) => handleCampaignMessage(item, messageId, campaigns),
@@ -216,6 +211,13 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       ...options.queueRetry,
     });
     await campaignQueue.start();
+    queue = new LocalQueueConsumer({
+      connectionString: storage,
+      handle: (item) => handleMigrationMessage(item, migrations),
+      log,
+      ...options.queueRetry,
+    });
+    await queue.start();
   }
 
   const { port } = server.address() as AddressInfo;

@@ -1,9 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /**
- * `GET /` on the embedded host: a status page with no build step. Resources with their location and lock
- * phase, migrations in flight and recent ones with their phase timeline drawn as bars (pre-lock /
- * hard-delete / write), and the metrics of /api/metrics. It refreshes itself every second.
+ * `GET /` on the embedded host: a status page with no build step. Campaigns with a progress bar (members
+ * ended of total, by outcome), counts and ETA, each linking to its migrations (`#campaign=<id>` filters the
+ * migrations table to `GET /api/migrations?campaignId=`); resources with their location and lock phase,
+ * migrations in flight and recent ones with their phase timeline drawn as bars (pre-lock / hard-delete /
+ * write), and the metrics of /api/metrics. It refreshes itself every second. Like every call it makes, it
+ * sends no credential: the embedded host's loopback-only auth modes are what let it read.
  */
 
 export const statusPageHtml = `<!doctype html>
@@ -31,11 +34,15 @@ export const statusPageHtml = `<!doctype html>
   td.id { max-width:170px; overflow:hidden; text-overflow:ellipsis; }
   .badge { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px; font-weight:600; color:#fff; }
   .Completed { background:var(--ok); } .Failed, .Conflict { background:var(--bad); } .Running, .Pending { background:var(--run); } .NoOp, .Cancelled { background:var(--muted); }
+  .Paused, .Cancelling { background:var(--hardDelete); color:#1d2330; }
   .phase-prelock { background:var(--prelock); color:#1d2330; } .phase-hardDelete { background:var(--hardDelete); color:#1d2330; } .phase-write { background:var(--write); }
   .none { color:var(--muted); }
   .track { display:flex; height:14px; border-radius:7px; overflow:hidden; background:#eef0f4; }
   .seg { height:100%; min-width:2px; }
   .seg.prelock { background:var(--prelock); } .seg.hardDelete { background:var(--hardDelete); } .seg.write { background:var(--write); }
+  .seg.moved { background:var(--ok); } .seg.unmoved { background:var(--bad); } .seg.dropped { background:var(--muted); } .seg.running { background:var(--prelock); }
+  td.counts { white-space:normal; color:var(--muted); font-size:12.5px; }
+  a { color:var(--run); } .filter { color:var(--muted); font-size:12.5px; margin:-4px 0 8px; }
   .legend { display:flex; gap:14px; color:var(--muted); font-size:12px; margin-bottom:8px; }
   .legend i { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:5px; vertical-align:-1px; }
   .metrics { display:grid; grid-template-columns: repeat(3, minmax(0,1fr)); gap:10px; }
@@ -49,8 +56,14 @@ export const statusPageHtml = `<!doctype html>
 <body>
 <header><h1>routelock</h1><span id="updated">loading…</span></header>
 <main>
+  <section class="wide">
+    <h2>Campaigns</h2>
+    <div class="legend"><span><i style="background:var(--ok)"></i>moved (completed, no-op)</span><span><i style="background:var(--bad)"></i>failed, conflict</span><span><i style="background:var(--muted)"></i>cancelled, skipped</span><span><i style="background:var(--prelock)"></i>running</span></div>
+    <table><thead><tr><th>campaign</th><th>status</th><th>target</th><th>progress</th><th>ended</th><th>counts</th><th>eta</th><th>migrations</th></tr></thead><tbody id="campaigns"></tbody></table>
+  </section>
   <section>
     <h2>Migrations</h2>
+    <div class="filter" id="migrationFilter" hidden></div>
     <div class="legend"><span><i style="background:var(--prelock)"></i>pre-lock (convergence)</span><span><i style="background:var(--hardDelete)"></i>hard-delete lock</span><span><i style="background:var(--write)"></i>write lock</span></div>
     <table><thead><tr><th>migration</th><th>resource</th><th>status</th><th>phase</th><th>timeline</th><th>took</th></tr></thead><tbody id="migrations"></tbody></table>
   </section>
@@ -77,11 +90,37 @@ function bar(m) {
   const total = parts.reduce((s, [, d]) => s + d, 0) || 1;
   return '<div class="track">' + parts.map(([k, d]) => '<div class="seg ' + k + '" title="' + k + ' ' + d.toFixed(1) + ' s" style="width:' + (100 * d / total).toFixed(2) + '%"></div>').join('') + '</div>';
 }
+const CAMPAIGN_SEGMENTS = [['moved', ['completed', 'noOp']], ['unmoved', ['failed', 'conflict']], ['dropped', ['cancelled', 'skipped']], ['running', ['running']]];
+function progress(c) {
+  const total = c.total || 1;
+  return '<div class="track">' + CAMPAIGN_SEGMENTS.map(([k, states]) => [k, states.reduce((s, st) => s + (c[st] || 0), 0)])
+    .filter(([, n]) => n > 0).map(([k, n]) => '<div class="seg ' + k + '" title="' + k + ' ' + n + '" style="width:' + (100 * n / total).toFixed(2) + '%"></div>').join('') + '</div>';
+}
+const ended = (c) => c.total - c.pending - c.running;
+function counts(c) { return ['pending', 'running', 'completed', 'noOp', 'failed', 'conflict', 'cancelled', 'skipped'].filter((k) => c[k]).map((k) => k + ' ' + c[k]).join(' · ') || '—'; }
+function eta(s) { if (s.status === 'Completed' || s.status === 'Cancelled' || s.etaSeconds == null) return '—'; const t = Math.round(s.etaSeconds); return t < 60 ? t + ' s' : t < 3600 ? Math.floor(t / 60) + ' min ' + (t % 60) + ' s' : Math.floor(t / 3600) + ' h ' + Math.floor((t % 3600) / 60) + ' min'; }
+/** #campaign=<id> shows only that campaign's migrations. */
+const campaignFilter = () => { const m = /^#campaign=(.+)$/.exec(location.hash); return m ? decodeURIComponent(m[1]) : null; };
+function campaignRows(list) {
+  return list.items.length ? list.items.map((s) =>
+    '<tr data-campaign="' + esc(s.campaignId) + '" data-status="' + esc(s.status) + '"><td class="mono id" title="' + esc(s.campaignId) + '">' + esc(s.campaignId) + '</td><td><span class="badge ' + esc(s.status) + '">' + esc(s.status) + '</span></td><td>' + where(s.target) +
+    '</td><td class="bar">' + progress(s.counts) + '</td><td class="ended">' + ended(s.counts) + ' / ' + s.counts.total + '</td><td class="counts">' + esc(counts(s.counts)) + '</td><td class="eta">' + eta(s) +
+    '</td><td><a class="migrations" href="#campaign=' + encodeURIComponent(s.campaignId) + '">show</a> · <a href="' + esc(s.migrationsUrl) + '">json</a></td></tr>').join('')
+    : '<tr><td colspan="8" class="empty">No campaigns yet: POST /api/campaigns, or npx routelock campaign start</td></tr>';
+}
 function took(m) { const t = m.timeline; return t.prelockAt && t.swappedAt ? secs(t.prelockAt, t.swappedAt).toFixed(1) + ' s' : ''; }
 function metric(name, d) { return '<div class="metric"><small>' + name + ' p50 / p99</small><b>' + (d.count ? d.p50.toFixed(2) + ' / ' + d.p99.toFixed(2) + ' s' : '—') + '</b><small>' + d.count + ' samples, max ' + (d.max ?? 0).toFixed(2) + ' s</small></div>'; }
 async function refresh() {
   try {
-    const [routes, migrations, metrics] = await Promise.all(['/api/routes?limit=200', '/api/migrations?limit=30', '/api/metrics'].map((u) => fetch(u).then((r) => r.json())));
+    const only = campaignFilter();
+    const migrationsUrl = '/api/migrations?limit=30' + (only ? '&campaignId=' + encodeURIComponent(only) : '');
+    const [routes, migrations, metrics] = await Promise.all(['/api/routes?limit=200', migrationsUrl, '/api/metrics'].map((u) => fetch(u).then((r) => r.json())));
+    // A host without campaign routes still shows everything else.
+    const campaigns = await fetch('/api/campaigns?limit=20').then((r) => r.ok ? r.json() : { items: [] }, () => ({ items: [] }));
+    document.getElementById('campaigns').innerHTML = campaignRows(campaigns);
+    const filter = document.getElementById('migrationFilter');
+    filter.hidden = !only;
+    filter.innerHTML = only ? 'Migrations of campaign <b class="mono">' + esc(only) + '</b> · <a href="#">show all</a>' : '';
     document.getElementById('migrations').innerHTML = migrations.items.length ? migrations.items.map((m) =>
       '<tr data-migration="' + esc(m.migrationId) + '" data-status="' + esc(m.status) + '"><td class="mono id" title="' + esc(m.migrationId) + '">' + esc(m.migrationId) + '</td><td class="mono">' + esc(m.resourceId) + '</td><td><span class="badge ' + esc(m.status) + '">' + esc(m.status) + '</span></td><td>' + esc(m.phase) + '</td><td class="bar">' + bar(m) + '</td><td>' + took(m) + '</td></tr>').join('')
       : '<tr><td colspan="6" class="empty">No migrations yet: POST /api/migrations</td></tr>';
@@ -95,7 +134,7 @@ async function refresh() {
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (e) { document.getElementById('updated').textContent = 'cannot reach the host: ' + e.message; }
 }
-refresh(); setInterval(refresh, 1000);
+refresh(); setInterval(refresh, 1000); window.addEventListener('hashchange', refresh);
 </script>
 </body>
 </html>

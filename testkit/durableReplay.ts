@@ -161,6 +161,11 @@ export interface ReplayOptions {
   events?: RaisedEvent[];
   /** Stop after the episode where this holds (a deployment mid-run); the result is then `Running`. */
   stopWhen?: (state: { actions: ReplayResult['actions']; runs: number; now: number }) => boolean;
+  /**
+   * Stop (as `Running`) once the next message is due after this virtual time, to resume the instance
+   * from its `history` later: several instances stepped along one clock.
+   */
+  pauseAt?: number;
 }
 
 /** An external event, as DurableClient.raiseEvent(instanceId, name, input) sends it. */
@@ -190,6 +195,8 @@ export interface ReplayResult {
   /** Running: nothing left to deliver and not finished (stuck), or stopped by `stopWhen`. */
   runtimeStatus: 'Completed' | 'Failed' | 'Running';
   runs: number;
+  /** The input of each continueAsNew, in order (`history` is the current execution's). */
+  continuedAsNewWith: unknown[];
   statuses: unknown[];
   /** Every task and timer the extension scheduled, in id order, with its DTFx id. */
   actions: LoggedAction[];
@@ -327,6 +334,8 @@ class ExtensionReplay {
   /** DurableOrchestrationContext.pendingExternalEvents (a stack per name) and bufferedExternalEvents. */
   private readonly eventWaiters = new Map<string, Pending[]>();
   private readonly bufferedEvents = new Map<string, string[]>();
+  /** Set when the orchestrator called continueAsNew in this episode. */
+  continuedAsNew: { input: unknown } | undefined;
 
   constructor(
     private readonly maxActions: number,
@@ -567,6 +576,13 @@ class ExtensionReplay {
         if (action.isCanceled) cancel.cancel();
         return task;
       }
+      case 4: {
+        // DurableOrchestrationContext.ContinueAsNew(input) (preserveUnprocessedEvents false): fire and forget
+        this.continuedAsNew = { input: action.input };
+        const done = new Pending();
+        done.settle({ ok: true, value: null });
+        return done;
+      }
       case 6:
         return this.waitForExternalEvent(action.externalEventName as string);
       case 8:
@@ -629,15 +645,15 @@ interface Delivery {
 const OUT_OF_PROC_DATA = '\n\n$OutOfProcData$:';
 
 /**
- * Activities, timers, external events, callHttp and Task.all/any: what routelock's orchestrator uses,
- * and all this models.
+ * Activities, timers, external events, callHttp, Task.all/any and continueAsNew: what routelock's
+ * orchestrators use, and all this models.
  */
-const MODELLED = new Set([0, 1, 5, 6, 8, 11, 12]);
+const MODELLED = new Set([0, 1, 4, 5, 6, 8, 11, 12]);
 function assertModelled(actions: WireAction[]): void {
   for (const action of actions) {
     if (!MODELLED.has(action.actionType))
       throw new Error(
-        `testkit/durableReplay does not model action type ${action.actionType} (sub-orchestrations, entities, continueAsNew)`,
+        `testkit/durableReplay does not model action type ${action.actionType} (sub-orchestrations, entities)`,
       );
     assertModelled(action.compoundActions ?? []);
   }
@@ -653,9 +669,46 @@ export class DurableReplay {
   private order = 0;
   private readonly log: LoggedAction[] = [];
   private seenActions: string[] = [];
+  /** The current execution's input: the start's, then each continueAsNew's. */
+  private input: unknown;
+  private readonly continuedWith: unknown[] = [];
 
   constructor(private readonly options: ReplayOptions) {
     this.now = options.start;
+    this.input = options.input;
+  }
+
+  private executionStarted(execution: number): WireEvent {
+    return this.event({
+      EventType: EventType.ExecutionStarted,
+      OrchestrationInstance: {
+        InstanceId: this.options.instanceId,
+        ExecutionId: `${this.options.instanceId}-execution-${execution}`,
+      },
+      Name: this.options.name,
+      Version: this.options.version ?? '',
+      Input: JSON.stringify(this.input),
+    });
+  }
+
+  /**
+   * ContinueAsNew as DTFx's TaskOrchestrationDispatcher does it: the execution ends ContinuedAsNew and
+   * a new one starts in the same work item with the new input and a fresh history. Messages for the
+   * old execution (its tasks' answers, its timers) are discarded when they arrive; a raised event is
+   * addressed to the instance and reaches the new one; events the old one had not taken are dropped
+   * (preserveUnprocessedEvents is false on the out-of-process path).
+   */
+  private continueAsNew(input: unknown): void {
+    this.input = input;
+    this.continuedWith.push(input);
+    this.seenActions = [];
+    const kept = this.deliveries.filter((d) => d.event.EventType === EventType.EventRaised);
+    this.deliveries.splice(0, this.deliveries.length, ...kept);
+    for (const e of this.history) e.IsPlayed = true;
+    this.history = [
+      this.event({ EventType: EventType.OrchestratorStarted }),
+      this.executionStarted(this.continuedWith.length + 1),
+    ];
   }
 
   private event(
@@ -669,23 +722,14 @@ export class DurableReplay {
     const { options } = this;
     if (options.history) {
       this.history = structuredClone(options.history);
+      const started = this.history.find((e) => e.EventType === EventType.ExecutionStarted);
+      if (started) this.input = JSON.parse(started.Input as string) as unknown;
       this.now = Math.max(...this.history.map((e) => Date.parse(e.Timestamp)));
       this.redeliverOutstanding();
       this.logRecordedDecisions();
     } else {
       this.history.push(this.event({ EventType: EventType.OrchestratorStarted }));
-      this.history.push(
-        this.event({
-          EventType: EventType.ExecutionStarted,
-          OrchestrationInstance: {
-            InstanceId: options.instanceId,
-            ExecutionId: `${options.instanceId}-execution-1`,
-          },
-          Name: options.name,
-          Version: options.version ?? '',
-          Input: JSON.stringify(options.input),
-        }),
-      );
+      this.history.push(this.executionStarted(1));
     }
     let orchestrate = createOrchestrator(options.orchestrator);
     const statuses: unknown[] = [];
@@ -712,6 +756,7 @@ export class DurableReplay {
       error,
       runtimeStatus,
       runs,
+      continuedAsNewWith: this.continuedWith,
       statuses,
       actions: this.log,
       history: this.history,
@@ -721,7 +766,10 @@ export class DurableReplay {
       if (options.crashBeforeRun === run) orchestrate = createOrchestrator(options.orchestrator);
       // A recorded history's first run only replays it: no message arrived, so no episode to close.
       const replayOnly = options.history !== undefined && run === 1;
-      const close = (decisions: Decision[], end?: { output?: unknown; failed?: string }) => {
+      const close = (
+        decisions: Decision[],
+        end?: { output?: unknown; failed?: string; continuedAsNew?: boolean },
+      ) => {
         if (!replayOnly) this.closeEpisode(decisions, end);
       };
       const state = await this.runOrchestrator(orchestrate, run);
@@ -766,6 +814,11 @@ export class DurableReplay {
         close(decisions, { failed: reason });
         return finish('Failed', run, undefined, reason);
       }
+      if (settled && state.isDone && extension.continuedAsNew) {
+        close(decisions, { continuedAsNew: true });
+        this.continueAsNew(extension.continuedAsNew.input);
+        continue; // the new execution runs at once, no message needed
+      }
       if (settled && state.isDone) {
         close(decisions, { output: state.output });
         return finish('Completed', run, state.output);
@@ -779,6 +832,9 @@ export class DurableReplay {
         else waiting.push(event);
       }
       await this.dispatch(decisions);
+      const nextDue = this.deliveries.reduce((at, d) => Math.min(at, d.at), Infinity);
+      if (options.pauseAt !== undefined && nextDue !== Infinity && nextDue > options.pauseAt)
+        return finish('Running', run, undefined);
       if (!this.deliverNext()) return finish('Running', run, undefined, 'nothing left to deliver');
     }
     throw new Error('orchestration did not finish');
@@ -793,7 +849,7 @@ export class DurableReplay {
     const binding = JSON.parse(
       JSON.stringify({
         history: this.history,
-        input: options.input,
+        input: this.input,
         instanceId: options.instanceId,
         isReplaying: run > 1,
         parentInstanceId: null,
@@ -835,7 +891,10 @@ export class DurableReplay {
   }
 
   /** End the episode: new TaskScheduled/TimerCreated events, the outcome if any, OrchestratorCompleted. */
-  private closeEpisode(decisions: Decision[], end?: { output?: unknown; failed?: string }): void {
+  private closeEpisode(
+    decisions: Decision[],
+    end?: { output?: unknown; failed?: string; continuedAsNew?: boolean },
+  ): void {
     for (const decision of decisions) {
       if (decision.kind === 'timer') {
         this.history.push(
@@ -862,7 +921,11 @@ export class DurableReplay {
       this.history.push(
         this.event({
           EventType: EventType.ExecutionCompleted,
-          OrchestrationStatus: end.failed === undefined ? 'Completed' : 'Failed',
+          OrchestrationStatus: end.continuedAsNew
+            ? 'ContinuedAsNew'
+            : end.failed === undefined
+              ? 'Completed'
+              : 'Failed',
           Result: end.failed === undefined ? JSON.stringify(end.output ?? null) : end.failed,
         }),
       );

@@ -69,13 +69,23 @@ export class DurableCampaignLauncher implements CampaignLauncher {
     }
   }
 
+  /**
+   * Tick soon: the `wake` event to a ticking instance. One that is not ticking (an operator terminated
+   * it, or it failed) is launched again, and a new instance ticks at once: a campaign whose runner died
+   * is healed by the next pause, resume, cancel or change. Best effort, as the contract says: a task
+   * hub that does not answer is not worth failing a change already saved over (its caller would
+   * answer 503); the orchestration sees the change at its next tick anyway.
+   */
   async wake(campaignId: string): Promise<void> {
+    const instanceId = campaignInstanceId(campaignId);
     try {
-      // durable-js resolves a 410 (the instance is not running) itself; a 404 is no instance at all.
-      await this.client.raiseEvent(campaignInstanceId(campaignId), WAKE_EVENT, {});
-    } catch (error) {
-      if (/No instance with ID/.test((error as Error).message)) return;
-      throw unavailable('take the wake-up', error);
+      const current = await this.instance(instanceId);
+      // durable-js resolves a 410 (it ended meanwhile) as it does a 202
+      if (current && ticking.has(String(current.runtimeStatus)))
+        await this.client.raiseEvent(instanceId, WAKE_EVENT, {});
+      else await this.launch(campaignId);
+    } catch {
+      // best effort (above)
     }
   }
 }

@@ -97,7 +97,7 @@ export class Campaigns implements CampaignService {
       );
     const saved = await this.saveCounts(standing);
     await this.deps.launcher.launch(campaignId);
-    return { campaignId, created: true, status: this.view(saved) };
+    return { campaignId, created: true, status: this.view(saved.record) };
   }
 
   async status(campaignId: string): Promise<CampaignStatus> {
@@ -137,9 +137,9 @@ export class Campaigns implements CampaignService {
       ids.map((resourceId, i) => ({ seq: page * MAX_IDS_PER_REQUEST + i, resourceId })),
     );
     const saved = await this.saveCounts(reserved.after, added);
-    if (reserved.after.record.status !== saved.status) await this.deps.launcher.launch(campaignId);
+    if (saved.reopened) await this.deps.launcher.launch(campaignId);
     else await this.deps.launcher.wake(campaignId);
-    return { added, duplicates: ids.length - added, status: this.view(saved) };
+    return { added, duplicates: ids.length - added, status: this.view(saved.record) };
   }
 
   pause(campaignId: string, _actor: Actor): Promise<CampaignStatus> {
@@ -197,15 +197,23 @@ export class Campaigns implements CampaignService {
     return this.view(saved.after.record);
   }
 
-  /** The members' counts on the record; a campaign completed meanwhile reopens for new members. */
-  private async saveCounts(versioned: VersionedCampaign, added = 0): Promise<CampaignRecord> {
+  /**
+   * The members' counts on the record; a campaign completed meanwhile reopens for new members (its
+   * runner had stopped: `reopened` says to launch it again).
+   */
+  private async saveCounts(
+    versioned: VersionedCampaign,
+    added = 0,
+  ): Promise<{ record: CampaignRecord; reopened: boolean }> {
     const counts = countsFrom(await this.deps.campaigns.countMembers(versioned.record.campaignId));
+    let reopened = false;
     const saved = await casLoop(this.deps, versioned, (r) => {
       const status = afterResourcesAdded(r.status, added);
+      reopened = status !== r.status;
       const { endedAt: _e, ...open } = r;
-      return { ...(status === r.status ? r : open), status, counts, updatedAt: this.at() };
+      return { ...(reopened ? open : r), status, counts, updatedAt: this.at() };
     });
-    return (saved as { after: VersionedCampaign }).after.record;
+    return { record: (saved as { after: VersionedCampaign }).after.record, reopened };
   }
 
   private async read(campaignId: string): Promise<VersionedCampaign> {

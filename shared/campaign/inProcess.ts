@@ -42,14 +42,16 @@ export class InProcessCampaignRunner implements CampaignLauncher {
 
   constructor(private readonly options: InProcessCampaignRunnerOptions) {}
 
-  /** Start the campaign's loop unless it has one (never two). */
+  /**
+   * Start the campaign's loop unless it has one (never two); one it has ticks again, so a campaign
+   * reopened while its last tick ran (resources added as it completed) is not left without a loop.
+   */
   launch(campaignId: string): Promise<void> {
-    if (this.stopped || this.loops.has(campaignId)) return Promise.resolve();
+    if (this.stopped) return Promise.resolve();
+    if (this.loops.has(campaignId)) return this.wake(campaignId);
     const loop: Loop = { done: Promise.resolve(), woken: false, wakeUp: () => undefined };
     this.loops.set(campaignId, loop);
-    loop.done = this.run(campaignId, loop).finally(() => {
-      if (this.loops.get(campaignId) === loop) this.loops.delete(campaignId);
-    });
+    loop.done = this.run(campaignId, loop);
     return Promise.resolve();
   }
 
@@ -92,6 +94,15 @@ export class InProcessCampaignRunner implements CampaignLauncher {
   }
 
   private async run(campaignId: string, loop: Loop): Promise<void> {
+    try {
+      await this.ticks(campaignId, loop);
+    } finally {
+      // at once, not a turn later: a launch that comes after this starts a new loop
+      if (this.loops.get(campaignId) === loop) this.loops.delete(campaignId);
+    }
+  }
+
+  private async ticks(campaignId: string, loop: Loop): Promise<void> {
     const { scheduler, log } = this.options;
     const firstRetryMs = this.options.retryMs ?? 1000;
     let failures = 0;
@@ -101,7 +112,8 @@ export class InProcessCampaignRunner implements CampaignLauncher {
       try {
         const result = await this.options.tick(campaignId);
         failures = 0;
-        if (result.done) {
+        // a wake or launch during the tick: look again (it may have reopened the campaign)
+        if (result.done && !loop.woken) {
           log?.(`campaign ${result.status}`, { campaignId });
           return;
         }

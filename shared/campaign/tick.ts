@@ -48,8 +48,13 @@ export function campaignSettings(config: Pick<Config, 'campaign'>): CampaignSett
 const PAGE = MAX_IDS_PER_REQUEST;
 /** Migration record reads and starts in flight at once. */
 const PARALLEL = 16;
-/** A migration unfinished this long is asked of its runner (Durable: a crashed orchestration reads Failed). */
+/**
+ * A migration unfinished this long is asked of its runner (Durable: a crashed orchestration reads
+ * Failed), once every STATUS_ROUND_MS: a production migration runs for hours, and asking the task hub
+ * for each of thousands on every tick would cost more than the answer is worth.
+ */
 const LONG_UNFINISHED_MS = 3_600_000;
+const STATUS_ROUND_MS = 600_000;
 /** Selection reads another page of routes while fewer members than this (or maxConcurrent) wait. */
 const SELECTION_LOW_WATER = 100;
 
@@ -83,7 +88,10 @@ export async function campaignTick(
   if (isEnded(read.record.status)) return { done: true, status: read.record.status, nextTickAt: now };
 
   const findings: TickFindings = { holds: [], errors: [] };
-  await refreshRunning(deps, campaignId, now, findings);
+  // the first tick past a 10-minute boundary since the last save asks about the long-unfinished
+  const askRunner =
+    Math.floor(now / STATUS_ROUND_MS) !== Math.floor(Date.parse(read.record.updatedAt) / STATUS_ROUND_MS);
+  await refreshRunning(deps, campaignId, now, askRunner, findings);
   let versioned = read;
   if (read.record.status === 'Cancelling') {
     await cancelMembers(deps, read.record, now, findings);
@@ -113,6 +121,7 @@ async function refreshRunning(
   deps: TickDeps,
   campaignId: string,
   now: number,
+  askRunner: boolean,
   findings: TickFindings,
 ): Promise<void> {
   let afterSeq: number | undefined;
@@ -124,9 +133,9 @@ async function refreshRunning(
     });
     if (page.length === 0) return;
     afterSeq = (page[page.length - 1] as CampaignMember).seq;
-    const changed = (await inParallel(page, (member) => refreshed(deps, member, now, findings))).filter(
-      (m): m is CampaignMember => m !== null,
-    );
+    const changed = (
+      await inParallel(page, (member) => refreshed(deps, member, now, askRunner, findings))
+    ).filter((m): m is CampaignMember => m !== null);
     if (changed.length > 0) await deps.campaigns.saveMembers(campaignId, changed);
     if (page.length < PAGE) return;
   }
@@ -137,6 +146,7 @@ async function refreshed(
   deps: TickDeps,
   member: CampaignMember,
   now: number,
+  askRunner: boolean,
   findings: TickFindings,
 ): Promise<CampaignMember | null> {
   const migrationId = member.migrationId ?? memberMigrationId(member.campaignId, member.seq);
@@ -150,7 +160,7 @@ async function refreshed(
   if (record === null) return backToPending(member);
   let status = record.status;
   if (!record.done) {
-    if (now - Date.parse(claimedAtOf(record)) <= LONG_UNFINISHED_MS) return null;
+    if (!askRunner || now - Date.parse(claimedAtOf(record)) <= LONG_UNFINISHED_MS) return null;
     try {
       status = await deps.migrations.status(migrationId);
     } catch (error) {
@@ -281,15 +291,16 @@ async function selectPage(
     .filter((doc) => doc.location.region === source.region && !isProbeId(doc.id))
     .map((doc) => doc.id);
   const record = versioned.record;
-  const room = Math.min(
-    source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected,
-    record.pages >= MAX_CAMPAIGN_PAGES ? 0 : MAX_CAMPAIGN_RESOURCES - record.reserved,
-  );
-  const taken = matching.slice(0, Math.max(0, room));
-  const cut = taken.length < matching.length || taken.length >= room;
-  if (cut && source.limit === undefined) findings.errors.push('the campaign is full: selection stopped');
+  const limitRoom = source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected;
+  const capacityRoom = record.pages >= MAX_CAMPAIGN_PAGES ? 0 : MAX_CAMPAIGN_RESOURCES - record.reserved;
+  const room = Math.max(0, Math.min(limitRoom, capacityRoom));
+  const taken = matching.slice(0, room);
+  // the selection ends here once it has all it may take: its limit, or the campaign's capacity
+  const cut = taken.length >= room;
+  if (cut && capacityRoom < limitRoom)
+    findings.errors.push(`the campaign is full (${MAX_CAMPAIGN_RESOURCES} resources): selection stopped`);
+  // the source as this tick read it (a pause meanwhile does not undo a page already taken)
   const sameSelection = (r: CampaignRecord) =>
-    r.status === 'Running' &&
     r.source.kind === 'from' &&
     !r.source.done &&
     r.source.continuation === source.continuation &&
@@ -299,7 +310,9 @@ async function selectPage(
   let added = 0;
   if (taken.length > 0) {
     const reserved = await casLoop(deps, current, (r) =>
-      sameSelection(r) ? { ...r, pages: r.pages + 1, reserved: r.reserved + taken.length } : null,
+      sameSelection(r) && r.pages < MAX_CAMPAIGN_PAGES && r.reserved + taken.length <= MAX_CAMPAIGN_RESOURCES
+        ? { ...r, pages: r.pages + 1, reserved: r.reserved + taken.length }
+        : null,
     );
     if (!reserved) return { versioned: await mustGet(deps, record.campaignId), added: 0 };
     const pageNo = reserved.before.pages;

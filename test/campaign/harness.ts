@@ -12,6 +12,7 @@ import type { HttpCall, HttpResult } from '../../shared/migration/types';
 import type { MigrationRecord } from '../../shared/migration/records';
 import type { TokenKeyring } from '../../shared/security/tokenKeys';
 import type { LocationStore } from '../../shared/store/ports/locations';
+import type { TelemetrySink } from '../../shared/telemetry/sink';
 import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
@@ -31,6 +32,7 @@ export interface CampaignHarnessOptions {
   env?: Record<string, string>;
   http?: (call: HttpCall) => Promise<HttpResult>;
   rules?: TickRules;
+  sink?: TelemetrySink;
   /** Wraps the location store the router and the tick use (a FaultyStore). */
   wrapStore?: (store: LocationStore) => LocationStore;
 }
@@ -84,6 +86,7 @@ export function campaignHarness(options: CampaignHarnessOptions = {}) {
       router: m.router,
       now: clock.now,
       settings: campaignSettings(m.config),
+      ...(options.sink === undefined ? {} : { sink: options.sink }),
     };
     const tick = async (campaignId: string): Promise<TickResult> => {
       const result = await campaignTick(deps, campaignId, options.rules);

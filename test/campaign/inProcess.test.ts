@@ -1,6 +1,8 @@
-import { startsAllowed, throttleAfterTick } from '../../shared/campaign/plan';
-import type { TickRules } from '../../shared/campaign/tick';
+import { countsFrom, startsAllowed, throttleAfterTick } from '../../shared/campaign/plan';
+import { type TickRules, campaignTick } from '../../shared/campaign/tick';
 import type { HttpCall, HttpResult, MigrationPhase } from '../../shared/migration/types';
+import type { TelemetryEvent } from '../../shared/telemetry/lockTelemetry';
+import { nullSink } from '../../shared/telemetry/sink';
 import { FaultyStore } from '../../testkit/faultyStore';
 import { SOURCE, TARGET, campaignHarness, operator, worstMinute } from './harness';
 
@@ -59,7 +61,8 @@ async function outcome(h: Harness, campaignId: string) {
 
 describe('limits', () => {
   test('200 lock-only migrations, maxConcurrent 7, startsPerMinute 30: Completed, neither limit ever exceeded', async () => {
-    const h = harness();
+    const events: TelemetryEvent[] = [];
+    const h = harness({ sink: { ...nullSink, event: (e) => events.push(e) } });
     const run = await runCampaign(h, 200, { maxConcurrent: 7, startsPerMinute: 30 });
     expect(run.status).toMatchObject({
       status: 'Completed',
@@ -77,6 +80,21 @@ describe('limits', () => {
     // the rate sets the pace: 200 starts at 30 a minute take over 6 minutes
     expect(run.virtualSeconds).toBeGreaterThan(6 * 60);
     for (const r of run.records) expect(r).toMatchObject({ campaignId: run.campaignId, done: true });
+    // telemetry: one start, one end, with the counts
+    expect(events.map((e) => e.name)).toEqual(['CampaignStarted', 'CampaignEnded']);
+    expect(events[1]).toMatchObject({
+      properties: { campaignId: run.campaignId, status: 'Completed', targetRegion: 'eastus' },
+      measurements: { total: 200, completed: 200 },
+    });
+    // no lock seed (what a fencing token derives from) in the campaign's record, members, status or telemetry
+    const seen = JSON.stringify([
+      await h.records.get(run.campaignId),
+      await h.members(run.campaignId, 'completed'),
+      run.status,
+      events,
+    ]);
+    for (const r of run.records) expect(seen).not.toContain(r.input.lock.nonce);
+    expect(seen).not.toMatch(/nonce|token/i);
     console.log(
       `campaign of 200: ${run.virtualSeconds} s virtual, peak ${h.observed.peakRunning}/7 running, worst minute ${run.worstMinute}/30 starts, ${h.observed.ticks} ticks, write lock p50 ${run.status.writeLockSeconds?.p50} s`,
     );
@@ -291,6 +309,41 @@ describe('a crash of the runner', () => {
   });
 });
 
+describe('a migration whose runner died', () => {
+  test('unfinished past an hour: asked of the migration service every 10 minutes, and a crashed one (Failed) ends its member', async () => {
+    const h = harness();
+    await h.routes(ids(3));
+    const { campaignId } = await h.campaigns.create(
+      { target: TARGET, resources: ids(3), maxConcurrent: 3 },
+      operator,
+    );
+    await h.runUntil(async () => (await h.counts(campaignId)).running === 3);
+    // the migrations' runner dies; their records stay unfinished (Durable: the orchestration crashed)
+    h.parts.migrationRunner.stop();
+    const asked: { id: string; at: number }[] = [];
+    const crashedAt = h.clock.now();
+    h.parts.deps.migrations.status = async (migrationId) => {
+      asked.push({ id: migrationId, at: h.clock.now() });
+      const record = await h.parts.state.get(migrationId);
+      // what the Durable service answers for a failed orchestration, after 2 hours
+      return h.clock.now() - crashedAt > 2 * 3_600_000
+        ? { ...record!.status, status: 'Failed', error: 'the orchestration failed' }
+        : record!.status;
+    };
+    // the stopped runner's migrations never settle: run until the campaign's loop ends
+    await h.parts.scheduler.runWhile(() => h.parts.campaignRunner.activeCount > 0);
+    const end = await outcome(h, campaignId);
+    expect(end.status).toMatchObject({ status: 'Completed', counts: { failed: 3, total: 3 } });
+    expect(asked.length).toBeGreaterThan(0);
+    // never before the hour, and each at most once a 10-minute round
+    expect(Math.min(...asked.map((a) => a.at)) - crashedAt).toBeGreaterThanOrEqual(3_600_000 - 60_000);
+    const rounds = new Set(asked.map((a) => `${a.id}@${Math.floor(a.at / 600_000)}`));
+    expect(rounds.size).toBe(asked.length);
+    const members = await h.members(campaignId, 'failed');
+    expect(members.map((m) => m.reason)).toEqual(Array(3).fill('the orchestration failed'));
+  });
+});
+
 describe('retries and a throttling store', () => {
   test('a participant that fails only the first attempt: every migration Completed on its second', async () => {
     const seen: HttpCall[] = [];
@@ -392,6 +445,42 @@ describe('from: {region}', () => {
     expect(end.records.map((r) => r.resourceId).sort()).toEqual([...expected].sort());
     expect(h.store.counters.lists - lists).toBeGreaterThanOrEqual(3);
     expect((await h.store.read('probe-westeurope', { from: 'writeRegion' })).doc.location).toEqual(SOURCE);
+  });
+
+  test('a campaign near its 100,000: selection takes what fits, stops, and says so', async () => {
+    const h = harness();
+    for (const id of ids(30)) await h.parts.router.createRoute(id, SOURCE);
+    const at = new Date(h.clock.now()).toISOString();
+    // a record as 99,995 resources later, ticked by hand (no runner)
+    await h.records.create({
+      campaignId: 'c-full',
+      target: TARGET,
+      limits: { maxConcurrent: 10 },
+      status: 'Running',
+      source: { kind: 'from', region: 'westeurope', selected: 0, done: false },
+      createdAt: at,
+      updatedAt: at,
+      createdBy: 'operator-1',
+      pages: 3,
+      reserved: 99_995,
+      counts: countsFrom({}),
+      recentStarts: [],
+      writeLockHistogram: [],
+    });
+    await campaignTick(h.parts.deps, 'c-full');
+    const record = (await h.records.get('c-full'))!.record;
+    expect(record).toMatchObject({
+      pages: 4,
+      reserved: 100_000,
+      source: { selected: 5, done: true },
+      lastTickError: expect.stringMatching(/full/),
+    });
+    expect(
+      (await h.members('c-full', 'pending'))
+        .map((m) => m.seq)
+        .concat((await h.members('c-full', 'running')).map((m) => m.seq))
+        .sort((a, b) => a - b),
+    ).toEqual([3000, 3001, 3002, 3003, 3004]);
   });
 
   test('limit: selects at most that many', async () => {

@@ -94,7 +94,7 @@ test('a message without a campaignId is named after the queue message: a redeliv
     campaignId,
   });
   // …and through the Functions handler, which reads the id from the trigger metadata
-  const context = new InvocationContext({ triggerMetadata: { id: messageId } });
+  const context = new InvocationContext({ triggerMetadata: { id: messageId }, logHandler: () => undefined });
   await campaignQueueHandler(body, context, { campaigns: () => campaigns() });
   expect(context.extraOutputs.get(campaignPoisonOutput)).toBeUndefined();
   expect(await ids()).toEqual(before);
@@ -151,7 +151,7 @@ test('a transient failure is thrown for the queue to retry; a permanent one is p
     await handleCampaignMessage(body, 'm-1', failing(new RouteLockError('RegionNotAllowed', 'no'))),
   ).toEqual({ kind: 'poison', reason: 'RegionNotAllowed: no' });
   // the Functions handler copies a poison message to campaigns-poison as it was sent
-  const context = new InvocationContext({ triggerMetadata: { id: 'm-2' } });
+  const context = new InvocationContext({ triggerMetadata: { id: 'm-2' }, logHandler: () => undefined });
   await campaignQueueHandler('{"target":', context, { campaigns: () => failing(outage) });
   expect(context.extraOutputs.get(campaignPoisonOutput)).toBe('{"target":');
 });

@@ -1,0 +1,213 @@
+import type {
+  CampaignLimitsPatch,
+  CampaignRequest,
+  CampaignState,
+  CampaignStatus,
+} from '../shared/campaign/types';
+import type { MigrationState, MigrationStatus } from '../shared/migration/types';
+import type { Location } from '../shared/lock/document';
+
+/**
+ * The command line's only way in: the HTTP API (it is a client; it never opens a store). Credentials go
+ * in headers only and appear in no error message: a refusal carries the problem's title and detail, an
+ * unreachable host its URL and the network error's code.
+ */
+
+export const DEFAULT_URL = 'http://127.0.0.1:7071';
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+export interface ApiOptions {
+  /** The host's base URL, without `/api` (a trailing `/api` or slash is accepted and dropped). */
+  url: string;
+  /** Sent as `x-functions-key` (a Functions host's function or host key). */
+  functionKey?: string | undefined;
+  /** Sent as `Authorization: Bearer …` (an Entra access token). */
+  token?: string | undefined;
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+/** An RFC 9457 problem as the API sends it (fields it may lack are optional here). */
+export interface ProblemDetails {
+  type?: string;
+  title?: string;
+  status?: number;
+  detail?: string;
+  code?: string;
+  errors?: string[];
+  retryAfterSeconds?: number;
+}
+
+/** The API answered with an error status. */
+export class ApiRefused extends Error {
+  constructor(
+    readonly status: number,
+    readonly problem: ProblemDetails,
+  ) {
+    const title = problem.title ?? `HTTP ${status}`;
+    super(problem.detail ? `${title}: ${problem.detail}` : title);
+  }
+}
+
+/** No answer: connection refused, DNS, timeout. */
+export class ApiUnreachable extends Error {}
+
+export interface Page<T> {
+  items: T[];
+  continuation?: string;
+}
+
+export interface StartedCampaign {
+  campaignId: string;
+  statusUrl: string;
+  created: boolean;
+}
+
+export interface AddedResources {
+  added: number;
+  duplicates: number;
+  status: CampaignStatus;
+}
+
+export interface StartedMigration {
+  migrationId: string;
+  instanceId: string;
+  statusUrl: string;
+}
+
+export interface CampaignListQuery {
+  status?: CampaignState | undefined;
+  limit?: number | undefined;
+  continuation?: string | undefined;
+}
+
+export interface MigrationListQuery {
+  status?: MigrationState | undefined;
+  resourceId?: string | undefined;
+  campaignId?: string | undefined;
+  limit?: number | undefined;
+  continuation?: string | undefined;
+}
+
+/** `http://h:7071/api/` and `http://h:7071` name the same host. */
+export function baseUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`not a URL: "${url}"`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new TypeError(`not an http(s) URL: "${url}"`);
+  if (parsed.username || parsed.password) throw new TypeError('the URL must not carry credentials');
+  return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '').replace(/\/api$/, '')}`;
+}
+
+const query = (params: Record<string, string | number | undefined>): string => {
+  const entries = Object.entries(params).filter((e): e is [string, string | number] => e[1] !== undefined);
+  return entries.length
+    ? `?${new URLSearchParams(entries.map(([k, v]): [string, string] => [k, String(v)])).toString()}`
+    : '';
+};
+const seg = encodeURIComponent;
+
+export class RouteLockApi {
+  private readonly base: string;
+  private readonly headers: Record<string, string>;
+  private readonly timeoutMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(options: ApiOptions) {
+    this.base = baseUrl(options.url);
+    this.headers = { accept: 'application/json, application/problem+json' };
+    if (options.functionKey) this.headers['x-functions-key'] = options.functionKey;
+    if (options.token) this.headers.authorization = `Bearer ${options.token}`;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.fetchImpl = options.fetch ?? fetch;
+  }
+
+  /** One request; the answer's JSON, or ApiRefused / ApiUnreachable. A POST always has a JSON body (`{}` for a command). */
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const url = `${this.base}/api/${path}`;
+    let response: Response;
+    try {
+      response = await this.fetchImpl(url, {
+        method,
+        headers: body === undefined ? this.headers : { ...this.headers, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (error) {
+      throw new ApiUnreachable(`cannot reach ${this.base}: ${networkReason(error, this.timeoutMs)}`);
+    }
+    const text = await response.text();
+    if (!response.ok) throw new ApiRefused(response.status, problemOf(response.status, text));
+    if (text === '') return undefined as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new ApiUnreachable(`${this.base} answered ${response.status} with a body that is not JSON`);
+    }
+  }
+
+  startCampaign(request: CampaignRequest): Promise<StartedCampaign> {
+    return this.request('POST', 'campaigns', request);
+  }
+  campaign(campaignId: string): Promise<CampaignStatus> {
+    return this.request('GET', `campaigns/${seg(campaignId)}`);
+  }
+  campaigns(q: CampaignListQuery = {}): Promise<Page<CampaignStatus>> {
+    return this.request('GET', `campaigns${query({ ...q })}`);
+  }
+  addResources(campaignId: string, resources: readonly string[]): Promise<AddedResources> {
+    return this.request('POST', `campaigns/${seg(campaignId)}/resources`, { resources });
+  }
+  campaignCommand(campaignId: string, command: 'pause' | 'resume' | 'cancel'): Promise<CampaignStatus> {
+    return this.request('POST', `campaigns/${seg(campaignId)}/${command}`, {});
+  }
+  updateCampaign(campaignId: string, patch: CampaignLimitsPatch): Promise<CampaignStatus> {
+    return this.request('PATCH', `campaigns/${seg(campaignId)}`, patch);
+  }
+
+  startMigration(body: {
+    resourceId: string;
+    target: Location;
+    migrationId?: string;
+  }): Promise<StartedMigration> {
+    return this.request('POST', 'migrations', body);
+  }
+  migration(migrationId: string): Promise<MigrationStatus> {
+    return this.request('GET', `migrations/${seg(migrationId)}`);
+  }
+  migrations(q: MigrationListQuery = {}): Promise<Page<MigrationStatus>> {
+    return this.request('GET', `migrations${query({ ...q })}`);
+  }
+  cancelMigration(migrationId: string): Promise<MigrationStatus> {
+    return this.request('POST', `migrations/${seg(migrationId)}/cancel`, {});
+  }
+  retryMigration(migrationId: string): Promise<StartedMigration> {
+    return this.request('POST', `migrations/${seg(migrationId)}/retry`, {});
+  }
+}
+
+function problemOf(status: number, text: string): ProblemDetails {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed && typeof parsed === 'object') return parsed as ProblemDetails;
+  } catch {
+    // Not JSON (a proxy's page, an empty 401 from the Functions host): the status says it.
+  }
+  return { status, title: status === 401 ? 'Unauthorized' : status === 403 ? 'Forbidden' : `HTTP ${status}` };
+}
+
+/** Why no answer came: the network error's code (ECONNREFUSED, ENOTFOUND) or a timeout. */
+function networkReason(error: unknown, timeoutMs: number): string {
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))
+    return `no answer within ${timeoutMs / 1000} s`;
+  const cause =
+    error instanceof Error ? (error.cause as { code?: unknown; message?: unknown } | undefined) : undefined;
+  if (cause && typeof cause.code === 'string') return cause.code;
+  // The URL carries no credentials (baseUrl refuses them), so undici's own words ("bad port") may show.
+  if (cause && typeof cause.message === 'string') return cause.message;
+  return error instanceof Error ? error.name : 'network error';
+}

@@ -1,0 +1,198 @@
+import type { CampaignCounts, CampaignStatus } from '../shared/campaign/types';
+import type { Location } from '../shared/lock/document';
+import type { MigrationStatus } from '../shared/migration/types';
+
+/**
+ * Human output of the command line: pure functions from the API's JSON to text (`--json` prints the
+ * JSON itself). Exit codes of `show --watch` are decided here too, so the rule has one home.
+ */
+
+/** `show --watch` exit codes (README "Operating campaigns from the command line"). */
+export const EXIT = {
+  ok: 0,
+  /** The API refused (a problem: 4xx/5xx). */
+  refused: 1,
+  /** Bad arguments: nothing was sent. */
+  usage: 2,
+  /** The host did not answer. */
+  unreachable: 3,
+  /** `--watch` saw it end, but not every resource moved (Cancelled, Failed, Conflict, skipped). */
+  endedUnmoved: 4,
+} as const;
+
+export const where = (location: Location | undefined): string =>
+  location ? location.region + (location.account ? `/${location.account}` : '') : '';
+
+/** `--target westeurope/acct2` → a Location. */
+export function parseLocation(text: string): Location {
+  const [region, account, ...rest] = text.split('/');
+  if (!region || rest.length > 0 || account === '')
+    throw new TypeError(`expected region or region/account, got "${text}"`);
+  return account === undefined ? { region } : { region, account };
+}
+
+/** 75 → "1m 15s"; 3725 → "1h 02m"; null → "—". */
+export function duration(seconds: number | null | undefined): string {
+  if (seconds == null || !Number.isFinite(seconds)) return '—';
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+/** Members whose migration has ended, or that were skipped: everything but pending and running. */
+export const endedMembers = (counts: CampaignCounts): number =>
+  counts.total - counts.pending - counts.running;
+
+/** Members whose resource did not reach the target. */
+export const unmovedMembers = (c: CampaignCounts): number => c.failed + c.conflict + c.cancelled + c.skipped;
+
+export function campaignEnded(status: CampaignStatus): boolean {
+  return status.status === 'Completed' || status.status === 'Cancelled';
+}
+
+/** 0 when it Completed with every resource moved (completed or already there), 4 otherwise. */
+export function campaignExitCode(status: CampaignStatus): number {
+  return status.status === 'Completed' && unmovedMembers(status.counts) === 0 ? EXIT.ok : EXIT.endedUnmoved;
+}
+
+const endedMigrationStates = new Set(['Completed', 'Failed', 'Conflict', 'NoOp', 'Cancelled']);
+export const migrationEnded = (status: MigrationStatus): boolean => endedMigrationStates.has(status.status);
+export const migrationExitCode = (status: MigrationStatus): number =>
+  status.status === 'Completed' || status.status === 'NoOp' ? EXIT.ok : EXIT.endedUnmoved;
+
+/** Columns padded to their widest cell; the last one is not padded. */
+export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n');
+}
+
+/** "completed 3, failed 1" — the non-zero counts besides total, pending and running. */
+export function outcomeCounts(c: CampaignCounts): string {
+  const parts = (['completed', 'noOp', 'failed', 'conflict', 'cancelled', 'skipped'] as const)
+    .filter((k) => c[k] > 0)
+    .map((k) => `${k} ${c[k]}`);
+  return parts.length ? parts.join(', ') : '—';
+}
+
+/** A text bar of `width` cells: "[#####-----]". */
+export function textBar(done: number, total: number, width = 20): string {
+  const filled = total > 0 ? Math.min(width, Math.round((done / total) * width)) : 0;
+  return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}]`;
+}
+
+const limitsText = (s: CampaignStatus): string =>
+  [
+    `max ${s.limits.maxConcurrent} at once`,
+    s.limits.startsPerMinute !== undefined ? `${s.limits.startsPerMinute} starts/min` : 'no start rate limit',
+    ...(s.limits.migrationAttempts !== undefined ? [`${s.limits.migrationAttempts} attempts each`] : []),
+  ].join(', ');
+
+export function campaignDetails(s: CampaignStatus): string {
+  const c = s.counts;
+  const source =
+    s.source.kind === 'from'
+      ? `routes at ${s.source.region}${s.source.limit !== undefined ? ` (at most ${s.source.limit})` : ''}: ${s.source.selected} selected${s.source.done ? '' : ', selecting…'}`
+      : 'listed ids';
+  const lines: [string, string][] = [
+    ['campaign', s.campaignId],
+    ['status', s.status],
+    ['target', where(s.target)],
+    ['resources', source],
+    ['limits', limitsText(s)],
+    ['progress', `${textBar(endedMembers(c), c.total)} ${endedMembers(c)}/${c.total} ended`],
+    ['counts', `pending ${c.pending}, running ${c.running}; ${outcomeCounts(c)}`],
+    ['eta', duration(s.etaSeconds)],
+    [
+      'write lock',
+      s.writeLockSeconds
+        ? `p50 ${s.writeLockSeconds.p50.toFixed(2)} s, p99 ${s.writeLockSeconds.p99.toFixed(2)} s`
+        : '—',
+    ],
+    ['created', s.createdAt],
+    ['updated', s.updatedAt],
+  ];
+  if (s.startedAt) lines.splice(-1, 0, ['started', s.startedAt]);
+  if (s.endedAt) lines.push(['ended', s.endedAt]);
+  if (s.pausedAt) lines.push(['paused', s.pausedAt]);
+  if (s.cancelRequestedAt)
+    lines.push([
+      'cancel asked',
+      `${s.cancelRequestedAt}${s.cancelRequestedBy ? ` by ${s.cancelRequestedBy}` : ''}`,
+    ]);
+  if (s.throttledUntil) lines.push(['throttled until', s.throttledUntil]);
+  if (s.lastTickError) lines.push(['last tick', s.lastTickError]);
+  lines.push(['migrations', s.migrationsUrl]);
+  return keyValues(lines);
+}
+
+export function campaignTable(items: readonly CampaignStatus[]): string {
+  if (items.length === 0) return 'No campaigns.';
+  return table(
+    ['CAMPAIGN', 'STATUS', 'TARGET', 'ENDED/TOTAL', 'RUNNING', 'OUTCOMES', 'ETA'],
+    items.map((s) => [
+      s.campaignId,
+      s.status,
+      where(s.target),
+      `${endedMembers(s.counts)}/${s.counts.total}`,
+      String(s.counts.running),
+      outcomeCounts(s.counts),
+      campaignEnded(s) ? '' : duration(s.etaSeconds),
+    ]),
+  );
+}
+
+/** One line for a watch without a terminal (a log, a CI job). */
+export function campaignProgressLine(s: CampaignStatus): string {
+  const c = s.counts;
+  return `${s.campaignId} ${s.status} ${textBar(endedMembers(c), c.total)} ${endedMembers(c)}/${c.total} ended, running ${c.running}, ${outcomeCounts(c)}, eta ${duration(s.etaSeconds)}`;
+}
+
+export function migrationDetails(m: MigrationStatus): string {
+  const t = m.timeline;
+  const lines: [string, string][] = [
+    ['migration', m.migrationId],
+    ['resource', m.resourceId],
+    ['status', m.status],
+    ['phase', m.phase],
+    ['target', where(m.target)],
+  ];
+  if (m.attempt !== undefined) lines.push(['attempt', String(m.attempt)]);
+  if (t.prelockAt) lines.push(['pre-lock', t.prelockAt]);
+  if (t.hardDeleteAt) lines.push(['hard-delete', t.hardDeleteAt]);
+  if (t.writeAt) lines.push(['write lock', t.writeAt]);
+  if (t.swappedAt) lines.push(['swapped', t.swappedAt]);
+  if (m.error) lines.push(['error', m.error]);
+  if (m.cancelRequestedAt)
+    lines.push([
+      'cancel asked',
+      `${m.cancelRequestedAt}${m.cancelRequestedBy ? ` by ${m.cancelRequestedBy}` : ''}`,
+    ]);
+  for (const a of m.attempts ?? [])
+    lines.push([
+      `attempt ${a.attempt}`,
+      `${a.outcome}${a.reason ? `: ${a.reason}` : ''} (${a.startedAt} → ${a.endedAt})`,
+    ]);
+  return keyValues(lines);
+}
+
+export function migrationTable(items: readonly MigrationStatus[]): string {
+  if (items.length === 0) return 'No migrations.';
+  return table(
+    ['MIGRATION', 'RESOURCE', 'STATUS', 'PHASE', 'TARGET', 'ERROR'],
+    items.map((m) => [m.migrationId, m.resourceId, m.status, m.phase, where(m.target), m.error ?? '']),
+  );
+}
+
+export const migrationProgressLine = (m: MigrationStatus): string =>
+  `${m.migrationId} ${m.status} phase ${m.phase}${m.error ? `: ${m.error}` : ''}`;
+
+function keyValues(lines: readonly [string, string][]): string {
+  const width = Math.max(...lines.map(([k]) => k.length));
+  return lines.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${v}`).join('\n');
+}
