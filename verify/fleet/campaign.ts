@@ -304,26 +304,54 @@ export function killCampaignInstance(f: Fleet): void {
   instance.runner.stop();
 }
 
-/** The operator starts the campaign over every resource, trying again (same id) until it is taken. */
+/**
+ * The operator starts the campaign over every resource, as a client of the API would: a create that
+ * failed is sent again with the same id; one answered `created: false` after a failure appends its
+ * ids with addResources (what the service's contract says to do), again until taken.
+ */
 export async function createCampaign(f: Fleet): Promise<void> {
   const a = f.campaign as CampaignActor;
+  let created: boolean | undefined;
+  while (created === undefined) {
+    const service = a.instance?.service;
+    if (service) {
+      try {
+        created = (
+          await service.create(
+            {
+              campaignId: FLEET_CAMPAIGN_ID,
+              target: TARGET,
+              resources: f.resources,
+              maxConcurrent: a.limits.maxConcurrent,
+              ...(a.limits.startsPerMinute === undefined
+                ? {}
+                : { startsPerMinute: a.limits.startsPerMinute }),
+            },
+            { id: 'fleet-operator' },
+          )
+        ).created;
+        note(f, FLEET_CAMPAIGN_ID, `the operator created the campaign (created: ${created})`);
+        break;
+      } catch (error) {
+        if (!(error instanceof ProcessDied) && !(error instanceof RouteLockError)) throw error;
+        note(f, FLEET_CAMPAIGN_ID, `the operator's create failed: ${(error as Error).message}`);
+      }
+    }
+    await pause(f, 5000);
+  }
+  if (created) return;
   for (;;) {
     const service = a.instance?.service;
     if (service) {
       try {
-        await service.create(
-          {
-            campaignId: FLEET_CAMPAIGN_ID,
-            target: TARGET,
-            resources: f.resources,
-            maxConcurrent: a.limits.maxConcurrent,
-            ...(a.limits.startsPerMinute === undefined ? {} : { startsPerMinute: a.limits.startsPerMinute }),
-          },
-          { id: 'fleet-operator' },
-        );
-        note(f, FLEET_CAMPAIGN_ID, 'the operator created the campaign');
+        const added = await service.addResources(FLEET_CAMPAIGN_ID, f.resources, { id: 'fleet-operator' });
+        note(f, FLEET_CAMPAIGN_ID, `the operator appended its ids: ${added.added} added`);
         return;
       } catch (error) {
+        if (error instanceof RouteLockError && error.code === 'CampaignEnded') {
+          note(f, FLEET_CAMPAIGN_ID, `the operator could not append its ids: ${error.message}`);
+          return;
+        }
         if (!(error instanceof ProcessDied) && !(error instanceof RouteLockError)) throw error;
       }
     }
