@@ -1,5 +1,6 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { runCampaign } from './campaign';
 import { runGrowth } from './growth';
 import { runHttp } from './http';
 import { type Machine, machine, writeResult } from './lib';
@@ -8,7 +9,8 @@ import { runReadPath } from './readPath';
 
 /**
  * `npm run bench` (or `npm run bench -- --quick`): every benchmark, results in bench/results/<name>.json
- * and a printed table. A full run also rewrites bench/README.md with the tables and the command.
+ * and a printed table. A full run also rewrites bench/README.md with the tables and the command; a
+ * full-size `--only <name>` replaces that benchmark's section there and keeps the others.
  * Options: --quick, --only <name>, --out <dir>.
  */
 
@@ -50,6 +52,44 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
           ? { sizes: [1000, 10_000], ops: 50_000 }
           : { sizes: [1000, 10_000, 100_000, 1_000_000], ops: 300_000 },
     ),
+  campaign: () =>
+    runCampaign(
+      tiny
+        ? {
+            embedded: [
+              { members: 20, maxConcurrent: 20 },
+              { members: 10, maxConcurrent: 5 },
+            ],
+            virtual: [
+              { members: 20, maxConcurrent: 10, profile: 'production' },
+              { members: 200, maxConcurrent: 50, profile: 'dev' },
+            ],
+          }
+        : quick
+          ? {
+              embedded: [
+                { members: 2000, maxConcurrent: 1000 },
+                { members: 500, maxConcurrent: 100 },
+              ],
+              virtual: [
+                { members: 200, maxConcurrent: 50, profile: 'production' },
+                { members: 10_000, maxConcurrent: 1000, profile: 'dev' },
+              ],
+            }
+          : {
+              // The lower limit moves fewer members: its rate is steady after a few waves.
+              embedded: [
+                { members: 10_000, maxConcurrent: 1000 },
+                { members: 2000, maxConcurrent: 100 },
+              ],
+              // Production timing: a tick every 5 s reads each running member's record, so fewer members.
+              // The smaller first: each row's peak RSS is the process's from its start (VmHWM reset).
+              virtual: [
+                { members: 1000, maxConcurrent: 100, profile: 'production' },
+                { members: 100_000, maxConcurrent: 1000, profile: 'dev' },
+              ],
+            },
+    ),
 };
 
 async function main(): Promise<void> {
@@ -78,7 +118,26 @@ async function main(): Promise<void> {
       join(__dirname, 'README.md'),
       `# Benchmarks\n\nProduced by \`${command}\` on ${header}.\nQuick version: \`npm run bench -- --quick\`. Raw results: \`bench/results/*.json\`. What each measures and how: the comments at the top of \`bench/*.ts\`.\n\n${sections.join('\n')}`,
     );
+  } else if (!quick && !tiny && only && sections[0]) {
+    replaceSection(
+      join(__dirname, 'README.md'),
+      only,
+      `${sections[0]}\n(\`npm run bench -- --only ${only}\` on ${header}.)\n`,
+    );
   }
+}
+
+/** The README with one benchmark's section (from its heading to the next) replaced, or appended. */
+function replaceSection(path: string, name: string, section: string): void {
+  const text = existsSync(path) ? readFileSync(path, 'utf8') : '# Benchmarks\n\n';
+  const heading = `### ${name}\n`;
+  const at = text.indexOf(heading);
+  if (at < 0) {
+    writeFileSync(path, `${text.trimEnd()}\n\n${section}`);
+    return;
+  }
+  const next = text.indexOf('\n### ', at + heading.length);
+  writeFileSync(path, `${text.slice(0, at)}${section}${next < 0 ? '' : `\n${text.slice(next + 1)}`}`);
 }
 
 main().catch((error: unknown) => {

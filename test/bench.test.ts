@@ -36,6 +36,16 @@ test('every benchmark runs and writes bench/results-style JSON', async () => {
       without: { readsPerMigration: expect.any(Number) },
     });
     expect((read('growth').data.rows as unknown[]).length).toBe(1);
+    type CampaignRow = { status: string; peakRunning: { limit: number; members: number } };
+    const campaign = read('campaign').data as { embedded: CampaignRow[]; virtual: CampaignRow[] };
+    expect([...campaign.embedded, ...campaign.virtual].map((r) => r.status)).toEqual([
+      'Completed',
+      'Completed',
+      'Completed',
+      'Completed',
+    ]);
+    for (const r of [...campaign.embedded, ...campaign.virtual])
+      expect(r.peakRunning.members).toBeLessThanOrEqual(r.peakRunning.limit);
   } finally {
     rmSync(out, { recursive: true, force: true });
   }

@@ -41,6 +41,20 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
       await fleet({ ...fleetSize, faultRate: 0.2, seed: options.seed, control, stopAtFirstViolation: true }),
     );
   }
+  // A campaign over the fleet's resources under the same faults and crashes, and its planted bugs; the
+  // slice in `npm test` is test/campaign/fleetCampaign.test.ts.
+  if (!options.quick) {
+    const campaign = {
+      ...fleetSize,
+      resources: 60,
+      faultRate: 0.2,
+      seed: options.seed,
+      campaign: { maxConcurrent: 8, startsPerMinute: 2 },
+    };
+    results.push(await fleet(campaign));
+    for (const control of ['campaignIgnoresMaxConcurrent', 'campaignIgnoresStartsPerMinute'] as const)
+      results.push(await fleet({ ...campaign, control, stopAtFirstViolation: true }));
+  }
   results.push(await httpFuzz(options.quick ? 500 : 5000, options.seed));
   results.push(await httpFuzz(options.quick ? 500 : 2000, options.seed, 'crashingStore'));
   // The soak needs its own host process and wall-clock time: full runs only.

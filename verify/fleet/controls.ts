@@ -24,6 +24,9 @@ export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, ViolationKin
   deleteDuringRetiredWindow: ['window'],
   // A client holding a copy the edge had held: a decision on a view older than the convergence delay.
   serverCacheNoAge: ['decision', 'data'],
+  // A campaign over its limits: more of its migrations running, or more starts a minute.
+  campaignIgnoresMaxConcurrent: ['campaign'],
+  campaignIgnoresStartsPerMinute: ['campaign'],
 };
 
 /**

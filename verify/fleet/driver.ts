@@ -1,4 +1,5 @@
 import { type Location, sameLocation } from '../../shared/lock/document';
+import { campaignEnded, createCampaign, rivalStart } from './campaign';
 import { traffic } from './users';
 import { type Fleet, harnessError, note, truth } from './state';
 import { CRASH_STEPS, DRIVER_EVERY_MS, LOCATIONS, TRAFFIC_EVERY_MS, locationKey, pick } from './world';
@@ -59,6 +60,12 @@ async function drive(f: Fleet): Promise<void> {
       note(f, id, `${migrationId} ended ${record?.status.status}: ${record?.status.error ?? ''}`);
     }
   for (const id of busy) f.lastBusyAt.set(id, f.clock.now());
+  if (f.campaign) {
+    // A campaign starts the migrations; beside it, only a rival now and then.
+    rivalStart(f, busy);
+    if (busy.size === 0 && (await campaignEnded(f))) f.done = true;
+    return;
+  }
   const launchable = Math.min(f.options.concurrency - busy.size, f.options.migrations - f.started);
   for (let i = 0; i < launchable; i += 1) if (!(await startOne(f, busy))) break;
   if (f.started >= f.options.migrations && busy.size === 0) f.done = true;
@@ -76,6 +83,7 @@ function every(f: Fleet, ms: number, work: () => Promise<void>): void {
 
 /** Starts user traffic and the driver on virtual time: they run until the run is done. */
 export function startDriving(f: Fleet): void {
+  if (f.campaign) void createCampaign(f).catch(harnessError(f, 'campaign'));
   every(f, TRAFFIC_EVERY_MS, () => traffic(f));
   every(f, DRIVER_EVERY_MS, () => drive(f));
 }

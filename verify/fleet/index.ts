@@ -5,6 +5,7 @@ import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { LaggingStore } from '../../testkit/laggingStore';
 import { operatorNow } from './routeDeleter';
+import { checkCampaignStep, judgeCampaign, newCampaignActor, startCampaignInstance } from './campaign';
 import { controlSettings } from './controls';
 import { startDriving } from './driver';
 import { FaultInjectingStore } from './faults';
@@ -56,6 +57,10 @@ export type { FleetControl, FleetOptions, FleetResult, FleetStats } from './type
  * write-blocked, even across a delete and re-create; every acknowledged write, and no deleted item, at
  * the committed location at the end; every migration ends Completed, Failed, Conflict or NoOp; no lock
  * past its cap.
+ *
+ * With `campaign` in the options, one campaign over every resource (the real Campaigns service, tick and
+ * in-process campaign runner, in the orchestrator's process: campaign.ts) starts the migrations instead
+ * of the driver, under faults of its own store and deaths mid-tick, with its limit and rate oracles.
  *
  * One file a concern, every function given the run's state (`Fleet`, in state.ts) explicitly: world
  * (locations, per-location data), services (the tiers and the client), users, participants,
@@ -120,11 +125,13 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     started: 0,
     lastBusyAt: new Map(),
     running: new Map(),
+    ...(options.campaign ? { campaign: newCampaignActor(options.campaign) } : {}),
   };
   // Clock offsets are drawn in this order: the orchestrator, its rival, then the route-deleting actor.
   f.runner = newRunner(f, f.state, 'm');
   f.rival = newRunner(f, f.rivalState, 'x');
   f.operatorOffsetMs = drawOffset(f);
+  startCampaignInstance(f);
 
   // The run, on virtual time, until every migration has ended (a control: until its first violation).
   // One function from here to the closes: requests still in flight when the run stops keep going, and
@@ -134,17 +141,20 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   const limitMs = startedAtMs + 5000 * 3600_000;
   while (!f.done) {
     await f.scheduler.runUntilIdle({ maxTimers: 1 });
+    checkCampaignStep(f);
     if (options.stopAtFirstViolation && f.violations.length > 0) f.done = true;
     if (clock.now() > limitMs) throw new Error('harness: the fleet did not finish in 5,000 virtual hours');
   }
   f.runner?.stop();
   f.rival?.stop();
   judgeOutcomes(f, (clock.now() - startedAtMs) / 3600_000);
+  await judgeCampaign(f);
   // The data, even after a control stopped early: whatever has swapped must hold what was acknowledged.
   await Promise.all(resources.map((id) => checkData(f, id, 'at the end')));
   countEnd(f);
   f.state.close();
   f.rivalState.close();
+  f.campaign?.truth.close();
   await writeRegion.close();
   return fleetResult(f);
 }

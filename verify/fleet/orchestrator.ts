@@ -6,6 +6,7 @@ import type { MigrationRecord } from '../../shared/migration/records';
 import type { JournalEntry } from '../../shared/store/ports/migrations';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import { Router } from '../../shared/router';
+import { killCampaignInstance, startCampaignInstance } from './campaign';
 import { InstanceScheduler } from './faults';
 import { participantHttp } from './participants';
 import { type Fleet, drawOffset, harnessError, note, truthOrNull, violation } from './state';
@@ -100,11 +101,15 @@ async function stallFor(f: Fleet, migrationState: SqliteMigrationState): Promise
   return until;
 }
 
-/** The process dies right after journaling the step, then comes back after an outage. */
-function crash(f: Fleet): void {
+/**
+ * The process dies (right after journaling the step, or at a campaign store call), then comes back
+ * after an outage. A campaign's runner lives in the same process: it dies too.
+ */
+export function crash(f: Fleet): void {
   if (!f.runner) return;
   f.runner.stop();
   f.runner = null;
+  killCampaignInstance(f);
   f.stats.crashes += 1;
   for (const record of f.state.unfinished()) {
     const phase = record.status.phase;
@@ -144,6 +149,7 @@ async function restartAfterOutage(
   if (f.done) return;
   f.runner = newRunner(f, f.state, 'm');
   f.runner.resumeAll();
+  startCampaignInstance(f);
 }
 
 /**

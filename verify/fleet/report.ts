@@ -80,8 +80,11 @@ export function fleetResult(f: Fleet): FleetResult {
   const first = violations.find((v) => v.kind === 'harness') ?? violations[0];
   const firstResource = first?.text.split(' ')[0] ?? '';
   return {
-    scenario:
-      control === 'none'
+    scenario: options.campaign
+      ? control === 'none'
+        ? `fleet campaign: ${options.faultRate * 100} % store faults, runner crashes`
+        : `control (campaign): ${control}`
+      : control === 'none'
         ? `fleet: ${options.faultRate * 100} % store faults, orchestrator crashes`
         : `control (fleet): ${control}`,
     runs: stats.migrations,
@@ -141,6 +144,14 @@ function summarize(s: FleetStats): string {
       `${n(s.clockOffsetsMs.orchestrators.count)} orchestrator instances, offsets ` +
       `${s.clockOffsetsMs.orchestrators.min} … ${s.clockOffsetsMs.orchestrators.max} ms`,
   ];
+  const c = s.campaign;
+  if (c)
+    lines.push(
+      `campaign: ${c.status}, members ${counts(c.members)}; maxConcurrent ${c.maxConcurrent}, at most ${c.peakRunning} ` +
+        `of its migrations running at once; startsPerMinute ${c.startsPerMinute ?? 'none'}, at most ` +
+        `${c.peakStartsInWindow} starts in a window; ${n(c.starts)} starts, ${n(c.ticks)} ticks, ${n(c.crashes)} ` +
+        `process deaths at a campaign store call, ${n(c.faults)} campaign store faults, ${n(c.rivalStarts)} rival starts`,
+    );
   if (Object.keys(s.reasons).length > 0) lines.push(`not completed: ${counts(s.reasons)}`);
   return lines.join('\n');
 }

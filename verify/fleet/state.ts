@@ -17,6 +17,7 @@ import { controlTimings } from './controls';
 import type { FaultInjectingStore } from './faults';
 import type { CrashingState } from './orchestrator';
 import type { ParticipantState } from './participants';
+import type { CampaignActor } from './campaign';
 import type { Service } from './services';
 import type { FleetControl, FleetOptions, FleetStats, ViolationKind } from './types';
 import { type Random, type RegionData, between, locationKey } from './world';
@@ -88,6 +89,8 @@ export interface Fleet extends FleetEnv {
   lastBusyAt: Map<string, number>;
   /** Migrations in flight by resource, for the trail when they end. */
   running: Map<string, string>;
+  /** The campaign and its oracles' bookkeeping (FleetOptions.campaign). */
+  campaign?: CampaignActor;
 }
 
 export function fleetEnv(options: FleetOptions): FleetEnv {

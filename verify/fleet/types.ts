@@ -8,7 +8,11 @@ export type FleetControl =
   | 'regionOnlyDecide'
   | 'noSkewMargins'
   | 'deleteDuringRetiredWindow'
-  | 'serverCacheNoAge';
+  | 'serverCacheNoAge'
+  /** A campaign's start rule that ignores maxConcurrent (the tick reads a record allowing 10,000). */
+  | 'campaignIgnoresMaxConcurrent'
+  /** A campaign's start rule that ignores startsPerMinute (the tick reads a record without it). */
+  | 'campaignIgnoresStartsPerMinute';
 
 export interface FleetOptions {
   migrations: number;
@@ -20,6 +24,32 @@ export interface FleetOptions {
   control?: FleetControl;
   /** Controls stop at their first violation: being caught is all they have to show. */
   stopAtFirstViolation?: boolean;
+  /**
+   * Instead of the driver's migrations, one campaign over every resource (verify/fleet/campaign.ts);
+   * `migrations` and `concurrency` are then unused.
+   */
+  campaign?: { maxConcurrent: number; startsPerMinute?: number };
+}
+
+/** The campaign's run (FleetOptions.campaign). */
+export interface FleetCampaignStats {
+  maxConcurrent: number;
+  startsPerMinute?: number;
+  /** Its members by state at the end. */
+  members: Record<string, number>;
+  status: string;
+  /** Starts that created a migration. */
+  starts: number;
+  /** The most of its migrations unfinished at one virtual instant. */
+  peakRunning: number;
+  /** The most starts in one window of 60 s less the declared skew. */
+  peakStartsInWindow: number;
+  ticks: number;
+  /** Process deaths at a campaign store call (mid-tick); the orchestrator's crashes are counted apart. */
+  crashes: number;
+  /** Faults injected into campaign store calls. */
+  faults: number;
+  rivalStarts: number;
 }
 
 export interface FleetStats {
@@ -93,6 +123,7 @@ export interface FleetStats {
     requests: number;
     maxAgeSeconds: number;
   };
+  campaign?: FleetCampaignStats;
   /** Clock offsets drawn (ms): per service, and per orchestrator instance (each restart draws anew). */
   clockOffsetsMs: { services: number[]; orchestrators: { min: number; max: number; count: number } };
 }
@@ -106,4 +137,12 @@ export interface FleetResult extends ScenarioResult {
  * committed document version, a migration's end, or the harness itself. A control is caught only by the
  * kinds its bug must produce.
  */
-export type ViolationKind = 'decision' | 'data' | 'version' | 'window' | 'lifecycle' | 'harness';
+export type ViolationKind =
+  | 'decision'
+  | 'data'
+  | 'version'
+  | 'window'
+  | 'lifecycle'
+  | 'harness'
+  /** A campaign limit exceeded, or two campaign migrations of one resource. */
+  | 'campaign';
