@@ -1,4 +1,8 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Container } from '@azure/cosmos';
+import Database from 'better-sqlite3';
 import { RouteLockError } from '../../shared/errors';
 import type { CampaignRecord, CampaignState } from '../../shared/campaign/types';
 import type { CampaignRecords, VersionedCampaign } from '../../shared/store/ports/campaigns';
@@ -350,6 +354,63 @@ describe.each(backends)('negative control: %s', (_name, open) => {
     await expect(staleReplaceIsRefused(campaigns, 'c-bug')).rejects.toThrow();
     const { record } = (await campaigns.get('c-bug'))!;
     expect(record.limits.maxConcurrent).toBe(99);
+  });
+});
+
+describe('the members query and its indexes', () => {
+  /** A container with the list's composite index and not the members one. */
+  async function withoutMembersIndex(server: CosmosTestServer): Promise<Container> {
+    const store = await server.connect();
+    const container = store.containerNamed(`campaigns${++containers}`);
+    await container.database.containers.createIfNotExists({
+      id: container.id,
+      partitionKey: { paths: [campaignsPartitionKey] },
+      indexingPolicy: {
+        ...campaignsIndexingPolicy,
+        compositeIndexes: campaignsIndexingPolicy.compositeIndexes!.filter(
+          (index) => !index.some((path) => path.path === '/seq'),
+        ),
+      },
+    });
+    return container;
+  }
+
+  test('negative control: without the members composite index the stand-in refuses members()', async () => {
+    const campaigns = new CosmosCampaignRecords(await withoutMembersIndex(servers.stock));
+    await campaigns.create(campaignRecord('c-noindex'));
+    await campaigns.addMembers('c-noindex', [{ seq: 0, resourceId: 'r-0' }]);
+    await expect(campaigns.members('c-noindex', { state: 'pending', limit: 1 })).rejects.toThrow();
+    // the index given, the same query is served
+    const indexed = new CosmosCampaignRecords(await cosmosContainer(servers.stock));
+    await indexed.create(campaignRecord('c-index'));
+    await indexed.addMembers('c-index', [{ seq: 0, resourceId: 'r-0' }]);
+    expect(await indexed.members('c-index', { state: 'pending', limit: 1 })).toHaveLength(1);
+  });
+
+  test('SQLite: members() is a range of index campaign_members_state_seq, countMembers reads only it', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'campaigns-plan-')), 'state.db');
+    const store = new SqliteCampaignRecords(file);
+    // the adapter's own statements, so the plan is the one its queries get
+    const { statements } = store as unknown as { statements: Record<string, { source: string }> };
+    const db = new Database(file, { readonly: true });
+    const plan = (sql: string, ...values: (string | number)[]): string =>
+      db
+        .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .all(...values)
+        .map((row) => (row as { detail: string }).detail)
+        .join('; ');
+    try {
+      expect(plan(statements.members!.source, 'c', 'pending', -1, 10)).toBe(
+        'SEARCH campaign_members USING INDEX campaign_members_state_seq (campaign_id=? AND state=? AND seq>?)',
+      );
+      // no USE TEMP B-TREE FOR GROUP BY: the index's order is the grouping
+      expect(plan(statements.count!.source, 'c')).toBe(
+        'SEARCH campaign_members USING COVERING INDEX campaign_members_state_seq (campaign_id=?)',
+      );
+    } finally {
+      db.close();
+      store.close();
+    }
   });
 });
 

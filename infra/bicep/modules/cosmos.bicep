@@ -76,8 +76,10 @@ var migrationsIndexingPolicy = {
   ]
 }
 
-// GET /campaigns pages newest first (ORDER BY c.createdAt DESC, c.campaignId DESC): its composite index,
-// as campaignsIndexingPolicy in shared/store/cosmos/campaigns.ts (a test compares them).
+// GET /campaigns pages newest first (ORDER BY c.createdAt DESC, c.campaignId DESC): its composite index;
+// a campaign's members by state in seq order (WHERE campaignId, kind, state = ..., seq > ... ORDER BY
+// c.campaignId, c.kind, c.state, c.seq): theirs. The same policy is campaignsIndexingPolicy in
+// shared/store/cosmos/campaigns.ts (a test compares them).
 var campaignsIndexingPolicy = {
   indexingMode: 'consistent'
   automatic: true
@@ -87,6 +89,12 @@ var campaignsIndexingPolicy = {
     [
       { path: '/createdAt', order: 'descending' }
       { path: '/campaignId', order: 'descending' }
+    ]
+    [
+      { path: '/campaignId', order: 'ascending' }
+      { path: '/kind', order: 'ascending' }
+      { path: '/state', order: 'ascending' }
+      { path: '/seq', order: 'ascending' }
     ]
   ]
 }
