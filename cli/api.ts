@@ -9,8 +9,8 @@ import type { Location } from '../shared/lock/document';
 
 /**
  * The command line's only way in: the HTTP API (it is a client; it never opens a store). Credentials go
- * in headers only and appear in no error message: a refusal carries the problem's title and detail, an
- * unreachable host its URL and the network error's code.
+ * in headers only, over https or to loopback only, never after a redirect, and appear in no error message:
+ * a refusal carries the problem's title and detail, an unreachable host its URL and the network error's code.
  */
 
 export const DEFAULT_URL = 'http://127.0.0.1:7071';
