@@ -9,8 +9,8 @@ import type { Location } from '../shared/lock/document';
 
 /**
  * The command line's only way in: the HTTP API (it is a client; it never opens a store). Credentials go
- * in headers only and appear in no error message: a refusal carries the problem's title and detail, an
- * unreachable host its URL and the network error's code.
+ * in headers only, over https or to loopback only, never after a redirect, and appear in no error message:
+ * a refusal carries the problem's title and detail, an unreachable host its URL and the network error's code.
  */
 
 export const DEFAULT_URL = 'http://127.0.0.1:7071';
@@ -89,18 +89,24 @@ export interface MigrationListQuery {
   continuation?: string | undefined;
 }
 
-/** `http://h:7071/api/` and `http://h:7071` name the same host. */
+/** `http://h:7071/api/` and `http://h:7071` name the same host. Errors never quote a URL that carries `@`. */
 export function baseUrl(url: string): string {
+  const shown = url.includes('@') ? 'the URL (not shown: it carries a user or password)' : `"${url}"`;
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new TypeError(`not a URL: "${url}"`);
+    throw new TypeError(`not a URL: ${shown}`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
-    throw new TypeError(`not an http(s) URL: "${url}"`);
+    throw new TypeError(`not an http(s) URL: ${shown}`);
   if (parsed.username || parsed.password) throw new TypeError('the URL must not carry credentials');
   return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '').replace(/\/api$/, '')}`;
+}
+
+/** This machine only: `localhost`, 127.0.0.0/8, `[::1]` (plain http cannot be read on the way). */
+export function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127(\.\d{1,3}){3}$/.test(hostname);
 }
 
 const query = (params: Record<string, string | number | undefined>): string => {
@@ -119,6 +125,12 @@ export class RouteLockApi {
 
   constructor(options: ApiOptions) {
     this.base = baseUrl(options.url);
+    const { protocol, hostname, origin } = new URL(this.base);
+    // A key or token sent over plain http to another machine is readable by anyone on the way.
+    if ((options.functionKey || options.token) && protocol === 'http:' && !isLoopback(hostname))
+      throw new TypeError(
+        `a key or token is sent over https only (plain http only to localhost): ${origin} would expose it`,
+      );
     this.headers = { accept: 'application/json, application/problem+json' };
     if (options.functionKey) this.headers['x-functions-key'] = options.functionKey;
     if (options.token) this.headers.authorization = `Bearer ${options.token}`;
@@ -136,11 +148,19 @@ export class RouteLockApi {
         headers: body === undefined ? this.headers : { ...this.headers, 'content-type': 'application/json' },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(this.timeoutMs),
+        // Never followed: fetch keeps x-functions-key on a redirect to another origin.
+        redirect: 'manual',
       });
     } catch (error) {
       throw new ApiUnreachable(`cannot reach ${this.base}: ${networkReason(error, this.timeoutMs)}`);
     }
     const text = await response.text();
+    if (response.status >= 300 && response.status < 400)
+      throw new ApiRefused(response.status, {
+        status: response.status,
+        title: `HTTP ${response.status}`,
+        detail: `${this.base} answered with a redirect${elsewhere(response.headers.get('location'), url)}; redirects are not followed (they could carry the credentials elsewhere): give --url the address that answers`,
+      });
     if (!response.ok) throw new ApiRefused(response.status, problemOf(response.status, text));
     if (text === '') return undefined as T;
     try {
@@ -187,6 +207,16 @@ export class RouteLockApi {
   }
   retryMigration(migrationId: string): Promise<StartedMigration> {
     return this.request('POST', `migrations/${seg(migrationId)}/retry`, {});
+  }
+}
+
+/** ` to <origin>` of a redirect's target (its origin only: a path or userinfo is not echoed). */
+function elsewhere(location: string | null, from: string): string {
+  if (!location) return '';
+  try {
+    return ` to ${new URL(location, from).origin}`;
+  } catch {
+    return '';
   }
 }
 

@@ -99,8 +99,8 @@ function progress(c) {
 const ended = (c) => c.total - c.pending - c.running;
 function counts(c) { return ['pending', 'running', 'completed', 'noOp', 'failed', 'conflict', 'cancelled', 'skipped'].filter((k) => c[k]).map((k) => k + ' ' + c[k]).join(' · ') || '—'; }
 function eta(s) { if (s.status === 'Completed' || s.status === 'Cancelled' || s.etaSeconds == null) return '—'; const t = Math.round(s.etaSeconds); return t < 60 ? t + ' s' : t < 3600 ? Math.floor(t / 60) + ' min ' + (t % 60) + ' s' : Math.floor(t / 3600) + ' h ' + Math.floor((t % 3600) / 60) + ' min'; }
-/** #campaign=<id> shows only that campaign's migrations. */
-const campaignFilter = () => { const m = /^#campaign=(.+)$/.exec(location.hash); return m ? decodeURIComponent(m[1]) : null; };
+/** #campaign=<id> shows only that campaign's migrations; a hash that does not decode (\`%\`) is no filter, not a stopped page. */
+const campaignFilter = () => { const m = /^#campaign=(.+)$/.exec(location.hash); if (!m) return null; try { return decodeURIComponent(m[1]); } catch { return null; } };
 function campaignRows(list) {
   return list.items.length ? list.items.map((s) =>
     '<tr data-campaign="' + esc(s.campaignId) + '" data-status="' + esc(s.status) + '"><td class="mono id" title="' + esc(s.campaignId) + '">' + esc(s.campaignId) + '</td><td><span class="badge ' + esc(s.status) + '">' + esc(s.status) + '</span></td><td>' + where(s.target) +

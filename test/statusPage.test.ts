@@ -137,6 +137,16 @@ test('the status page shows a running campaign with its progress bar, counts and
     expect(await row.locator('td.ended').textContent()).toBe('4 / 4');
     expect(await page.locator('#migrations tr[data-migration]').count()).toBe(4);
     expect(existsSync(join(outputDir, 'status-page-campaigns.png'))).toBe(true);
+
+    // A hash that does not decode (`%`) is no filter: the page keeps refreshing and shows every migration.
+    await page.evaluate(`location.hash = '#campaign=%'`);
+    await page.waitForFunction(
+      `document.getElementById('migrationFilter').hidden &&
+       document.querySelector('#migrations tr[data-migration="solo-1"]') !== null &&
+       document.getElementById('updated').textContent.startsWith('updated ')`,
+      undefined,
+      { timeout: 10_000 },
+    );
   } finally {
     await browser.close();
     await host.close();

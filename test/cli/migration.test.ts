@@ -1,8 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { RouteLockApi } from '../../cli/api';
 import { type LocalHost, startLocalHost } from '../../local/host';
 import { runCli } from './cliProcess';
 
@@ -206,6 +207,83 @@ describe('credentials', () => {
     expect(help.stdout).toContain('ROUTELOCK_FUNCTION_KEY');
     expect(help.stdout).not.toContain(KEY);
     expect(help.stdout).not.toContain(TOKEN);
+  }, 60_000);
+});
+
+describe('credentials stay on their way', () => {
+  const servers: Server[] = [];
+  const listen = async (host: string, handler: Parameters<typeof createServer>[1]) => {
+    const server = createServer(handler);
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    return (server.address() as AddressInfo).port;
+  };
+  afterAll(() => Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())))));
+
+  test('a redirect is not followed (exit 1): its other origin receives neither key nor token', async () => {
+    const received: Record<string, string | string[] | undefined>[] = [];
+    const elsewherePort = await listen('127.0.0.1', (req, res) => {
+      received.push(req.headers);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"items":[]}');
+    });
+    // `localhost` and `127.0.0.1` are different origins: fetch would drop Authorization there, not the key.
+    const redirectPort = await listen('127.0.0.1', (req, res) => {
+      res.writeHead(307, { location: `http://localhost:${elsewherePort}${req.url ?? '/'}` });
+      res.end();
+    });
+    const url = `http://127.0.0.1:${redirectPort}`;
+    // Negative control: a fetch that follows the redirect hands the key to the other origin.
+    await fetch(`${url}/api/campaigns`, { headers: { 'x-functions-key': KEY } });
+    expect(received.map((h) => h['x-functions-key'])).toEqual([KEY]);
+    received.length = 0;
+
+    const run = await runCli(['campaign', 'list', '--url', url, '--key', KEY, '--token', TOKEN]);
+    expect(run).toMatchObject({ code: 1, stdout: '' });
+    expect(run.stderr).toBe(
+      `error: HTTP 307: ${url} answered with a redirect to http://localhost:${elsewherePort}; redirects are not followed (they could carry the credentials elsewhere): give --url the address that answers\n`,
+    );
+    expect(received).toEqual([]);
+  }, 60_000);
+
+  test('a key or token over plain http to another machine is refused before any request (exit 2)', async () => {
+    const address = Object.values(networkInterfaces())
+      .flat()
+      .find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
+    if (!address) throw new Error('this test needs a non-loopback IPv4 interface');
+    let requests = 0;
+    const port = await listen('0.0.0.0', (_req, res) => {
+      requests++;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"items":[]}');
+    });
+    const url = `http://${address}:${port}`;
+    for (const credential of [
+      ['--key', KEY],
+      ['--token', TOKEN],
+    ]) {
+      const run = await runCli(['campaign', 'list', '--url', url, ...credential]);
+      expect(run).toMatchObject({ code: 2, stdout: '' });
+      expect(run.stderr).toBe(
+        `error: --url: a key or token is sent over https only (plain http only to localhost): ${url} would expose it\n`,
+      );
+    }
+    expect(requests).toBe(0);
+    // Control: the same host is reachable, so it was the refusal that sent nothing; without credentials it is asked.
+    expect((await runCli(['campaign', 'list', '--url', url])).code).toBe(0);
+    expect(requests).toBe(1);
+    // Loopback over http and any host over https are allowed (the https host here does not exist).
+    expect(() => new RouteLockApi({ url: 'http://[::1]:7071', functionKey: KEY })).not.toThrow();
+    expect(() => new RouteLockApi({ url: 'https://routelock.example', token: TOKEN })).not.toThrow();
+  }, 60_000);
+
+  test("a URL's user and password are never echoed", async () => {
+    for (const url of ['https://user:hunter2@host:99999', 'user:hunter2@host', 'https://user:hunter2@host']) {
+      const run = await runCli(['campaign', 'list', '--url', url]);
+      expect({ url, code: run.code }).toEqual({ url, code: 2 });
+      expect(run.stdout + run.stderr).not.toContain('hunter2');
+      expect(run.stderr).toMatch(/^error: --url: /);
+    }
   }, 60_000);
 });
 
