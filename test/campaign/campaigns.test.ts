@@ -186,7 +186,9 @@ describe('addResources', () => {
     const standing = (await s.records.get('c-1'))!;
     await s.records.replace({ ...standing.record, pages: MAX_CAMPAIGN_PAGES, reserved: 1000 }, standing.etag);
     expect(await s.campaigns.addResources('c-1', ['b'], operator)).toMatchObject({ added: 1 });
-    expect((await s.records.members('c-1', { state: 'pending', limit: 10 })).map((m) => m.seq)).toEqual([0, 1000]);
+    expect((await s.records.members('c-1', { state: 'pending', limit: 10 })).map((m) => m.seq)).toEqual([
+      0, 1000,
+    ]);
     const nearlyFull = (await s.records.get('c-1'))!;
     await s.records.replace({ ...nearlyFull.record, pages: 5, reserved: 99_999 }, nearlyFull.etag);
     expect(await code(s.campaigns.addResources('c-1', ['b', 'c'], operator))).toBe('CampaignFull');
