@@ -1,5 +1,6 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
+import { assertRetryOutsideCampaign } from '../shared/campaign/campaigns';
 import type { StartedMigration } from '../shared/migration/service';
 import { type Caller, actorOf } from './http/auth';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
@@ -78,14 +79,18 @@ export async function cancelMigration(
   return json(200, await migrations(context).cancel(migrationId, actorOf(caller)));
 }
 
-/** POST /api/migrations/{id}/retry — 202 as a start; 409 MigrationNotRetriable unless it ended Failed. */
+/**
+ * POST /api/migrations/{id}/retry — 202 as a start; 409 MigrationNotRetriable unless it ended Failed,
+ * and while the campaign it belongs to has not ended.
+ */
 export async function retryMigration(
   request: HttpRequest,
   context: InvocationContext,
-  { migrations }: Pick<Services, 'migrations'>,
+  { migrations, records, campaigns }: Pick<Services, 'migrations' | 'records' | 'campaigns'>,
   caller: Caller,
 ): Promise<HttpResponseInit> {
   const migrationId = await commandTarget(request);
+  await assertRetryOutsideCampaign(await records.get(migrationId), () => campaigns(context));
   return accepted(await migrations(context).retry(migrationId, actorOf(caller)));
 }
 

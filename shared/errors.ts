@@ -106,7 +106,7 @@ const errorKinds = {
     retriable: false,
     title: 'The campaign has ended',
   },
-  /** Resources beyond a campaign's 100,000 (or its 100 pages). */
+  /** Resources beyond a campaign's 100,000. */
   CampaignFull: {
     raisedBy: 'library',
     status: 409,

@@ -1,7 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Actor } from '../audit';
-import { RouteLockError } from '../errors';
+import { isRouteLockError, RouteLockError } from '../errors';
 import { sameLocation } from '../lock/document';
+import type { MigrationRecord } from '../migration/records';
 import { listLimit } from '../migration/service';
 import { isProbeId } from '../probe';
 import { assertAllowedRegion } from '../regions';
@@ -26,14 +27,13 @@ import type {
   CampaignService,
   CreatedCampaign,
 } from './service';
-import { casLoop } from './tick';
+import { cancelPendingMembers, casLoop } from './tick';
 import {
   type CampaignLimitsPatch,
   type CampaignRecord,
   type CampaignRequest,
   type CampaignSource,
   type CampaignStatus,
-  MAX_CAMPAIGN_PAGES,
   MAX_CAMPAIGN_RESOURCES,
   MAX_IDS_PER_REQUEST,
 } from './types';
@@ -88,7 +88,7 @@ export class Campaigns implements CampaignService {
       }
       // a repeated create: the first may have crashed before its ids (or its runner) landed
       const again = await this.addAgain(standing, ids);
-      if (!isEnded(again.status)) await this.deps.launcher.launch(campaignId);
+      if (!isEnded(again.status)) await this.kick(campaignId);
       return { campaignId, created: false, status: this.view(again) };
     }
     // page 0 is this request's (a crash before this line leaves an `ids` campaign of no members: it
@@ -98,7 +98,7 @@ export class Campaigns implements CampaignService {
         campaignId,
         ids.map((resourceId, i) => ({ seq: i, resourceId })),
       );
-    const saved = await this.saveCounts(standing);
+    const saved = await this.saveCounts(campaignId);
     await this.deps.launcher.launch(campaignId);
     return { campaignId, created: true, status: this.view(saved.record) };
   }
@@ -118,7 +118,7 @@ export class Campaigns implements CampaignService {
       record.campaignId,
       ids.map((resourceId, i) => ({ seq: i, resourceId })),
     );
-    return added === 0 ? record : (await this.saveCounts(standing)).record;
+    return added === 0 ? record : (await this.saveCounts(record.campaignId)).record;
   }
 
   async status(campaignId: string): Promise<CampaignStatus> {
@@ -143,23 +143,23 @@ export class Campaigns implements CampaignService {
     const ids = checkedIds(resourceIds, 'resources');
     const reserved = await casLoop(this.deps, await this.read(campaignId), (r) => {
       assertAcceptsResources(r.status, campaignId);
-      if (r.pages >= MAX_CAMPAIGN_PAGES || r.reserved + ids.length > MAX_CAMPAIGN_RESOURCES) {
+      if (r.reserved + ids.length > MAX_CAMPAIGN_RESOURCES) {
         throw new RouteLockError(
           'CampaignFull',
-          `Campaign ${campaignId} has ${r.reserved} of its ${MAX_CAMPAIGN_RESOURCES} resources in ${r.pages} of its ${MAX_CAMPAIGN_PAGES} pages; ${ids.length} more do not fit.`,
+          `Campaign ${campaignId} has ${r.reserved} of its ${MAX_CAMPAIGN_RESOURCES} resources; ${ids.length} more do not fit.`,
         );
       }
       return { ...r, pages: r.pages + 1, reserved: r.reserved + ids.length, updatedAt: this.at() };
     });
     if (!reserved) throw new RouteLockError('NotFound', `No campaign ${campaignId}.`);
-    const page = reserved.before.pages;
+    // seqs from the slots this reservation took: every seq one member's, whatever the batch sizes
+    const first = reserved.before.reserved;
     const added = await this.deps.campaigns.addMembers(
       campaignId,
-      ids.map((resourceId, i) => ({ seq: page * MAX_IDS_PER_REQUEST + i, resourceId })),
+      ids.map((resourceId, i) => ({ seq: first + i, resourceId })),
     );
-    const saved = await this.saveCounts(reserved.after, added);
-    if (saved.reopened) await this.deps.launcher.launch(campaignId);
-    else await this.deps.launcher.wake(campaignId);
+    const saved = await this.saveCounts(campaignId, added);
+    await this.kick(campaignId);
     return { added, duplicates: ids.length - added, status: this.view(saved.record) };
   }
 
@@ -193,7 +193,7 @@ export class Campaigns implements CampaignService {
       return { ...r, limits, updatedAt: this.at() };
     });
     if (!saved) throw new RouteLockError('NotFound', `No campaign ${campaignId}.`);
-    await this.deps.launcher.wake(campaignId);
+    await this.kick(campaignId);
     return this.view(saved.after.record);
   }
 
@@ -213,28 +213,48 @@ export class Campaigns implements CampaignService {
       return { ...stamp(r), status, updatedAt: this.at() };
     });
     if (!saved) return this.view(unchanged as CampaignRecord);
-    if (command === 'resume') await this.deps.launcher.launch(campaignId);
-    else await this.deps.launcher.wake(campaignId);
+    await this.kick(campaignId);
     return this.view(saved.after.record);
   }
 
   /**
-   * The members' counts on the record; a campaign completed meanwhile reopens for new members (its
-   * runner had stopped: `reopened` says to launch it again).
+   * After a command or new members: the runner launched (a no-op when it runs) and then woken, so it
+   * ticks soon (a Durable launch of a running instance returns without a tick).
+   */
+  private async kick(campaignId: string): Promise<void> {
+    await this.deps.launcher.launch(campaignId);
+    await this.deps.launcher.wake(campaignId);
+  }
+
+  /**
+   * The members' counts on the record, counted under the record they are written onto (a lost write
+   * reads and counts again), so they are never older than the record. A campaign completed meanwhile
+   * reopens for new members (`reopened`); an ended one otherwise gets no counts, except that members
+   * an append landed after its cancel (reserved before it) are cancelled and counted.
    */
   private async saveCounts(
-    versioned: VersionedCampaign,
+    campaignId: string,
     added = 0,
   ): Promise<{ record: CampaignRecord; reopened: boolean }> {
-    const counts = countsFrom(await this.deps.campaigns.countMembers(versioned.record.campaignId));
-    let reopened = false;
-    const saved = await casLoop(this.deps, versioned, (r) => {
+    for (let i = 0; ; i += 1) {
+      const current = await this.read(campaignId);
+      const r = current.record;
       const status = afterResourcesAdded(r.status, added);
-      reopened = status !== r.status;
+      const reopened = status !== r.status;
+      const late =
+        r.status === 'Cancelled' &&
+        (await cancelPendingMembers(this.deps.campaigns, campaignId, this.deps.now())) > 0;
+      if (isEnded(status) && !late) return { record: r, reopened: false };
+      const counts = countsFrom(await this.deps.campaigns.countMembers(campaignId));
       const { endedAt: _e, ...open } = r;
-      return { ...(reopened ? open : r), status, counts, updatedAt: this.at() };
-    });
-    return { record: (saved as { after: VersionedCampaign }).after.record, reopened };
+      const replaced = await this.deps.campaigns.replace(
+        { ...(reopened ? open : r), status, counts, updatedAt: this.at() },
+        current.etag,
+      );
+      if (replaced) return { record: replaced.record, reopened };
+      if (i >= 50)
+        throw new RouteLockError('PreconditionFailed', `Campaign ${campaignId} kept changing; try again.`);
+    }
   }
 
   private async read(campaignId: string): Promise<VersionedCampaign> {
@@ -250,6 +270,34 @@ export class Campaigns implements CampaignService {
   private at(): string {
     return new Date(this.deps.now()).toISOString();
   }
+}
+
+/**
+ * An operator's retry of a campaign's migration waits for the campaign's end (409 MigrationNotRetriable):
+ * while the campaign runs, a retry would run outside its limits and its cancel. Once it has ended the
+ * retry is the operator's own, and the campaign's counts stay as of its end. POST /migrations/{id}/retry
+ * (functions/migrations.ts) asks this before the migration service; the command line goes through it.
+ */
+export async function assertRetryOutsideCampaign(
+  record: Pick<MigrationRecord, 'migrationId' | 'resourceId' | 'campaignId'> | null,
+  /** Called only for a campaign's migration (the Durable composition needs the invocation's client). */
+  campaigns: () => Pick<CampaignService, 'status'>,
+): Promise<void> {
+  const campaignId = record?.campaignId;
+  if (record === null || campaignId === undefined) return;
+  let status;
+  try {
+    status = (await campaigns().status(campaignId)).status;
+  } catch (error) {
+    if (isRouteLockError(error, 'NotFound')) return;
+    throw error;
+  }
+  if (isEnded(status)) return;
+  throw new RouteLockError(
+    'MigrationNotRetriable',
+    `Migration ${record.migrationId} belongs to campaign ${campaignId}, which is ${status}; retry it after the campaign ends.`,
+    { resourceId: record.resourceId },
+  );
 }
 
 /** The create's ids, named by content (no resource id is kept twice on the record). */

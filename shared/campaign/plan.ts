@@ -1,9 +1,10 @@
-import { RouteLockError } from '../errors';
+import { isRouteLockError, RouteLockError } from '../errors';
 import type { MigrationState } from '../migration/types';
 import {
   type CampaignCounts,
   type CampaignLimits,
   type CampaignLimitsPatch,
+  type CampaignMember,
   type CampaignRecord,
   type CampaignSource,
   type CampaignState,
@@ -11,6 +12,7 @@ import {
   type CampaignThrottle,
   DEFAULT_MAX_CONCURRENT,
   endedCampaignStates,
+  memberMigrationId,
   MAX_MAX_CONCURRENT,
   type MemberState,
   memberStates,
@@ -23,6 +25,42 @@ import {
  * transitions and the commands, the write-lock histogram, the ETA and the status view. The tick
  * (tick.ts) and the service (campaigns.ts) only apply these; neither decides a rule of its own.
  */
+
+// ---------------------------------------------------------------------------------------------
+// Members: a refused start, a joined migration
+// ---------------------------------------------------------------------------------------------
+
+/** A member whose start failed (retriably) this many times in a row is skipped: it cannot hold the queue. */
+export const MAX_START_FAILURES = 10;
+
+/**
+ * Retriable refusals of every start alike (the store throttling or down, the task hub not answering):
+ * the campaign backs off, and no member is blamed for them (an outage would skip one member a minute).
+ */
+const outageCodes = ['StoreUnavailable', 'OrchestrationStatusUnavailable'] as const;
+
+/**
+ * What a refused start makes of its member: `skipped` for a refusal no retry changes (no route, region
+ * not allowed, a non-retriable code, a fault with no code), `conflict` when another migration holds the
+ * resource, `retry` (pending again, the tick backs off) for a retriable one: an outage's always, any
+ * other until the member's MAX_START_FAILURES-th in a row (`counted`), so it cannot hold the queue's head.
+ */
+export function afterStartError(
+  error: unknown,
+  failuresBefore: number,
+): { outcome: 'skipped' | 'conflict' | 'retry'; counted: boolean } {
+  if (isRouteLockError(error, 'MigrationInProgress')) return { outcome: 'conflict', counted: false };
+  if (!isRouteLockError(error) || !error.retriable) return { outcome: 'skipped', counted: false };
+  if (outageCodes.some((code) => isRouteLockError(error, code))) return { outcome: 'retry', counted: false };
+  return { outcome: failuresBefore + 1 >= MAX_START_FAILURES ? 'skipped' : 'retry', counted: true };
+}
+
+/**
+ * A member that joined a migration already moving its resource to the target (the start answered
+ * another's id): the campaign watches it and counts its outcome, but does not own it, so never cancels it.
+ */
+export const isJoined = (member: Pick<CampaignMember, 'campaignId' | 'seq' | 'migrationId'>): boolean =>
+  member.migrationId !== undefined && member.migrationId !== memberMigrationId(member.campaignId, member.seq);
 
 /** The rate limit's window. */
 export const START_WINDOW_MS = 60_000;

@@ -8,10 +8,13 @@ import { isProbeId } from '../probe';
 import type { VersionedCampaign } from '../store/ports/campaigns';
 import {
   addToHistogram,
+  afterStartError,
   countsFrom,
   isEnded,
+  isJoined,
   leaseAllows,
   leaseLeftForStart,
+  MAX_START_FAILURES,
   memberStateOf,
   nextCampaignState,
   pruneStarts,
@@ -27,7 +30,7 @@ import {
   type CampaignMember,
   type CampaignRecord,
   type CampaignSource,
-  MAX_CAMPAIGN_PAGES,
+  type MemberState,
   MAX_CAMPAIGN_RESOURCES,
   MAX_IDS_PER_REQUEST,
   memberMigrationId,
@@ -100,6 +103,33 @@ export interface TickRules {
 
 const planRules: TickRules = { startsAllowed, throttleAfterTick, leaseAllows };
 
+/**
+ * The members' counts, taken once a tick (after the refresh) and kept up with the tick's own changes;
+ * `under` is what the record's member slots were when they were taken. An append changes those (its
+ * reservation), so a save that finds them changed, or counts gone off, counts again before deciding.
+ */
+interface Tally {
+  counts: CampaignCounts;
+  under: Pick<CampaignRecord, 'reserved' | 'pages'>;
+  stale: boolean;
+}
+
+async function tallyNow(
+  deps: TickDeps,
+  campaignId: string,
+): Promise<{ versioned: VersionedCampaign; tally: Tally }> {
+  const versioned = await mustGet(deps, campaignId);
+  const counts = countsFrom(await deps.campaigns.countMembers(campaignId));
+  const { reserved, pages } = versioned.record;
+  return { versioned, tally: { counts, under: { reserved, pages }, stale: false } };
+}
+
+/** Members moved from pending to `state` by this tick. */
+function movedFromPending(tally: Tally, state: MemberState, n: number): void {
+  if (n > tally.counts.pending) tally.stale = true;
+  tally.counts = { ...tally.counts, pending: tally.counts.pending - n, [state]: tally.counts[state] + n };
+}
+
 /** The lease this tick holds, and the checks of it. */
 interface Held {
   lease: TickLease;
@@ -139,18 +169,30 @@ export async function campaignTick(
     Math.floor(now / STATUS_ROUND_MS) !== Math.floor(Date.parse(read.record.updatedAt) / STATUS_ROUND_MS);
   const work = async (): Promise<CampaignRecord | null> => {
     await refreshRunning(deps, campaignId, now, askRunner, findings);
-    let versioned = taken.after;
+    // counted once a tick: every step below only moves members this tick knows of
+    const counted = await tallyNow(deps, campaignId);
+    const { tally } = counted;
+    let versioned = counted.versioned;
     if (versioned.record.status === 'Cancelling') {
-      await cancelMembers(deps, versioned.record, now, findings);
+      await cancelMembers(deps, versioned.record, findings);
+      movedFromPending(tally, 'cancelled', await cancelPendingMembers(deps.campaigns, campaignId, now));
     } else if (versioned.record.status === 'Running') {
-      let counts = countsFrom(await deps.campaigns.countMembers(campaignId));
-      const selected = await selectPage(deps, versioned, counts, findings, held);
+      const selected = await selectPage(deps, versioned, tally.counts, findings, held);
       versioned = selected.versioned;
-      counts = { ...counts, pending: counts.pending + selected.added };
-      versioned = await startMembers(deps, versioned, counts, now, findings, rules, held);
+      if (selected.slots !== undefined) {
+        const { before, after } = selected.slots;
+        // an append between the count and this reservation: its members are not in the counts
+        if (before.reserved !== tally.under.reserved || before.pages !== tally.under.pages)
+          tally.stale = true;
+        tally.under = after;
+      }
+      const { pending, total } = tally.counts;
+      tally.counts = { ...tally.counts, pending: pending + selected.added, total: total + selected.added };
+      const started = await startMembers(deps, versioned, tally.counts, now, findings, rules, held);
+      versioned = started.versioned;
+      for (const m of started.outcomes) if (m.state !== 'pending') movedFromPending(tally, m.state, 1);
     }
-    const counts = countsFrom(await deps.campaigns.countMembers(campaignId));
-    return save(deps, versioned, counts, now, findings, rules, held);
+    return save(deps, versioned, tally, now, findings, rules, held);
   };
   let saved: CampaignRecord | null;
   try {
@@ -293,12 +335,7 @@ function writeLockHold(status: MigrationStatus, now: number): number | undefined
 // c. Cancelling: every running migration asked once, the pending cancelled
 // ---------------------------------------------------------------------------------------------
 
-async function cancelMembers(
-  deps: TickDeps,
-  record: CampaignRecord,
-  now: number,
-  findings: TickFindings,
-): Promise<void> {
+async function cancelMembers(deps: TickDeps, record: CampaignRecord, findings: TickFindings): Promise<void> {
   const campaignId = record.campaignId;
   const actor: Actor = { id: record.cancelRequestedBy ?? `campaign:${campaignId}` };
   let afterSeq: number | undefined;
@@ -311,7 +348,8 @@ async function cancelMembers(
     if (page.length === 0) break;
     afterSeq = (page[page.length - 1] as CampaignMember).seq;
     const sent = await inParallel(
-      page.filter((m) => m.cancelSent !== true && m.migrationId !== undefined),
+      // a member that joined another's migration is watched to its end, never cancelled by this campaign
+      page.filter((m) => m.cancelSent !== true && m.migrationId !== undefined && !isJoined(m)),
       async (member): Promise<CampaignMember | null> => {
         try {
           await deps.migrations.cancel(member.migrationId as string, actor);
@@ -328,15 +366,28 @@ async function cancelMembers(
     );
     const changed = sent.filter((m): m is CampaignMember => m !== null);
     if (changed.length > 0) await deps.campaigns.saveMembers(campaignId, changed);
-    if (page.length < PAGE) break;
+    if (page.length < PAGE) return;
   }
+}
+
+/**
+ * A cancelled campaign's pending members, cancelled: how many. The Cancelling tick calls it, and so does
+ * an append that finds the campaign Cancelled after its members landed (reserved before the cancel).
+ */
+export async function cancelPendingMembers(
+  campaigns: TickDeps['campaigns'],
+  campaignId: string,
+  now: number,
+): Promise<number> {
+  let cancelled = 0;
   for (;;) {
-    const pending = await deps.campaigns.members(campaignId, { state: 'pending', limit: PAGE });
-    if (pending.length === 0) return;
-    await deps.campaigns.saveMembers(
+    const pending = await campaigns.members(campaignId, { state: 'pending', limit: PAGE });
+    if (pending.length === 0) return cancelled;
+    await campaigns.saveMembers(
       campaignId,
       pending.map((m) => ({ ...m, state: 'cancelled', endedAt: now, reason: 'the campaign was cancelled' })),
     );
+    cancelled += pending.length;
   }
 }
 
@@ -347,8 +398,8 @@ async function cancelMembers(
 type FromSource = Extract<CampaignSource, { kind: 'from' }>;
 
 /**
- * One page of the route list: the routes at the source region become members. The member page is
- * reserved on the record first (pages + 1, reserved + n) so its seqs are this page's alone, then the
+ * One page of the route list: the routes at the source region become members. Their slots are
+ * reserved on the record first (pages + 1, reserved + n; seqs reserved + index) so its seqs are this page's alone, then the
  * members are added, then the source's continuation moves on. A crash in between reads the same
  * routes again next tick: they are kept once (addMembers drops a resource it has), at the price of a
  * page reservation.
@@ -359,7 +410,12 @@ async function selectPage(
   counts: CampaignCounts,
   findings: TickFindings,
   held: Held,
-): Promise<{ versioned: VersionedCampaign; added: number }> {
+): Promise<{
+  versioned: VersionedCampaign;
+  added: number;
+  /** The record's member slots before and after this page's reservation, when it made one. */
+  slots?: { before: Tally['under']; after: Tally['under'] };
+}> {
   const source = versioned.record.source;
   const none = { versioned, added: 0 };
   if (source.kind !== 'from' || source.done) return none;
@@ -381,7 +437,7 @@ async function selectPage(
     .map((doc) => doc.id);
   const record = versioned.record;
   const limitRoom = source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected;
-  const capacityRoom = record.pages >= MAX_CAMPAIGN_PAGES ? 0 : MAX_CAMPAIGN_RESOURCES - record.reserved;
+  const capacityRoom = MAX_CAMPAIGN_RESOURCES - record.reserved;
   const room = Math.max(0, Math.min(limitRoom, capacityRoom));
   const taken = matching.slice(0, room);
   // the selection ends here once it has all it may take: its limit, or the campaign's capacity
@@ -398,18 +454,23 @@ async function selectPage(
 
   let current = versioned;
   let added = 0;
+  let slots: { before: Tally['under']; after: Tally['under'] } | undefined;
   if (taken.length > 0) {
     const reserved = await casLoop(deps, current, (r) =>
-      sameSelection(r) && r.pages < MAX_CAMPAIGN_PAGES && r.reserved + taken.length <= MAX_CAMPAIGN_RESOURCES
+      sameSelection(r) && r.reserved + taken.length <= MAX_CAMPAIGN_RESOURCES
         ? { ...r, pages: r.pages + 1, reserved: r.reserved + taken.length }
         : null,
     );
     if (!reserved) return { versioned: await mustGet(deps, record.campaignId), added: 0 };
-    const pageNo = reserved.before.pages;
+    const first = reserved.before.reserved;
     current = reserved.after;
+    slots = {
+      before: { reserved: first, pages: reserved.before.pages },
+      after: { reserved: current.record.reserved, pages: current.record.pages },
+    };
     added = await deps.campaigns.addMembers(
       record.campaignId,
-      taken.map((resourceId, i) => ({ seq: pageNo * PAGE + i, resourceId })),
+      taken.map((resourceId, i) => ({ seq: first + i, resourceId })),
     );
   }
   const advanced = await casLoop(deps, current, (r) => {
@@ -426,15 +487,16 @@ async function selectPage(
       },
     };
   });
-  return { versioned: advanced ? advanced.after : await mustGet(deps, record.campaignId), added };
+  return {
+    versioned: advanced ? advanced.after : await mustGet(deps, record.campaignId),
+    added,
+    ...(slots === undefined ? {} : { slots }),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
 // d. Running: starts within the limits
 // ---------------------------------------------------------------------------------------------
-
-/** A refusal that no retry changes: the member is skipped (or a conflict) with the reason. */
-const skippedCodes = ['NotFound', 'RegionNotAllowed', 'BadRequest'] as const;
 
 async function startMembers(
   deps: TickDeps,
@@ -444,8 +506,9 @@ async function startMembers(
   findings: TickFindings,
   rules: TickRules,
   held: Held,
-): Promise<VersionedCampaign> {
+): Promise<{ versioned: VersionedCampaign; outcomes: CampaignMember[] }> {
   const campaignId = versioned.record.campaignId;
+  const none = { versioned, outcomes: [] };
   const allowedBy = (r: CampaignRecord) =>
     rules.startsAllowed({
       limits: r.limits,
@@ -456,9 +519,9 @@ async function startMembers(
       throttle: r.throttle,
     });
   const wanted = Math.min(allowedBy(versioned.record), PAGE);
-  if (wanted <= 0) return versioned;
+  if (wanted <= 0) return none;
   const candidates = await deps.campaigns.members(campaignId, { state: 'pending', limit: wanted });
-  if (candidates.length === 0) return versioned;
+  if (candidates.length === 0) return none;
 
   // reserve first: the batch is on the record before any of its starts is made
   let count = 0;
@@ -468,7 +531,7 @@ async function startMembers(
     if (count <= 0) return null;
     return { ...r, recentStarts: [...pruneStarts(r.recentStarts, now), { at: now, count }] };
   });
-  if (!reservation) return mustGet(deps, campaignId);
+  if (!reservation) return { versioned: await mustGet(deps, campaignId), outcomes: [] };
   const markedAt = deps.now();
   const chosen = candidates.slice(0, count).map((m): CampaignMember => ({
     ...m,
@@ -500,17 +563,25 @@ async function startMembers(
           : { migrationAttempts: record.limits.migrationAttempts }),
       });
       findings.firstStartAt ??= now;
-      return { ...member, migrationId: started.migrationId };
+      const { startFailures: _f, ...ok } = member;
+      return { ...ok, migrationId: started.migrationId };
     } catch (error) {
-      if (skippedCodes.some((code) => isRouteLockError(error, code)))
-        return { ...backToPending(member), state: 'skipped', endedAt: now, reason: messageOf(error) };
-      if (isRouteLockError(error, 'MigrationInProgress'))
+      const failures = member.startFailures ?? 0;
+      const { outcome, counted } = afterStartError(error, failures);
+      if (outcome === 'conflict')
         return { ...backToPending(member), state: 'conflict', endedAt: now, reason: messageOf(error) };
-      // a store throttling or down (or a fault this tick cannot name): no more starts this tick
+      if (outcome === 'skipped') {
+        const { startFailures: _f, ...rest } = backToPending(member);
+        const reason = counted
+          ? `${MAX_START_FAILURES} starts in a row failed; the last: ${messageOf(error)}`
+          : messageOf(error);
+        return { ...rest, state: 'skipped', endedAt: now, reason };
+      }
+      // a store throttling or down: no more starts this tick, and this member's failures counted
       stopped = true;
       findings.throttledReason ??= messageOf(error);
       findings.errors.push(`starting ${member.resourceId}: ${messageOf(error)}`);
-      return backToPending(member);
+      return counted ? { ...backToPending(member), startFailures: failures + 1 } : backToPending(member);
     }
   };
   // the first alone: a throttling store refuses one start, not a whole parallel round
@@ -518,7 +589,7 @@ async function startMembers(
   const outcomes = [await startOne(first), ...(await inParallel(rest, startOne))];
   await deps.campaigns.saveMembers(campaignId, outcomes);
   for (const m of outcomes) if (m.state === 'running') findings.runningStarts.push(markedAt);
-  return reservation.after;
+  return { versioned: reservation.after, outcomes };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -528,12 +599,14 @@ async function startMembers(
 /**
  * The tick's own fields applied to the record as it stands: counts, the state they lead to, the rate
  * window, the throttle, the histogram, the first start, the last error. A CAS that loses re-reads and
- * applies them again, so an operator's command or new limits saved meanwhile win.
+ * applies them again, so an operator's command or new limits saved meanwhile win; when an append moved
+ * the member slots since the count (or the counts went off), it counts again first, so no member an
+ * append added is missed by the state it decides (Completed with a member pending).
  */
 async function save(
   deps: TickDeps,
   versioned: VersionedCampaign,
-  counts: CampaignCounts,
+  tally: Tally,
   now: number,
   findings: TickFindings,
   rules: TickRules,
@@ -541,8 +614,7 @@ async function save(
 ): Promise<CampaignRecord | null> {
   const at = new Date(now).toISOString();
   const { durations, runningStarts } = findings;
-  const apply = (r: CampaignRecord): CampaignRecord | null => {
-    if (!held.allows(r)) return null;
+  const apply = (r: CampaignRecord, counts: CampaignCounts): CampaignRecord => {
     const status = nextCampaignState(r.status, counts, sourceDone(r.source, counts.total));
     const throttle = rules.throttleAfterTick(r.throttle, now, findings.throttledReason);
     const lastTickError = findings.errors.length === 0 ? undefined : findings.errors.slice(0, 3).join('; ');
@@ -575,8 +647,23 @@ async function save(
       ...(isEnded(status) ? { endedAt: r.endedAt ?? at } : {}),
     };
   };
-  const saved = await casLoop(deps, versioned, apply);
-  return saved === null ? null : saved.after.record;
+  let current = versioned;
+  let counted = tally;
+  for (let round = 0; ; round += 1) {
+    let moved = false;
+    const saved = await casLoop(deps, current, (r) => {
+      if (!held.allows(r)) return null;
+      moved = counted.stale || r.reserved !== counted.under.reserved || r.pages !== counted.under.pages;
+      return moved ? null : apply(r, counted.counts);
+    });
+    if (!moved) return saved === null ? null : saved.after.record;
+    if (round >= 50)
+      throw new RouteLockError(
+        'PreconditionFailed',
+        `Campaign ${versioned.record.campaignId} kept gaining members under ${round} counts; try again.`,
+      );
+    ({ versioned: current, tally: counted } = await tallyNow(deps, versioned.record.campaignId));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -39,7 +39,10 @@ export type CampaignCounts = Record<MemberState, number> & { total: number };
 export const MAX_IDS_PER_REQUEST = 1000;
 /** At most this many resources in one campaign, over all its pages. */
 export const MAX_CAMPAIGN_RESOURCES = 100_000;
-/** Member pages: each request's ids are one page, so a campaign has at most this many. */
+/**
+ * Kept for the contract; no longer a cap: members are numbered from the record's `reserved` counter
+ * (seq = reserved + index), so requests and selected route pages of any size share the 100,000.
+ */
 export const MAX_CAMPAIGN_PAGES = MAX_CAMPAIGN_RESOURCES / MAX_IDS_PER_REQUEST;
 
 export interface CampaignLimits {
@@ -108,9 +111,12 @@ export interface CampaignRecord {
   endedAt?: string;
   /** The actor id that created it. */
   createdBy: string;
-  /** Member pages reserved so far (each request's ids are one page; seq = page × 1000 + index). */
+  /** Member batches reserved so far (a request's ids, or one selected page of routes), for operators. */
   pages: number;
-  /** Member slots reserved so far (ids given, before duplicates are dropped): at most 100,000. */
+  /**
+   * Member slots reserved so far (ids given, before duplicates are dropped): at most 100,000. A batch's
+   * seqs are reserved + index, taken in the same compare-and-swap that raises it: every seq is one member's.
+   */
   reserved: number;
   /** As of the last tick (or the create). */
   counts: CampaignCounts;
@@ -137,12 +143,17 @@ export interface CampaignRecord {
 
 export interface CampaignMember {
   campaignId: string;
-  /** Its place in start order: page × 1000 + index in the page. */
+  /** Its place in start order: the record's `reserved` when its batch was reserved, + its index in it. */
   seq: number;
   resourceId: string;
   state: MemberState;
-  /** Set once its start was asked: a deterministic id (`memberMigrationId`) or the migration it joined. */
+  /**
+   * Set once its start was asked: a deterministic id (`memberMigrationId`) or the migration it joined
+   * (another's, to the same target: plan.ts `isJoined`; watched and counted, never cancelled by the campaign).
+   */
   migrationId?: string;
+  /** Consecutive retriable start failures; at MAX_START_FAILURES it is skipped (plan.ts `afterStartError`). */
+  startFailures?: number;
   /** Why it was skipped, or its migration's error. */
   reason?: string;
   /** Epoch ms. */

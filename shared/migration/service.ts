@@ -28,25 +28,25 @@ export interface MigrationRequest {
   migrationId?: string | undefined;
   /** The campaign starting it (issue 18 §3): kept on its record, listed by `GET /migrations?campaignId=`. */
   campaignId?: string | undefined;
-  /** Fewer attempts than configured (a campaign's `migrationAttempts`); never more (the history room). */
+  /** Fewer attempts than configured (a campaign's `migrationAttempts`); more are capped (the history room). */
   migrationAttempts?: number | undefined;
 }
 
 /**
  * The settings one migration is started with: the host's, with a campaign's lower attempt count. A
- * higher count is refused: start-up checked the configured count against the history room.
+ * higher count is capped to the configured one (start-up checked that against the history room): a
+ * campaign created before ROUTELOCK_MIGRATION_ATTEMPTS was lowered keeps starting its members.
  */
 export function settingsFor(settings: MigrationSettings, request: MigrationRequest): MigrationSettings {
   const asked = request.migrationAttempts;
   if (asked === undefined) return settings;
   const configured = settings.migrationAttempts ?? 1;
-  if (!Number.isInteger(asked) || asked < 1 || asked > configured) {
-    throw new RouteLockError(
-      'BadRequest',
-      `migrationAttempts: must be a whole number from 1 to ${configured} (ROUTELOCK_MIGRATION_ATTEMPTS).`,
-    );
+  if (!Number.isInteger(asked) || asked < 1) {
+    throw new RouteLockError('BadRequest', 'migrationAttempts: must be a whole number from 1.');
   }
-  return { ...settings, migrationAttempts: asked };
+  // capped, not refused: a campaign created under a higher ROUTELOCK_MIGRATION_ATTEMPTS keeps starting
+  // (its create checked the value against the configuration of the time; campaigns.ts checkedLimits)
+  return { ...settings, migrationAttempts: Math.min(asked, configured) };
 }
 
 export interface StartedMigration {

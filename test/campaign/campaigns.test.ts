@@ -146,7 +146,7 @@ describe('create', () => {
       ),
     ).toBe('CampaignExists');
     expect(errorKind('CampaignExists').status).toBe(409);
-    expect(s.launcher.calls).toEqual(['launch c-1', 'launch c-1']);
+    expect(s.launcher.calls).toEqual(['launch c-1', 'launch c-1', 'wake c-1']);
   });
 
   test('404 for an unknown campaign, on every command', async () => {
@@ -164,7 +164,7 @@ describe('create', () => {
 });
 
 describe('addResources', () => {
-  test('appends a page (seq page × 1000 + i), counts duplicates, wakes the runner', async () => {
+  test('appends a batch (seq reserved + i), counts duplicates, launches and wakes the runner', async () => {
     const s = service();
     await s.campaigns.create({ campaignId: 'c-1', target: TARGET, resources: ['a', 'b'] }, operator);
     const added = await s.campaigns.addResources('c-1', ['b', 'c', 'd', 'c'], operator);
@@ -173,24 +173,27 @@ describe('addResources', () => {
     expect(members.map((m) => [m.seq, m.resourceId])).toEqual([
       [0, 'a'],
       [1, 'b'],
-      [1001, 'c'],
-      [1002, 'd'],
+      [3, 'c'],
+      [4, 'd'],
     ]);
-    expect(s.launcher.calls).toEqual(['launch c-1', 'wake c-1']);
+    expect(s.launcher.calls).toEqual(['launch c-1', 'launch c-1', 'wake c-1']);
   });
 
-  test(`409 CampaignFull past ${MAX_CAMPAIGN_PAGES} pages or 100,000 resources, and nothing changes`, async () => {
+  test('409 CampaignFull past 100,000 resources (any number of pages), and nothing changes', async () => {
     const s = service();
     await s.campaigns.create({ campaignId: 'c-1', target: TARGET, resources: ['a'] }, operator);
-    // as though 99 more pages had been appended
+    // as though many small appends had come: pages are no cap, only the resources are
     const standing = (await s.records.get('c-1'))!;
     await s.records.replace({ ...standing.record, pages: MAX_CAMPAIGN_PAGES, reserved: 1000 }, standing.etag);
-    expect(await code(s.campaigns.addResources('c-1', ['b'], operator))).toBe('CampaignFull');
+    expect(await s.campaigns.addResources('c-1', ['b'], operator)).toMatchObject({ added: 1 });
+    expect((await s.records.members('c-1', { state: 'pending', limit: 10 })).map((m) => m.seq)).toEqual([
+      0, 1000,
+    ]);
     const nearlyFull = (await s.records.get('c-1'))!;
     await s.records.replace({ ...nearlyFull.record, pages: 5, reserved: 99_999 }, nearlyFull.etag);
     expect(await code(s.campaigns.addResources('c-1', ['b', 'c'], operator))).toBe('CampaignFull');
     expect((await s.records.get('c-1'))!.record).toMatchObject({ pages: 5, reserved: 99_999 });
-    expect(await s.records.countMembers('c-1')).toEqual({ pending: 1 });
+    expect(await s.records.countMembers('c-1')).toEqual({ pending: 2 });
     expect(errorKind('CampaignFull').status).toBe(409);
   });
 
@@ -232,7 +235,7 @@ describe('addResources', () => {
 });
 
 describe('commands', () => {
-  test('pause, resume, cancel and update: record CAS, stamps, the runner woken (a resume launched)', async () => {
+  test('pause, resume, cancel and update: record CAS, stamps, the runner launched and woken', async () => {
     const s = service();
     await s.campaigns.create(
       { campaignId: 'c-1', target: TARGET, resources: ['a'], startsPerMinute: 30 },
@@ -254,7 +257,11 @@ describe('commands', () => {
     // a second cancel answers as it stands: the first request's time and actor stay
     expect(await s.campaigns.cancel('c-1', operator)).toEqual(cancelled);
     expect(await code(s.campaigns.pause('c-1', operator))).toBe('CampaignEnded');
-    expect(s.launcher.calls).toEqual(['launch c-1', 'wake c-1', 'launch c-1', 'wake c-1', 'wake c-1']);
+    // every command launches (a no-op when it runs) and then wakes: a Durable launch alone does not tick
+    expect(s.launcher.calls).toEqual([
+      'launch c-1',
+      ...['pause', 'resume', 'update', 'cancel'].flatMap(() => ['launch c-1', 'wake c-1']),
+    ]);
   });
 
   test('list: newest first, by status, paged', async () => {

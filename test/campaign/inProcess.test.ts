@@ -480,7 +480,7 @@ describe('from: {region}', () => {
         .map((m) => m.seq)
         .concat((await h.members('c-full', 'running')).map((m) => m.seq))
         .sort((a, b) => a - b),
-    ).toEqual([3000, 3001, 3002, 3003, 3004]);
+    ).toEqual([99_995, 99_996, 99_997, 99_998, 99_999]);
   });
 
   test('limit: selects at most that many', async () => {
