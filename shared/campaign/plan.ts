@@ -135,6 +135,40 @@ export function startLost(markedAt: number | undefined, now: number): boolean {
   return markedAt === undefined || now - markedAt > TICK_LEASE_MS;
 }
 
+/** A running member's record is read at least this often (to the tick's doubling below it), however long it has run. */
+export const MEMBER_CHECK_MAX_INTERVAL_MS = 60_000;
+
+/**
+ * How often a running member's migration record is read: every tick while it is young (most that end
+ * early end so: NoOp, Conflict, a refusal), then about a tenth of its age, in doublings of the tick, up
+ * to {@link MEMBER_CHECK_MAX_INTERVAL_MS}. A production migration runs for hours (its convergence wait
+ * alone is the largest cache TTL): read on every 5 s tick, one cost 1,600 record reads; an end is seen at
+ * most an interval late, at most a tenth of its run.
+ */
+export function memberCheckIntervalMs(ageMs: number, tickMs: number): number {
+  // doublings only, so each interval's multiples are the next one's too: no gap over the cap
+  const most = Math.max(0, Math.floor(Math.log2(MEMBER_CHECK_MAX_INTERVAL_MS / tickMs)));
+  const doublings = Math.floor(Math.log2(Math.max(1, ageMs / (10 * tickMs))));
+  return tickMs * 2 ** Math.min(most, doublings);
+}
+
+/**
+ * Whether this tick reads a running member's record: when its age crossed a multiple of its check
+ * interval since the last tick (`lastTickAt`, the record's last save). Stateless, so a tick on any
+ * runner decides alike; a tick late or early only moves a read to the next multiple.
+ */
+export function dueForCheck(
+  startedAt: number | undefined,
+  now: number,
+  lastTickAt: number,
+  tickMs: number,
+): boolean {
+  if (startedAt === undefined || lastTickAt <= startedAt) return true;
+  const interval = memberCheckIntervalMs(now - startedAt, tickMs);
+  if (interval <= tickMs) return true; // young: every tick, a wake's too
+  return Math.floor((now - startedAt) / interval) !== Math.floor((lastTickAt - startedAt) / interval);
+}
+
 export const THROTTLE_FIRST_BACKOFF_MS = 1000;
 export const THROTTLE_MAX_BACKOFF_MS = 60_000;
 

@@ -19,6 +19,7 @@ import {
   nextCampaignState,
   pruneStarts,
   sourceDone,
+  dueForCheck,
   startLost,
   startsAllowed,
   throttleAfterTick,
@@ -168,7 +169,7 @@ export async function campaignTick(
   const askRunner =
     Math.floor(now / STATUS_ROUND_MS) !== Math.floor(Date.parse(read.record.updatedAt) / STATUS_ROUND_MS);
   const work = async (): Promise<CampaignRecord | null> => {
-    await refreshRunning(deps, campaignId, now, askRunner, findings);
+    await refreshRunning(deps, campaignId, now, Date.parse(read.record.updatedAt), askRunner, findings);
     // counted once a tick: every step below only moves members this tick knows of
     const counted = await tallyNow(deps, campaignId);
     const { tally } = counted;
@@ -246,6 +247,7 @@ async function refreshRunning(
   deps: TickDeps,
   campaignId: string,
   now: number,
+  lastTickAt: number,
   askRunner: boolean,
   findings: TickFindings,
 ): Promise<void> {
@@ -258,7 +260,13 @@ async function refreshRunning(
     });
     if (page.length === 0) return;
     afterSeq = (page[page.length - 1] as CampaignMember).seq;
-    const outcomes = await inParallel(page, (member) => refreshed(deps, member, now, askRunner, findings));
+    // a member not due for a read this tick is still running (its start counts for the ETA); the tick
+    // that asks about the long-unfinished reads every one
+    const outcomes = await inParallel(page, (member) =>
+      askRunner || dueForCheck(member.startedAt, now, lastTickAt, deps.settings.tickMs)
+        ? refreshed(deps, member, now, askRunner, findings)
+        : Promise.resolve(null),
+    );
     page.forEach((member, i) => {
       if (outcomes[i] === null && member.startedAt !== undefined)
         findings.runningStarts.push(member.startedAt);

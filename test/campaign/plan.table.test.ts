@@ -8,16 +8,20 @@ import {
   checkedLimits,
   commandOutcome,
   countsFrom,
+  dueForCheck,
   emptyHistogram,
   etaSeconds,
   histogramQuantile,
+  memberCheckIntervalMs,
   memberStateOf,
   nextCampaignState,
   patchedLimits,
   pruneStarts,
+  startLost,
   startsAllowed,
   throttleAfterTick,
   throttledAfter,
+  TICK_LEASE_MS,
 } from '../../shared/campaign/plan';
 import type { CampaignLimits, CampaignRecord, CampaignState, StartBatch } from '../../shared/campaign/types';
 import { campaignStates } from '../../shared/campaign/types';
@@ -389,4 +393,52 @@ describe('limits', () => {
       expect.objectContaining({ code: 'BadRequest' }),
     );
   });
+});
+
+describe('when a running member is read', () => {
+  const TICK = 5000;
+  test.each([
+    // age, interval: every tick while young, then doublings of the tick near a tenth of the age, capped
+    [0, 5000],
+    [49_000, 5000],
+    [100_000, 10_000],
+    [200_000, 20_000],
+    [400_000, 40_000],
+    [800_000, 40_000],
+    [7_200_000, 40_000],
+  ])('at age %i ms every %i ms', (age, interval) => {
+    expect(memberCheckIntervalMs(age, TICK)).toBe(interval);
+  });
+
+  test.each([
+    ['never read yet (no start time)', undefined, NOW, NOW - TICK, true],
+    ['started since the last tick', NOW - 1000, NOW, NOW - TICK, true],
+    ['young: every tick', NOW - 30_000, NOW, NOW - TICK, true],
+    ['old, no multiple crossed', 0, 7_210_000, 7_205_000, false],
+    ['old, a multiple crossed', 0, 7_200_000, 7_195_000, true],
+  ] as const)('%s', (_name, startedAt, now, lastTickAt, due) => {
+    expect(dueForCheck(startedAt, now, lastTickAt, TICK)).toBe(due);
+  });
+
+  test('over a two-hour migration on 5 s ticks: about 200 reads instead of 1,440, and none more than 40 s apart', () => {
+    const startedAt = 0;
+    const reads: number[] = [];
+    for (let now = TICK; now <= 7_200_000; now += TICK) {
+      if (dueForCheck(startedAt, now, now - TICK, TICK)) reads.push(now);
+    }
+    expect(reads.length).toBeGreaterThan(100);
+    expect(reads.length).toBeLessThan(250);
+    const gaps = reads.slice(1).map((at, i) => at - (reads[i] as number));
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(40_000);
+    // negative control: reading on every tick would be 1,440
+    expect(7_200_000 / TICK).toBe(1440);
+  });
+});
+
+test.each([
+  ['no mark', undefined, true],
+  ['marked a lease ago: maybe a start still under way', NOW - TICK_LEASE_MS, false],
+  ['marked a lease and 1 ms ago: lost', NOW - TICK_LEASE_MS - 1, true],
+] as const)('startLost: %s', (_name, markedAt, lost) => {
+  expect(startLost(markedAt, NOW)).toBe(lost);
 });
