@@ -4,7 +4,7 @@ import type {
   CampaignState,
   CampaignStatus,
 } from '../shared/campaign/types';
-import type { MigrationState, MigrationStatus } from '../shared/migration/types';
+import type { MigrationListQuery, MigrationStatus } from '../shared/migration/types';
 import type { Location } from '../shared/lock/document';
 
 /**
@@ -77,14 +77,6 @@ export interface StartedMigration {
 
 export interface CampaignListQuery {
   status?: CampaignState | undefined;
-  limit?: number | undefined;
-  continuation?: string | undefined;
-}
-
-export interface MigrationListQuery {
-  status?: MigrationState | undefined;
-  resourceId?: string | undefined;
-  campaignId?: string | undefined;
   limit?: number | undefined;
   continuation?: string | undefined;
 }

@@ -1,6 +1,6 @@
 import type { CampaignCounts, CampaignStatus } from '../shared/campaign/types';
 import type { Location } from '../shared/lock/document';
-import type { MigrationStatus } from '../shared/migration/types';
+import { type MigrationStatus, terminalStates } from '../shared/migration/types';
 
 /**
  * Human output of the command line: pure functions from the API's JSON to text (`--json` prints the
@@ -56,8 +56,7 @@ export function campaignExitCode(status: CampaignStatus): number {
   return status.status === 'Completed' && unmovedMembers(status.counts) === 0 ? EXIT.ok : EXIT.endedUnmoved;
 }
 
-const endedMigrationStates = new Set(['Completed', 'Failed', 'Conflict', 'NoOp', 'Cancelled']);
-export const migrationEnded = (status: MigrationStatus): boolean => endedMigrationStates.has(status.status);
+export const migrationEnded = (status: MigrationStatus): boolean => terminalStates.has(status.status);
 export const migrationExitCode = (status: MigrationStatus): number =>
   status.status === 'Completed' || status.status === 'NoOp' ? EXIT.ok : EXIT.endedUnmoved;
 

@@ -5,7 +5,7 @@ import type { CampaignService } from '../shared/campaign/service';
 import { isRouteLockError } from '../shared/errors';
 import { inFunctionsHost } from './http/endpoint';
 import { parse, startCampaignBody } from './http/validation';
-import { poisonCopy } from './migrationQueue';
+import { asObject, poisonCopy } from './migrationQueue';
 import { type Services, onServices } from './services';
 
 /**
@@ -37,15 +37,6 @@ export type CampaignMessageOutcome =
 
 /** The campaign id a message without one gets: the queue message's id, the same on each redelivery. */
 export const messageCampaignId = (messageId: string): string => `queue-${messageId}`;
-
-function asObject(item: unknown): unknown {
-  if (typeof item !== 'string') return item;
-  try {
-    return JSON.parse(item);
-  } catch {
-    return undefined;
-  }
-}
 
 export async function handleCampaignMessage(
   item: unknown,

@@ -29,8 +29,8 @@ export type MessageOutcome =
   | { kind: 'poison'; reason: string }
   | { kind: 'skipped'; reason: string };
 
-/** Decode what the host hands over: an object when the message was JSON, else a string. */
-function asObject(item: unknown): unknown {
+/** Decode what the host hands over: an object when the message was JSON, else a string (both queues). */
+export function asObject(item: unknown): unknown {
   if (typeof item !== 'string') return item;
   try {
     return JSON.parse(item);

@@ -251,15 +251,7 @@ async function refreshRunning(
   askRunner: boolean,
   findings: TickFindings,
 ): Promise<void> {
-  let afterSeq: number | undefined;
-  for (;;) {
-    const page = await deps.campaigns.members(campaignId, {
-      state: 'running',
-      limit: PAGE,
-      ...(afterSeq === undefined ? {} : { afterSeq }),
-    });
-    if (page.length === 0) return;
-    afterSeq = (page[page.length - 1] as CampaignMember).seq;
+  for await (const page of runningPages(deps, campaignId)) {
     // a member not due for a read this tick is still running (its start counts for the ETA); the tick
     // that asks about the long-unfinished reads every one
     const outcomes = await inParallel(page, (member) =>
@@ -273,7 +265,22 @@ async function refreshRunning(
     });
     const changed = outcomes.filter((m): m is CampaignMember => m !== null);
     if (changed.length > 0) await deps.campaigns.saveMembers(campaignId, changed);
+  }
+}
+
+/** The running members a page at a time, in seq order (a page saved meanwhile does not move the cursor). */
+async function* runningPages(deps: TickDeps, campaignId: string): AsyncGenerator<CampaignMember[]> {
+  let afterSeq: number | undefined;
+  for (;;) {
+    const page = await deps.campaigns.members(campaignId, {
+      state: 'running',
+      limit: PAGE,
+      ...(afterSeq === undefined ? {} : { afterSeq }),
+    });
+    if (page.length === 0) return;
+    yield page;
     if (page.length < PAGE) return;
+    afterSeq = (page[page.length - 1] as CampaignMember).seq;
   }
 }
 
@@ -346,15 +353,7 @@ function writeLockHold(status: MigrationStatus, now: number): number | undefined
 async function cancelMembers(deps: TickDeps, record: CampaignRecord, findings: TickFindings): Promise<void> {
   const campaignId = record.campaignId;
   const actor: Actor = { id: record.cancelRequestedBy ?? `campaign:${campaignId}` };
-  let afterSeq: number | undefined;
-  for (;;) {
-    const page = await deps.campaigns.members(campaignId, {
-      state: 'running',
-      limit: PAGE,
-      ...(afterSeq === undefined ? {} : { afterSeq }),
-    });
-    if (page.length === 0) break;
-    afterSeq = (page[page.length - 1] as CampaignMember).seq;
+  for await (const page of runningPages(deps, campaignId)) {
     const sent = await inParallel(
       // a member that joined another's migration is watched to its end, never cancelled by this campaign
       page.filter((m) => m.cancelSent !== true && m.migrationId !== undefined && !isJoined(m)),
@@ -374,7 +373,6 @@ async function cancelMembers(deps: TickDeps, record: CampaignRecord, findings: T
     );
     const changed = sent.filter((m): m is CampaignMember => m !== null);
     if (changed.length > 0) await deps.campaigns.saveMembers(campaignId, changed);
-    if (page.length < PAGE) return;
   }
 }
 

@@ -10,8 +10,8 @@ import {
   type CancelRequest,
   type MigrationAttempt,
   type MigrationInput,
+  type MigrationListQuery,
   type MigrationSettings,
-  type MigrationState,
   type MigrationStatus,
   pendingStatus,
   terminalStates,
@@ -140,15 +140,7 @@ export function retryLost(standing: MigrationRecord, migrationId: string): never
   );
 }
 
-export interface MigrationListQuery {
-  status?: MigrationState | undefined;
-  resourceId?: string | undefined;
-  campaignId?: string | undefined;
-  /** 1 to 1000; absent: {@link defaultListLimit}. */
-  limit?: number | undefined;
-  /** Opaque, from the previous page. */
-  continuation?: string | undefined;
-}
+export type { MigrationListQuery } from './types';
 
 export interface MigrationList {
   items: MigrationStatus[];

@@ -98,6 +98,17 @@ export interface MigrationAttempt {
   reason?: string;
 }
 
+/** `GET /migrations`'s query, as the service and the command line send it. */
+export interface MigrationListQuery {
+  status?: MigrationState | undefined;
+  resourceId?: string | undefined;
+  campaignId?: string | undefined;
+  /** 1 to 1000; absent: 50 (`defaultListLimit`, shared/migration/service.ts). */
+  limit?: number | undefined;
+  /** Opaque, from the previous page. */
+  continuation?: string | undefined;
+}
+
 /** Every migration state, in the order a migration meets them (query validation, openapi.yaml's enum). */
 export const migrationStates = [
   'Pending',

@@ -19,7 +19,7 @@ import type { CampaignRecords, VersionedCampaign } from '../../shared/store/port
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
 import { ForwardingStore, type StoreCall } from '../../testkit/forwardingStore';
-import { InstanceScheduler } from './faults';
+import { InstanceScheduler, storeFault } from './faults';
 import { crash } from './orchestrator';
 import { type Fleet, drawOffset, harnessError, note, pause, violation } from './state';
 import type { FleetCampaignStats } from './types';
@@ -204,14 +204,7 @@ class ProcessCampaignRecords implements CampaignRecords {
   }
 }
 
-function fail(kind: 'throttled' | 'unavailable' | 'timeout'): never {
-  const message = {
-    throttled: 'Store throttled the request (429).',
-    unavailable: 'Store unavailable (503).',
-    timeout: 'Store request timed out.',
-  }[kind];
-  throw new RouteLockError('StoreUnavailable', message, { retryAfterSeconds: 1 });
-}
+const fail = storeFault;
 
 /**
  * A new process's campaign parts, beside the orchestrator instance `f.runner` that has just started:

@@ -42,13 +42,8 @@ export class FaultInjectingStore extends ForwardingStore {
       : pick(this.random, ['throttled', 'unavailable', 'timeout'] as const);
   }
 
-  private fail(kind: 'throttled' | 'unavailable' | 'timeout'): never {
-    const message = {
-      throttled: 'Store throttled the request (429).',
-      unavailable: 'Store unavailable (503).',
-      timeout: 'Store request timed out.',
-    }[kind];
-    throw new RouteLockError('StoreUnavailable', message, { retryAfterSeconds: 1 });
+  private fail(kind: StoreFault): never {
+    return storeFault(kind);
   }
 
   /** Reads and lists: a 412 has no meaning there. */
@@ -133,4 +128,16 @@ export class InstanceScheduler implements Scheduler {
       },
     };
   }
+}
+
+export type StoreFault = 'throttled' | 'unavailable' | 'timeout';
+
+/** A store fault as the adapters raise it (the routing store's and the campaign store's alike). */
+export function storeFault(kind: StoreFault): never {
+  const message = {
+    throttled: 'Store throttled the request (429).',
+    unavailable: 'Store unavailable (503).',
+    timeout: 'Store request timed out.',
+  }[kind];
+  throw new RouteLockError('StoreUnavailable', message, { retryAfterSeconds: 1 });
 }

@@ -10,7 +10,7 @@ import { boundedId } from '../../migration/instanceId';
 import { decodeNewestFirstCursor, encodeNewestFirstCursor } from '../continuation';
 import { type StoreSubject, campaignMemberSubject, campaignSubject, notFound } from '../errors';
 import type { CampaignListQuery, CampaignPage, CampaignRecords, VersionedCampaign } from '../ports/campaigns';
-import { storeError, withoutSystemFields } from './common';
+import { newestFirstPage, storeError, withoutSystemFields } from './common';
 
 /** The campaign item's id in its partition (its members' ids all start `m~`, so none is this). */
 export const campaignItemId = 'campaign';
@@ -165,27 +165,18 @@ export class CosmosCampaignRecords implements CampaignRecords {
       where.push('c.status = @status');
       parameters.push({ name: '@status', value: query.status });
     }
-    if (query.continuation !== undefined) {
-      const after = decodeNewestFirstCursor(query.continuation);
-      where.push(
-        '(c.createdAt < @afterCreatedAt OR (c.createdAt = @afterCreatedAt AND c.campaignId < @afterId))',
-      );
-      parameters.push(
-        { name: '@afterCreatedAt', value: after.createdAt },
-        { name: '@afterId', value: after.id },
-      );
-    }
-    parameters.push({ name: '@top', value: query.limit + 1 });
-    const text =
-      `SELECT TOP @top * FROM c WHERE ${where.join(' AND ')} ` +
-      'ORDER BY c.createdAt DESC, c.campaignId DESC';
+    const after = query.continuation === undefined ? undefined : decodeNewestFirstCursor(query.continuation);
     try {
-      const { resources } = await this.container.items
-        .query<Record<string, unknown>>({ query: text, parameters })
-        .fetchAll();
-      const records = resources.slice(0, query.limit).map(recordOf);
+      const page = await newestFirstPage(this.container, {
+        where,
+        parameters,
+        idField: 'campaignId',
+        after,
+        limit: query.limit,
+      });
+      const records = page.items.map(recordOf);
       const last = records.at(-1);
-      return resources.length > query.limit && last
+      return page.more && last
         ? { records, continuation: encodeNewestFirstCursor(last.createdAt, last.campaignId) }
         : { records };
     } catch (error) {

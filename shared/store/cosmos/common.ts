@@ -1,4 +1,4 @@
-import { ErrorResponse } from '@azure/cosmos';
+import { type Container, ErrorResponse, type SqlParameter } from '@azure/cosmos';
 import { RouteLockError, retryAfterFromMs } from '../../errors';
 import { badContinuation } from '../continuation';
 import { type StoreSubject, alreadyExists, changedSinceRead, notFound, routeSubject } from '../errors';
@@ -112,4 +112,42 @@ function continuationParseFailure(error: unknown, status: number | undefined): b
 /** A route's resource id, or an operation such as "(list)" that names no resource. */
 function operationOrRoute(id: string): StoreSubject {
   return id.startsWith('(') ? { kind: 'route', id } : routeSubject(id);
+}
+
+/**
+ * One page of a newest-first keyset query, `createdAt` then an id descending (the migration and the
+ * campaign lists): the caller's filters, the cursor's position, and `TOP limit + 1`, so a page never reads
+ * more than one item beyond itself and `more` says whether one follows. The position is ours (the last
+ * item's sort key), not the SDK's cross-partition token. SDK errors are the caller's to map.
+ */
+export async function newestFirstPage(
+  container: Container,
+  query: {
+    where: readonly string[];
+    parameters: readonly SqlParameter[];
+    /** The id property the order breaks ties on (a name from our code, never a caller's). */
+    idField: 'migrationId' | 'campaignId';
+    after?: { createdAt: string; id: string } | undefined;
+    limit: number;
+  },
+): Promise<{ items: Record<string, unknown>[]; more: boolean }> {
+  const where = [...query.where];
+  const parameters = [...query.parameters];
+  if (query.after !== undefined) {
+    where.push(
+      `(c.createdAt < @afterCreatedAt OR (c.createdAt = @afterCreatedAt AND c.${query.idField} < @afterId))`,
+    );
+    parameters.push(
+      { name: '@afterCreatedAt', value: query.after.createdAt },
+      { name: '@afterId', value: query.after.id },
+    );
+  }
+  parameters.push({ name: '@top', value: query.limit + 1 });
+  const text =
+    `SELECT TOP @top * FROM c WHERE ${where.join(' AND ')} ` +
+    `ORDER BY c.createdAt DESC, c.${query.idField} DESC`;
+  const { resources } = await container.items
+    .query<Record<string, unknown>>({ query: text, parameters })
+    .fetchAll();
+  return { items: resources.slice(0, query.limit), more: resources.length > query.limit };
 }

@@ -11,7 +11,7 @@ import {
   decodeMigrationCursor,
   encodeMigrationCursor,
 } from '../ports/migrations';
-import { storeError, withoutSystemFields } from './common';
+import { newestFirstPage, storeError, withoutSystemFields } from './common';
 
 /**
  * How many times saveStatus re-reads after another writer changed the record between its read and its
@@ -297,32 +297,21 @@ export class CosmosMigrationRecords implements MigrationRecords {
       where.push('c.campaignId = @campaignId');
       parameters.push({ name: '@campaignId', value: query.campaignId });
     }
-    if (query.continuation !== undefined) {
-      const after = decodeMigrationCursor(query.continuation);
-      where.push(
-        '(c.createdAt < @afterCreatedAt OR (c.createdAt = @afterCreatedAt AND c.migrationId < @afterId))',
-      );
-      parameters.push(
-        { name: '@afterCreatedAt', value: after.createdAt },
-        { name: '@afterId', value: after.migrationId },
-      );
-    }
-    parameters.push({ name: '@top', value: query.limit + 1 });
-    const text =
-      `SELECT TOP @top * FROM c WHERE ${where.join(' AND ')} ` +
-      'ORDER BY c.createdAt DESC, c.migrationId DESC';
+    const cursor = query.continuation === undefined ? undefined : decodeMigrationCursor(query.continuation);
     try {
-      const { resources } = await this.container.items
-        .query<Record<string, unknown> & { id: string }>({ query: text, parameters })
-        .fetchAll();
-      const records = resources.slice(0, query.limit).map((item) => {
+      const page = await newestFirstPage(this.container, {
+        where,
+        parameters,
+        idField: 'migrationId',
+        after: cursor && { createdAt: cursor.createdAt, id: cursor.migrationId },
+        limit: query.limit,
+      });
+      const records = page.items.map((item) => {
         const { id: _id, ...record } = withoutSystemFields(item);
         return record as unknown as MigrationRecord;
       });
       const last = records.at(-1);
-      return resources.length > query.limit && last
-        ? { records, continuation: encodeMigrationCursor(last) }
-        : { records };
+      return page.more && last ? { records, continuation: encodeMigrationCursor(last) } : { records };
     } catch (error) {
       throw storeError(error, migrationRecordSubject('(list)'));
     }
