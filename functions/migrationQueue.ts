@@ -52,8 +52,15 @@ export async function handleMigrationMessage(
       reason: `invalid migration message: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; ')}`,
     };
   }
+  const { dryRun, ...request } = parsed.data;
+  if (dryRun === true) {
+    return {
+      kind: 'poison',
+      reason: 'a dry run is not accepted on the queue: a queue cannot answer (POST /api/migrations)',
+    };
+  }
   try {
-    const started = await migrations.start(parsed.data);
+    const started = await migrations.start(request);
     return { kind: started.created ? 'started' : 'joined', migrationId: started.migrationId };
   } catch (error) {
     if (

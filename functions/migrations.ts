@@ -1,7 +1,9 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 import { assertRetryOutsideCampaign } from '../shared/campaign/campaigns';
+import { type PreflightDeps, runPreflight } from '../shared/migration/preflight';
 import type { StartedMigration } from '../shared/migration/service';
+import { migrationSettings } from '../shared/migration/workflow';
 import { type Caller, actorOf } from './http/auth';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
 import {
@@ -33,13 +35,27 @@ function accepted(started: StartedMigration) {
   );
 }
 
+/** The dry run's reads: the process's router and records, the host's settings. */
+function preflightDeps(services: Pick<Services, 'router' | 'records' | 'config' | 'clock'>): PreflightDeps {
+  return {
+    router: services.router,
+    records: services.records,
+    timing: services.config.timing,
+    settings: migrationSettings(services.config),
+    now: services.clock,
+  };
+}
+
+/** POST /api/migrations — 202 and a started (or joined) migration; with `dryRun: true`, 200 and a report. */
 export async function startMigration(
   request: HttpRequest,
   context: InvocationContext,
-  { migrations }: Pick<Services, 'migrations'>,
+  services: Pick<Services, 'migrations' | 'router' | 'records' | 'config' | 'clock'>,
 ): Promise<HttpResponseInit> {
-  const body = parse(startMigrationBody, await readJson(request), 'body');
-  return accepted(await migrations(context).start(body));
+  const { dryRun, ...body } = parse(startMigrationBody, await readJson(request), 'body');
+  // a dry run writes nothing and answers on either runner alike, so it never reaches a MigrationService
+  if (dryRun === true) return json(200, await runPreflight(preflightDeps(services), body));
+  return accepted(await services.migrations(context).start(body));
 }
 
 export async function getMigration(

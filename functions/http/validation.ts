@@ -185,6 +185,8 @@ export const startMigrationBody = z.strictObject({
   resourceId: routeResourceId,
   target: location,
   migrationId: resourceId.optional(),
+  /** A dry run (issue 19 §2): 200 with a preflight report, nothing written. HTTP only: a queue cannot answer. */
+  dryRun: z.boolean().optional(),
 });
 
 function describeIssues(error: z.ZodError, where: string): string[] {

@@ -1,6 +1,6 @@
 import { type AccessToken, DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import type { Scheduler } from './scheduler';
-import type { HttpAnswer, HttpCall, HttpResult, ParticipantCall } from './types';
+import type { HttpAnswer, HttpCall, HttpResult, ParticipantCall, PreflightCall } from './types';
 import { isLoopbackHostname } from '../loopback';
 import { parseRetryAfter, resolveLocation } from './participantContract';
 
@@ -121,7 +121,7 @@ async function boundedText(response: Response): Promise<string> {
  * timeout or a token that cannot be had is status 0 with the reason.
  */
 export async function requestParticipant(
-  call: ParticipantCall,
+  call: ParticipantCall | PreflightCall,
   options: ParticipantHttpOptions = {},
 ): Promise<HttpAnswer> {
   const fetchImpl = options.fetch ?? fetch;

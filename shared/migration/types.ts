@@ -300,6 +300,24 @@ export type ParticipantCall = {
   timeoutSeconds: number;
 } & ({ method: 'POST'; body: ParticipantRequest } | { method: 'GET'; url: string });
 
+/** A dry run's one POST to a participant: not a workflow step, never in a history. */
+export type PreflightCall = Omit<ParticipantCall, 'method' | 'body' | 'url'> & {
+  method: 'POST';
+  body: PreflightRequest;
+};
+
+/**
+ * A dry run's question to a participant (issue 19 §2, an optional step): the copy request's fields
+ * without the lock-derived ones (no lock, so no attempt, sequence or lockAcquiredAt).
+ */
+export interface PreflightRequest {
+  migrationId?: string;
+  resourceId: string;
+  from: Location;
+  to: Location;
+  step: 'preflight';
+}
+
 /**
  * What one request answered: the status (0: no answer — transport failure, timeout, no token — with
  * the reason as `body`), the Location resolved to an absolute URL (or why it was refused), Retry-After

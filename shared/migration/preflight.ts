@@ -1,0 +1,287 @@
+import { type Participant, type TimingConfig, participantsFor } from '../config';
+import { isRouteLockError } from '../errors';
+import { type Location, type LocationDocument, normalizeLocation, sameLocation } from '../lock/document';
+import { earliestEscalationAt, liveLock, phaseExpiresAt, retiredSourceWindow } from '../lock/state';
+import { type AllowedRegions, isAllowedRegion } from '../regions';
+import type { Router } from '../router';
+import type { MigrationRecords } from '../store/ports/migrations';
+import { classifyAnswer, participantTiming } from './participantContract';
+import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
+import type { MigrationRequest } from './service';
+import { type HttpAnswer, type MigrationSettings, migrationStates, terminalStates } from './types';
+
+/**
+ * A migration's dry run (issue 19 §2): what a start would meet, answered without writing anything (no
+ * record, lock, claim, audit record or telemetry). `preflight` is the pure core (table-tested);
+ * `runPreflight` does the reads and the participants' `preflight` calls. Both runners answer it through
+ * the same HTTP handler, so it has one home.
+ */
+
+export type PreflightCheckName =
+  | 'routeExists'
+  | 'notLocked'
+  | 'notAtTarget'
+  | 'regionAllowed'
+  | 'noRetiredSourceWindow'
+  | 'noMigrationRunning'
+  | 'participant';
+
+export interface PreflightCheck {
+  check: PreflightCheckName;
+  ok: boolean;
+  detail: string;
+  /** Participant checks: its name, and what its answer meant. */
+  participant?: string;
+  outcome?: 'ready' | 'notImplemented' | 'transient' | 'failed';
+}
+
+export interface PreflightTiming {
+  /** The workflow's convergence wait after the pre-lock (convergenceWaitUntil, escalation rule included). */
+  convergenceWaitSeconds: number;
+  /** now + convergence wait + in-flight grace: the bulk copy's duration comes on top, and is unknown. */
+  earliestWriteLockAt: string;
+  bulkCopyDuration: 'unknown' | 'none';
+  writeBudgetSeconds: number;
+  migrationAttempts: number;
+}
+
+export interface PreflightReport {
+  dryRun: true;
+  resourceId: string;
+  target: Location;
+  ok: boolean;
+  checks: PreflightCheck[];
+  timing: PreflightTiming;
+}
+
+/** A migration of the resource that has not ended, as the records' claim shows it (read only). */
+export interface RunningMigration {
+  migrationId: string;
+  status: string;
+  target: Location;
+}
+
+/** What the I/O shell read: the route (null: none), a running migration, the participants' answers. */
+export interface PreflightFacts {
+  resourceId: string;
+  target: Location;
+  doc: LocationDocument | null;
+  running: RunningMigration | null;
+  participants: readonly { name: string; answer: HttpAnswer }[];
+}
+
+export interface PreflightSettings {
+  timing: TimingConfig;
+  migration: MigrationSettings;
+  allowedRegions: AllowedRegions;
+}
+
+type Rule = (facts: PreflightFacts, now: number, s: PreflightSettings) => PreflightCheck | null;
+
+const check = (name: PreflightCheckName, ok: boolean, detail: string): PreflightCheck => ({
+  check: name,
+  ok,
+  detail,
+});
+
+/**
+ * The route checks, in the order a start meets them. Each asks the lock rules' own helpers (state.ts),
+ * never a copy of them. A missing route is a failing check, not a 404: the report is the answer.
+ */
+export const preflightRules: readonly Rule[] = [
+  ({ doc, resourceId }) =>
+    check('routeExists', doc !== null, doc ? `route ${resourceId} exists` : `no route ${resourceId}`),
+  ({ doc }, now) => {
+    if (!doc) return null;
+    const lock = liveLock(doc, now);
+    return lock
+      ? check(
+          'notLocked',
+          false,
+          `locked by ${lock.owner} (migration ${lock.migrationId}), phase ${lock.phase} until ${phaseExpiresAt(lock)}`,
+        )
+      : check('notLocked', true, 'no live lock');
+  },
+  ({ doc, target }) =>
+    doc
+      ? check(
+          'notAtTarget',
+          !sameLocation(doc.location, normalizeLocation(target)),
+          sameLocation(doc.location, normalizeLocation(target))
+            ? 'the resource already sits at the target: a migration would end NoOp'
+            : `moves from ${doc.location.region} to ${target.region}`,
+        )
+      : null,
+  ({ target }, _now, s) =>
+    check(
+      'regionAllowed',
+      isAllowedRegion(s.allowedRegions, target.region),
+      isAllowedRegion(s.allowedRegions, target.region)
+        ? `${target.region} is allowed`
+        : `${target.region} is not one of ROUTELOCK_REGIONS (${(s.allowedRegions ?? []).join(', ')})`,
+    ),
+  ({ doc }, now) => {
+    if (!doc) return null;
+    const retired = retiredSourceWindow(doc, now);
+    return retired
+      ? check(
+          'noRetiredSourceWindow',
+          false,
+          `the last swap's source ${retired.location.region} is write-blocked until ${retired.writesBlockedUntil}`,
+        )
+      : check('noRetiredSourceWindow', true, 'no retired source is write-blocked');
+  },
+  ({ running, target }) => {
+    if (!running) return check('noMigrationRunning', true, 'no migration of the resource is running');
+    const same = sameLocation(running.target, normalizeLocation(target));
+    return check(
+      'noMigrationRunning',
+      false,
+      `migration ${running.migrationId} is ${running.status} towards ${running.target.region}${same ? ' (a start would join it)' : ' (a start would get 409 MigrationInProgress)'}`,
+    );
+  },
+];
+
+/** A participant's answer to `preflight`, an optional step: 404 is "not implemented", not a failure. */
+export function participantCheck(name: string, answer: HttpAnswer): PreflightCheck {
+  const verdict = classifyAnswer('post', 'optional', answer);
+  const base = { check: 'participant' as const, participant: name };
+  switch (verdict.kind) {
+    case 'done':
+      return { ...base, ok: true, outcome: 'ready', detail: `${name} answered 200${bodyNote(answer.body)}` };
+    case 'notImplemented':
+      return { ...base, ok: true, outcome: 'notImplemented', detail: `${name} does not implement preflight` };
+    case 'transient':
+      return { ...base, ok: false, outcome: 'transient', detail: `${name}: ${verdict.reason}` };
+    case 'running':
+      return {
+        ...base,
+        ok: false,
+        outcome: 'failed',
+        detail: `${name} answered 202: preflight must answer at once`,
+      };
+    case 'failed':
+      return { ...base, ok: false, outcome: 'failed', detail: `${name}: ${verdict.reason}` };
+  }
+}
+
+const bodyNote = (body: unknown) =>
+  body == null || body === ''
+    ? ''
+    : `: ${(typeof body === 'string' ? body : JSON.stringify(body)).slice(0, 200)}`;
+
+/** The timing a start would meet from `now`, by the workflow's own rule (earliestEscalationAt). */
+export function preflightTiming(facts: PreflightFacts, now: number, s: PreflightSettings): PreflightTiming {
+  const startsAt = now + s.timing.convergenceDelaySeconds * 1000;
+  const escalateAt = earliestEscalationAt(
+    { acquiredAt: new Date(now).toISOString(), startsAt: new Date(startsAt).toISOString() },
+    {
+      replicationBoundSeconds: s.migration.replicationBoundSeconds,
+      safetyBufferSeconds: s.migration.safetyBufferSeconds,
+      clockSkewSeconds: s.timing.clockSkewSeconds,
+    },
+  );
+  const copying = participantsFor(facts.resourceId, s.migration.participants).length > 0;
+  // the in-flight grace guards each copy; a lock-only migration skips it (docs/design.md §6.3)
+  const grace = copying ? (s.migration.inFlightGraceSeconds ?? 0) * 1000 : 0;
+  return {
+    convergenceWaitSeconds: Math.ceil((escalateAt - now) / 1000),
+    earliestWriteLockAt: new Date(escalateAt + grace).toISOString(),
+    bulkCopyDuration: copying ? 'unknown' : 'none',
+    writeBudgetSeconds: s.migration.writeBudgetSeconds,
+    migrationAttempts: s.migration.migrationAttempts ?? 1,
+  };
+}
+
+/** The pure core: (facts, now, settings) → the report. `rules` is a seam for the negative control. */
+export function preflight(
+  facts: PreflightFacts,
+  now: number,
+  s: PreflightSettings,
+  rules: readonly Rule[] = preflightRules,
+): PreflightReport {
+  const checks = [
+    ...rules.map((rule) => rule(facts, now, s)).filter((c): c is PreflightCheck => c !== null),
+    ...facts.participants.map((p) => participantCheck(p.name, p.answer)),
+  ];
+  return {
+    dryRun: true,
+    resourceId: facts.resourceId,
+    target: facts.target,
+    ok: checks.every((c) => c.ok),
+    checks,
+    timing: preflightTiming(facts, now, s),
+  };
+}
+
+/** A preflight question is short: at most this long, or the configured request timeout if shorter. */
+export const PREFLIGHT_TIMEOUT_SECONDS = 10;
+
+export interface PreflightDeps {
+  router: Pick<Router, 'readAuthoritative' | 'allowedRegions'>;
+  records: Pick<MigrationRecords, 'list'>;
+  timing: TimingConfig;
+  settings: MigrationSettings;
+  now: () => number;
+  http?: ParticipantHttpOptions;
+}
+
+const unfinished = migrationStates.filter((state) => !terminalStates.has(state));
+
+/** The I/O shell: reads the route and the records (nothing written), asks each participant in scope. */
+export async function runPreflight(deps: PreflightDeps, request: MigrationRequest): Promise<PreflightReport> {
+  const { resourceId } = request;
+  const target = normalizeLocation(request.target);
+  const doc = await deps.router.readAuthoritative(resourceId).then(
+    (stored) => stored.doc,
+    (error: unknown) => {
+      if (isRouteLockError(error, 'NotFound')) return null;
+      throw error;
+    },
+  );
+  const page = await deps.records.list({ resourceId, states: unfinished, limit: 1 });
+  const record = page.records[0];
+  const running = record
+    ? { migrationId: record.migrationId, status: record.status.status, target: record.target }
+    : null;
+  // without a route there is no source to name: the participants are not asked
+  const participants = doc
+    ? await Promise.all(
+        participantsFor(resourceId, deps.settings.participants).map(async (p) => ({
+          name: p.name,
+          answer: await askParticipant(p, doc.location, target, request, deps),
+        })),
+      )
+    : [];
+  return preflight({ resourceId, target, doc, running, participants }, deps.now(), {
+    timing: deps.timing,
+    migration: deps.settings,
+    allowedRegions: deps.router.allowedRegions,
+  });
+}
+
+function askParticipant(
+  p: Participant,
+  from: Location,
+  to: Location,
+  request: MigrationRequest,
+  deps: PreflightDeps,
+): Promise<HttpAnswer> {
+  return requestParticipant(
+    {
+      participant: p.name,
+      participantUrl: p.url,
+      ...(p.audience === undefined ? {} : { audience: p.audience }),
+      timeoutSeconds: Math.min(PREFLIGHT_TIMEOUT_SECONDS, participantTiming(deps.settings).timeoutSeconds),
+      method: 'POST',
+      body: {
+        ...(request.migrationId === undefined ? {} : { migrationId: request.migrationId }),
+        resourceId: request.resourceId,
+        from,
+        to,
+        step: 'preflight',
+      },
+    },
+    deps.http,
+  );
+}
