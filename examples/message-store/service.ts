@@ -17,7 +17,8 @@ import { RegionStore } from './regionStore';
  *    done; a repeated POST answers for the same job, a failed job POSTed again runs again;
  *  - a newer job of a resource supersedes an older one (whose copy is then never applied; its poll
  *    answers 409), and a POST of an older job than one seen answers 409;
- *  - 404 to a step it does not implement (anything but bulkCopy and deltaCopy), 404 to a poll of an
+ *  - `preflight` (a dry run's optional step): 200 with each region's reachability and counts;
+ *  - 404 to a step it does not implement (anything but bulkCopy, deltaCopy and preflight), 404 to a poll of an
  *    unknown job, 400 to a malformed body.
  * Tombstones are carried over and applied at the target.
  *
@@ -197,8 +198,30 @@ export class MessageStore {
     this.timers.delete(job.id);
   }
 
+  /**
+   * A dry run's question (issue 19 §2, an optional step; no job, nothing copied): 200 with whether it
+   * reaches both regions and what each holds of the resource, tombstones counted apart.
+   */
+  private preflight(body: unknown): { status: number; body: unknown } {
+    const { resourceId, from, to } = (body ?? {}) as { resourceId?: unknown; from?: unknown; to?: unknown };
+    const regionOf = (l: unknown) => (l as { region?: unknown } | null)?.region;
+    const [source, target] = [regionOf(from), regionOf(to)];
+    if (typeof resourceId !== 'string' || typeof source !== 'string' || typeof target !== 'string')
+      return { status: 400, body: { error: 'preflight needs resourceId, from.region and to.region' } };
+    const at = (region: string) => {
+      const store = this.stores.get(region);
+      if (!store) return { region, reachable: false };
+      const rows = store.list(resourceId);
+      const tombstones = rows.filter((r) => r.deleted).length;
+      return { region, reachable: true, items: rows.length - tombstones, tombstones };
+    };
+    const report = { from: at(source), to: at(target) };
+    return { status: 200, body: { ready: report.from.reachable && report.to.reachable, ...report } };
+  }
+
   /** The participant contract's POST: the answer for one copy job (starting it when it should run). */
   migrate(body: unknown): { status: number; body: unknown; headers?: Record<string, string> } {
+    if ((body as { step?: unknown } | null)?.step === 'preflight') return this.preflight(body);
     const parsed = parseJobRequest(body);
     if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
     const decision = this.jobs.post(parsed.request);

@@ -273,7 +273,7 @@ describe('a newer job of a resource supersedes an older one', () => {
   });
 });
 
-test.each(['verify', 'preflight', 'notifyCutover'])(
+test.each(['verify', 'notifyCutover'])(
   'an optional step it does not implement (%s) answers 404',
   async (step) => {
     const store = await participant();
@@ -284,6 +284,27 @@ test.each(['verify', 'preflight', 'notifyCutover'])(
     expect(store.copies).toEqual([]);
   },
 );
+
+test('preflight (a dry run) answers 200 with each region reachable and its counts, and copies nothing', async () => {
+  const store = await participant();
+  store.stores.get('westeurope')?.tombstone('conv-1', 'msg-2', 3);
+  const asked = { resourceId: 'conv-1', from: FROM, to: TO, step: 'preflight' };
+  expect(await post(store, asked)).toMatchObject({
+    status: 200,
+    body: {
+      ready: true,
+      from: { region: 'westeurope', reachable: true, items: 1, tombstones: 1 },
+      to: { region: 'eastus', reachable: true, items: 0, tombstones: 0 },
+    },
+  });
+  expect(await post(store, { ...asked, to: { region: 'mars' } })).toMatchObject({
+    status: 200,
+    body: { ready: false, to: { region: 'mars', reachable: false } },
+  });
+  expect((await post(store, { step: 'preflight' })).status).toBe(400);
+  expect(store.copies).toEqual([]);
+  expect(targetMessages(store)).toEqual([]);
+});
 
 test('a poll of an unknown job answers 404', async () => {
   const store = await participant();
