@@ -4,7 +4,7 @@ import type {
   CampaignState,
   CampaignStatus,
 } from '../shared/campaign/types';
-import type { MigrationListQuery, MigrationStatus } from '../shared/migration/types';
+import type { MigrationListQuery, MigrationStatus, PreflightReport } from '../shared/migration/types';
 import type { Location } from '../shared/lock/document';
 
 /**
@@ -187,6 +187,14 @@ export class RouteLockApi {
     migrationId?: string;
   }): Promise<StartedMigration> {
     return this.request('POST', 'migrations', body);
+  }
+  /** A dry run (issue 19 §2): the preflight report, nothing written. */
+  preflightMigration(body: {
+    resourceId: string;
+    target: Location;
+    migrationId?: string;
+  }): Promise<PreflightReport> {
+    return this.request('POST', 'migrations', { ...body, dryRun: true });
   }
   migration(migrationId: string): Promise<MigrationStatus> {
     return this.request('GET', `migrations/${seg(migrationId)}`);

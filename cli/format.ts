@@ -1,6 +1,6 @@
 import type { CampaignCounts, CampaignStatus } from '../shared/campaign/types';
 import type { Location } from '../shared/lock/document';
-import { type MigrationStatus, terminalStates } from '../shared/migration/types';
+import { type MigrationStatus, type PreflightReport, terminalStates } from '../shared/migration/types';
 
 /**
  * Human output of the command line: pure functions from the API's JSON to text (`--json` prints the
@@ -194,4 +194,19 @@ export const migrationProgressLine = (m: MigrationStatus): string =>
 function keyValues(lines: readonly [string, string][]): string {
   const width = Math.max(...lines.map(([k]) => k.length));
   return lines.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${v}`).join('\n');
+}
+
+/** A dry run's report, a line per check (✓ / ✗), then the timing. */
+export function preflightLines(report: PreflightReport): string {
+  const t = report.timing;
+  return [
+    `dry run of ${report.resourceId} → ${report.target.region}: ${report.ok ? 'ok' : 'a check fails'}`,
+    ...report.checks.map(
+      (c) =>
+        `${c.ok ? '✓' : '✗'} ${c.participant === undefined ? c.check : `participant ${c.participant}`}: ${c.detail}${c.outcome === 'notImplemented' ? ' (notImplemented)' : ''}`,
+    ),
+    `convergence wait: ${t.convergenceWaitSeconds} s`,
+    `earliest write lock: ${t.earliestWriteLockAt}${t.bulkCopyDuration === 'unknown' ? ' + the bulk copy (duration unknown)' : ''}`,
+    `write budget: ${t.writeBudgetSeconds} s; attempts: ${t.migrationAttempts}`,
+  ].join('\n');
 }

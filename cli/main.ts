@@ -27,12 +27,14 @@ import {
   migrationTable,
   outcomeCounts,
   parseLocation,
+  preflightLines,
 } from './format';
 
 /**
  * `npx routelock campaign …|migration …`: the operator command line, a client of the HTTP API only.
  * Exit codes: 0 done, 1 the API refused, 2 bad usage (nothing sent), 3 the host did not answer,
- * 4 a `--watch` saw the campaign or migration end without moving every resource.
+ * 4 a `--watch` saw the campaign or migration end without moving every resource, 5 a `--dry-run` found a
+ * check failing.
  */
 
 export interface Io {
@@ -335,7 +337,18 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
     .argument('<resourceId>')
     .requiredOption('--target <region[/account]>', 'where it goes', location)
     .option('--migration-id <id>', 'its id (a repeated start with it joins)')
+    .option('--dry-run', 'only report what a start would meet (writes nothing; exit 5 when a check fails)')
     .action(async (resourceId: string, o, cmd: Command) => {
+      if (o.dryRun === true) {
+        const report = await api(cmd).preflightMigration({
+          resourceId,
+          target: o.target,
+          ...(o.migrationId !== undefined ? { migrationId: o.migrationId } : {}),
+        });
+        print(cmd, report, () => preflightLines(report));
+        if (!report.ok) result.code = 5;
+        return;
+      }
       const started = await api(cmd).startMigration({
         resourceId,
         target: o.target,

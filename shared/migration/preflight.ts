@@ -8,7 +8,16 @@ import type { MigrationRecords } from '../store/ports/migrations';
 import { classifyAnswer, participantTiming } from './participantContract';
 import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
 import type { MigrationRequest } from './service';
-import { type HttpAnswer, type MigrationSettings, migrationStates, terminalStates } from './types';
+import {
+  type HttpAnswer,
+  type MigrationSettings,
+  type PreflightCheck,
+  type PreflightCheckName,
+  type PreflightReport,
+  type PreflightTiming,
+  migrationStates,
+  terminalStates,
+} from './types';
 
 /**
  * A migration's dry run (issue 19 §2): what a start would meet, answered without writing anything (no
@@ -17,42 +26,7 @@ import { type HttpAnswer, type MigrationSettings, migrationStates, terminalState
  * the same HTTP handler, so it has one home.
  */
 
-export type PreflightCheckName =
-  | 'routeExists'
-  | 'notLocked'
-  | 'notAtTarget'
-  | 'regionAllowed'
-  | 'noRetiredSourceWindow'
-  | 'noMigrationRunning'
-  | 'participant';
-
-export interface PreflightCheck {
-  check: PreflightCheckName;
-  ok: boolean;
-  detail: string;
-  /** Participant checks: its name, and what its answer meant. */
-  participant?: string;
-  outcome?: 'ready' | 'notImplemented' | 'transient' | 'failed';
-}
-
-export interface PreflightTiming {
-  /** The workflow's convergence wait after the pre-lock (convergenceWaitUntil, escalation rule included). */
-  convergenceWaitSeconds: number;
-  /** now + convergence wait + in-flight grace: the bulk copy's duration comes on top, and is unknown. */
-  earliestWriteLockAt: string;
-  bulkCopyDuration: 'unknown' | 'none';
-  writeBudgetSeconds: number;
-  migrationAttempts: number;
-}
-
-export interface PreflightReport {
-  dryRun: true;
-  resourceId: string;
-  target: Location;
-  ok: boolean;
-  checks: PreflightCheck[];
-  timing: PreflightTiming;
-}
+export type { PreflightCheck, PreflightCheckName, PreflightReport, PreflightTiming } from './types';
 
 /** A migration of the resource that has not ended, as the records' claim shows it (read only). */
 export interface RunningMigration {

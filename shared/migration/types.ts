@@ -400,3 +400,41 @@ export type Step =
    * a race the tasks won (`settled`: `null` for a task that failed while another was still running).
    */
   | { kind: 'all'; tasks: TaskStep[] };
+
+/** A migration's dry run (issue 19 §2; shared/migration/preflight.ts): the API's 200 answer. */
+export type PreflightCheckName =
+  | 'routeExists'
+  | 'notLocked'
+  | 'notAtTarget'
+  | 'regionAllowed'
+  | 'noRetiredSourceWindow'
+  | 'noMigrationRunning'
+  | 'participant';
+
+export interface PreflightCheck {
+  check: PreflightCheckName;
+  ok: boolean;
+  detail: string;
+  /** Participant checks: its name, and what its answer meant. */
+  participant?: string;
+  outcome?: 'ready' | 'notImplemented' | 'transient' | 'failed';
+}
+
+export interface PreflightTiming {
+  /** The workflow's convergence wait after the pre-lock (convergenceWaitUntil, escalation rule included). */
+  convergenceWaitSeconds: number;
+  /** now + convergence wait + in-flight grace: the bulk copy's duration comes on top, and is unknown. */
+  earliestWriteLockAt: string;
+  bulkCopyDuration: 'unknown' | 'none';
+  writeBudgetSeconds: number;
+  migrationAttempts: number;
+}
+
+export interface PreflightReport {
+  dryRun: true;
+  resourceId: string;
+  target: Location;
+  ok: boolean;
+  checks: PreflightCheck[];
+  timing: PreflightTiming;
+}

@@ -302,3 +302,37 @@ test('`npx routelock` runs this repository\'s bin (package.json "bin" → bin/ro
     'cli-m1',
   );
 }, 60_000);
+
+test('start --dry-run prints the preflight report and writes nothing; a failing check exits 5', async () => {
+  const put = await fetch(`${host.url}/api/routes/cli-dry`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ location: { region: 'westeurope' } }),
+  });
+  expect(put.status).toBe(201);
+  const before = await (await fetch(`${host.url}/api/routes/cli-dry`)).json();
+
+  const dry = await runCli(['migration', 'start', 'cli-dry', '--target', 'eastus', '--dry-run'], env);
+  expect(dry).toMatchObject({ code: 0, stderr: '' });
+  expect(dry.stdout).toMatch(/^dry run of cli-dry → eastus: ok$/m);
+  expect(dry.stdout).toMatch(/^✓ notLocked: no live lock$/m);
+  expect(dry.stdout).toMatch(/^convergence wait: \d+ s$/m);
+
+  const json = await runCli(
+    ['migration', 'start', 'cli-dry', '--target', 'eastus', '--dry-run', '--json'],
+    env,
+  );
+  expect(JSON.parse(json.stdout)).toMatchObject({ dryRun: true, resourceId: 'cli-dry', ok: true });
+
+  const atTarget = await runCli(
+    ['migration', 'start', 'cli-dry', '--target', 'westeurope', '--dry-run'],
+    env,
+  );
+  expect(atTarget.code).toBe(5);
+  expect(atTarget.stdout).toMatch(/^✗ notAtTarget: /m);
+
+  // nothing written: no migration of it, the route unchanged
+  const list = await runCli(['migration', 'list', '--resource', 'cli-dry', '--json'], env);
+  expect((JSON.parse(list.stdout) as { items: unknown[] }).items).toEqual([]);
+  expect(await (await fetch(`${host.url}/api/routes/cli-dry`)).json()).toEqual(before);
+}, 60_000);
