@@ -54,7 +54,11 @@ export async function startMigration(
 ): Promise<HttpResponseInit> {
   const { dryRun, ...body } = parse(startMigrationBody, await readJson(request), 'body');
   // a dry run writes nothing and answers on either runner alike, so it never reaches a MigrationService
-  if (dryRun === true) return json(200, await runPreflight(preflightDeps(services), body));
+  if (dryRun === true) {
+    const report = await runPreflight(preflightDeps(services), body);
+    context.log(`dry run of ${body.resourceId}: ${report.ok ? 'ok' : 'a check fails'}`);
+    return json(200, report);
+  }
   return accepted(await services.migrations(context).start(body));
 }
 

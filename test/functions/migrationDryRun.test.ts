@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { handleMigrationMessage } from '../../functions/migrationQueue';
 import type { Services } from '../../functions/services';
 import type { PreflightReport } from '../../shared/migration/preflight';
+import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
+import { migrationSettings } from '../../shared/migration/workflow';
 import type { MigrationService } from '../../shared/migration/service';
 import type { TelemetrySink } from '../../shared/telemetry/sink';
 import { call, handlerServices } from '../support/handlers';
@@ -146,6 +148,35 @@ test('a dry run writes nothing and reports each check and participant', async ()
     counters.replaces,
     counters.deletes,
   ]);
+});
+
+test('a live lock and a running migration of the resource are failing checks naming them', async () => {
+  await services.router.prelock('r-1', {
+    migrationId: 'm-rival',
+    owner: 'ops-7',
+    target: { region: 'northeurope' },
+  });
+  const settings = migrationSettings(services.config);
+  const input = newMigrationInput({
+    migrationId: 'm-running',
+    instanceId: 'migrate-r-1',
+    resourceId: 'r-1',
+    target: TARGET,
+    settings,
+    lock: services.keyring.newSeed(),
+  });
+  expect(await services.records.create(newMigrationRecord(input, new Date().toISOString()))).toBe(true);
+  const before = await snapshot();
+  const res = await call('startMigration', { body: { resourceId: 'r-1', target: TARGET, dryRun: true } });
+  expect(res.status).toBe(200);
+  const checks = (res.body as PreflightReport).checks;
+  const locked = checks.find((c) => c.check === 'notLocked');
+  expect(locked?.ok).toBe(false);
+  expect(locked?.detail).toMatch(/ops-7 \(migration m-rival\), phase prelock until \d{4}-/);
+  const running = checks.find((c) => c.check === 'noMigrationRunning');
+  expect(running?.ok).toBe(false);
+  expect(running?.detail).toContain('m-running');
+  expect(await snapshot()).toEqual(before);
 });
 
 test('a missing route is a failing check in a 200 report; participants are not asked', async () => {
