@@ -1,5 +1,5 @@
 import type { CampaignCounts, CampaignStatus } from '../shared/campaign/types';
-import type { Location } from '../shared/lock/document';
+import { type Location, describeLocation } from '../shared/lock/document';
 import { type MigrationStatus, type PreflightReport, terminalStates } from '../shared/migration/types';
 
 /**
@@ -20,8 +20,7 @@ export const EXIT = {
   endedUnmoved: 4,
 } as const;
 
-export const where = (location: Location | undefined): string =>
-  location ? location.region + (location.account ? `/${location.account}` : '') : '';
+export const where = (location: Location | undefined): string => (location ? describeLocation(location) : '');
 
 /** `--target westeurope/acct2` → a Location. */
 export function parseLocation(text: string): Location {

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Actor } from '../audit';
 import { isRouteLockError, RouteLockError } from '../errors';
-import { sameLocation } from '../lock/document';
+import { describeLocation, sameLocation } from '../lock/document';
 import type { MigrationRecord } from '../migration/records';
 import { listLimit } from '../migration/service';
 import { isProbeId } from '../probe';
@@ -83,7 +83,7 @@ export class Campaigns implements CampaignService {
       if (!sameLocation(standing.record.target, request.target)) {
         throw new RouteLockError(
           'CampaignExists',
-          `Campaign ${campaignId} exists with another target (${standing.record.target.region}/${standing.record.target.account}).`,
+          `Campaign ${campaignId} exists with another target (${describeLocation(standing.record.target)}).`,
         );
       }
       // a repeated create: the first may have crashed before its ids (or its runner) landed

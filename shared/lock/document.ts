@@ -147,6 +147,11 @@ export interface StoredDocument {
   storedAt?: number;
 }
 
+/** `region`, or `region/account`: how messages, logs and the command line name a location. */
+export function describeLocation(location: Location): string {
+  return location.account ? `${location.region}/${location.account}` : location.region;
+}
+
 export function sameLocation(a: Location, b: Location): boolean {
   return a.region === b.region && (a.account ?? null) === (b.account ?? null);
 }

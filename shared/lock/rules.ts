@@ -8,6 +8,7 @@ import {
   type LocationDocument,
   type PrelockLock,
   type Phase,
+  describeLocation,
   normalizeLocation,
   sameLocation,
 } from './document';
@@ -114,9 +115,13 @@ function prelockRule(doc: LocationDocument, req: PrelockRequest, now: number, cf
   }
 
   if (sameLocation(doc.location, target)) {
-    throw new RouteLockError('AlreadyAtTarget', `Resource ${doc.id} already lives at ${describe(target)}.`, {
-      resourceId: doc.id,
-    });
+    throw new RouteLockError(
+      'AlreadyAtTarget',
+      `Resource ${doc.id} already lives at ${describeLocation(target)}.`,
+      {
+        resourceId: doc.id,
+      },
+    );
   }
 
   const retired = retiredSourceWindow(doc, now);
@@ -129,8 +134,7 @@ function prelockRule(doc: LocationDocument, req: PrelockRequest, now: number, cf
     );
   }
 
-  const delay = cfg.convergenceDelaySeconds * SECOND;
-  const startsAt = now + delay;
+  const startsAt = prelockStartsAt(now, cfg);
   const maxExpiresAt = now + cfg.prelockMaxSeconds * SECOND;
   const expiresAt = Math.min(startsAt + cfg.prelockLeaseSeconds * SECOND, maxExpiresAt);
   const lock: PrelockLock = {
@@ -341,6 +345,11 @@ function releaseRule(doc: LocationDocument, req: ReleaseRequest, now: number): R
   }
 
   return { doc: clearLock(doc, lock, 'released', now), changed: true };
+}
+
+/** When a pre-lock granted at `now` starts: after the declared convergence delay (a dry run asks it too). */
+export function prelockStartsAt(now: number, cfg: Pick<TimingConfig, 'convergenceDelaySeconds'>): number {
+  return now + cfg.convergenceDelaySeconds * SECOND;
 }
 
 export function prelock(
@@ -577,8 +586,4 @@ function invalidTransition(id: string, why: string): RouteLockError {
 
 function phaseLapsed(id: string, phase: string, at: string): RouteLockError {
   return new RouteLockError('LockExpired', `The ${phase} lock on ${id} lapsed at ${at}.`, { resourceId: id });
-}
-
-function describe(location: Location): string {
-  return location.account ? `${location.region}/${location.account}` : location.region;
 }

@@ -1,6 +1,7 @@
 import { type Participant, type TimingConfig, participantsFor } from '../config';
 import { isRouteLockError } from '../errors';
 import { type Location, type LocationDocument, normalizeLocation, sameLocation } from '../lock/document';
+import { prelockStartsAt } from '../lock/rules';
 import { earliestEscalationAt, liveLock, phaseExpiresAt, retiredSourceWindow } from '../lock/state';
 import { type AllowedRegions, isAllowedRegion } from '../regions';
 import type { Router } from '../router';
@@ -76,24 +77,21 @@ export const preflightRules: readonly Rule[] = [
         )
       : check('notLocked', true, 'no live lock');
   },
-  ({ doc, target }) =>
-    doc
-      ? check(
-          'notAtTarget',
-          !sameLocation(doc.location, normalizeLocation(target)),
-          sameLocation(doc.location, normalizeLocation(target))
-            ? 'the resource already sits at the target: a migration would end NoOp'
-            : `moves from ${doc.location.region} to ${target.region}`,
-        )
-      : null,
+  ({ doc, target }) => {
+    if (!doc) return null;
+    const there = sameLocation(doc.location, normalizeLocation(target));
+    return there
+      ? check('notAtTarget', false, 'the resource already sits at the target: a migration would end NoOp')
+      : check('notAtTarget', true, `moves from ${doc.location.region} to ${target.region}`);
+  },
   ({ target }, _now, s) =>
-    check(
-      'regionAllowed',
-      isAllowedRegion(s.allowedRegions, target.region),
-      isAllowedRegion(s.allowedRegions, target.region)
-        ? `${target.region} is allowed`
-        : `${target.region} is not one of ROUTELOCK_REGIONS (${(s.allowedRegions ?? []).join(', ')})`,
-    ),
+    isAllowedRegion(s.allowedRegions, target.region)
+      ? check('regionAllowed', true, `${target.region} is allowed`)
+      : check(
+          'regionAllowed',
+          false,
+          `${target.region} is not one of ROUTELOCK_REGIONS (${(s.allowedRegions ?? []).join(', ')})`,
+        ),
   ({ doc }, now) => {
     if (!doc) return null;
     const retired = retiredSourceWindow(doc, now);
@@ -146,7 +144,7 @@ const bodyNote = (body: unknown) =>
 
 /** The timing a start would meet from `now`, by the workflow's own rule (earliestEscalationAt). */
 export function preflightTiming(facts: PreflightFacts, now: number, s: PreflightSettings): PreflightTiming {
-  const startsAt = now + s.timing.convergenceDelaySeconds * 1000;
+  const startsAt = prelockStartsAt(now, s.timing);
   const escalateAt = earliestEscalationAt(
     { acquiredAt: new Date(now).toISOString(), startsAt: new Date(startsAt).toISOString() },
     {

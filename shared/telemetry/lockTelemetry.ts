@@ -1,4 +1,4 @@
-import type { LocationDocument } from '../lock/document';
+import { type LocationDocument, describeLocation } from '../lock/document';
 
 /**
  * Lock telemetry derived from one document version alone (docs/design.md §8): the change feed may coalesce
@@ -28,7 +28,7 @@ const seconds = (from: string | null | undefined, to: string | null | undefined)
   from && to ? Math.round((Date.parse(to) - Date.parse(from)) / 10) / 100 : undefined;
 
 const region = (location: { region: string; account?: string } | undefined): string =>
-  location ? (location.account ? `${location.region}/${location.account}` : location.region) : '';
+  location ? describeLocation(location) : '';
 
 /**
  * @param declaredConvergenceDelaySeconds the delay the service declares now (its cache tiers and
