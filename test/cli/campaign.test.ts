@@ -1,9 +1,7 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type LocalHost, startLocalHost } from '../../local/host';
 import type { CampaignStatus } from '../../shared/campaign/types';
-import { runCli } from './cliProcess';
+import { type CliHost, runCli, startCliHost } from './cliProcess';
 
 /**
  * `routelock campaign …` end to end: the command line as a child process against the real embedded
@@ -12,32 +10,17 @@ import { runCli } from './cliProcess';
  */
 
 let dir: string;
-let host: LocalHost;
 let env: Record<string, string>;
 
 const ROUTES = ['cmp-a', 'cmp-b', 'cmp-c'];
 
+let cli: CliHost;
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'routelock-cli-campaign-'));
-  host = await startLocalHost({
-    env: { PORT: '0', ROUTELOCK_SQLITE_PATH: join(dir, 'state.db') },
-    log: () => undefined,
-  });
-  env = { ROUTELOCK_URL: host.url };
-  for (const id of ROUTES) {
-    const put = await fetch(`${host.url}/api/routes/${id}`, {
-      method: 'PUT',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ location: { region: 'westeurope' } }),
-    });
-    expect(put.status).toBe(201);
-  }
+  cli = await startCliHost('routelock-cli-campaign-', ROUTES);
+  ({ dir, env } = cli);
 });
 
-afterAll(async () => {
-  await host?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => cli?.close());
 
 test('start, watch to Completed (exit 0), list it and its migrations', async () => {
   const args = ['campaign', 'start', '--target', 'eastus', '--max-concurrent', '2', '--campaign-id', 'cmp-1'];

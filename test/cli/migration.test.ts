@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { networkInterfaces, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { networkInterfaces } from 'node:os';
 import { RouteLockApi } from '../../cli/api';
-import { type LocalHost, startLocalHost } from '../../local/host';
-import { runCli } from './cliProcess';
+import type { LocalHost } from '../../local/host';
+import { type CliHost, runCli, startCliHost } from './cliProcess';
 
 /**
  * `routelock migration …` end to end: the command line as a child process against the real embedded
@@ -15,31 +13,16 @@ import { runCli } from './cliProcess';
 const KEY = 'fk-3f9c1d0e-never-printed';
 const TOKEN = 'eyJ-token-never-printed';
 
-let dir: string;
 let host: LocalHost;
 let env: Record<string, string>;
 
+let cli: CliHost;
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'routelock-cli-'));
-  host = await startLocalHost({
-    env: { PORT: '0', ROUTELOCK_SQLITE_PATH: join(dir, 'state.db') },
-    log: () => undefined,
-  });
-  env = { ROUTELOCK_URL: host.url };
-  for (const id of ['cli-r1', 'cli-r2']) {
-    const put = await fetch(`${host.url}/api/routes/${id}`, {
-      method: 'PUT',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ location: { region: 'westeurope' } }),
-    });
-    expect(put.status).toBe(201);
-  }
+  cli = await startCliHost('routelock-cli-', ['cli-r1', 'cli-r2']);
+  ({ host, env } = cli);
 });
 
-afterAll(async () => {
-  await host?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => cli?.close());
 
 test('start --json prints the API answer; show --watch follows it to Completed (exit 0); list finds it', async () => {
   const start = await runCli(
