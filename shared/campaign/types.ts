@@ -1,4 +1,5 @@
 import type { Location } from '../lock/document';
+import type { CutoverWindow } from '../migration/types';
 
 /**
  * Campaigns (issue 18 §3): many resources moved to one target as one thing an operator starts, watches,
@@ -203,6 +204,8 @@ export interface CampaignRequest {
   maxConcurrent?: number;
   startsPerMinute?: number;
   migrationAttempts?: number;
+  /** Issue 19 §3: every member migration's cutover window. */
+  window?: CutoverWindow;
 }
 
 /** PATCH /campaigns/{id}: new limits while it runs (`startsPerMinute: null` removes the rate limit). */

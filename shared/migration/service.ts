@@ -8,6 +8,7 @@ import type { InProcessRunner } from './inProcess';
 import { type MigrationRecord, newMigrationInput } from './records';
 import {
   type CancelRequest,
+  type CutoverWindow,
   type MigrationAttempt,
   type MigrationInput,
   type MigrationListQuery,
@@ -30,6 +31,8 @@ export interface MigrationRequest {
   campaignId?: string | undefined;
   /** Fewer attempts than configured (a campaign's `migrationAttempts`); more are capped (the history room). */
   migrationAttempts?: number | undefined;
+  /** Issue 19 §3: the write lock only inside this window (validated by shared/migration/window.ts). */
+  window?: CutoverWindow | undefined;
 }
 
 /**

@@ -39,6 +39,11 @@ export interface MigrationSettings {
   migrationRetryDelaySeconds?: number;
   /** The most history actions one attempt may record (its copies at their worst, and its other steps). */
   attemptActionsBound?: number;
+  /**
+   * Version 4 (issue 19 §1): a participant that answers 404 to `verify` fails the attempt instead of
+   * counting as "not verified" (ROUTELOCK_REQUIRE_VERIFY). Optional: older inputs did not verify.
+   */
+  requireVerify?: boolean;
 }
 
 /**
@@ -54,7 +59,15 @@ export interface MigrationSettings {
  *   every timer and race also ends on a cancel request (Durable: the `cancel` external event), and the
  *   workflow asks whether one arrived between steps (`cancelRequested`).
  */
-export const WORKFLOW_VERSION = 3;
+
+/**
+ * - 4 (issue 19): verify before the swap (`verify` under the write lock after the delta; a mismatch
+ *   releases the write lock and copies the delta again), cutover windows (the write lock only inside
+ *   `input.window`, waiting on durable timers with the hard-delete lock renewed), the swap confirmed
+ *   durable (a replica read after the replication bound) before Completed, and end notices to every
+ *   participant (`completed` | `failed` | `cancelled`, best effort, never blocking).
+ */
+export const WORKFLOW_VERSION = 4;
 
 /** An input's workflow version: one without `workflowVersion` was started by version 1. */
 export const workflowVersionOf = (input: Pick<MigrationInput, 'workflowVersion'>): number =>
@@ -80,6 +93,19 @@ export interface MigrationInput {
    * status; this run numbers its attempts after them.
    */
   earlierAttempts?: MigrationAttempt[];
+  /** Version 4: the write lock is only taken inside this window (shared/migration/window.ts). */
+  window?: CutoverWindow;
+}
+
+/**
+ * When a migration may hold the write lock (issue 19 §3). All optional; an absent field does not limit.
+ * `notBefore`/`notAfter`: RFC 3339 instants. `daily`: local wall-clock times "HH:MM" in an IANA time
+ * zone; `end` before `start` spans midnight. The whole write budget must fit inside the window.
+ */
+export interface CutoverWindow {
+  notBefore?: string;
+  notAfter?: string;
+  daily?: { start: string; end: string; timeZone: string };
 }
 
 /**
@@ -160,6 +186,46 @@ export interface MigrationStatus {
   attempt?: number;
   /** Every attempt that ended, oldest first (version 3), each with its reason. */
   attempts?: MigrationAttempt[];
+  /** Version 4: every verification run, oldest first (one entry per participant per verify round). */
+  verifications?: Verification[];
+  /** Version 4: set while the workflow waits for its cutover window to open (removed once it has). */
+  waitingForWindow?: { nextOpening: string };
+  /** Version 4: the end notices sent to participants, one per participant, once the migration ended. */
+  notices?: EndNotice[];
+}
+
+/** One participant's answer to one verify round (issue 19 §1). */
+export interface Verification {
+  participant: string;
+  /** The migration attempt and the write-lock (delta) attempt it verified. */
+  migrationAttempt: number;
+  deltaAttempt: number;
+  at: string;
+  outcome: 'match' | 'mismatch' | 'notImplemented';
+  sourceCount?: number;
+  targetCount?: number;
+  digest?: string;
+  detail?: string;
+}
+
+/** A participant's 200 answer to `verify` (the body); anything else is a protocol error. */
+export interface VerifyAnswer {
+  match: boolean;
+  sourceCount: number;
+  targetCount: number;
+  digest?: string;
+  detail?: string;
+}
+
+/** How a migration ended, as its participants are told (issue 19 §4). */
+export type EndStep = 'completed' | 'failed' | 'cancelled';
+
+export interface EndNotice {
+  participant: string;
+  step: EndStep;
+  /** delivered: 200/202/204; notImplemented: 404; undelivered: still failing after the retries. */
+  outcome: 'delivered' | 'notImplemented' | 'undelivered';
+  at: string;
 }
 
 export const terminalStates: ReadonlySet<MigrationState> = new Set([
@@ -218,8 +284,11 @@ export interface ActivityInputs {
     ifMatch?: string;
     writeAt?: string | undefined;
   };
-  /** `writeRegion`: the authoritative copy. `readPath`: what a service resolving the route sees. */
-  readRoute: { resourceId: string; from: 'writeRegion' | 'readPath' };
+  /**
+   * `writeRegion`: the authoritative copy. `readPath`: what a service resolving the route sees.
+   * `replica` (version 4): the store's nearest replica, uncached (a read region's copy: is a swap there?).
+   */
+  readRoute: { resourceId: string; from: 'writeRegion' | 'readPath' | 'replica' };
   /** Durable only: the final status, kept after the instance id is reused by a later migration. */
   recordOutcome: { status: MigrationStatus };
   /** One request to a participant (workflow version 2): the job's POST, or a GET of its poll Location. */
@@ -268,13 +337,15 @@ export type ActivityResult<T> =
 // ---------------------------------------------------------------------------------------------
 
 export type CopyStep = 'bulkCopy' | 'deltaCopy';
+/** Every step a participant is asked (version 4 adds `verify` and the end notices). */
+export type ParticipantStep = CopyStep | 'verify' | EndStep;
 
 export interface ParticipantRequest {
   migrationId: string;
   resourceId: string;
   from: Location;
   to: Location;
-  step: CopyStep;
+  step: ParticipantStep;
   /**
    * Which run of the step this is (1 for the bulk copy; the write-lock attempt for the delta).
    * Version 1's job key with migrationId and step; version 2 sends it as the alias of `stepAttempt`.
@@ -286,6 +357,10 @@ export interface ParticipantRequest {
   /** Increases with every new job of the migration: with `lockAcquiredAt`, orders jobs of a resource. */
   sequence?: number;
   lockAcquiredAt?: string;
+  /** `completed` only: when the source's copy may be deleted (the swap plus the retired-source window). */
+  cleanUpSourceAfter?: string;
+  /** `failed` / `cancelled`: why; the target's partial copy may be dropped. */
+  reason?: string;
 }
 
 /**
