@@ -444,6 +444,14 @@ export class Router {
     return this.readAndCache(id, 'writeRegion', operationPriority.background);
   }
 
+  /**
+   * The nearest replica's copy, uncached (a read region's: has a write replicated there?). Never the
+   * read path's answer: it neither fills the cache nor counts as the write region's version.
+   */
+  readReplica(id: string): Promise<StoredDocument> {
+    return this.store.read(id, { from: 'nearest', priority: operationPriority.background });
+  }
+
   /** A page of routes (GET /routes, the sweeper): never the read path. */
   listRoutes(options: Omit<ListOptions, 'priority'>): Promise<ListPage> {
     return this.store.list({ ...options, priority: operationPriority.background });

@@ -110,11 +110,14 @@ export function createActivities(
         router.release(resourceId, { ...req, writeAt, token: tokenOf(lock) }, opts(m)),
       ),
     readRoute: ({ resourceId, from }) =>
-      run(async () =>
-        from === 'readPath'
-          ? (await router.backgroundView(resourceId)).view
-          : routeView(await router.readAuthoritative(resourceId), router.now(), timing),
-      ),
+      run(async () => {
+        if (from === 'readPath') return (await router.backgroundView(resourceId)).view;
+        const stored =
+          from === 'replica'
+            ? await router.readReplica(resourceId)
+            : await router.readAuthoritative(resourceId);
+        return routeView(stored, router.now(), timing);
+      }),
     // Never throws: what a participant answers (or that it did not) is the workflow's to judge.
     callParticipant: async (call) => ({ ok: true, value: await requestParticipant(call, participantHttp) }),
     recordOutcome: ({ status }) =>

@@ -12,6 +12,8 @@ import type { Ending, Prelocked } from './workflow/state';
 import { publish } from './workflow/steps';
 import { writePhase } from './workflow/write';
 import { worstCaseCopyActions } from './workflow/copy';
+import { worstCaseConfirmActions } from './workflow/confirm';
+import { worstCaseNoticeActions } from './workflow/notify';
 
 export { renewEveryMs } from './workflow/copy';
 export { cancelMigration } from './workflow/cancel';
@@ -82,12 +84,18 @@ export function migrationSettings(config: Config): MigrationSettings {
 /** Steps of an attempt besides its copies: pre-lock, convergence, escalations, swap, release, status. */
 const ATTEMPT_STEP_ACTIONS = 200;
 
+/** Confirmation and end notices at their worst (workflow/confirm.ts, workflow/notify.ts). */
+export const confirmAndNoticeActions = (participants: number, retryAttempts: number): number =>
+  worstCaseConfirmActions(retryAttempts) + worstCaseNoticeActions(participants, retryAttempts);
+
 /** One attempt's worst-case history (worstCaseCopyActions, as config.ts checks it) and its other steps. */
 export function attemptActionsBound(config: Config): number {
   const t = config.timing;
   const m = config.migration;
   return (
     ATTEMPT_STEP_ACTIONS +
+    // version 4: the swap confirmed on a replica (re-driven at worst), then the end notices
+    confirmAndNoticeActions(m.participants.length, m.retryAttempts) +
     worstCaseCopyActions({
       participants: m.participants.length,
       prelockMaxSeconds: t.prelockMaxSeconds,

@@ -7,12 +7,13 @@ import type {
   MigrationStatus,
   Step,
 } from '../types';
-import { pendingStatus, terminalStates } from '../types';
+import { pendingStatus, terminalStates, workflowVersionOf } from '../types';
 import { lockGone, releaseAfterFailure } from './cleanUp';
 import { MAX_ORCHESTRATION_ACTIONS } from './copy';
 import { tryPrelock, prelockRefusal } from './prelock';
 import { cancelMigration, cancelledBeforeStart } from './cancel';
-import { type Ending, type Failure, type Prelocked, cancelled } from './state';
+import { notifyEnd } from './notify';
+import { type EndJob, type Ending, type Failure, type Prelocked, cancelled } from './state';
 import { CancelRequested, activity, now, publish, sleep, sleepUntil } from './steps';
 
 /**
@@ -50,6 +51,8 @@ const transientCodes: ReadonlySet<string> = new Set([
   'WriteBudgetExceeded',
   'NotVisible',
   'SwapUnknown',
+  // version 4: a swap a write-region failover dropped (workflow/confirm.ts); a fresh lock starts over
+  'SwapLost',
 ]);
 
 export function attemptVerdict(code: string | undefined): AttemptVerdict {
@@ -68,12 +71,28 @@ type AttemptEnd = Extract<Ending, { kind: 'done' }> | (Failure & { lockHeld: boo
 /**
  * The migration of a version-3 input: attempts numbered after an operator's earlier ones
  * (`earlierAttempts`), each with its own lock, until one ends or `migrationAttempts` were made.
+ * Version 4: once the final status is published, the end notices (workflow/notify.ts).
  */
 export function* attemptingMigration(
   input: MigrationInput,
   withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
 ): Generator<Step, MigrationStatus, unknown> {
+  const { status, job } = yield* attemptsToTheEnd(input, withPrelock);
+  return workflowVersionOf(input) >= 4 ? yield* notifyEnd(input, status, job) : status;
+}
+
+/** The final status (published), and the job of the last attempt that read the route (the notices'). */
+interface MigrationEnd {
+  status: MigrationStatus;
+  job: EndJob | undefined;
+}
+
+function* attemptsToTheEnd(
+  input: MigrationInput,
+  withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+): Generator<Step, MigrationEnd, unknown> {
   let ended: MigrationAttempt[] = [...(input.earlierAttempts ?? [])];
+  let lastJob: EndJob | undefined;
   const first = ended.length + 1;
   const last = ended.length + Math.max(1, input.settings.migrationAttempts ?? 1);
   const history = { actions: 0 };
@@ -103,7 +122,8 @@ export function* attemptingMigration(
       },
       history,
     );
-    if (end.kind === 'done') return final ?? end.status;
+    lastJob = end.job ?? lastJob;
+    if (end.kind === 'done') return { status: final ?? end.status, job: lastJob };
     const lock = end.lockHeld ? `; lock ${yield* releaseAfterFailure(attemptInput)}` : '';
     const reason = `${end.reason}${lock}`;
     ended = [...ended, entry(yield* now(), 'Failed', reason)];
@@ -122,7 +142,8 @@ export function* attemptingMigration(
         n < last && attemptVerdict(end.code) === 'retry' && !room
           ? ' (no room in the history for another attempt)'
           : '';
-      return yield* publish(failedStatus, { status: 'Failed', error: `${reason}${why}` });
+      const status = yield* publish(failedStatus, { status: 'Failed', error: `${reason}${why}` });
+      return { status, job: lastJob };
     }
     // Still Running: the reason is kept in `attempts`, the migration goes on.
     yield* publish(failedStatus);
@@ -140,18 +161,20 @@ export function* attemptingMigration(
     const gate = yield* previousLockGone(attemptInput, end.code === 'SwapUnknown');
     if (gate.kind !== 'free') {
       const patched = gate.outcome === 'Completed' ? relabelLast(ended, 'Completed', gate.reason) : ended;
-      return yield* publish(failedStatus, {
+      const status = yield* publish(failedStatus, {
         status: gate.outcome,
         phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
         error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
         attempts: patched,
         ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
       });
+      const landed = gate.cleanUpSourceAfter;
+      return { status, job: lastJob && landed ? { ...lastJob, cleanUpSourceAfter: landed } : lastJob };
     }
     if (cancel) {
       // attempt n's lock is seen gone: nothing left to release
       const ending = cancelled({ input, status: failedStatus, etag: '' }, cancel, false);
-      return yield* cancelMigration(attemptInput, ending);
+      return { status: yield* cancelMigration(attemptInput, ending), job: lastJob };
     }
   }
 }
@@ -193,7 +216,10 @@ function* oneAttempt(
     return { kind: 'failed', status: running, reason: `prelock: ${code}: ${message}`, code, lockHeld: false };
   }
   const ending = yield* withPrelock(tried.state);
-  if (ending.kind === 'cancelled') return { kind: 'done', status: yield* cancelMigration(input, ending) };
+  if (ending.kind === 'cancelled') {
+    const status = yield* cancelMigration(input, ending);
+    return { kind: 'done', status, ...(ending.job ? { job: ending.job } : {}) };
+  }
   return ending.kind === 'done' ? ending : { ...ending, lockHeld: true };
 }
 
@@ -251,7 +277,15 @@ export function historyActions(step: Step): number {
   }
 }
 
-type Gate = { kind: 'free' } | { kind: 'ended'; outcome: 'Completed' | 'NoOp' | 'Failed'; reason: string };
+type Gate =
+  | { kind: 'free' }
+  | {
+      kind: 'ended';
+      outcome: 'Completed' | 'NoOp' | 'Failed';
+      reason: string;
+      /** Completed: the retired-source window's end, while the route shows one (the completed notice). */
+      cleanUpSourceAfter?: string;
+    };
 
 /**
  * Before attempt n+1: the write region must show no live lock of this migration (attempt n's, whose
@@ -280,6 +314,9 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
             kind: 'ended',
             outcome: 'Completed',
             reason: `attempt ${attempt}'s swap landed; its answer was lost`,
+            ...(seen.value.secondary?.role === 'retiredSource'
+              ? { cleanUpSourceAfter: seen.value.secondary.writesBlockedUntil }
+              : {}),
           }
         : { kind: 'ended', outcome: 'NoOp', reason: 'the resource already sits at the target' };
     }

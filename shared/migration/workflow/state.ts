@@ -30,11 +30,42 @@ export interface Escalated extends Moving {
   readonly grant: SeededGrant;
 }
 
+/**
+ * Version 4: what the end notices (workflow/notify.ts) tell participants of the attempt that ended: the
+ * copies' source and lock, and after a swap when the source may be cleaned up. Set once the route was
+ * read (a job may have been sent); absent before that, when nothing was copied.
+ */
+export interface EndJob {
+  from: Location;
+  migrationAttempt: number;
+  lockAcquiredAt?: string;
+  /** The swap's retired-source window's end (a `completed` notice's `cleanUpSourceAfter`). */
+  cleanUpSourceAfter?: string;
+}
+
+/** The end job of a state that read the route (its source) and, once escalated, holds a grant. */
+export function endJobOf(state: WorkflowState): EndJob | undefined {
+  const { from, grant } = state as Partial<Escalated>;
+  if (from === undefined) return undefined;
+  return {
+    from,
+    migrationAttempt: state.input.lock?.attempt ?? 1,
+    ...(grant === undefined ? {} : { lockAcquiredAt: grant.acquiredAt }),
+  };
+}
+
+const withJob = (state: WorkflowState): { job?: EndJob } => {
+  const job = endJobOf(state);
+  return job === undefined ? {} : { job };
+};
+
 /** The migration must stop: `cleanUp` releases the lock and publishes Failed with the reason. */
 export interface Failure {
   kind: 'failed';
   status: MigrationStatus;
   reason: string;
+  /** Version 4's end notices: the attempt's job, when it got as far as reading the route. */
+  job?: EndJob;
   /**
    * What failed, for `attemptVerdict` (workflow/attempts.ts): a lock error's code, `StepFailed` (a step
    * the runner gave up on: a store outage through every retry), `SwapUnknown` (the swap's own answer
@@ -53,10 +84,11 @@ export interface Cancelled {
   request: CancelRequest;
   /** False only where this migration cannot hold a lock (a pre-lock refused and waiting). */
   lockHeld: boolean;
+  job?: EndJob;
 }
 
 /** How a migration ends: its final status already published, or a failure or a cancel still to clean up. */
-export type Ending = { kind: 'done'; status: MigrationStatus } | Failure | Cancelled;
+export type Ending = { kind: 'done'; status: MigrationStatus; job?: EndJob } | Failure | Cancelled;
 
 export type PhaseResult<S> = { kind: 'next'; state: S } | Ending;
 
@@ -69,6 +101,7 @@ export const failed = (state: WorkflowState, reason: string, code?: string): Fai
   status: state.status,
   reason,
   ...(code === undefined ? {} : { code }),
+  ...withJob(state),
 });
 
 /** A lock operation refused: the migration fails, naming what it tried. */
@@ -83,6 +116,7 @@ export const cancelled = (state: WorkflowState, request: CancelRequest, lockHeld
   status: state.status,
   request,
   lockHeld,
+  ...withJob(state),
 });
 
 export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));

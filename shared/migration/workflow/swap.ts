@@ -1,4 +1,5 @@
-import type { Step } from '../types';
+import { type Step, workflowVersionOf } from '../types';
+import { confirmSwap } from './confirm';
 import { type Ending, type Escalated, done, guarded, refused } from './state';
 import { lateCancel } from './cancel';
 import { activity, publish, stopIfCancelled } from './steps';
@@ -11,7 +12,8 @@ export interface SwapLapsed {
 
 /**
  * The swap, pinned to this write-lock attempt (`writeAt`): one conditional write, so never a partial
- * cutover. Completed, a lapsed write lock (`InvalidTransition`), or a failure.
+ * cutover. Completed (version 4: once confirmed on a replica), a lapsed write lock (`InvalidTransition`),
+ * or a failure.
  */
 export function* swapPhase(state: Escalated): Generator<Step, Ending | SwapLapsed, unknown> {
   // A swap the runner gave up on may have committed unseen: never retried blindly (workflow/attempts.ts).
@@ -28,6 +30,8 @@ function* swap(state: Escalated): Generator<Step, Ending | SwapLapsed, unknown> 
     ifMatch: state.etag,
     writeAt: state.grant.writeAt,
   });
+  // Version 4: Completed only once a replica shows the swap (workflow/confirm.ts).
+  if (swapped.ok && workflowVersionOf(state.input) >= 4) return yield* confirmSwap(state, swapped.value);
   if (swapped.ok) {
     return done(
       yield* publish(state.status, {
