@@ -53,7 +53,8 @@ export interface ParticipantServer {
   url: string;
   /** Every request, with its Authorization header when it carried one. */
   requests: ParticipantRequestSeen[];
-  behave(step: 'bulkCopy' | 'deltaCopy', behaviour: StepBehaviour): void;
+  /** How a step answers; the end notices (`completed`, `failed`, `cancelled`) never copy. */
+  behave(step: 'bulkCopy' | 'deltaCopy' | EndStep, behaviour: StepBehaviour): void;
   release(): void;
   /** The participant's data for a resource at a location (region/account). */
   seed(at: object, resourceId: string, items: string[]): void;
@@ -90,8 +91,17 @@ interface JobBody {
   lockAcquiredAt?: string;
 }
 
+type EndStep = 'completed' | 'failed' | 'cancelled';
+const endSteps: ReadonlySet<string> = new Set<EndStep>(['completed', 'failed', 'cancelled']);
+
 export async function startParticipant(options: ParticipantOptions = {}): Promise<ParticipantServer> {
-  const behaviours: Record<string, StepBehaviour> = { bulkCopy: { kind: 'ok' }, deltaCopy: { kind: 'ok' } };
+  const behaviours: Record<string, StepBehaviour> = {
+    bulkCopy: { kind: 'ok' },
+    deltaCopy: { kind: 'ok' },
+    completed: { kind: 'ok' },
+    failed: { kind: 'ok' },
+    cancelled: { kind: 'ok' },
+  };
   const answered: Record<string, number> = { bulkCopy: 0, deltaCopy: 0 };
   const jobs = new Map<string, Job>();
   const byId = new Map<number, Job>();
@@ -100,7 +110,8 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
   // canonical: the same location whatever order its fields were written in
   const dataKey = (at: object, resourceId: string) =>
     `${JSON.stringify(Object.entries(at).sort(([a], [b]) => a.localeCompare(b)))}|${resourceId}`;
-  const copy = (job: { resourceId: string; from: object; to: object }) => {
+  const copy = (job: { resourceId: string; from: object; to: object; step?: string }) => {
+    if (job.step !== undefined && endSteps.has(job.step)) return; // a notice copies nothing
     const items = data.get(dataKey(job.from, job.resourceId)) ?? [];
     const target = data.get(dataKey(job.to, job.resourceId)) ?? [];
     data.set(dataKey(job.to, job.resourceId), [...new Set([...target, ...items])]);
@@ -156,7 +167,7 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
       const step = body.step ?? 'bulkCopy';
       const behaviour = behaviours[step] as StepBehaviour;
       const resourceId = body.resourceId ?? '';
-      const job = { resourceId, from: body.from ?? {}, to: body.to ?? {} };
+      const job = { resourceId, from: body.from ?? {}, to: body.to ?? {}, step };
       // Ordering (v2 bodies): a job older than one seen for the resource is refused.
       if (body.lockAcquiredAt !== undefined && body.sequence !== undefined) {
         const latest = newest.get(resourceId);
@@ -196,7 +207,6 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
         const slow = behaviour.kind === 'slow' && (!behaviour.onlyFirstJob || slowJobs++ === 0);
         existing = {
           id: nextId++,
-          step,
           polls: behaviour.kind === 'poll' ? behaviour.polls : 0,
           readyAt: slow && behaviour.kind === 'slow' ? Date.now() + behaviour.ms : 0,
           gone: false,
