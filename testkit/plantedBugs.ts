@@ -79,3 +79,16 @@ export function plantParticipantBug(activities: Activities, bug: ParticipantBug)
     return { ok: true, value: { status: 200, body: null } };
   };
 }
+
+/**
+ * Confirmation switched off (issue 19 §4's negative control), planted through the activities: the
+ * replica read after a swap answers what the swap itself answered, as a workflow that trusts the
+ * acknowledged swap would, so a swap a failover dropped is reported Completed.
+ */
+export function plantUnconfirmedSwap(activities: Activities): void {
+  const { swap, readRoute } = activities;
+  let swapped: Awaited<ReturnType<Activities['swap']>> | undefined;
+  activities.swap = async (input) => (swapped = await swap(input));
+  activities.readRoute = async (input) =>
+    input.from === 'replica' && swapped?.ok ? { ok: true, value: swapped.value.view } : readRoute(input);
+}

@@ -318,6 +318,8 @@ describe('convergencePhase', () => {
       status: moving.status,
       reason: 'the pre-lock never became visible on the read path',
       code: 'NotVisible',
+      // version 4's end notices: the source the attempt read (workflow/state.ts EndJob)
+      job: { from: SOURCE, migrationAttempt: 1 },
     });
   });
 
@@ -331,6 +333,7 @@ describe('convergencePhase', () => {
       status: moving.status,
       reason: 'the store is down',
       code: 'StepFailed',
+      job: { from: SOURCE, migrationAttempt: 1 },
     });
   });
 });
@@ -385,6 +388,7 @@ describe('hardDeletePhase', () => {
       status: moving.status,
       reason: 'escalate to hardDelete: Locked: Locked here',
       code: 'Locked',
+      job: { from: SOURCE, migrationAttempt: 1 },
     });
   });
 });
@@ -509,6 +513,7 @@ describe('swapPhase', () => {
       status: writing.status,
       reason: 'swap: Locked: Locked here',
       code: 'Locked',
+      job: { from: SOURCE, migrationAttempt: 1, lockAcquiredAt: writing.grant.acquiredAt },
     });
   });
 });

@@ -1,0 +1,105 @@
+import type { HttpCall } from '../../shared/migration/types';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { ManualClock } from '../../testkit/clock';
+import { FailoverStore } from '../../testkit/failoverStore';
+import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
+import { virtualRunner } from '../support/migrationHarness';
+
+/**
+ * The swap confirmed durable (issue 19 §4, version 4): a write-region failover that drops the swap it
+ * acknowledged (testkit/failoverStore.ts) is noticed by the replica read after the replication bound;
+ * the migration re-drives (swaps again under the same write lock, or starts a fresh attempt) and ends
+ * Completed with the route at the target, the `completed` notice only after that. Negative control:
+ * with confirmation switched off, the same fault ends Completed with the route back at the source.
+ */
+
+const SOURCE = { region: 'westeurope', account: 'chatweu01' };
+const TARGET = { region: 'eastus', account: 'chatuse01' };
+
+async function migrate(env: Record<string, string>, options: { plant?: boolean } = {}) {
+  const clock = new ManualClock(Date.UTC(2026, 4, 1));
+  // the failover comes 1 s after the swap: inside the replication window
+  const store = new FailoverStore(new SqliteStore(':memory:'), clock.now, 1000);
+  const posts: { step: string; at: number; body: HttpCall['body'] }[] = [];
+  const h = virtualRunner({
+    clock,
+    store,
+    env: {
+      ROUTELOCK_PROFILE: 'dev',
+      ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]),
+      ROUTELOCK_REPLICATION_BOUND_SECONDS: '5',
+      ROUTELOCK_SAFETY_BUFFER_SECONDS: '2',
+      ...env,
+    },
+    http: (call) => {
+      posts.push({ step: call.body.step, at: clock.now(), body: call.body });
+      return Promise.resolve({ status: 200, body: null });
+    },
+  });
+  if (options.plant) plantUnconfirmedSwap(h.activities);
+  const swaps: { at: number; writeAt: string | undefined; ok: boolean }[] = [];
+  const swap = h.activities.swap;
+  h.activities.swap = async (input) => {
+    const result = await swap(input);
+    swaps.push({ at: clock.now(), writeAt: input.writeAt, ok: result.ok });
+    return result;
+  };
+  await h.router.createRoute('r-1', SOURCE);
+  const { record } = h.runner.start({ resourceId: 'r-1', target: TARGET });
+  await h.settle();
+  const status = await h.runner.status(record.migrationId);
+  const doc = (await store.read('r-1', { from: 'writeRegion' })).doc;
+  return { h, store, status, doc, posts, swaps };
+}
+
+test('the write lock still holds: the swap lost is noticed on the replica and made again; completed after that', async () => {
+  const r = await migrate({});
+  expect(r.store.dropped).toHaveLength(1);
+  expect(r.status).toMatchObject({ status: 'Completed', attempt: 1 });
+  expect(r.doc).toMatchObject({ location: TARGET, lock: null });
+  // two swaps, the same write-lock attempt; the second after the failover
+  expect(r.swaps).toHaveLength(2);
+  expect(r.swaps[1]!.writeAt).toBe(r.swaps[0]!.writeAt);
+  expect(r.swaps[1]!.at).toBeGreaterThanOrEqual(r.store.dropped[0]!.at);
+  expect(Date.parse(r.status.timeline.swappedAt as string)).toBe(r.swaps[1]!.at);
+  // one completed notice, once the second swap was confirmed (its replication bound passed)
+  const notices = r.posts.filter((p) => p.step === 'completed');
+  expect(notices).toHaveLength(1);
+  expect(notices[0]!.at).toBeGreaterThanOrEqual(r.swaps[1]!.at + 7000);
+  expect(notices[0]!.body.cleanUpSourceAfter).toBe(r.doc.secondary!.writesBlockedUntil);
+  expect(r.posts.map((p) => p.step)).not.toContain('failed');
+});
+
+test('the write lock gone too: the attempt fails SwapLost, a fresh attempt swaps again; completed after that', async () => {
+  // the write lease (10 s) ends before the confirmation read (12 s after the swap)
+  const r = await migrate({
+    ROUTELOCK_WRITE_LEASE_SECONDS: '10',
+    ROUTELOCK_WRITE_BUDGET_SECONDS: '10',
+    ROUTELOCK_REPLICATION_BOUND_SECONDS: '10',
+  });
+  expect(r.store.dropped).toHaveLength(1);
+  expect(r.status).toMatchObject({ status: 'Completed', attempt: 2 });
+  expect(r.status.attempts![0]).toMatchObject({ attempt: 1, outcome: 'Failed' });
+  expect(r.status.attempts![0]!.reason).toMatch(/the swap is gone/);
+  expect(r.doc).toMatchObject({ location: TARGET, lock: null });
+  // attempt 1's swap; its swap again refused (the write lock had lapsed); attempt 2's, its own lock
+  expect(r.swaps.map((s) => s.ok)).toEqual([true, false, true]);
+  expect(r.status.attempts![0]!.reason).toMatch(/swap again: InvalidTransition/);
+  const landed = r.swaps.filter((s) => s.ok);
+  expect(landed).toHaveLength(2);
+  expect(landed[1]!.writeAt).not.toBe(landed[0]!.writeAt);
+  const notices = r.posts.filter((p) => ['completed', 'failed', 'cancelled'].includes(p.step));
+  expect(notices.map((p) => [p.step, p.body.migrationAttempt])).toEqual([['completed', 2]]);
+  // attempt 2 copied again before its swap
+  expect(r.posts.filter((p) => p.step === 'bulkCopy').map((p) => p.body.migrationAttempt)).toEqual([1, 2]);
+});
+
+test('negative control: confirmation switched off, the same failover ends Completed with the route back at the source', async () => {
+  const r = await migrate({}, { plant: true });
+  expect(r.store.dropped).toHaveLength(1);
+  expect(r.status.status).toBe('Completed');
+  expect(r.swaps).toHaveLength(1);
+  // the lie: Completed, and the participant told to clean up a source the route still points to
+  expect(r.doc.location).toEqual(SOURCE);
+  expect(r.posts.filter((p) => p.step === 'completed')).toHaveLength(1);
+});
