@@ -116,6 +116,8 @@ describe('in-process runner (dev timing, virtual time)', () => {
       [1, 'bulkCopy', 1],
       [2, 'bulkCopy', 5],
       [2, 'deltaCopy', 6],
+      // version 4: the end notice, after every job attempt 2 could send (no notice for attempt 1)
+      [2, 'completed', 9],
     ]);
     // each attempt its own lock (a fresh Idempotency-Key: attempt 2's pre-lock was not a replay)
     expect(oracle.prelocks.map((p) => p.attempt)).toEqual([1, 2]);

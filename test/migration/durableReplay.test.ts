@@ -119,8 +119,16 @@ describe('Durable orchestrator replayed through the real engine', () => {
       'migrationEscalate',
       'migrationEscalate',
       'migrationSwap',
+      // version 4: the swap confirmed on a replica once the replication bound has passed
+      'timer',
+      'migrationReadRoute',
       'migrationRecordOutcome',
     ]);
+    const confirm = result.actions.filter((a) => a.kind === 'timer')[2]!;
+    const swappedAt = Date.parse((result.output as MigrationStatus).timeline.swappedAt!);
+    const { replicationBoundSeconds, safetyBufferSeconds } = h.input.settings;
+    expect(confirm.fireAt).toBe(swappedAt + (replicationBoundSeconds + safetyBufferSeconds) * 1000);
+    expect(result.actions.at(-2)).toMatchObject({ input: { from: 'replica' } });
     // The timer fires at max(startsAt, acquiredAt + replication bound) + safety buffer.
     const timer = result.actions.filter((a) => a.kind === 'timer')[1]!;
     expect(timer.fireAt).toBe(START + (7500 + 600) * 1000);
