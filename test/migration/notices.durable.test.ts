@@ -31,15 +31,16 @@ async function replay(answer: Answer, options: { failover?: boolean; plant?: boo
     ROUTELOCK_REPLICATION_BOUND_SECONDS: '5',
     ROUTELOCK_SAFETY_BUFFER_SECONDS: '2',
   });
-  let clock: ManualClock | undefined;
+  // the fixture's clock once it exists (the route is created before)
+  const time: { clock?: ManualClock } = {};
   const store = new FailoverStore(
     new SqliteStore(':memory:'),
-    () => clock?.now() ?? START,
+    () => time.clock?.now() ?? START,
     1000,
     options.failover ? 1 : 0,
   );
   const fixture = await migrationFixture({ config, start: START, source: SOURCE, target: TARGET, store });
-  clock = fixture.clock;
+  time.clock = fixture.clock;
   if (options.plant) plantUnconfirmedSwap(fixture.activities);
   const posts: { participant: string; step: string; at: number; body: unknown }[] = [];
   fixture.activities.callParticipant = async (call) => {
