@@ -66,6 +66,19 @@ export class LaggingStore extends ForwardingStore {
     return this.inner.list(options);
   }
 
+  /**
+   * A write-region failover that loses what was written after `cutoff` (epoch ms): the versions since
+   * are forgotten, and the newest one before it is answered, to be written back (null: the route did not
+   * exist then). Undefined when nothing was written since: nothing was lost.
+   */
+  dropWrittenAfter(id: string, cutoff: number): StoredDocument | null | undefined {
+    const versions = this.history.get(id) ?? [];
+    const kept = versions.filter((v) => v.at <= cutoff);
+    if (kept.length === versions.length) return undefined;
+    this.history.set(id, kept);
+    return kept.at(-1)?.version ?? null;
+  }
+
   private record(stored: StoredDocument): StoredDocument {
     this.push(stored.doc.id, stored);
     return stored;

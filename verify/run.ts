@@ -36,6 +36,7 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
     'noSkewMargins',
     'deleteDuringRetiredWindow',
     'serverCacheNoAge',
+    'cleanUpAtOnce',
   ] as const) {
     results.push(
       await fleet({ ...fleetSize, faultRate: 0.2, seed: options.seed, control, stopAtFirstViolation: true }),

@@ -5,6 +5,8 @@ import { type Operation, type RouteView, routeView } from '../../shared/lock/vie
 import type { MigrationSettings } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import type { Router } from '../../shared/router';
+import type { Activities } from '../../shared/migration/activities';
+import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
 import type { FleetControl, ViolationKind } from './types';
 import { edgeTtlSeconds } from './world';
 
@@ -27,6 +29,8 @@ export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, ViolationKin
   // A campaign over its limits: more of its migrations running, or more starts a minute.
   campaignIgnoresMaxConcurrent: ['campaign'],
   campaignIgnoresStartsPerMinute: ['campaign'],
+  // The source cleaned up while the route is back on it: acknowledged writes gone from where it is.
+  cleanUpAtOnce: ['data'],
 };
 
 /**
@@ -104,4 +108,10 @@ export function controlSettings(control: FleetControl, config: Config): Migratio
     ...(control === 'noInFlightGrace' ? { inFlightGraceSeconds: 0 } : {}),
     ...(control === 'noSkewMargins' ? { clockSkewSeconds: 0 } : {}),
   };
+}
+
+/** Negative control `cleanUpAtOnce`: the activities of an orchestrator with confirmation switched off. */
+export function controlActivities(control: FleetControl, activities: Activities): Activities {
+  if (control === 'cleanUpAtOnce') plantUnconfirmedSwap(activities);
+  return activities;
 }

@@ -1,8 +1,11 @@
 import { RouteLockError } from '../../shared/errors';
+import { sameLocation } from '../../shared/lock/document';
 import type { Scheduler } from '../../shared/migration/scheduler';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { ForwardingStore, type StoreCall, isWriteCall } from '../../testkit/forwardingStore';
+import type { LaggingStore } from '../../testkit/laggingStore';
 import type { VirtualScheduler } from '../../testkit/virtualScheduler';
+import type { CommitWatchingStore } from './oracles';
 import type { FleetStats } from './types';
 import { type Random, pick } from './world';
 
@@ -140,4 +143,67 @@ export function storeFault(kind: StoreFault): never {
     timeout: 'Store request timed out.',
   }[kind];
   throw new RouteLockError('StoreUnavailable', message, { retryAfterSeconds: 1 });
+}
+
+/** Share of swaps a write-region failover follows before they replicate (rare, seeded). */
+export const FAILOVER_SHARE = 0.05;
+
+/**
+ * A write-region failover that drops the acknowledged writes its replicas had not received (issue 19
+ * §4): under bounded staleness the write region acknowledges a write before the other regions hold it,
+ * so a failover loses the last replication window's writes. Now and then (FAILOVER_SHARE of swaps,
+ * seeded) one comes right after a swap, before it replicated: the route reverts to the newest version
+ * the lagging replica held, the one before the swap (LaggingStore forgets what came after), and the
+ * route is back at its source under the write lock that copied the delta. Only that route, and only the
+ * swap: a wider window would also revert earlier lock steps the services already acted on, a loss the
+ * rules re-check at the next step and the decision oracles would blame on the store; the swap is the
+ * loss the confirmation (workflow/confirm.ts) is there to notice.
+ */
+export class WriteRegionFailover {
+  count = 0;
+  /** Swaps a failover took back (the route back at its source). */
+  swapsLost = 0;
+
+  constructor(
+    private readonly deps: {
+      random: Random;
+      scheduler: VirtualScheduler;
+      replicas: LaggingStore;
+      writeRegion: CommitWatchingStore;
+      /** The harness's record of the route's retired-source window, reverted with the route. */
+      retiredUntil: Map<string, number>;
+      onFailover: (resourceId: string, message: string) => void;
+      onError: (resourceId: string) => (error: unknown) => void;
+    },
+  ) {}
+
+  /** A swap committed: now and then a failover follows before it replicates. */
+  afterSwap(resourceId: string): void {
+    if (this.deps.random() >= FAILOVER_SHARE) return;
+    // at the same instant, once the swap's write has returned through every layer (it was acknowledged)
+    void this.deps.scheduler
+      .timer(this.deps.scheduler.now())
+      .promise.then(() => this.failOver(resourceId))
+      .catch(this.deps.onError(resourceId));
+  }
+
+  private async failOver(resourceId: string): Promise<void> {
+    const { scheduler, replicas, writeRegion, retiredUntil } = this.deps;
+    // the writes of this instant (the swap) never reached the replica that takes over
+    const kept = replicas.dropWrittenAfter(resourceId, scheduler.now() - 1);
+    if (!kept) return;
+    const current = await writeRegion.read(resourceId, { from: 'writeRegion' }).catch(() => null);
+    if (!current) return;
+    this.count += 1;
+    if (!sameLocation(current.doc.location, kept.doc.location)) this.swapsLost += 1;
+    await writeRegion.restore(kept.doc);
+    const secondary = kept.doc.secondary;
+    if (secondary?.role === 'retiredSource')
+      retiredUntil.set(resourceId, Date.parse(secondary.writesBlockedUntil));
+    else retiredUntil.delete(resourceId);
+    this.deps.onFailover(
+      resourceId,
+      `write-region failover: the swap is lost, the route back at ${kept.doc.location.region}`,
+    );
+  }
 }

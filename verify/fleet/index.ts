@@ -8,13 +8,22 @@ import { operatorNow } from './routeDeleter';
 import { checkCampaignStep, judgeCampaign, newCampaignActor, startCampaignInstance } from './campaign';
 import { controlSettings } from './controls';
 import { startDriving } from './driver';
-import { FaultInjectingStore } from './faults';
+import { FaultInjectingStore, WriteRegionFailover } from './faults';
 import { CommitWatchingStore, checkData, swapped } from './oracles';
 import { CrashingState, journaled, newRunner } from './orchestrator';
 import { newParticipantState } from './participants';
 import { countEnd, fleetResult, judgeOutcomes } from './report';
 import { createServices } from './services';
-import { type Fleet, type FleetEnv, drawOffset, fleetEnv, newStats, violation } from './state';
+import {
+  type Fleet,
+  type FleetEnv,
+  drawOffset,
+  fleetEnv,
+  harnessError,
+  newStats,
+  note,
+  violation,
+} from './state';
 import type { FleetOptions, FleetResult } from './types';
 import { LOCATIONS, RegionData, locationKey, pick } from './world';
 
@@ -78,7 +87,10 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     writeRegion,
     clock.now,
     (resourceId, message, kind) => violation(env, resourceId, message, kind),
-    (before, after) => swapped(f, before, after),
+    (before, after) => {
+      swapped(f, before, after);
+      failover.afterSwap(after.id);
+    },
     (id) => retiredUntil.get(id),
     env.maxOffsetMs,
   );
@@ -86,6 +98,16 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     Math.floor(random() * timing.replicationBoundSeconds * 1000),
   );
   const store = new FaultInjectingStore(replicas, random, options.faultRate);
+  // Now and then after a swap, a failover that drops the replication window's writes (issue 19 §4).
+  const failover = new WriteRegionFailover({
+    random,
+    scheduler: env.scheduler,
+    replicas,
+    writeRegion: watched,
+    retiredUntil,
+    onFailover: (resourceId, message) => note(env, resourceId, message),
+    onError: (resourceId) => harnessError(env, resourceId),
+  });
   const { services, serviceOffsets, tierNames, decideAs } = createServices(env, store);
   const { resources, expected } = await seedRoutes(env, replicas, store);
 
@@ -152,6 +174,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   // The data, even after a control stopped early: whatever has swapped must hold what was acknowledged.
   await Promise.all(resources.map((id) => checkData(f, id, 'at the end')));
   countEnd(f);
+  f.stats.failovers = { count: failover.count, swapsLost: failover.swapsLost };
   f.state.close();
   f.rivalState.close();
   f.campaign?.truth.close();

@@ -36,6 +36,16 @@ export class CommitWatchingStore extends ForwardingStore {
     return stored;
   }
 
+  /**
+   * A failover's revert (verify/fleet/faults.ts): the write region holds `doc` again. Not a protocol
+   * write, so not checked; the next write is checked against it.
+   */
+  async restore(doc: LocationDocument): Promise<void> {
+    const current = await this.inner.read(doc.id, { from: 'writeRegion' });
+    const stored = await this.inner.replace(doc, current.etag);
+    this.last.set(doc.id, stored.doc);
+  }
+
   private checkVersion(before: LocationDocument, after: LocationDocument): void {
     const now = this.now();
     const problems: string[] = [];

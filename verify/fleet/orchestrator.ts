@@ -9,6 +9,7 @@ import { Router } from '../../shared/router';
 import { killCampaignInstance, startCampaignInstance } from './campaign';
 import { InstanceScheduler } from './faults';
 import { participantHttp } from './participants';
+import { controlActivities } from './controls';
 import { type Fleet, drawOffset, harnessError, note, truthOrNull, violation } from './state';
 import { BOUNDARY_RESTART_SHARE, STALL_SHARE, between, pick } from './world';
 
@@ -52,10 +53,13 @@ export function newRunner(f: Fleet, migrationState: SqliteMigrationState, prefix
   o.count += 1;
   const instanceClock = () => f.clock.now() + offsetMs;
   return new InProcessRunner({
-    activities: createActivities(
-      new Router({ store: f.store, timing: f.orchestratorTiming, clock: instanceClock }),
-      f.orchestratorTiming,
-      { keyring: f.keyring, records: migrationState },
+    activities: controlActivities(
+      f.control,
+      createActivities(
+        new Router({ store: f.store, timing: f.orchestratorTiming, clock: instanceClock }),
+        f.orchestratorTiming,
+        { keyring: f.keyring, records: migrationState },
+      ),
     ),
     keyring: f.keyring,
     state: migrationState,

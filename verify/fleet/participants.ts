@@ -1,6 +1,6 @@
 import type { HttpCall, HttpResult, ParticipantRequest } from '../../shared/migration/types';
 import { type Fleet, note, regionData } from './state';
-import { type Item, between, logBetween } from './world';
+import { type Item, between, locationKey, logBetween } from './world';
 
 /** The participants' bookkeeping: jobs by attempt, where each bulk copy began, the newest job. */
 export interface ParticipantState {
@@ -60,8 +60,28 @@ async function copy(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
   return { status: 200, body: { copied: snapshot.size } };
 }
 
+/**
+ * An end notice (issue 19 §4): on `completed`, the source's copy is deleted once `cleanUpSourceAfter`
+ * has come (the retired-source window's end), as a real participant reclaims the space; `failed` and
+ * `cancelled` are acknowledged (the target's partial copy is replaced by the next bulk copy anyway).
+ * Trusting the notice is the point: the workflow sends `completed` only for a swap a replica showed.
+ */
+function endNotice(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
+  if (body.step === 'completed') {
+    const at = Math.max(f.clock.now(), Date.parse(body.cleanUpSourceAfter ?? ''));
+    void f.scheduler.timer(at).promise.then(() => {
+      regionData(f, body.from).shelf(body.resourceId).clear();
+      note(f, body.resourceId, `${body.migrationId} source cleaned up at ${locationKey(body.from)}`);
+    });
+  }
+  return Promise.resolve({ status: 200, body: null });
+}
+
+const endSteps: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled']);
+
 /** The participants' HTTP as the runner calls it: one job per attempt, asked again as often as it likes. */
 export function participantHttp(f: Fleet, call: HttpCall): Promise<HttpResult> {
+  if (endSteps.has(call.body.step)) return endNotice(f, call.body);
   const { jobs } = f.participants;
   const key = jobKey(call.body);
   let job = jobs.get(key);

@@ -121,6 +121,7 @@ function summarize(s: FleetStats): string {
     `store: ${n(s.storeCalls)} calls, ${n(injected)} faults injected (${((100 * injected) / s.storeCalls).toFixed(1)} %): ` +
       `429 ${n(f.throttled)}, 503 ${n(f.unavailable)}, read timeouts ${n(f.readTimeout)}, write timeouts ` +
       `${n(f.writeTimeoutLost + f.writeTimeoutCommitted)} (${n(f.writeTimeoutCommitted)} of them committed), 412 ${n(f.conflict)}`,
+    `write-region failovers right after a swap: ${n(s.failovers?.count ?? 0)} (${n(s.failovers?.swapsLost ?? 0)} swaps lost, each noticed on a replica and re-driven)`,
     `orchestrator: ${n(s.crashes)} process crashes, each right after the planned journal position (1–${CRASH_STEPS}) of ` +
       `one migration — ${s.crashSteps} distinct positions hit (a migration journals ${s.journalSteps.median} steps at the ` +
       `median, ${s.journalSteps.max} at most); migrations in flight at a crash, by phase: ` +

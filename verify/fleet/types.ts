@@ -12,7 +12,12 @@ export type FleetControl =
   /** A campaign's start rule that ignores maxConcurrent (the tick reads a record allowing 10,000). */
   | 'campaignIgnoresMaxConcurrent'
   /** A campaign's start rule that ignores startsPerMinute (the tick reads a record without it). */
-  | 'campaignIgnoresStartsPerMinute';
+  | 'campaignIgnoresStartsPerMinute'
+  /**
+   * Confirmation switched off (issue 19 §4): the swap's own answer taken for the replica's, so the
+   * `completed` notice (and the participants' clean-up of the source) follows a swap a failover dropped.
+   */
+  | 'cleanUpAtOnce';
 
 export interface FleetOptions {
   migrations: number;
@@ -124,6 +129,8 @@ export interface FleetStats {
     maxAgeSeconds: number;
   };
   campaign?: FleetCampaignStats;
+  /** Write-region failovers (verify/fleet/faults.ts WriteRegionFailover), and the swaps they took back. */
+  failovers?: { count: number; swapsLost: number };
   /** Clock offsets drawn (ms): per service, and per orchestrator instance (each restart draws anew). */
   clockOffsetsMs: { services: number[]; orchestrators: { min: number; max: number; count: number } };
 }
