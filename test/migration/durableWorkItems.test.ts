@@ -13,12 +13,12 @@ test('work items per migration: 0, 1 and 2 participants under the dev and produc
     [
       '| profile | participants | activities | timers | HTTP calls | episodes | work items | DTS actions |',
       '|---|---:|---:|---:|---:|---:|---:|---:|',
-      '| dev | 0 | 7 | 2 | 0 | 10 | 17 | 17 |',
-      '| dev | 1 | 8 | 7 | 4 | 17 | 29 | 32 |',
-      '| dev | 2 | 8 | 7 | 8 | 21 | 37 | 40 |',
-      '| production | 0 | 7 | 2 | 0 | 10 | 17 | 17 |',
-      '| production | 1 | 7 | 9 | 4 | 18 | 29 | 32 |',
-      '| production | 2 | 7 | 9 | 8 | 22 | 37 | 40 |',
+      '| dev | 0 | 8 | 3 | 0 | 12 | 20 | 20 |',
+      '| dev | 1 | 9 | 9 | 5 | 20 | 34 | 38 |',
+      '| dev | 2 | 9 | 9 | 10 | 25 | 44 | 48 |',
+      '| production | 0 | 8 | 3 | 0 | 12 | 20 | 20 |',
+      '| production | 1 | 8 | 11 | 5 | 23 | 36 | 38 |',
+      '| production | 2 | 8 | 11 | 10 | 28 | 46 | 48 |',
     ].join('\n'),
   );
   // no sub-orchestrations or external events: the harness fails on any action but activity, timer, HTTP

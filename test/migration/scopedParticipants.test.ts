@@ -158,7 +158,12 @@ describe('a migration calls only the participants scoped to its resource', () =>
     const called = [...new Set(calls.map((c) => c.url))].sort();
     expect(called).toEqual(urls);
     for (const url of urls)
-      expect(calls.filter((c) => c.url === url).map((c) => c.body.step)).toEqual(['bulkCopy', 'deltaCopy']);
+      // version 4: and the end notice
+      expect(calls.filter((c) => c.url === url).map((c) => c.body.step)).toEqual([
+        'bulkCopy',
+        'deltaCopy',
+        'completed',
+      ]);
   });
 
   test('Durable: the started instance input holds only the matching participants', async () => {
