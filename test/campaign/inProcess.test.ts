@@ -16,8 +16,9 @@ import { SOURCE, TARGET, campaignHarness, operator, worstMinute } from './harnes
 
 type Harness = ReturnType<typeof campaignHarness>;
 const ids = (n: number, prefix = 'r') => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
-// lock-only migrations of 12 s (dev timing, a 10 s local cache tier): 7 at a time would start 35 a minute
-const env = { ROUTELOCK_CACHE_TIERS: 'local=10' };
+// lock-only migrations of 12 s (dev timing, an 8 s local cache tier, and version 4's 2 s confirmation of
+// the swap): 7 at a time would start 35 a minute
+const env = { ROUTELOCK_CACHE_TIERS: 'local=8' };
 
 let harnesses: Harness[] = [];
 afterEach(() => {
