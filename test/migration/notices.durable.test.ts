@@ -24,7 +24,10 @@ const PARTICIPANTS = [
 
 type Answer = (call: ParticipantCall) => HttpAnswer;
 
-async function replay(answer: Answer, options: { failover?: boolean; plant?: boolean } = {}) {
+async function replay(
+  answer: Answer,
+  options: { failover?: boolean; plant?: boolean; version?: number } = {},
+) {
   const config = parseConfig({
     ROUTELOCK_PROFILE: 'dev',
     ROUTELOCK_PARTICIPANTS: JSON.stringify(PARTICIPANTS),
@@ -57,7 +60,7 @@ async function replay(answer: Answer, options: { failover?: boolean; plant?: boo
     orchestrator: migrationOrchestrator,
     name: 'migrationOrchestrator',
     instanceId: fixture.input.instanceId,
-    input: fixture.input,
+    input: { ...fixture.input, ...(options.version ? { workflowVersion: options.version } : {}) },
     start: START,
     activity: (fn, activityInput) => fixture.runActivity(fn, activityInput, harness.now),
   });
@@ -129,4 +132,13 @@ test('a failover drops the swap: swapped again, Completed at the target, the not
   expect(control.store.dropped).toHaveLength(1);
   expect(control.status.status).toBe('Completed');
   expect(control.doc.location).toEqual(SOURCE);
+});
+
+test('a version-3 input: Completed at the swap, no replica read, no notice (its steps unchanged)', async () => {
+  const r = await replay(() => ({ status: 200, body: null }), { version: 3 });
+  expect(r.status.status).toBe('Completed');
+  const reads = r.result.actions.filter((a) => a.name === 'migrationReadRoute');
+  expect(reads.map((a) => (a.input as { from: string }).from)).not.toContain('replica');
+  expect(ends(r.posts)).toEqual([]);
+  expect(r.status).not.toHaveProperty('notices');
 });

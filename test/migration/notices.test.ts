@@ -29,7 +29,7 @@ type Event =
 
 async function migrate(
   behaviours: Behaviours[],
-  options: { env?: Record<string, string>; cancelInPhase?: 'hardDelete' } = {},
+  options: { env?: Record<string, string>; cancelInPhase?: 'hardDelete' | 'swapped' } = {},
 ) {
   const parts: ParticipantServer[] = [];
   for (const b of behaviours) {
@@ -86,6 +86,7 @@ async function migrate(
   const { record } = h.runner.start({ resourceId: 'r-1', target: TARGET });
   const service = new InProcessMigrationService(h.runner, h.router);
   let cancelled = false;
+  let cancelError: unknown;
   // Virtual time that waits for real requests: no timer fires while one is in flight.
   for (let guard = 0; h.runner.activeCount > 0; guard += 1) {
     if (guard > 100_000) throw new Error('the migration did not settle');
@@ -100,7 +101,10 @@ async function migrate(
       h.state.activeFor('r-1')?.status.phase === options.cancelInPhase
     ) {
       cancelled = true;
-      await service.cancel(record.migrationId, operator);
+      cancelError = await service.cancel(record.migrationId, operator).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
     }
     if (h.runner.activeCount === 0) break;
     await h.scheduler.runUntilIdle({ settleTurns: 0, maxTimers: 1 });
@@ -110,7 +114,7 @@ async function migrate(
   const notices = parts.map((p) =>
     p.requests.filter((q) => q.body && ['completed', 'failed', 'cancelled'].includes(String(q.body.step))),
   );
-  return { h, status, doc, parts, events, notices };
+  return { h, status, doc, parts, events, notices, cancelError };
 }
 
 const indexOf = (events: Event[], match: (e: Event) => boolean) => events.findIndex(match);
@@ -230,4 +234,12 @@ test('no participants: no notices, nothing published for them; Conflict and NoOp
   expect(['NoOp', 'Conflict']).toContain(ended.status);
   expect(noop.parts[0]!.requests.length).toBe(before);
   expect(ended).not.toHaveProperty('notices');
+});
+
+test('a cancel while the swap is confirmed is too late: refused AlreadySwapped, Completed, the completed notice', async () => {
+  const r = await migrate([{}], { cancelInPhase: 'swapped' });
+  expect(r.cancelError).toMatchObject({ code: 'AlreadySwapped' });
+  expect(r.status.status).toBe('Completed');
+  expect(r.doc).toMatchObject({ location: TARGET, lock: null });
+  expect(r.notices[0]!.map((q) => q.body?.step)).toEqual(['completed']);
 });
