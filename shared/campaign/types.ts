@@ -140,6 +140,8 @@ export interface CampaignRecord {
   cancelRequestedBy?: string;
   /** Why the last tick could not do all it wanted (a store outage, a throttle), for operators. */
   lastTickError?: string;
+  /** Issue 19 §3: every member's cutover window, passed to each start. */
+  window?: CutoverWindow;
 }
 
 export interface CampaignMember {
@@ -191,6 +193,8 @@ export interface CampaignStatus {
   cancelRequestedAt?: string;
   cancelRequestedBy?: string;
   lastTickError?: string;
+  /** Its members' cutover window (issue 19 §3). */
+  window?: CutoverWindow;
   /** Where its migrations are listed. */
   migrationsUrl: string;
 }
