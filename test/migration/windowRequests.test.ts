@@ -1,4 +1,5 @@
 import type { Container } from '@azure/cosmos';
+import { handleMigrationMessage } from '../../functions/migrationQueue';
 import type { Services } from '../../functions/services';
 import type { CampaignRecord } from '../../shared/campaign/types';
 import type { PreflightReport } from '../../shared/migration/preflight';
@@ -136,6 +137,24 @@ describe('POST /migrations and /campaigns with a window', () => {
     expect((none.body as PreflightReport).checks.map((c) => c.check)).not.toContain('windowReachable');
     expect(started).toHaveLength(1); // the dry runs started nothing
   });
+});
+
+test('the migrations queue: a bad window goes to the poison queue naming the field; a good one reaches the start', async () => {
+  const started: MigrationRequest[] = [];
+  const migrations = {
+    start: (request: MigrationRequest) => {
+      started.push(request);
+      return Promise.resolve({ migrationId: 'm-q', instanceId: 'migrate-r-1', created: true });
+    },
+  } as unknown as MigrationService;
+  const message = (window: unknown) => ({ resourceId: 'r-1', target: TARGET, window });
+  expect(await handleMigrationMessage(message({ notBefore: 'soon' }), migrations)).toMatchObject({
+    kind: 'poison',
+    reason: expect.stringContaining('window.notBefore: must be an RFC 3339'),
+  });
+  const window = { daily: { start: '01:00', end: '05:00', timeZone: 'America/New_York' } };
+  expect(await handleMigrationMessage(message(window), migrations)).toMatchObject({ kind: 'started' });
+  expect(started.map((r) => r.window)).toEqual([window]);
 });
 
 describe('a campaign keeps its window and passes it to every member', () => {
