@@ -56,7 +56,7 @@ test('the write lock is never taken where its budget would run past the window (
 
   const real = await run(false, window);
   expect(real.status).toMatchObject({ status: 'Failed' });
-  expect(real.status.error).toMatch(/^cutover window: no slot left/);
+  expect(real.status.error).toMatch(/^WindowClosed: /);
   expect(writeLocks(real.locks)).toEqual([]);
   expect(writeLocksOutside(real.locks, intervals, BUDGET_MS)).toEqual([]);
 

@@ -64,7 +64,9 @@ describe('cutover windows on the Durable runner', () => {
   test("the next opening beyond a lock's cap: fails before the pre-lock, no lock taken", async () => {
     const r = await replay({ notBefore: new Date(START + 4 * DAY).toISOString() });
     expect(r.output).toMatchObject({ status: 'Failed' });
-    expect(r.output.error).toMatch(/cutover window: it next opens at 2026-03-05T00:00:00.000Z/);
+    expect(r.output.error).toMatch(
+      /^WindowUnreachable: the cutover window next opens at 2026-03-05T00:00:00.000Z/,
+    );
     expect(r.locks).toEqual([]);
     expect(r.doc).toMatchObject({ location: SOURCE, lock: null });
   });

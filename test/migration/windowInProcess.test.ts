@@ -113,7 +113,7 @@ describe('cutover windows on the in-process runner', () => {
     const ended = await service.status(migrationId);
     expect(ended).toMatchObject({ status: 'Failed', attempts: [{ attempt: 1, outcome: 'Failed' }] });
     expect(ended.error).toMatch(
-      /cutover window: it next opens at 2026-01-05T00:00:00.000Z.*past a new lock's cap \(2026-01-03T23:59:55.000Z\); no lock is held/,
+      /^WindowUnreachable: the cutover window next opens at 2026-01-05T00:00:00.000Z; .* past a new lock's cap \(2026-01-03T23:59:55.000Z\); no lock was taken$/,
     );
     expect(locks).toEqual([]);
     expect(await doc()).toMatchObject({ location: SOURCE, lock: null });
@@ -130,7 +130,9 @@ describe('cutover windows on the in-process runner', () => {
     const ended = await service.status(migrationId);
     // final: one attempt, no retry with a fresh lock
     expect(ended).toMatchObject({ status: 'Failed', attempts: [{ attempt: 1 }] });
-    expect(ended.error).toMatch(/no slot left that holds the write budget \(900 s\); no lock was taken/);
+    expect(ended.error).toMatch(
+      /^WindowClosed: the cutover window has no slot left that holds the write budget \(900 s\); no lock was taken$/,
+    );
     expect(locks).toEqual([]);
   });
 
@@ -144,7 +146,7 @@ describe('cutover windows on the in-process runner', () => {
     await h.settle();
     const ended = await service.status(migrationId);
     expect(ended).toMatchObject({ status: 'Failed', attempts: [{ attempt: 1 }] });
-    expect(ended.error).toMatch(/^cutover window: no slot left .*; lock released/);
+    expect(ended.error).toMatch(/^WindowClosed: the cutover window has no slot left .*; lock released/);
     expect(writeLocks(locks)).toEqual([]);
     expect(locks.some((c) => c.name === 'escalate' && c.phase === 'hardDelete')).toBe(true);
     expect(await doc()).toMatchObject({ location: SOURCE, lock: null });

@@ -128,7 +128,7 @@ test("at the write step: a slot past the hard-delete lock's own cap (less the sk
   }));
   expect(result).toMatchObject({ kind: 'failed', code: 'WindowUnreachable' });
   expect((result as { reason: string }).reason).toBe(
-    "cutover window: it next opens at 2026-06-01T00:30:00.000Z, and the write budget (60 s) from then would end past the hard-delete lock's cap (2026-06-01T00:30:55.000Z); no lock is held for it",
+    "WindowUnreachable: the cutover window next opens at 2026-06-01T00:30:00.000Z; the write budget (60 s) from then would end past the hard-delete lock's cap (2026-06-01T00:30:55.000Z)",
   );
   expect(steps.filter((s) => s.kind === 'timer')).toEqual([]);
   // 5 s more of cap and it waits
@@ -144,6 +144,13 @@ test('a renewal refused fails the phase naming it; MaxLeaseReached on the first 
     code: 'LockExpired',
     reason: 'renew the hard-delete lock: LockExpired: lapsed',
   });
+  // refused after a round of waiting: the failure's status no longer shows the wait
+  let asked = 0;
+  const later = drive(windowPhase(moving(input)), () =>
+    (asked += 1) === 1 ? { ok: true, value: grant(T0 + 60 * MIN) } : refused,
+  ).result;
+  expect(later).toMatchObject({ kind: 'failed', code: 'LockExpired' });
+  expect((later as { status: object }).status).not.toHaveProperty('waitingForWindow');
   const capped: ActivityResult<SeededGrant> = { ok: false, code: 'MaxLeaseReached', message: 'at its cap' };
   expect(drive(windowPhase(moving(input)), () => capped).result).toMatchObject({
     kind: 'failed',

@@ -1,5 +1,5 @@
 import { holderEndsAt } from '../../lock/state';
-import type { CutoverWindow, MigrationInput, MigrationSettings, MigrationStatus, Step } from '../types';
+import type { CutoverWindow, MigrationInput, MigrationSettings, Step } from '../types';
 import { workflowVersionOf } from '../types';
 import { nextWriteSlot } from '../window';
 import { renewEveryMs, renewLock } from './copy';
@@ -24,12 +24,13 @@ const windowOf = (input: MigrationInput): CutoverWindow | undefined =>
 /** The whole freeze must fit in the window: the write budget is the hold. */
 const holdMsOf = (s: MigrationSettings): number => s.writeBudgetSeconds * 1000;
 
+// The reasons lead with their code, as a lock refusal's do (`refused` in state.ts).
 const closedReason = (s: MigrationSettings): string =>
-  `cutover window: no slot left that holds the write budget (${s.writeBudgetSeconds} s)`;
+  `WindowClosed: the cutover window has no slot left that holds the write budget (${s.writeBudgetSeconds} s)`;
 
 const unreachableReason = (slot: number, s: MigrationSettings, cap: number, whose: string): string =>
-  `cutover window: it next opens at ${iso(slot)}, and the write budget (${s.writeBudgetSeconds} s) from ` +
-  `then would end past ${whose} cap (${iso(cap)}); no lock is held for it`;
+  `WindowUnreachable: the cutover window next opens at ${iso(slot)}; the write budget ` +
+  `(${s.writeBudgetSeconds} s) from then would end past ${whose} cap (${iso(cap)})`;
 
 /**
  * At an attempt's start, before its pre-lock: a window closed for good, or whose next slot a new lock's
@@ -48,7 +49,10 @@ export function* windowShutBeforePrelock(
   if (s.prelockMaxSeconds === undefined) return null;
   const cap = t + (s.prelockMaxSeconds - (s.clockSkewSeconds ?? 0)) * 1000;
   if (slot + holdMsOf(s) <= cap) return null;
-  return { reason: unreachableReason(slot, s, cap, "a new lock's"), code: 'WindowUnreachable' };
+  return {
+    reason: `${unreachableReason(slot, s, cap, "a new lock's")}; no lock was taken`,
+    code: 'WindowUnreachable',
+  };
 }
 
 /**
@@ -68,7 +72,7 @@ export function* windowPhase(state: Moving): Generator<Step, PhaseResult<Moving>
   for (;;) {
     const t = yield* now();
     const slot = nextWriteSlot(window, t, holdMs);
-    if (slot === null) return failed(current, closedReason(s), 'WindowClosed');
+    if (slot === null) return failed(notWaiting(current), closedReason(s), 'WindowClosed');
     if (slot <= t) return next(yield* opened(current));
     const renewed = yield* renewLock(current, 'hardDelete');
     if (renewed.ok) {
@@ -76,18 +80,22 @@ export function* windowPhase(state: Moving): Generator<Step, PhaseResult<Moving>
       // the holder's own end of the lock: its cap less the clock-skew margin
       capEndsAt = holderEndsAt(renewed.value.maxExpiresAt, s.clockSkewSeconds ?? 0);
     } else if (renewed.code !== 'MaxLeaseReached') {
-      return refused(current, 'renew the hard-delete lock', renewed);
+      return refused(notWaiting(current), 'renew the hard-delete lock', renewed);
     }
     // MaxLeaseReached on the first round: the lease already sits at its cap, which no wait outlasts
     const cap = capEndsAt;
     if (cap === undefined)
       return failed(
         current,
-        `cutover window: it next opens at ${iso(slot)}, and the hard-delete lock already sits at its cap`,
+        `WindowUnreachable: the cutover window next opens at ${iso(slot)}; the hard-delete lock already sits at its cap`,
         'WindowUnreachable',
       );
     if (slot + holdMs > cap)
-      return failed(current, unreachableReason(slot, s, cap, "the hard-delete lock's"), 'WindowUnreachable');
+      return failed(
+        notWaiting(current),
+        unreachableReason(slot, s, cap, "the hard-delete lock's"),
+        'WindowUnreachable',
+      );
     const nextOpening = iso(slot);
     if (current.status.waitingForWindow?.nextOpening !== nextOpening)
       current = { ...current, status: yield* publish(current.status, { waitingForWindow: { nextOpening } }) };
@@ -95,11 +103,18 @@ export function* windowPhase(state: Moving): Generator<Step, PhaseResult<Moving>
   }
 }
 
+/** The state without `waitingForWindow` on its status: a failure's final status never shows a wait. */
+function notWaiting(state: Moving): Moving {
+  if (state.status.waitingForWindow === undefined) return state;
+  const { waitingForWindow: _waiting, ...status } = state.status;
+  return { ...state, status };
+}
+
 /** The window is open: publish the status without `waitingForWindow` if it was waiting. */
 function* opened(state: Moving): Generator<Step, Moving, unknown> {
   if (state.status.waitingForWindow === undefined) return state;
-  const { waitingForWindow: _open, ...status } = state.status;
-  return { ...state, status: yield* publish(status as MigrationStatus) };
+  const open = notWaiting(state);
+  return { ...open, status: yield* publish(open.status) };
 }
 
 /**
