@@ -223,6 +223,7 @@ const timingLines = (t: PreflightTiming): string[] => [
   `convergence wait: ${t.convergenceWaitSeconds} s`,
   `earliest write lock: ${t.earliestWriteLockAt}${t.bulkCopyDuration === 'unknown' ? ' + the bulk copy (duration unknown)' : ''}`,
   `write budget: ${t.writeBudgetSeconds} s; attempts: ${t.migrationAttempts}`,
+  ...(t.nextWriteSlotAt === undefined ? [] : [`window's next write slot: ${t.nextWriteSlotAt ?? 'none'}`]),
 ];
 
 /** `campaign start --dry-run`: the counts, the skipped by reason (and by name), the checks, the estimate. */

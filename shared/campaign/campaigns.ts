@@ -4,6 +4,7 @@ import { isRouteLockError, RouteLockError } from '../errors';
 import { describeLocation, sameLocation } from '../lock/document';
 import type { MigrationRecord } from '../migration/records';
 import { listLimit } from '../migration/service';
+import { checkedWindow } from '../migration/window';
 import { isProbeId } from '../probe';
 import { assertAllowedRegion } from '../regions';
 import type { Router } from '../router';
@@ -77,6 +78,8 @@ export class Campaigns implements CampaignService {
       recentStarts: [],
       writeLockHistogram: emptyHistogram(),
       ...(ids.length > 0 ? { firstPageDigest: digestOf(ids) } : {}),
+      // checked once here (a bad one is a 400); each member's start checks it again, at its time
+      ...(request.window === undefined ? {} : { window: checkedWindow(request.window, this.deps.now()) }),
     };
     const { created, record: standing } = await this.deps.campaigns.create(record);
     if (!created) {

@@ -513,6 +513,7 @@ export function campaignView(record: CampaignRecord, now: number): CampaignStatu
     ...(record.cancelRequestedAt === undefined ? {} : { cancelRequestedAt: record.cancelRequestedAt }),
     ...(record.cancelRequestedBy === undefined ? {} : { cancelRequestedBy: record.cancelRequestedBy }),
     ...(record.lastTickError === undefined ? {} : { lastTickError: record.lastTickError }),
+    ...(record.window === undefined ? {} : { window: record.window }),
     migrationsUrl: migrationsUrlOf(record.campaignId),
   };
 }

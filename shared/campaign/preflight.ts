@@ -17,7 +17,8 @@ import {
   runningOf,
   unfinishedStates,
 } from '../migration/preflight';
-import type { PreflightReport } from '../migration/types';
+import type { CutoverWindow, PreflightReport } from '../migration/types';
+import { checkedWindow } from '../migration/window';
 import type { CampaignRecords } from '../store/ports/campaigns';
 import type { LocationStore } from '../store/ports/locations';
 import { checkedIds, sourceOf } from './campaigns';
@@ -62,21 +63,27 @@ export interface CampaignPreflightSettings extends PreflightSettings {
   maxMigrationAttempts: number;
 }
 
-/** One resource's migration preflight, without its participants (they are asked once, campaign-wide). */
+/**
+ * One resource's migration preflight, without its participants and window (campaign-wide: checked once,
+ * for the first resource that would start).
+ */
 function memberReport(
   facts: CampaignPreflightFacts,
   member: CampaignPreflightFacts['resources'][number],
   now: number,
   s: PreflightSettings,
   participants: PreflightFacts['participants'] = [],
+  window?: CutoverWindow,
 ): PreflightReport {
   const target = normalizeLocation(facts.request.target);
-  return preflight({ ...member, target, participants }, now, s);
+  return preflight({ ...member, target, participants, ...(window === undefined ? {} : { window }) }, now, s);
 }
 
 /** The first failing route check: why the campaign would not move the resource (null: it would start). */
 function skipOf(report: PreflightReport): CampaignSkip | null {
-  const failing = report.checks.find((c) => !c.ok && c.check !== 'participant');
+  const failing = report.checks.find(
+    (c) => !c.ok && c.check !== 'participant' && c.check !== 'windowReachable',
+  );
   return failing === undefined
     ? null
     : { resourceId: report.resourceId, reason: failing.check as CampaignSkipReason, detail: failing.detail };
@@ -127,11 +134,18 @@ export function campaignPreflight(
               : `none of its ${facts.resources.length} resources would start`,
         },
   );
-  const first = facts.participants;
-  const firstMember = first && facts.resources.find((m) => m.resourceId === first.resourceId);
-  const firstReport = firstMember ? memberReport(facts, firstMember, now, s, first.answers) : null;
+  // the campaign-wide checks of one migration, the first that would start: its participants (asked
+  // about it) and its cutover window (every member's; later members meet it later, not sooner)
+  const first = firstToStart(facts, now, s);
+  const answers = facts.participants?.resourceId === first?.resourceId ? facts.participants?.answers : [];
+  const firstReport = first && memberReport(facts, first, now, s, answers, request.window);
   for (const c of firstReport?.checks ?? [])
-    if (c.check === 'participant') checks.push({ ...c, check: 'participant', resourceId: first?.resourceId });
+    if (c.check === 'participant' || c.check === 'windowReachable')
+      checks.push({
+        ...c,
+        check: c.check,
+        ...(c.check === 'participant' ? { resourceId: first?.resourceId } : {}),
+      });
   // one migration's timing: the first that would start (its participants in scope decide the grace)
   const timing = firstReport?.timing ?? null;
   return {
@@ -206,6 +220,7 @@ export async function runCampaignPreflight(
     maxMigrationAttempts: deps.maxMigrationAttempts,
   };
   checkedLimits(request, deps.maxMigrationAttempts);
+  checkedWindow(request.window, deps.now());
   const source = sourceOf(request);
   const ids = request.resources === undefined ? [] : checkedIds(request.resources, 'resources');
   const read =

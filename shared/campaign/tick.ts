@@ -581,6 +581,7 @@ async function startMembers(
         ...(record.limits.migrationAttempts === undefined
           ? {}
           : { migrationAttempts: record.limits.migrationAttempts }),
+        ...(record.window === undefined ? {} : { window: record.window }),
       });
       findings.firstStartAt ??= now;
       const { startFailures: _f, ...ok } = member;

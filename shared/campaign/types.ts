@@ -140,6 +140,8 @@ export interface CampaignRecord {
   cancelRequestedBy?: string;
   /** Why the last tick could not do all it wanted (a store outage, a throttle), for operators. */
   lastTickError?: string;
+  /** Issue 19 §3: every member's cutover window, passed to each start. */
+  window?: CutoverWindow;
 }
 
 export interface CampaignMember {
@@ -191,6 +193,8 @@ export interface CampaignStatus {
   cancelRequestedAt?: string;
   cancelRequestedBy?: string;
   lastTickError?: string;
+  /** Its members' cutover window (issue 19 §3). */
+  window?: CutoverWindow;
   /** Where its migrations are listed. */
   migrationsUrl: string;
 }
@@ -222,7 +226,7 @@ export const memberMigrationId = (campaignId: string, seq: number): string => `$
 // ---------------------------------------------------------------------------------------------
 
 /** Why a dry run counts a resource out: the first failing route check of its migration preflight. */
-export type CampaignSkipReason = Exclude<PreflightCheckName, 'participant'>;
+export type CampaignSkipReason = Exclude<PreflightCheckName, 'participant' | 'windowReachable'>;
 
 export interface CampaignSkip {
   resourceId: string;
@@ -235,10 +239,11 @@ export const MAX_SKIPS_LISTED = 100;
 
 /**
  * A campaign-wide check: the campaign id free (`campaignIdFree`), a resource to start
- * (`resourcesToStart`), and each participant, asked once (`participant`).
+ * (`resourcesToStart`), and, for the first resource that would start, each participant asked once
+ * (`participant`) and the cutover window (`windowReachable`, with a window).
  */
 export type CampaignPreflightCheck = Omit<PreflightCheck, 'check'> & {
-  check: 'campaignIdFree' | 'resourcesToStart' | 'participant';
+  check: 'campaignIdFree' | 'resourcesToStart' | 'participant' | 'windowReachable';
   /** Participant checks: the resource they were asked about. */
   resourceId?: string;
 };
@@ -248,7 +253,7 @@ export type CampaignPreflightCheck = Omit<PreflightCheck, 'check'> & {
  * Every migration is taken at its floor: the convergence wait and the in-flight grace (the dry run's
  * timing), no bulk copy (its duration is unknown) and a write phase of no time (`lowerBoundSeconds`) or
  * of its whole write budget (`withWriteBudgetSeconds`); starts as early as maxConcurrent and
- * startsPerMinute let them, ticks taking no time.
+ * startsPerMinute let them, ticks taking no time, no wait for a cutover window's slots.
  */
 export interface CampaignEstimate {
   /** The resources it would start. */

@@ -12,6 +12,7 @@ import type { Ending, Prelocked } from './workflow/state';
 import { publish } from './workflow/steps';
 import { writePhase } from './workflow/write';
 import { worstCaseCopyActions } from './workflow/copy';
+import { worstCaseWindowActions } from './workflow/window';
 
 export { renewEveryMs } from './workflow/copy';
 export { cancelMigration } from './workflow/cancel';
@@ -76,13 +77,17 @@ export function migrationSettings(config: Config): MigrationSettings {
     migrationAttempts: config.migration.migrationAttempts,
     migrationRetryDelaySeconds: config.migration.migrationRetryDelaySeconds,
     attemptActionsBound: attemptActionsBound(config),
+    prelockMaxSeconds: config.timing.prelockMaxSeconds,
   };
 }
 
 /** Steps of an attempt besides its copies: pre-lock, convergence, escalations, swap, release, status. */
 const ATTEMPT_STEP_ACTIONS = 200;
 
-/** One attempt's worst-case history (worstCaseCopyActions, as config.ts checks it) and its other steps. */
+/**
+ * One attempt's worst-case history (worstCaseCopyActions, as config.ts checks it), its waits for a
+ * cutover window (worstCaseWindowActions) and its other steps.
+ */
 export function attemptActionsBound(config: Config): number {
   const t = config.timing;
   const m = config.migration;
@@ -97,6 +102,12 @@ export function attemptActionsBound(config: Config): number {
       deltaAttempts: m.deltaAttempts,
       pollMinSeconds: m.participantPollMinSeconds,
       pollMaxSeconds: m.participantPollMaxSeconds,
+    }) +
+    // version 4: waiting for a cutover window (workflow/window.ts)
+    worstCaseWindowActions({
+      prelockMaxSeconds: t.prelockMaxSeconds,
+      hardDeleteLeaseSeconds: t.hardDeleteLeaseSeconds,
+      deltaAttempts: m.deltaAttempts,
     })
   );
 }

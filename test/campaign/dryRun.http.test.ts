@@ -272,6 +272,36 @@ test('a body a create refuses is the same 400; a reader may not dry-run (Migrati
   expect(forbidden.status).toBe(403);
 });
 
+test('a window is validated as a create validates it, and checked once: reachable or not', async () => {
+  const at = (ms: number) => new Date(clock.now() + ms).toISOString();
+  const body = (window: unknown) => ({ target: TARGET, resources: ['ok-1', 'ok-2'], window, dryRun: true });
+  const open = await call('startCampaign', { body: body({ notAfter: at(7 * 86_400_000) }) });
+  expect(open.status).toBe(200);
+  const report = open.body as CampaignPreflightReport;
+  expect(report.window).toEqual({ notAfter: at(7 * 86_400_000) });
+  expect(report.checks.filter((c) => c.check === 'windowReachable')).toEqual([
+    expect.objectContaining({ ok: true }),
+  ]);
+  expect(report.timing?.nextWriteSlotAt).toEqual(expect.any(String));
+  // a slot a month away is past a new lock's cap: not ok, and no resource blamed for it
+  const far = (await call('startCampaign', { body: body({ notBefore: at(30 * 86_400_000) }) }))
+    .body as CampaignPreflightReport;
+  expect(far.ok).toBe(false);
+  expect(far.checks.find((c) => c.check === 'windowReachable')).toMatchObject({
+    ok: false,
+    detail: expect.stringContaining('WindowUnreachable'),
+  });
+  expect(far).toMatchObject({ wouldStart: 2, skipped: { count: 0 } });
+  // a malformed window, or one already over by the host's clock: the create's 400
+  const malformed = await call('startCampaign', {
+    body: body({ daily: { start: '25:00', end: '04:00', timeZone: 'Europe/Amsterdam' } }),
+  });
+  expect(malformed.status).toBe(400);
+  const over = await call('startCampaign', { body: body({ notAfter: at(-60_000) }) });
+  expect(over.status).toBe(400);
+  expect((over.body as { detail: string }).detail).toContain('window.notAfter');
+});
+
 test('the queue refuses a campaign dry run: poison with the reason, nothing created', async () => {
   const outcome = await handleCampaignMessage(
     { target: TARGET, resources: ['ok-1'], dryRun: true },

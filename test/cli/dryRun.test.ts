@@ -87,6 +87,28 @@ test('campaign start --dry-run prints the report, --json prints it raw; a failin
   expect(there.stdout).toMatch(/^✗ resourcesToStart: none of its 3 resources would start$/m);
   expect(there.stdout).toMatch(/skip 3 \(notAtTarget 3\)/);
 
+  // the window flags reach the dry run of both starts: its check read out
+  const notAfter = new Date(Date.now() + 7 * 86_400_000).toISOString();
+  for (const start of [
+    ['campaign', 'start', '--target', 'eastus', '--resource', 'cdry-1'],
+    ['migration', 'start', 'cdry-1', '--target', 'eastus'],
+  ]) {
+    const windowed = await runCli([...start, '--not-after', notAfter, '--dry-run'], env);
+    expect({ start, code: windowed.code }).toEqual({ start, code: 0 });
+    expect(windowed.stdout).toMatch(/^✓ windowReachable: /m);
+  }
+  const over = await runCli(
+    [
+      ...['campaign', 'start', '--target', 'eastus', '--resource', 'cdry-1'],
+      '--not-after',
+      '2020-01-01T00:00:00Z',
+      '--dry-run',
+    ],
+    env,
+  );
+  expect(over.code).toBe(1);
+  expect(over.stderr).toMatch(/window\.notAfter/);
+
   // a body the API refuses is still exit 1 (a 400), not a report
   const bad = await runCli(
     ['campaign', 'start', '--target', 'eastus', '--resource', 'bad id!', '--dry-run'],

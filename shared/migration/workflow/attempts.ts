@@ -13,6 +13,7 @@ import { MAX_ORCHESTRATION_ACTIONS } from './copy';
 import { tryPrelock, prelockRefusal } from './prelock';
 import { cancelMigration, cancelledBeforeStart } from './cancel';
 import { type Ending, type Failure, type Prelocked, cancelled } from './state';
+import { windowShutBeforePrelock } from './window';
 import { CancelRequested, activity, now, publish, sleep, sleepUntil } from './steps';
 
 /**
@@ -171,6 +172,9 @@ function* oneAttempt(
   // a cancel before this attempt's pre-lock: it never takes a lock (workflow/cancel.ts)
   const neverStarted = yield* cancelledBeforeStart(input, running);
   if (neverStarted) return { kind: 'done', status: neverStarted };
+  // version 4: a cutover window closed for good, or beyond a new lock's cap, takes no lock
+  const shut = yield* windowShutBeforePrelock(input);
+  if (shut) return { kind: 'failed', status: running, ...shut, lockHeld: false };
   const tried = yield* tryPrelock(input, running);
   if (tried.kind === 'cancelled') return { kind: 'done', status: yield* cancelMigration(input, tried) };
   if (tried.kind === 'unanswered') {

@@ -12,6 +12,7 @@ import {
 } from './state';
 import { activity, publish, sleep, stopIfCancelled } from './steps';
 import { swapPhase } from './swap';
+import { windowPhase } from './window';
 
 /** A write-lock attempt whose delta (or swap) overran the write budget; writes resumed. */
 interface Overran {
@@ -35,6 +36,10 @@ export function* writePhase(state: Moving): Generator<Step, Ending, unknown> {
       if (renewed.kind !== 'next') return renewed;
       current = renewed.state;
     }
+    // version 4: the write lock only inside the cutover window (workflow/window.ts)
+    const open = yield* guarded(current, windowPhase);
+    if (open.kind !== 'next') return open;
+    current = open.state;
     const tried = yield* guarded(current, (held) => writeAttempt(held, attempt));
     if (tried.kind !== 'overran') return tried;
     current = tried.state;
