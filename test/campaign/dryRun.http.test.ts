@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse } from 'yaml';
 import { handleCampaignMessage } from '../../functions/campaignQueue';
 import type { Services } from '../../functions/services';
 import type { CampaignService } from '../../shared/campaign/service';
@@ -300,6 +301,28 @@ test('a window is validated as a create validates it, and checked once: reachabl
   const over = await call('startCampaign', { body: body({ notAfter: at(-60_000) }) });
   expect(over.status).toBe(400);
   expect((over.body as { detail: string }).detail).toContain('window.notAfter');
+});
+
+test("openapi.yaml's CampaignPreflightReport names every field the report has, and requires those it always has", async () => {
+  const spec = parse(readFileSync(join(__dirname, '../../openapi.yaml'), 'utf8')) as {
+    components: { schemas: Record<string, { required: string[]; properties: Record<string, unknown> }> };
+  };
+  const schema = spec.components.schemas.CampaignPreflightReport!;
+  const res = await call('startCampaign', {
+    body: {
+      campaignId: 'c-doc',
+      target: TARGET,
+      resources: ['ok-1'],
+      window: { notAfter: new Date(clock.now() + 86_400_000).toISOString() },
+      dryRun: true,
+    },
+  });
+  const keys = Object.keys(res.body as object).sort();
+  expect(keys).toEqual(Object.keys(schema.properties).sort());
+  const minimal = await call('startCampaign', {
+    body: { target: TARGET, from: { region: 'westeurope' }, dryRun: true },
+  });
+  expect(Object.keys(minimal.body as object).sort()).toEqual([...schema.required].sort());
 });
 
 test('the queue refuses a campaign dry run: poison with the reason, nothing created', async () => {
