@@ -168,6 +168,7 @@ export function migrationDetails(m: MigrationStatus): string {
     ['phase', m.phase],
     ['target', where(m.target)],
   ];
+  if (m.waitingForWindow) lines.push(['window', `waiting; opens ${m.waitingForWindow.nextOpening}`]);
   if (m.attempt !== undefined) lines.push(['attempt', String(m.attempt)]);
   if (t.prelockAt) lines.push(['pre-lock', t.prelockAt]);
   if (t.hardDeleteAt) lines.push(['hard-delete', t.hardDeleteAt]);

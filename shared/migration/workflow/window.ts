@@ -7,7 +7,7 @@ import { type Moving, type PhaseResult, failed, next, refused } from './state';
 import { now, publish, sleepUntil } from './steps';
 
 /**
- * Cutover windows in the workflow (version 4, issue 19 §3; docs/design.md §6.9). The pre-lock and the
+ * Cutover windows in the workflow (version 4, issue 19 §3; docs/design.md §6.10). The pre-lock and the
  * copies run whenever; the write lock is only taken at a slot where the whole write budget fits in
  * `input.window` (nextWriteSlot, shared/migration/window.ts). Until then the workflow waits on durable,
  * cancellable timers, renewing the hard-delete lock as during the bulk copy, never past the lock's own
