@@ -134,8 +134,8 @@ export function campaignPreflight(
               : `none of its ${facts.resources.length} resources would start`,
         },
   );
-  // the campaign-wide checks of one migration, the first that would start: its participants (asked
-  // about it) and its cutover window (every member's; later members meet it later, not sooner)
+  // the campaign-wide checks, of the first migration that would start: its participants (asked about
+  // it) and the cutover window (later members meet it later, maybe closed: each start checks it again)
   const first = firstToStart(facts, now, s);
   const answers = facts.participants?.resourceId === first?.resourceId ? facts.participants?.answers : [];
   const firstReport = first && memberReport(facts, first, now, s, answers, request.window);
