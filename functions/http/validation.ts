@@ -142,6 +142,8 @@ export const startCampaignBody = z
     startsPerMinute: startsPerMinute.optional(),
     migrationAttempts: wholeNumber(1, MAX_MIGRATION_ATTEMPTS).optional(),
     window: cutoverWindow.optional(),
+    /** A dry run (issue 19 §2): 200 with a campaign preflight report, nothing written. HTTP only. */
+    dryRun: z.boolean().optional(),
   })
   .refine((b) => (b.resources === undefined) !== (b.from === undefined), {
     message: 'give exactly one of resources (a list of ids) or from ({region, limit?})',

@@ -308,7 +308,7 @@ const digestOf = (ids: readonly string[]): string =>
   createHash('sha256').update(JSON.stringify(ids)).digest('hex');
 
 /** Exactly one of `resources` and `from`. */
-function sourceOf(request: CampaignRequest): CampaignSource {
+export function sourceOf(request: CampaignRequest): CampaignSource {
   if ((request.resources === undefined) === (request.from === undefined))
     throw new RouteLockError(
       'BadRequest',
@@ -327,7 +327,7 @@ function sourceOf(request: CampaignRequest): CampaignSource {
 }
 
 /** 1 to 1,000 ids, none of them the probe's (its routes move only under the probe). */
-function checkedIds(ids: readonly string[], field: string): string[] {
+export function checkedIds(ids: readonly string[], field: string): string[] {
   if (ids.length === 0 || ids.length > MAX_IDS_PER_REQUEST)
     throw new RouteLockError(
       'BadRequest',

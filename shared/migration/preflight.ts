@@ -6,6 +6,7 @@ import { earliestEscalationAt, liveLock, phaseExpiresAt, retiredSourceWindow } f
 import { type AllowedRegions, isAllowedRegion } from '../regions';
 import type { Router } from '../router';
 import type { MigrationRecords } from '../store/ports/migrations';
+import type { MigrationRecord } from './records';
 import { classifyAnswer, participantTiming } from './participantContract';
 import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
 import type { MigrationRequest } from './service';
@@ -251,47 +252,78 @@ export interface PreflightDeps {
   http?: ParticipantHttpOptions;
 }
 
-const unfinished = migrationStates.filter((state) => !terminalStates.has(state));
+/** The states of a migration that has not ended: a record in one holds the resource's claim. */
+export const unfinishedStates = migrationStates.filter((state) => !terminalStates.has(state));
 
-/** The I/O shell: reads the route and the records (nothing written), asks each participant in scope. */
-export async function runPreflight(deps: PreflightDeps, request: MigrationRequest): Promise<PreflightReport> {
-  const { resourceId } = request;
-  const target = normalizeLocation(request.target);
-  const doc = await deps.router.readAuthoritative(resourceId).then(
+/** The route as a start would read it (authoritative); null when there is none. */
+export function readPreflightRoute(
+  router: Pick<Router, 'readAuthoritative'>,
+  resourceId: string,
+): Promise<LocationDocument | null> {
+  return router.readAuthoritative(resourceId).then(
     (stored) => stored.doc,
     (error: unknown) => {
       if (isRouteLockError(error, 'NotFound')) return null;
       throw error;
     },
   );
-  const page = await deps.records.list({ resourceId, states: unfinished, limit: 1 });
-  const record = page.records[0];
-  const running = record
-    ? { migrationId: record.migrationId, status: record.status.status, target: record.target }
-    : null;
-  // without a route there is no source to name: the participants are not asked
-  const participants = doc
-    ? await Promise.all(
-        participantsFor(resourceId, deps.settings.participants).map(async (p) => ({
-          name: p.name,
-          answer: await askParticipant(p, doc.location, target, request, deps),
-        })),
-      )
-    : [];
-  const window = request.window;
-  return preflight({ resourceId, target, doc, running, participants, window }, deps.now(), {
-    timing: deps.timing,
-    migration: deps.settings,
-    allowedRegions: deps.router.allowedRegions,
-  });
 }
+
+/** A record's claim as the dry run names it (the record is unfinished). */
+export const runningOf = (record: MigrationRecord): RunningMigration => ({
+  migrationId: record.migrationId,
+  status: record.status.status,
+  target: record.target,
+});
+
+/** Each participant in scope of the resource, asked `preflight` (from the route's location). */
+export function askParticipants(
+  deps: Pick<PreflightDeps, 'settings' | 'http'>,
+  request: Pick<MigrationRequest, 'resourceId' | 'migrationId'>,
+  from: Location,
+  target: Location,
+): Promise<PreflightFacts['participants']> {
+  return Promise.all(
+    participantsFor(request.resourceId, deps.settings.participants).map(async (p) => ({
+      name: p.name,
+      answer: await askParticipant(p, from, target, request, deps),
+    })),
+  );
+}
+
+/** The I/O shell: reads the route and the records (nothing written), asks each participant in scope. */
+export async function runPreflight(deps: PreflightDeps, request: MigrationRequest): Promise<PreflightReport> {
+  const { resourceId } = request;
+  const target = normalizeLocation(request.target);
+  const doc = await readPreflightRoute(deps.router, resourceId);
+  const page = await deps.records.list({ resourceId, states: unfinishedStates, limit: 1 });
+  const record = page.records[0];
+  const running = record ? runningOf(record) : null;
+  // without a route there is no source to name: the participants are not asked
+  const participants = doc ? await askParticipants(deps, request, doc.location, target) : [];
+  const { window } = request;
+  return preflight(
+    { resourceId, target, doc, running, participants, window },
+    deps.now(),
+    preflightSettings(deps),
+  );
+}
+
+/** The pure core's settings, from the shell's deps. */
+export const preflightSettings = (
+  deps: Pick<PreflightDeps, 'router' | 'timing' | 'settings'>,
+): PreflightSettings => ({
+  timing: deps.timing,
+  migration: deps.settings,
+  allowedRegions: deps.router.allowedRegions,
+});
 
 function askParticipant(
   p: Participant,
   from: Location,
   to: Location,
-  request: MigrationRequest,
-  deps: PreflightDeps,
+  request: Pick<MigrationRequest, 'resourceId' | 'migrationId'>,
+  deps: Pick<PreflightDeps, 'settings' | 'http'>,
 ): Promise<HttpAnswer> {
   return requestParticipant(
     {
