@@ -3,7 +3,7 @@ import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/s
 import { parseConfig } from '../../shared/config';
 import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
 import { InProcessMigrationService } from '../../shared/migration/service';
-import type { HttpCall, MigrationInput } from '../../shared/migration/types';
+import { type HttpCall, type MigrationInput, WORKFLOW_VERSION } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
 import { TokenKeyring } from '../../shared/security/tokenKeys';
@@ -159,7 +159,7 @@ describe('Durable Functions', () => {
     expect(started.input).toMatchObject({
       migrationId: 'm-r',
       earlierAttempts: attempts,
-      workflowVersion: 3,
+      workflowVersion: WORKFLOW_VERSION,
     });
     expect(started.input.lock.nonce).not.toBe(input.lock.nonce);
     expect(await records.get('m-r')).toMatchObject({
