@@ -312,3 +312,11 @@ describe('negative control: a participant whose delta copy drops an item', () =>
     expect(r.server.dataAt(SOURCE, 'r-1')).toContain('late-1');
   });
 });
+
+test('a delta longer than one write lease (renewed on the way): verify runs on the renewed lock, then the swap', async () => {
+  // dev: a 30 s write lease renewed every 10 s within the 60 s budget; the delta's polls take 1+2+4+8+16 s
+  const r = await migrate({ deltaCopy: { kind: 'poll', polls: 4 }, verify: { kind: 'ok' } });
+  expect(r.status.status).toBe('Completed');
+  expect(r.status.deltaAttempts).toBe(1);
+  expect(outcomes(r.status.verifications)).toEqual([[1, 1, 'match', 3, 3]]);
+});

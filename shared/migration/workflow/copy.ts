@@ -95,7 +95,7 @@ export function* renewLock(
 
 /** How a phase-lock renewal at a copy's deadline went. */
 type Renewal =
-  | { kind: 'renewed'; etag: string; phaseEndsAt: number }
+  | { kind: 'renewed'; etag: string; phaseEndsAt: number; phaseExpiresAt: string }
   /** The lock's end can move no further (the write budget, the parent's cap): the copy runs to it. */
   | { kind: 'final' }
   | { kind: 'refused'; result: Extract<ActivityResult<null>, { ok: false }> };
@@ -112,7 +112,12 @@ function* renewForCopy(
       renewed.value.phaseExpiresAt,
       state.input.settings.clockSkewSeconds ?? 0,
     );
-    return { kind: 'renewed', etag: renewed.value.etag, phaseEndsAt };
+    return {
+      kind: 'renewed',
+      etag: renewed.value.etag,
+      phaseEndsAt,
+      phaseExpiresAt: renewed.value.phaseExpiresAt,
+    };
   }
   if (renewed.code === 'FreezeBudgetExceeded' || renewed.code === 'MaxLeaseReached') return { kind: 'final' };
   return { kind: 'refused', result: renewed };
@@ -220,6 +225,11 @@ export interface CopyOutcome {
   etag: string;
   /** On success (version 2), each participant's final answer, in the settings' order. */
   answers?: ParticipantAnswer[];
+  /**
+   * The phase lock's end after the renewals the copy made (version 2): a step after it under the same
+   * lock (version 4's verify after the delta) runs to this end, not to the grant's first one.
+   */
+  phaseExpiresAt?: string;
 }
 
 /**
@@ -412,6 +422,7 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
   let etag = state.etag;
   const skew = s.clockSkewSeconds ?? 0;
   let phaseEndsAt = holderEndsAt(state.grant.phaseExpiresAt, skew);
+  let phaseExpiresAt = state.grant.phaseExpiresAt;
   let renewable = true;
   const start = yield* now();
   // Kept across rounds: rounds that end early must not push the renewal back.
@@ -432,7 +443,7 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
     const open = progress.filter((p) => !p.done);
     if (open.length === 0) {
       const answers = progress.flatMap((p) => (p.answer ? [p.answer] : []));
-      return { result: { ok: true, value: null }, etag, answers };
+      return { result: { ok: true, value: null }, etag, answers, phaseExpiresAt };
     }
     const deadline = renewable ? Math.min(renewAt, phaseEndsAt) : phaseEndsAt;
     let t = yield* now();
@@ -451,7 +462,7 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
           t = yield* now();
           renewAt = t + renewEveryMs(job.leaseSeconds);
           if (renewal.kind === 'final') renewable = false;
-          else ({ etag, phaseEndsAt } = renewal);
+          else ({ etag, phaseEndsAt, phaseExpiresAt } = renewal);
           if (t >= phaseEndsAt) return { result: ranOut(job, phaseEndsAt), etag };
         }
         const roundDeadline = renewable ? Math.min(renewAt, phaseEndsAt) : phaseEndsAt;
@@ -496,6 +507,6 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
     renewAt = (yield* now()) + renewEveryMs(job.leaseSeconds);
     if (renewal.kind === 'refused') return { result: renewal.result, etag };
     if (renewal.kind === 'final') renewable = false;
-    else ({ etag, phaseEndsAt } = renewal);
+    else ({ etag, phaseEndsAt, phaseExpiresAt } = renewal);
   }
 }

@@ -100,7 +100,10 @@ function* deltaCopyAndSwap(state: Escalated, attempt: number): Generator<Step, E
     phase: 'write',
     leaseSeconds: Math.min(s.writeLeaseSeconds, s.writeBudgetSeconds),
   });
-  const copied: Escalated = { ...state, etag: copy.etag };
+  // the write lock as the delta's renewals left it: verify runs on under it, to its renewed end
+  const grant =
+    copy.phaseExpiresAt === undefined ? state.grant : { ...state.grant, phaseExpiresAt: copy.phaseExpiresAt };
+  const copied: Escalated = { ...state, etag: copy.etag, grant };
   if (!copy.result.ok) {
     if (copy.result.code !== 'LockExpired')
       return failed(copied, `deltaCopy: ${copy.result.code}: ${copy.result.message}`, copy.result.code);
