@@ -78,6 +78,7 @@ export function migrationSettings(config: Config): MigrationSettings {
     migrationRetryDelaySeconds: config.migration.migrationRetryDelaySeconds,
     attemptActionsBound: attemptActionsBound(config),
     prelockMaxSeconds: config.timing.prelockMaxSeconds,
+    requireVerify: config.migration.requireVerify,
   };
 }
 
