@@ -1,10 +1,16 @@
 import type {
   CampaignLimitsPatch,
+  CampaignPreflightReport,
   CampaignRequest,
   CampaignState,
   CampaignStatus,
 } from '../shared/campaign/types';
-import type { MigrationListQuery, MigrationStatus, PreflightReport } from '../shared/migration/types';
+import type {
+  CutoverWindow,
+  MigrationListQuery,
+  MigrationStatus,
+  PreflightReport,
+} from '../shared/migration/types';
 import type { Location } from '../shared/lock/document';
 
 /**
@@ -165,6 +171,10 @@ export class RouteLockApi {
   startCampaign(request: CampaignRequest): Promise<StartedCampaign> {
     return this.request('POST', 'campaigns', request);
   }
+  /** A campaign's dry run (issue 19 §2): its preflight report, nothing written. */
+  preflightCampaign(request: CampaignRequest): Promise<CampaignPreflightReport> {
+    return this.request('POST', 'campaigns', { ...request, dryRun: true });
+  }
   campaign(campaignId: string): Promise<CampaignStatus> {
     return this.request('GET', `campaigns/${seg(campaignId)}`);
   }
@@ -185,6 +195,7 @@ export class RouteLockApi {
     resourceId: string;
     target: Location;
     migrationId?: string;
+    window?: CutoverWindow;
   }): Promise<StartedMigration> {
     return this.request('POST', 'migrations', body);
   }
@@ -193,6 +204,7 @@ export class RouteLockApi {
     resourceId: string;
     target: Location;
     migrationId?: string;
+    window?: CutoverWindow;
   }): Promise<PreflightReport> {
     return this.request('POST', 'migrations', { ...body, dryRun: true });
   }

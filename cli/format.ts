@@ -1,6 +1,12 @@
-import type { CampaignCounts, CampaignStatus } from '../shared/campaign/types';
+import type { CampaignCounts, CampaignPreflightReport, CampaignStatus } from '../shared/campaign/types';
 import { type Location, describeLocation } from '../shared/lock/document';
-import { type MigrationStatus, type PreflightReport, terminalStates } from '../shared/migration/types';
+import {
+  type CutoverWindow,
+  type MigrationStatus,
+  type PreflightReport,
+  type PreflightTiming,
+  terminalStates,
+} from '../shared/migration/types';
 
 /**
  * Human output of the command line: pure functions from the API's JSON to text (`--json` prints the
@@ -18,6 +24,8 @@ export const EXIT = {
   unreachable: 3,
   /** `--watch` saw it end, but not every resource moved (Cancelled, Failed, Conflict, skipped). */
   endedUnmoved: 4,
+  /** A `--dry-run` found a check failing. */
+  checkFailed: 5,
 } as const;
 
 export const where = (location: Location | undefined): string => (location ? describeLocation(location) : '');
@@ -160,6 +168,7 @@ export function migrationDetails(m: MigrationStatus): string {
     ['phase', m.phase],
     ['target', where(m.target)],
   ];
+  if (m.waitingForWindow) lines.push(['window', `waiting; opens ${m.waitingForWindow.nextOpening}`]);
   if (m.attempt !== undefined) lines.push(['attempt', String(m.attempt)]);
   if (t.prelockAt) lines.push(['pre-lock', t.prelockAt]);
   if (t.hardDeleteAt) lines.push(['hard-delete', t.hardDeleteAt]);
@@ -197,15 +206,86 @@ function keyValues(lines: readonly [string, string][]): string {
 
 /** A dry run's report, a line per check (✓ / ✗), then the timing. */
 export function preflightLines(report: PreflightReport): string {
-  const t = report.timing;
   return [
     `dry run of ${report.resourceId} → ${report.target.region}: ${report.ok ? 'ok' : 'a check fails'}`,
-    ...report.checks.map(
-      (c) =>
-        `${c.ok ? '✓' : '✗'} ${c.participant === undefined ? c.check : `participant ${c.participant}`}: ${c.detail}${c.outcome === 'notImplemented' ? ' (notImplemented)' : ''}`,
-    ),
-    `convergence wait: ${t.convergenceWaitSeconds} s`,
-    `earliest write lock: ${t.earliestWriteLockAt}${t.bulkCopyDuration === 'unknown' ? ' + the bulk copy (duration unknown)' : ''}`,
-    `write budget: ${t.writeBudgetSeconds} s; attempts: ${t.migrationAttempts}`,
+    ...report.checks.map(checkLine),
+    ...timingLines(report.timing),
   ].join('\n');
+}
+
+type CheckShown = Pick<PreflightReport['checks'][number], 'ok' | 'detail' | 'participant' | 'outcome'> & {
+  check: string;
+};
+
+const checkLine = (c: CheckShown): string =>
+  `${c.ok ? '✓' : '✗'} ${c.participant === undefined ? c.check : `participant ${c.participant}`}: ${c.detail}${c.outcome === 'notImplemented' ? ' (notImplemented)' : ''}`;
+
+const timingLines = (t: PreflightTiming): string[] => [
+  `convergence wait: ${t.convergenceWaitSeconds} s`,
+  `earliest write lock: ${t.earliestWriteLockAt}${t.bulkCopyDuration === 'unknown' ? ' + the bulk copy (duration unknown)' : ''}`,
+  `write budget: ${t.writeBudgetSeconds} s; attempts: ${t.migrationAttempts}`,
+  ...(t.nextWriteSlotAt === undefined ? [] : [`window's next write slot: ${t.nextWriteSlotAt ?? 'none'}`]),
+];
+
+/** `campaign start --dry-run`: the counts, the skipped by reason (and by name), the checks, the estimate. */
+export function campaignPreflightLines(report: CampaignPreflightReport): string {
+  const { skipped, estimate: e, source } = report;
+  const name = report.campaignId === undefined ? 'campaign' : `campaign ${report.campaignId}`;
+  const from =
+    source.kind === 'ids'
+      ? `ids${source.duplicates > 0 ? `, ${source.duplicates} duplicate(s) kept once` : ''}`
+      : `routes at ${source.region}${source.limit === undefined ? '' : `, limit ${source.limit}`}`;
+  const reasons = Object.entries(skipped.byReason).map(([reason, n]) => `${reason} ${n}`);
+  const copy = e.bulkCopyDuration === 'unknown' ? ', plus each bulk copy (duration unknown)' : '';
+  return [
+    `dry run of ${name} → ${where(report.target)}: ${report.ok ? 'ok' : 'a check fails'}`,
+    `resources: ${report.resourceCount} (${from}); would start ${report.wouldStart}, skip ${skipped.count}${reasons.length > 0 ? ` (${reasons.join(', ')})` : ''}`,
+    ...skipped.resources.map((s) => `  skip ${s.resourceId}: ${s.reason}: ${s.detail}`),
+    ...(skipped.truncated
+      ? [
+          `  … ${skipped.count - skipped.resources.length} more skipped (--json lists the first ${skipped.resources.length})`,
+        ]
+      : []),
+    ...report.checks.map(
+      (c) => checkLine(c) + (c.resourceId === undefined ? '' : ` (asked about ${c.resourceId})`),
+    ),
+    ...(report.timing === null ? [] : ['one migration:', ...timingLines(report.timing).map((l) => `  ${l}`)]),
+    `limits: maxConcurrent ${report.limits.maxConcurrent}${report.limits.startsPerMinute === undefined ? '' : `, ${report.limits.startsPerMinute} starts a minute`}`,
+    `estimate: at least ${duration(e.lowerBoundSeconds)} (${e.migrations} migrations in ${e.waves} wave(s), limited by ${e.limitedBy}); ${duration(e.withWriteBudgetSeconds)} if every write budget is used${copy}`,
+  ].join('\n');
+}
+
+/** The window flags of `migration start` and `campaign start` as a request's `window` (undefined: none). */
+export function windowFromFlags(flags: {
+  notBefore?: string | undefined;
+  notAfter?: string | undefined;
+  daily?: string | undefined;
+  timeZone?: string | undefined;
+}): CutoverWindow | undefined {
+  const { notBefore, notAfter, daily, timeZone } = flags;
+  for (const [flag, value] of [
+    ['--not-before', notBefore],
+    ['--not-after', notAfter],
+  ] as const)
+    if (value !== undefined && (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(Date.parse(value))))
+      throw new TypeError(`${flag}: expected an ISO 8601 instant (2026-12-01T22:00:00Z), got "${value}"`);
+  if ((daily === undefined) !== (timeZone === undefined))
+    throw new TypeError('--daily and --time-zone go together (the daily window is local time in that zone)');
+  let span: CutoverWindow['daily'];
+  if (daily !== undefined && timeZone !== undefined) {
+    const match = /^(\d{2}:\d{2})-(\d{2}:\d{2})$/.exec(daily);
+    if (!match) throw new TypeError(`--daily: expected HH:MM-HH:MM (22:00-04:00), got "${daily}"`);
+    try {
+      new Intl.DateTimeFormat('en', { timeZone });
+    } catch {
+      throw new TypeError(`--time-zone: "${timeZone}" is not an IANA time zone (Europe/Amsterdam)`);
+    }
+    span = { start: match[1] as string, end: match[2] as string, timeZone };
+  }
+  const window: CutoverWindow = {
+    ...(notBefore === undefined ? {} : { notBefore }),
+    ...(notAfter === undefined ? {} : { notAfter }),
+    ...(span === undefined ? {} : { daily: span }),
+  };
+  return Object.keys(window).length === 0 ? undefined : window;
 }

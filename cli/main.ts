@@ -9,7 +9,7 @@ import {
   MAX_IDS_PER_REQUEST,
   campaignStates,
 } from '../shared/campaign/types';
-import { type MigrationStatus, migrationStates } from '../shared/migration/types';
+import { type CutoverWindow, type MigrationStatus, migrationStates } from '../shared/migration/types';
 import { ApiRefused, ApiUnreachable, DEFAULT_TIMEOUT_MS, DEFAULT_URL, RouteLockApi } from './api';
 import {
   EXIT,
@@ -28,13 +28,15 @@ import {
   outcomeCounts,
   parseLocation,
   preflightLines,
+  campaignPreflightLines,
+  windowFromFlags,
 } from './format';
 
 /**
  * `npx routelock campaign …|migration …`: the operator command line, a client of the HTTP API only.
  * Exit codes: 0 done, 1 the API refused, 2 bad usage (nothing sent), 3 the host did not answer,
  * 4 a `--watch` saw the campaign or migration end without moving every resource, 5 a `--dry-run` found a
- * check failing.
+ * check failing (`campaign start --dry-run` and `migration start --dry-run`).
  */
 
 export interface Io {
@@ -70,6 +72,28 @@ const location = (value: string) => {
   }
 };
 const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+/** The cutover window flags both starts take (issue 19 §3); the API validates the window itself. */
+function windowOptions(command: Command): Command {
+  return command
+    .option('--not-before <iso>', 'take the write lock no earlier than this instant')
+    .option('--not-after <iso>', 'take the write lock no later than this instant')
+    .option('--daily <HH:MM-HH:MM>', 'take the write lock only in this daily span (with --time-zone)')
+    .option('--time-zone <IANA>', "--daily's time zone (Europe/Amsterdam)");
+}
+
+/** The `window` body the flags build, or none; a malformed flag is a usage error (nothing sent). */
+function windowOf(o: { notBefore?: string; notAfter?: string; daily?: string; timeZone?: string }): {
+  window?: CutoverWindow;
+} {
+  let window: CutoverWindow | undefined;
+  try {
+    window = windowFromFlags(o);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  return window === undefined ? {} : { window };
+}
 
 interface GlobalOptions {
   url?: string;
@@ -170,8 +194,7 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
   // ---------------------------------------------------------------------------------------------
   const campaign = program.command('campaign').description('start, watch and steer campaigns');
 
-  campaign
-    .command('start')
+  windowOptions(campaign.command('start'))
     .description('start a campaign moving many resources to one target')
     .requiredOption('--target <region[/account]>', 'where the resources go', location)
     .option('--resources-file <file>', 'resource ids, one a line (- for stdin)')
@@ -190,6 +213,10 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
     )
     .option('--attempts <n>', "each migration's attempts", positiveInt('--attempts'))
     .option('--campaign-id <id>', 'its id (default: the API chooses)')
+    .option(
+      '--dry-run',
+      'only report what a create would meet: each resource checked, the estimate (writes nothing; exit 5 when a check fails)',
+    )
     .action(async (o, cmd: Command) => {
       const sources = [o.resourcesFile !== undefined, o.resource !== undefined, o.from !== undefined];
       if (sources.filter(Boolean).length !== 1)
@@ -197,6 +224,7 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
       if (o.limit !== undefined && o.from === undefined) throw new UsageError('--limit goes with --from');
       const ids = o.from === undefined ? readIds(o.resourcesFile, o.resource) : undefined;
       if (ids && ids.length === 0) throw new UsageError('no resource ids given');
+      const window = windowOf(o);
       const client = api(cmd);
       const request: CampaignRequest = {
         ...(o.campaignId !== undefined ? { campaignId: o.campaignId } : {}),
@@ -208,7 +236,17 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
         ...(o.maxConcurrent !== undefined ? { maxConcurrent: o.maxConcurrent } : {}),
         ...(o.startsPerMinute !== undefined ? { startsPerMinute: o.startsPerMinute } : {}),
         ...(o.attempts !== undefined ? { migrationAttempts: o.attempts } : {}),
+        ...window,
       };
+      if (o.dryRun === true) {
+        // one request's ids: the dry run answers for those (a create sends the rest as appended pages)
+        if (ids && ids.length > MAX_IDS_PER_REQUEST)
+          note(`the dry run covers the first ${MAX_IDS_PER_REQUEST} of ${ids.length} ids (one request's)`);
+        const report = await client.preflightCampaign(request);
+        print(cmd, report, () => campaignPreflightLines(report));
+        if (!report.ok) result.code = EXIT.checkFailed;
+        return;
+      }
       const started = await client.startCampaign(request);
       const rest = ids ? ids.slice(MAX_IDS_PER_REQUEST) : [];
       if (rest.length > 0) {
@@ -331,29 +369,26 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
   // ---------------------------------------------------------------------------------------------
   const migration = program.command('migration').description('start, watch, cancel and retry migrations');
 
-  migration
-    .command('start')
+  windowOptions(migration.command('start'))
     .description('move one resource (or join the migration it already has)')
     .argument('<resourceId>')
     .requiredOption('--target <region[/account]>', 'where it goes', location)
     .option('--migration-id <id>', 'its id (a repeated start with it joins)')
     .option('--dry-run', 'only report what a start would meet (writes nothing; exit 5 when a check fails)')
     .action(async (resourceId: string, o, cmd: Command) => {
-      if (o.dryRun === true) {
-        const report = await api(cmd).preflightMigration({
-          resourceId,
-          target: o.target,
-          ...(o.migrationId !== undefined ? { migrationId: o.migrationId } : {}),
-        });
-        print(cmd, report, () => preflightLines(report));
-        if (!report.ok) result.code = 5;
-        return;
-      }
-      const started = await api(cmd).startMigration({
+      const body = {
         resourceId,
         target: o.target,
         ...(o.migrationId !== undefined ? { migrationId: o.migrationId } : {}),
-      });
+        ...windowOf(o),
+      };
+      if (o.dryRun === true) {
+        const report = await api(cmd).preflightMigration(body);
+        print(cmd, report, () => preflightLines(report));
+        if (!report.ok) result.code = EXIT.checkFailed;
+        return;
+      }
+      const started = await api(cmd).startMigration(body);
       print(
         cmd,
         started,

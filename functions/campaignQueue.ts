@@ -51,6 +51,13 @@ export async function handleCampaignMessage(
   } catch (error) {
     return { kind: 'poison', reason: `invalid campaign message: ${(error as Error).message}` };
   }
+  const { dryRun, ...create } = request;
+  if (dryRun === true)
+    return {
+      kind: 'poison',
+      reason: 'a dry run is not accepted on the queue: a queue cannot answer (POST /api/campaigns)',
+    };
+  request = create;
   if (request.campaignId === undefined && messageId !== undefined) {
     request = { ...request, campaignId: messageCampaignId(messageId) };
   }

@@ -1,6 +1,8 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
+import { type CampaignPreflightDeps, runCampaignPreflight } from '../shared/campaign/preflight';
 import type { CreatedCampaign } from '../shared/campaign/service';
+import { migrationSettings } from '../shared/migration/workflow';
 import { type Caller, actorOf } from './http/auth';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
 import {
@@ -43,15 +45,41 @@ export function acceptedCampaign(started: CreatedCampaign): HttpResponseInit {
 const campaignOf = (request: HttpRequest): string =>
   parse(campaignId, request.params.campaignId ?? '', 'campaign id');
 
-/** POST /api/campaigns — 202; the same campaignId and target again answers the standing campaign. */
+/** The dry run's reads: the process's router, store, records and campaign records, the host's settings. */
+function campaignPreflightDeps(services: DryRunServices): CampaignPreflightDeps {
+  return {
+    router: services.router,
+    records: services.records,
+    store: services.store,
+    campaigns: services.campaignRecords,
+    timing: services.config.timing,
+    settings: migrationSettings(services.config),
+    maxMigrationAttempts: services.config.migration.migrationAttempts,
+    now: services.clock,
+  };
+}
+
+type DryRunServices = Pick<Services, 'router' | 'records' | 'store' | 'campaignRecords' | 'config' | 'clock'>;
+
+/**
+ * POST /api/campaigns — 202; the same campaignId and target again answers the standing campaign. With
+ * `dryRun: true`, 200 and a campaign preflight report: nothing written, on either runner alike.
+ */
 export async function startCampaign(
   request: HttpRequest,
   context: InvocationContext,
-  { campaigns }: CampaignDeps,
+  services: CampaignDeps & DryRunServices,
   caller: Caller,
 ): Promise<HttpResponseInit> {
-  const body = parse(startCampaignBody, await readJson(request), 'body');
-  return acceptedCampaign(await campaigns(context).create(body, actorOf(caller)));
+  const { dryRun, ...body } = parse(startCampaignBody, await readJson(request), 'body');
+  if (dryRun === true) {
+    const report = await runCampaignPreflight(campaignPreflightDeps(services), body);
+    context.log(
+      `campaign dry run: ${report.wouldStart} of ${report.resourceCount} would start, ${report.ok ? 'ok' : 'a check fails'}`,
+    );
+    return json(200, report);
+  }
+  return acceptedCampaign(await services.campaigns(context).create(body, actorOf(caller)));
 }
 
 export async function getCampaign(

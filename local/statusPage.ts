@@ -35,6 +35,7 @@ export const statusPageHtml = `<!doctype html>
   .badge { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px; font-weight:600; color:#fff; }
   .Completed { background:var(--ok); } .Failed, .Conflict { background:var(--bad); } .Running, .Pending { background:var(--run); } .NoOp, .Cancelled { background:var(--muted); }
   .Paused, .Cancelling { background:var(--hardDelete); color:#1d2330; }
+  .waiting { background:var(--hardDelete); color:#1d2330; margin-left:6px; }
   .phase-prelock { background:var(--prelock); color:#1d2330; } .phase-hardDelete { background:var(--hardDelete); color:#1d2330; } .phase-write { background:var(--write); }
   .none { color:var(--muted); }
   .track { display:flex; height:14px; border-radius:7px; overflow:hidden; background:#eef0f4; }
@@ -108,6 +109,8 @@ function campaignRows(list) {
     '</td><td><a class="migrations" href="#campaign=' + encodeURIComponent(s.campaignId) + '">show</a> · <a href="' + esc(s.migrationsUrl) + '">json</a></td></tr>').join('')
     : '<tr><td colspan="8" class="empty">No campaigns yet: POST /api/campaigns, or npx routelock campaign start</td></tr>';
 }
+// version 4: the write lock waits for the migration's cutover window (issue 19 §3)
+function waiting(m) { return m.waitingForWindow ? '<span class="badge waiting" title="the write lock waits for its cutover window">waiting for window · opens ' + esc(m.waitingForWindow.nextOpening) + '</span>' : ''; }
 function took(m) { const t = m.timeline; return t.prelockAt && t.swappedAt ? secs(t.prelockAt, t.swappedAt).toFixed(1) + ' s' : ''; }
 function metric(name, d) { return '<div class="metric"><small>' + name + ' p50 / p99</small><b>' + (d.count ? d.p50.toFixed(2) + ' / ' + d.p99.toFixed(2) + ' s' : '—') + '</b><small>' + d.count + ' samples, max ' + (d.max ?? 0).toFixed(2) + ' s</small></div>'; }
 async function refresh() {
@@ -122,7 +125,7 @@ async function refresh() {
     filter.hidden = !only;
     filter.innerHTML = only ? 'Migrations of campaign <b class="mono">' + esc(only) + '</b> · <a href="#">show all</a>' : '';
     document.getElementById('migrations').innerHTML = migrations.items.length ? migrations.items.map((m) =>
-      '<tr data-migration="' + esc(m.migrationId) + '" data-status="' + esc(m.status) + '"><td class="mono id" title="' + esc(m.migrationId) + '">' + esc(m.migrationId) + '</td><td class="mono">' + esc(m.resourceId) + '</td><td><span class="badge ' + esc(m.status) + '">' + esc(m.status) + '</span></td><td>' + esc(m.phase) + '</td><td class="bar">' + bar(m) + '</td><td>' + took(m) + '</td></tr>').join('')
+      '<tr data-migration="' + esc(m.migrationId) + '" data-status="' + esc(m.status) + '"><td class="mono id" title="' + esc(m.migrationId) + '">' + esc(m.migrationId) + '</td><td class="mono">' + esc(m.resourceId) + '</td><td><span class="badge ' + esc(m.status) + '">' + esc(m.status) + '</span></td><td>' + esc(m.phase) + waiting(m) + '</td><td class="bar">' + bar(m) + '</td><td>' + took(m) + '</td></tr>').join('')
       : '<tr><td colspan="6" class="empty">No migrations yet: POST /api/migrations</td></tr>';
     document.getElementById('routes').innerHTML = routes.items.length ? routes.items.map((r) =>
       '<tr><td class="mono">' + esc(r.resourceId) + '</td><td>' + where(r.location) + '</td><td>' + (r.lock ? '<span class="badge phase-' + esc(r.lock.phase) + '">' + esc(r.lock.phase) + '</span> → ' + where(r.lock.target) : '<span class="none">unlocked</span>') +

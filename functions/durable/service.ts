@@ -3,6 +3,7 @@ import type { DurableClient, DurableOrchestrationStatus } from 'durable-function
 import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
 import { instanceIdFor } from '../../shared/migration/instanceId';
+import { checkedWindow } from '../../shared/migration/window';
 import {
   type MigrationRecord,
   claimedAtOf,
@@ -117,6 +118,7 @@ export class DurableMigrationService implements MigrationService {
       target: request.target,
       settings: settingsFor(this.settings, request),
       lock: this.keyring.newSeed(),
+      window: checkedWindow(request.window, this.now()),
     });
     const record = newMigrationRecord(input, new Date(this.now()).toISOString(), request.campaignId);
     // The claim decides, not getStatus + startNew: of concurrent starts only its winner calls startNew.

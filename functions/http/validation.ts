@@ -9,6 +9,7 @@ import {
 import { MAX_MIGRATION_ATTEMPTS } from '../../shared/config';
 import { isRouteLockError } from '../../shared/errors';
 import { migrationStates } from '../../shared/migration/types';
+import { windowIssue } from '../../shared/migration/window';
 import { isProbeId } from '../../shared/probe';
 import { HttpProblem } from './problem';
 
@@ -90,6 +91,23 @@ export const campaignId = z.string().regex(campaignIdPattern, {
   message: 'must match ^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$',
 });
 
+/**
+ * A cutover window (issue 19 §3): its form here, by the one rule (shared/migration/window.ts), the
+ * field at fault named; whether `notAfter` is already past the starter checks by its own clock.
+ */
+export const cutoverWindow = z
+  .strictObject({
+    notBefore: z.string().max(64).optional(),
+    notAfter: z.string().max(64).optional(),
+    daily: z
+      .strictObject({ start: z.string().max(16), end: z.string().max(16), timeZone: z.string().max(64) })
+      .optional(),
+  })
+  .superRefine((window, ctx) => {
+    const issue = windowIssue(window, Number.NEGATIVE_INFINITY);
+    if (issue) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.field.split('.') });
+  });
+
 /** A whole number in [min, max], the message naming the range. */
 const wholeNumber = (min: number, max: number) =>
   z
@@ -123,6 +141,9 @@ export const startCampaignBody = z
     maxConcurrent: maxConcurrent.optional(),
     startsPerMinute: startsPerMinute.optional(),
     migrationAttempts: wholeNumber(1, MAX_MIGRATION_ATTEMPTS).optional(),
+    window: cutoverWindow.optional(),
+    /** A dry run (issue 19 §2): 200 with a campaign preflight report, nothing written. HTTP only. */
+    dryRun: z.boolean().optional(),
   })
   .refine((b) => (b.resources === undefined) !== (b.from === undefined), {
     message: 'give exactly one of resources (a list of ids) or from ({region, limit?})',
@@ -187,6 +208,8 @@ export const startMigrationBody = z.strictObject({
   migrationId: resourceId.optional(),
   /** A dry run (issue 19 §2): 200 with a preflight report, nothing written. HTTP only: a queue cannot answer. */
   dryRun: z.boolean().optional(),
+  /** Issue 19 §3: the write lock only inside this window. */
+  window: cutoverWindow.optional(),
 });
 
 function describeIssues(error: z.ZodError, where: string): string[] {

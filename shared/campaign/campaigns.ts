@@ -4,6 +4,7 @@ import { isRouteLockError, RouteLockError } from '../errors';
 import { describeLocation, sameLocation } from '../lock/document';
 import type { MigrationRecord } from '../migration/records';
 import { listLimit } from '../migration/service';
+import { checkedWindow } from '../migration/window';
 import { isProbeId } from '../probe';
 import { assertAllowedRegion } from '../regions';
 import type { Router } from '../router';
@@ -77,6 +78,8 @@ export class Campaigns implements CampaignService {
       recentStarts: [],
       writeLockHistogram: emptyHistogram(),
       ...(ids.length > 0 ? { firstPageDigest: digestOf(ids) } : {}),
+      // checked once here (a bad one is a 400); each member's start checks it again, at its time
+      ...(request.window === undefined ? {} : { window: checkedWindow(request.window, this.deps.now()) }),
     };
     const { created, record: standing } = await this.deps.campaigns.create(record);
     if (!created) {
@@ -305,7 +308,7 @@ const digestOf = (ids: readonly string[]): string =>
   createHash('sha256').update(JSON.stringify(ids)).digest('hex');
 
 /** Exactly one of `resources` and `from`. */
-function sourceOf(request: CampaignRequest): CampaignSource {
+export function sourceOf(request: CampaignRequest): CampaignSource {
   if ((request.resources === undefined) === (request.from === undefined))
     throw new RouteLockError(
       'BadRequest',
@@ -324,7 +327,7 @@ function sourceOf(request: CampaignRequest): CampaignSource {
 }
 
 /** 1 to 1,000 ids, none of them the probe's (its routes move only under the probe). */
-function checkedIds(ids: readonly string[], field: string): string[] {
+export function checkedIds(ids: readonly string[], field: string): string[] {
   if (ids.length === 0 || ids.length > MAX_IDS_PER_REQUEST)
     throw new RouteLockError(
       'BadRequest',

@@ -1,7 +1,8 @@
 import { isRouteLockError, RouteLockError } from '../errors';
-import type { MigrationState } from '../migration/types';
+import type { MigrationState, PreflightTiming } from '../migration/types';
 import {
   type CampaignCounts,
+  type CampaignEstimate,
   type CampaignLimits,
   type CampaignLimitsPatch,
   type CampaignMember,
@@ -364,6 +365,79 @@ export function etaSeconds(input: EtaInput): number | null {
   return Math.max(0, Math.ceil(endMs / 1000));
 }
 
+export interface DurationEstimateInput {
+  /** Migrations to run. */
+  migrations: number;
+  limits: Pick<CampaignLimits, 'maxConcurrent' | 'startsPerMinute'>;
+  /** One migration's duration, ms (the dry run's floor, with or without its write budget). */
+  perMigrationMs: number;
+}
+
+/**
+ * The least time (ms) `migrations` migrations of `perMigrationMs` each take under the limits, before
+ * any has run (a dry run; etaSeconds above goes by measured durations once some have ended). Start i
+ * is as early as the tick's rules allow: not before start i − maxConcurrent has ended (startsAllowed's
+ * room under maxConcurrent), and not before start i − startsPerMinute is 60 s old (its sliding window,
+ * START_WINDOW_MS). Ticks are taken to cost nothing, so a real campaign takes at least this.
+ */
+export function minimumCampaignMs(input: DurationEstimateInput): number {
+  const { migrations: n, limits, perMigrationMs: d } = input;
+  if (n <= 0) return 0;
+  const c = Math.max(1, limits.maxConcurrent);
+  const r = limits.startsPerMinute;
+  const starts = new Float64Array(n);
+  for (let i = 0; i < n; i += 1) {
+    const slot = i >= c ? (starts[i - c] as number) + d : 0;
+    const rate = r !== undefined && i >= r ? (starts[i - r] as number) + START_WINDOW_MS : 0;
+    starts[i] = Math.max(slot, rate);
+  }
+  // starts never fall (both bounds rise with i): the last start ends last
+  return (starts[n - 1] as number) + d;
+}
+
+/** Which limit sets minimumCampaignMs: the one that alone would take longer ('none': neither binds). */
+export function bindingLimit(input: DurationEstimateInput): 'maxConcurrent' | 'startsPerMinute' | 'none' {
+  const { migrations: n, limits, perMigrationMs: d } = input;
+  const c = Math.max(1, limits.maxConcurrent);
+  const r = limits.startsPerMinute;
+  const byConcurrency = n > c ? Math.ceil(n / c) * d : 0;
+  const byRate = r !== undefined && n > r ? Math.floor((n - 1) / r) * START_WINDOW_MS + d : 0;
+  if (byConcurrency === 0 && byRate === 0) return 'none';
+  return byRate > byConcurrency ? 'startsPerMinute' : 'maxConcurrent';
+}
+
+/** Rounds of maxConcurrent migrations. */
+export const wavesOf = (migrations: number, maxConcurrent: number): number =>
+  migrations <= 0 ? 0 : Math.ceil(migrations / Math.max(1, maxConcurrent));
+
+/**
+ * A dry run's estimate (CampaignEstimate): one migration's floor from its timing (now to the earliest
+ * write lock: the convergence wait and the in-flight grace), the campaign's least duration with write
+ * phases of no time and of their whole budget. Null timing (nothing would start): all zero.
+ */
+export function campaignEstimate(
+  migrations: number,
+  limits: Pick<CampaignLimits, 'maxConcurrent' | 'startsPerMinute'>,
+  timing: PreflightTiming | null,
+  now: number,
+): CampaignEstimate {
+  const floorMs = timing === null ? 0 : Math.max(0, Date.parse(timing.earliestWriteLockAt) - now);
+  const writeBudgetMs = (timing?.writeBudgetSeconds ?? 0) * 1000;
+  const bare = { migrations, limits, perMigrationMs: floorMs };
+  return {
+    migrations,
+    perMigrationMinimumSeconds: Math.ceil(floorMs / 1000),
+    writeBudgetSeconds: timing?.writeBudgetSeconds ?? 0,
+    bulkCopyDuration: timing?.bulkCopyDuration ?? 'none',
+    waves: wavesOf(migrations, limits.maxConcurrent),
+    limitedBy: bindingLimit(bare),
+    lowerBoundSeconds: Math.ceil(minimumCampaignMs(bare) / 1000),
+    withWriteBudgetSeconds: Math.ceil(
+      minimumCampaignMs({ ...bare, perMigrationMs: floorMs + writeBudgetMs }) / 1000,
+    ),
+  };
+}
+
 /** A member's state once its migration has this status (Pending and Running: still running). */
 export function memberStateOf(state: MigrationState): MemberState {
   switch (state) {
@@ -439,6 +513,7 @@ export function campaignView(record: CampaignRecord, now: number): CampaignStatu
     ...(record.cancelRequestedAt === undefined ? {} : { cancelRequestedAt: record.cancelRequestedAt }),
     ...(record.cancelRequestedBy === undefined ? {} : { cancelRequestedBy: record.cancelRequestedBy }),
     ...(record.lastTickError === undefined ? {} : { lastTickError: record.lastTickError }),
+    ...(record.window === undefined ? {} : { window: record.window }),
     migrationsUrl: migrationsUrlOf(record.campaignId),
   };
 }

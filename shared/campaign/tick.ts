@@ -4,6 +4,7 @@ import type { Config } from '../config';
 import { RouteLockError, isRouteLockError } from '../errors';
 import { claimedAtOf, type MigrationRecord } from '../migration/records';
 import { type MigrationStatus, terminalStates } from '../migration/types';
+import type { LocationDocument } from '../lock/document';
 import { isProbeId } from '../probe';
 import type { VersionedCampaign } from '../store/ports/campaigns';
 import {
@@ -404,6 +405,26 @@ export async function cancelPendingMembers(
 type FromSource = Extract<CampaignSource, { kind: 'from' }>;
 
 /**
+ * One page of a `from: {region}` selection: the listed routes now at the region (never the probe's),
+ * and where the list goes on (null: its end). The tick and the campaign's dry run both read it.
+ */
+export async function selectionPage(
+  store: Pick<TickDeps['store'], 'list'>,
+  region: string,
+  continuation: string | undefined,
+): Promise<{ routes: LocationDocument[]; continuation: string | null }> {
+  const page = await store.list({
+    lockedOnly: false,
+    limit: PAGE,
+    ...(continuation === undefined ? {} : { continuation }),
+  });
+  const routes = page.items
+    .map((item) => item.doc)
+    .filter((doc) => doc.location.region === region && !isProbeId(doc.id));
+  return { routes, continuation: page.continuation };
+}
+
+/**
  * One page of the route list: the routes at the source region become members. Their slots are
  * reserved on the record first (pages + 1, reserved + n; seqs reserved + index) so its seqs are this page's alone, then the
  * members are added, then the source's continuation moves on. A crash in between reads the same
@@ -428,19 +449,12 @@ async function selectPage(
   if (counts.pending >= Math.max(versioned.record.limits.maxConcurrent, SELECTION_LOW_WATER)) return none;
   let page;
   try {
-    page = await deps.store.list({
-      lockedOnly: false,
-      limit: PAGE,
-      ...(source.continuation === undefined ? {} : { continuation: source.continuation }),
-    });
+    page = await selectionPage(deps.store, source.region, source.continuation);
   } catch (error) {
     findings.errors.push(`selecting routes at ${source.region}: ${messageOf(error)}`);
     return none;
   }
-  const matching = page.items
-    .map((item) => item.doc)
-    .filter((doc) => doc.location.region === source.region && !isProbeId(doc.id))
-    .map((doc) => doc.id);
+  const matching = page.routes.map((doc) => doc.id);
   const record = versioned.record;
   const limitRoom = source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected;
   const capacityRoom = MAX_CAMPAIGN_RESOURCES - record.reserved;
@@ -567,6 +581,7 @@ async function startMembers(
         ...(record.limits.migrationAttempts === undefined
           ? {}
           : { migrationAttempts: record.limits.migrationAttempts }),
+        ...(record.window === undefined ? {} : { window: record.window }),
       });
       findings.firstStartAt ??= now;
       const { startFailures: _f, ...ok } = member;
@@ -707,7 +722,7 @@ async function mustGet(deps: Pick<TickDeps, 'campaigns'>, campaignId: string): P
 }
 
 /** `work` over `items`, at most PARALLEL at once, results in order. */
-async function inParallel<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<R[]> {
+export async function inParallel<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {

@@ -1,5 +1,5 @@
 import type { Location } from '../lock/document';
-import type { CutoverWindow } from '../migration/types';
+import type { CutoverWindow, PreflightCheck, PreflightCheckName, PreflightTiming } from '../migration/types';
 
 /**
  * Campaigns (issue 18 §3): many resources moved to one target as one thing an operator starts, watches,
@@ -140,6 +140,8 @@ export interface CampaignRecord {
   cancelRequestedBy?: string;
   /** Why the last tick could not do all it wanted (a store outage, a throttle), for operators. */
   lastTickError?: string;
+  /** Issue 19 §3: every member's cutover window, passed to each start. */
+  window?: CutoverWindow;
 }
 
 export interface CampaignMember {
@@ -191,6 +193,8 @@ export interface CampaignStatus {
   cancelRequestedAt?: string;
   cancelRequestedBy?: string;
   lastTickError?: string;
+  /** Its members' cutover window (issue 19 §3). */
+  window?: CutoverWindow;
   /** Where its migrations are listed. */
   migrationsUrl: string;
 }
@@ -216,3 +220,79 @@ export interface CampaignLimitsPatch {
 
 /** A member's migration id: the same on every try, so a start repeated after a crash joins, never duplicates. */
 export const memberMigrationId = (campaignId: string, seq: number): string => `${campaignId}.${seq}`;
+
+// ---------------------------------------------------------------------------------------------
+// The dry run (issue 19 §2): POST /campaigns {dryRun: true}, shared/campaign/preflight.ts
+// ---------------------------------------------------------------------------------------------
+
+/** Why a dry run counts a resource out: the first failing route check of its migration preflight. */
+export type CampaignSkipReason = Exclude<PreflightCheckName, 'participant' | 'windowReachable'>;
+
+export interface CampaignSkip {
+  resourceId: string;
+  reason: CampaignSkipReason;
+  detail: string;
+}
+
+/** At most this many skipped resources are named in a report (every one is counted). */
+export const MAX_SKIPS_LISTED = 100;
+
+/**
+ * A campaign-wide check: the campaign id free (`campaignIdFree`), a resource to start
+ * (`resourcesToStart`), and, for the first resource that would start, each participant asked once
+ * (`participant`) and the cutover window (`windowReachable`, with a window).
+ */
+export type CampaignPreflightCheck = Omit<PreflightCheck, 'check'> & {
+  check: 'campaignIdFree' | 'resourcesToStart' | 'participant' | 'windowReachable';
+  /** Participant checks: the resource they were asked about. */
+  resourceId?: string;
+};
+
+/**
+ * How long the campaign takes at least, under its limits (shared/campaign/plan.ts `campaignDurationEstimate`).
+ * Every migration is taken at its floor: the convergence wait and the in-flight grace (the dry run's
+ * timing), no bulk copy (its duration is unknown) and a write phase of no time (`lowerBoundSeconds`) or
+ * of its whole write budget (`withWriteBudgetSeconds`); starts as early as maxConcurrent and
+ * startsPerMinute let them, ticks taking no time, no wait for a cutover window's slots.
+ */
+export interface CampaignEstimate {
+  /** The resources it would start. */
+  migrations: number;
+  /** One migration's floor: convergence wait + in-flight grace. */
+  perMigrationMinimumSeconds: number;
+  writeBudgetSeconds: number;
+  /** On top of every migration's floor: 'unknown' with participants in scope, 'none' for a lock-only move. */
+  bulkCopyDuration: 'unknown' | 'none';
+  /** Rounds of maxConcurrent migrations: ceil(migrations / maxConcurrent). */
+  waves: number;
+  /** The limit that sets the bound ('none': every one starts at once). */
+  limitedBy: 'maxConcurrent' | 'startsPerMinute' | 'none';
+  lowerBoundSeconds: number;
+  withWriteBudgetSeconds: number;
+}
+
+/** POST /campaigns {dryRun: true}: what a create would meet, nothing written. */
+export interface CampaignPreflightReport {
+  dryRun: true;
+  campaignId?: string;
+  target: Location;
+  /** Every campaign-wide check passes (skipped resources do not fail it: a campaign skips them). */
+  ok: boolean;
+  source: { kind: 'ids'; duplicates: number } | { kind: 'from'; region: string; limit?: number };
+  /** Distinct resources the campaign would hold: its ids, or the routes its selection would take now. */
+  resourceCount: number;
+  wouldStart: number;
+  skipped: {
+    count: number;
+    byReason: Partial<Record<CampaignSkipReason, number>>;
+    /** The first MAX_SKIPS_LISTED, in start order. */
+    resources: CampaignSkip[];
+    truncated: boolean;
+  };
+  checks: CampaignPreflightCheck[];
+  /** One migration's timing (the first resource that would start); null when none would. */
+  timing: PreflightTiming | null;
+  estimate: CampaignEstimate;
+  limits: CampaignLimits;
+  window?: CutoverWindow;
+}

@@ -8,12 +8,14 @@ import { callParticipant } from './participantHttp';
 import type { JournalEntry, MigrationRecordPage, MigrationRecordQuery } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from './records';
+import { checkedWindow } from './window';
 import { retryRecord, settingsFor } from './service';
 import type { Scheduler } from './scheduler';
 import { resolveLocation } from './participantContract';
 import { cancelAnswer, withCancelRequest } from './service';
 import {
   type ActivityResult,
+  type CutoverWindow,
   type CancelRequest,
   type HttpAnswer,
   type HttpCall,
@@ -44,6 +46,8 @@ export interface StartRequest {
   migrationId?: string | undefined;
   campaignId?: string | undefined;
   migrationAttempts?: number | undefined;
+  /** Version 4: the cutover window (issue 19 §3). */
+  window?: CutoverWindow | undefined;
 }
 
 export interface StartResult {
@@ -109,6 +113,7 @@ export class InProcessRunner {
       target: request.target,
       settings: settingsFor(this.options.settings, request),
       lock: this.options.keyring.newSeed(),
+      window: checkedWindow(request.window, this.options.scheduler.now()),
     });
     const result = this.options.state.createUnlessActive(
       newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString(), request.campaignId),

@@ -6,10 +6,13 @@ import { earliestEscalationAt, liveLock, phaseExpiresAt, retiredSourceWindow } f
 import { type AllowedRegions, isAllowedRegion } from '../regions';
 import type { Router } from '../router';
 import type { MigrationRecords } from '../store/ports/migrations';
+import type { MigrationRecord } from './records';
 import { classifyAnswer, participantTiming } from './participantContract';
 import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
 import type { MigrationRequest } from './service';
+import { nextWriteSlot, windowProblem } from './window';
 import {
+  type CutoverWindow,
   type HttpAnswer,
   type MigrationSettings,
   type PreflightCheck,
@@ -43,6 +46,8 @@ export interface PreflightFacts {
   doc: LocationDocument | null;
   running: RunningMigration | null;
   participants: readonly { name: string; answer: HttpAnswer }[];
+  /** The request's cutover window (issue 19 §3), if it has one. */
+  window?: CutoverWindow | undefined;
 }
 
 export interface PreflightSettings {
@@ -112,7 +117,44 @@ export const preflightRules: readonly Rule[] = [
       `migration ${running.migrationId} is ${running.status} towards ${running.target.region}${same ? ' (a start would join it)' : ' (a start would get 409 MigrationInProgress)'}`,
     );
   },
+  windowCheck,
 ];
+
+/**
+ * The cutover window, as the workflow meets it (workflow/window.ts): a slot that holds the write budget
+ * at or after the earliest write lock, and within a new lock's cap (now + ROUTELOCK_PRELOCK_MAX_SECONDS
+ * less the clock-skew margin). Without a window there is no check.
+ */
+function windowCheck(facts: PreflightFacts, now: number, s: PreflightSettings): PreflightCheck | null {
+  const { window } = facts;
+  if (window === undefined) return null;
+  const problem = windowProblem(window, now);
+  if (problem !== undefined) return check('windowReachable', false, problem);
+  const holdMs = s.migration.writeBudgetSeconds * 1000;
+  const slot = windowSlot(facts, now, s);
+  if (slot === null)
+    return check(
+      'windowReachable',
+      false,
+      `no slot left that holds the write budget (${s.migration.writeBudgetSeconds} s): the migration would fail WindowClosed`,
+    );
+  const cap = now + (s.timing.prelockMaxSeconds - s.timing.clockSkewSeconds) * 1000;
+  const at = new Date(slot).toISOString();
+  if (slot + holdMs > cap)
+    return check(
+      'windowReachable',
+      false,
+      `the next slot (${at}) and its write budget end past a new lock's cap (${new Date(cap).toISOString()}, ROUTELOCK_PRELOCK_MAX_SECONDS): the migration would fail WindowUnreachable`,
+    );
+  return check('windowReachable', true, `the write lock would wait for the window's slot at ${at}`);
+}
+
+/** The window's first slot from the earliest write lock (epoch ms), null when it has none. */
+function windowSlot(facts: PreflightFacts, now: number, s: PreflightSettings): number | null {
+  if (facts.window === undefined) return null;
+  const from = Date.parse(earliestWriteLockAt(facts, now, s));
+  return nextWriteSlot(facts.window, from, s.migration.writeBudgetSeconds * 1000);
+}
 
 /** A participant's answer to `preflight`, an optional step: 404 is "not implemented", not a failure. */
 export function participantCheck(name: string, answer: HttpAnswer): PreflightCheck {
@@ -144,8 +186,22 @@ const bodyNote = (body: unknown) =>
 
 /** The timing a start would meet from `now`, by the workflow's own rule (earliestEscalationAt). */
 export function preflightTiming(facts: PreflightFacts, now: number, s: PreflightSettings): PreflightTiming {
+  const copying = participantsFor(facts.resourceId, s.migration.participants).length > 0;
+  const slot = facts.window === undefined ? undefined : windowSlot(facts, now, s);
+  return {
+    convergenceWaitSeconds: Math.ceil((escalationAt(now, s) - now) / 1000),
+    earliestWriteLockAt: earliestWriteLockAt(facts, now, s),
+    bulkCopyDuration: copying ? 'unknown' : 'none',
+    writeBudgetSeconds: s.migration.writeBudgetSeconds,
+    migrationAttempts: s.migration.migrationAttempts ?? 1,
+    ...(slot === undefined ? {} : { nextWriteSlotAt: slot === null ? null : new Date(slot).toISOString() }),
+  };
+}
+
+/** The earliest a first escalation can succeed after a pre-lock taken now (the workflow's rule). */
+function escalationAt(now: number, s: PreflightSettings): number {
   const startsAt = prelockStartsAt(now, s.timing);
-  const escalateAt = earliestEscalationAt(
+  return earliestEscalationAt(
     { acquiredAt: new Date(now).toISOString(), startsAt: new Date(startsAt).toISOString() },
     {
       replicationBoundSeconds: s.migration.replicationBoundSeconds,
@@ -153,16 +209,14 @@ export function preflightTiming(facts: PreflightFacts, now: number, s: Preflight
       clockSkewSeconds: s.timing.clockSkewSeconds,
     },
   );
+}
+
+/** now + convergence wait + in-flight grace (the bulk copy's duration, unknown, comes on top). */
+function earliestWriteLockAt(facts: PreflightFacts, now: number, s: PreflightSettings): string {
   const copying = participantsFor(facts.resourceId, s.migration.participants).length > 0;
   // the in-flight grace guards each copy; a lock-only migration skips it (docs/design.md §6.3)
   const grace = copying ? (s.migration.inFlightGraceSeconds ?? 0) * 1000 : 0;
-  return {
-    convergenceWaitSeconds: Math.ceil((escalateAt - now) / 1000),
-    earliestWriteLockAt: new Date(escalateAt + grace).toISOString(),
-    bulkCopyDuration: copying ? 'unknown' : 'none',
-    writeBudgetSeconds: s.migration.writeBudgetSeconds,
-    migrationAttempts: s.migration.migrationAttempts ?? 1,
-  };
+  return new Date(escalationAt(now, s) + grace).toISOString();
 }
 
 /** The pure core: (facts, now, settings) → the report. `rules` is a seam for the negative control. */
@@ -198,46 +252,78 @@ export interface PreflightDeps {
   http?: ParticipantHttpOptions;
 }
 
-const unfinished = migrationStates.filter((state) => !terminalStates.has(state));
+/** The states of a migration that has not ended: a record in one holds the resource's claim. */
+export const unfinishedStates = migrationStates.filter((state) => !terminalStates.has(state));
 
-/** The I/O shell: reads the route and the records (nothing written), asks each participant in scope. */
-export async function runPreflight(deps: PreflightDeps, request: MigrationRequest): Promise<PreflightReport> {
-  const { resourceId } = request;
-  const target = normalizeLocation(request.target);
-  const doc = await deps.router.readAuthoritative(resourceId).then(
+/** The route as a start would read it (authoritative); null when there is none. */
+export function readPreflightRoute(
+  router: Pick<Router, 'readAuthoritative'>,
+  resourceId: string,
+): Promise<LocationDocument | null> {
+  return router.readAuthoritative(resourceId).then(
     (stored) => stored.doc,
     (error: unknown) => {
       if (isRouteLockError(error, 'NotFound')) return null;
       throw error;
     },
   );
-  const page = await deps.records.list({ resourceId, states: unfinished, limit: 1 });
-  const record = page.records[0];
-  const running = record
-    ? { migrationId: record.migrationId, status: record.status.status, target: record.target }
-    : null;
-  // without a route there is no source to name: the participants are not asked
-  const participants = doc
-    ? await Promise.all(
-        participantsFor(resourceId, deps.settings.participants).map(async (p) => ({
-          name: p.name,
-          answer: await askParticipant(p, doc.location, target, request, deps),
-        })),
-      )
-    : [];
-  return preflight({ resourceId, target, doc, running, participants }, deps.now(), {
-    timing: deps.timing,
-    migration: deps.settings,
-    allowedRegions: deps.router.allowedRegions,
-  });
 }
+
+/** A record's claim as the dry run names it (the record is unfinished). */
+export const runningOf = (record: MigrationRecord): RunningMigration => ({
+  migrationId: record.migrationId,
+  status: record.status.status,
+  target: record.target,
+});
+
+/** Each participant in scope of the resource, asked `preflight` (from the route's location). */
+export function askParticipants(
+  deps: Pick<PreflightDeps, 'settings' | 'http'>,
+  request: Pick<MigrationRequest, 'resourceId' | 'migrationId'>,
+  from: Location,
+  target: Location,
+): Promise<PreflightFacts['participants']> {
+  return Promise.all(
+    participantsFor(request.resourceId, deps.settings.participants).map(async (p) => ({
+      name: p.name,
+      answer: await askParticipant(p, from, target, request, deps),
+    })),
+  );
+}
+
+/** The I/O shell: reads the route and the records (nothing written), asks each participant in scope. */
+export async function runPreflight(deps: PreflightDeps, request: MigrationRequest): Promise<PreflightReport> {
+  const { resourceId } = request;
+  const target = normalizeLocation(request.target);
+  const doc = await readPreflightRoute(deps.router, resourceId);
+  const page = await deps.records.list({ resourceId, states: unfinishedStates, limit: 1 });
+  const record = page.records[0];
+  const running = record ? runningOf(record) : null;
+  // without a route there is no source to name: the participants are not asked
+  const participants = doc ? await askParticipants(deps, request, doc.location, target) : [];
+  const { window } = request;
+  return preflight(
+    { resourceId, target, doc, running, participants, window },
+    deps.now(),
+    preflightSettings(deps),
+  );
+}
+
+/** The pure core's settings, from the shell's deps. */
+export const preflightSettings = (
+  deps: Pick<PreflightDeps, 'router' | 'timing' | 'settings'>,
+): PreflightSettings => ({
+  timing: deps.timing,
+  migration: deps.settings,
+  allowedRegions: deps.router.allowedRegions,
+});
 
 function askParticipant(
   p: Participant,
   from: Location,
   to: Location,
-  request: MigrationRequest,
-  deps: PreflightDeps,
+  request: Pick<MigrationRequest, 'resourceId' | 'migrationId'>,
+  deps: Pick<PreflightDeps, 'settings' | 'http'>,
 ): Promise<HttpAnswer> {
   return requestParticipant(
     {

@@ -2,6 +2,7 @@ import { participantsFor } from '../config';
 import type { Location } from '../lock/document';
 import type { LockSeed } from '../security/tokenKeys';
 import {
+  type CutoverWindow,
   type MigrationInput,
   type MigrationSettings,
   type MigrationStatus,
@@ -68,9 +69,13 @@ export function newMigrationInput(fields: {
   target: Location;
   settings: MigrationSettings;
   lock: LockSeed;
+  /** Version 4: the cutover window (checked by the starter: shared/migration/window.ts). */
+  window?: CutoverWindow | undefined;
 }): MigrationInput {
+  const { window, ...rest } = fields;
   return {
-    ...fields,
+    ...rest,
+    ...(window === undefined ? {} : { window }),
     settings: {
       ...fields.settings,
       participants: participantsFor(fields.resourceId, fields.settings.participants),

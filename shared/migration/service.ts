@@ -121,6 +121,8 @@ export function retryRecord(
       target: failed.target,
       settings,
       lock,
+      // a retry keeps the migration's cutover window
+      window: failed.input.window,
     }),
     earlierAttempts,
   };

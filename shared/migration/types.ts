@@ -44,6 +44,11 @@ export interface MigrationSettings {
    * counting as "not verified" (ROUTELOCK_REQUIRE_VERIFY). Optional: older inputs did not verify.
    */
   requireVerify?: boolean;
+  /**
+   * Version 4 (issue 19 §3): ROUTELOCK_PRELOCK_MAX_SECONDS, a new lock's cap from its pre-lock: a
+   * cutover window beyond it fails the attempt before its pre-lock. Optional: older inputs lack it.
+   */
+  prelockMaxSeconds?: number;
 }
 
 /**
@@ -484,6 +489,8 @@ export type PreflightCheckName =
   | 'regionAllowed'
   | 'noRetiredSourceWindow'
   | 'noMigrationRunning'
+  /** Version 4 (issue 19 §3): the cutover window has a slot a new lock's cap reaches. */
+  | 'windowReachable'
   | 'participant';
 
 export interface PreflightCheck {
@@ -503,6 +510,11 @@ export interface PreflightTiming {
   bulkCopyDuration: 'unknown' | 'none';
   writeBudgetSeconds: number;
   migrationAttempts: number;
+  /**
+   * With a cutover window: its first slot at or after `earliestWriteLockAt` that holds the write budget
+   * (shared/migration/window.ts nextWriteSlot); null when it has none.
+   */
+  nextWriteSlotAt?: string | null;
 }
 
 export interface PreflightReport {

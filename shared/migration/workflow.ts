@@ -14,6 +14,7 @@ import { writePhase } from './workflow/write';
 import { worstCaseCopyActions } from './workflow/copy';
 import { worstCaseConfirmActions } from './workflow/confirm';
 import { worstCaseNoticeActions } from './workflow/notify';
+import { worstCaseWindowActions } from './workflow/window';
 
 export { renewEveryMs } from './workflow/copy';
 export { cancelMigration } from './workflow/cancel';
@@ -78,6 +79,8 @@ export function migrationSettings(config: Config): MigrationSettings {
     migrationAttempts: config.migration.migrationAttempts,
     migrationRetryDelaySeconds: config.migration.migrationRetryDelaySeconds,
     attemptActionsBound: attemptActionsBound(config),
+    prelockMaxSeconds: config.timing.prelockMaxSeconds,
+    requireVerify: config.migration.requireVerify,
   };
 }
 
@@ -88,7 +91,10 @@ const ATTEMPT_STEP_ACTIONS = 200;
 export const confirmAndNoticeActions = (participants: number, retryAttempts: number): number =>
   worstCaseConfirmActions(retryAttempts) + worstCaseNoticeActions(participants, retryAttempts);
 
-/** One attempt's worst-case history (worstCaseCopyActions, as config.ts checks it) and its other steps. */
+/**
+ * One attempt's worst-case history (worstCaseCopyActions, as config.ts checks it), its waits for a
+ * cutover window (worstCaseWindowActions) and its other steps.
+ */
 export function attemptActionsBound(config: Config): number {
   const t = config.timing;
   const m = config.migration;
@@ -105,6 +111,12 @@ export function attemptActionsBound(config: Config): number {
       deltaAttempts: m.deltaAttempts,
       pollMinSeconds: m.participantPollMinSeconds,
       pollMaxSeconds: m.participantPollMaxSeconds,
+    }) +
+    // version 4: waiting for a cutover window (workflow/window.ts)
+    worstCaseWindowActions({
+      prelockMaxSeconds: t.prelockMaxSeconds,
+      hardDeleteLeaseSeconds: t.hardDeleteLeaseSeconds,
+      deltaAttempts: m.deltaAttempts,
     })
   );
 }

@@ -6,6 +6,7 @@ import type {
   MigrationState,
   MigrationStatus,
   Step,
+  Verification,
 } from '../types';
 import { pendingStatus, terminalStates, workflowVersionOf } from '../types';
 import { lockGone, releaseAfterFailure } from './cleanUp';
@@ -14,6 +15,7 @@ import { tryPrelock, prelockRefusal } from './prelock';
 import { cancelMigration, cancelledBeforeStart } from './cancel';
 import { notifyEnd } from './notify';
 import { type EndJob, type Ending, type Failure, type Prelocked, cancelled } from './state';
+import { windowShutBeforePrelock } from './window';
 import { CancelRequested, activity, now, publish, sleep, sleepUntil } from './steps';
 
 /**
@@ -36,7 +38,8 @@ export type AttemptVerdict = 'retry' | 'final';
  * attempt, a lock never visible, a swap whose answer was lost (the gate between attempts checks the
  * route first). Final: everything that another attempt would meet again: a rival's lock (Conflict),
  * the resource already there (NoOp), a route gone, a region not allowed, a key missing from the ring,
- * a request the API refuses, a cancel, and any code not named here.
+ * a request the API refuses, a cancel, a participant that must verify and cannot (VerifyNotImplemented),
+ * and any code not named here.
  */
 const transientCodes: ReadonlySet<string> = new Set([
   'StepFailed',
@@ -53,6 +56,8 @@ const transientCodes: ReadonlySet<string> = new Set([
   'SwapUnknown',
   // version 4: a swap a write-region failover dropped (workflow/confirm.ts); a fresh lock starts over
   'SwapLost',
+  // version 4: the target differed from the source on every write-lock attempt; a fresh attempt copies again
+  'VerificationFailed',
 ]);
 
 export function attemptVerdict(code: string | undefined): AttemptVerdict {
@@ -96,6 +101,7 @@ function* attemptsToTheEnd(
   const first = ended.length + 1;
   const last = ended.length + Math.max(1, input.settings.migrationAttempts ?? 1);
   const history = { actions: 0 };
+  let verifications: Verification[] = [];
   for (let n = first; ; n += 1) {
     const attemptInput: MigrationInput = { ...input, lock: { ...input.lock, attempt: n } };
     const startedAt = yield* now();
@@ -109,7 +115,7 @@ function* attemptsToTheEnd(
     const earlier = ended;
     let final: MigrationStatus | undefined;
     const end = yield* stampingStatuses(
-      oneAttempt(attemptInput, earlier, n, withPrelock),
+      oneAttempt(attemptInput, earlier, n, withPrelock, verifications),
       (status, endedAt) => {
         const stamped = {
           ...status,
@@ -124,6 +130,8 @@ function* attemptsToTheEnd(
     );
     lastJob = end.job ?? lastJob;
     if (end.kind === 'done') return { status: final ?? end.status, job: lastJob };
+    // version 4: the next attempt's status keeps this one's verifications
+    verifications = end.status.verifications ?? verifications;
     const lock = end.lockHeld ? `; lock ${yield* releaseAfterFailure(attemptInput)}` : '';
     const reason = `${end.reason}${lock}`;
     ended = [...ended, entry(yield* now(), 'Failed', reason)];
@@ -188,12 +196,21 @@ function* oneAttempt(
   earlier: MigrationAttempt[],
   n: number,
   withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+  verifications: Verification[],
 ): Generator<Step, AttemptEnd, unknown> {
-  const fresh: MigrationStatus = { ...pendingStatus(input), attempt: n, attempts: earlier };
+  const fresh: MigrationStatus = {
+    ...pendingStatus(input),
+    attempt: n,
+    attempts: earlier,
+    ...(verifications.length > 0 ? { verifications } : {}),
+  };
   const running = yield* publish(fresh, { status: 'Running' });
   // a cancel before this attempt's pre-lock: it never takes a lock (workflow/cancel.ts)
   const neverStarted = yield* cancelledBeforeStart(input, running);
   if (neverStarted) return { kind: 'done', status: neverStarted };
+  // version 4: a cutover window closed for good, or beyond a new lock's cap, takes no lock
+  const shut = yield* windowShutBeforePrelock(input);
+  if (shut) return { kind: 'failed', status: running, ...shut, lockHeld: false };
   const tried = yield* tryPrelock(input, running);
   if (tried.kind === 'cancelled') return { kind: 'done', status: yield* cancelMigration(input, tried) };
   if (tried.kind === 'unanswered') {

@@ -19,11 +19,12 @@ import {
   transientExhausted,
   transientWaitMs,
 } from '../participantContract';
+import { jobSequence } from './copy';
 import type { EndJob } from './state';
 import { now, publish, sleep, step } from './steps';
 
 /**
- * End notices (workflow version 4, issue 19 §4; docs/design.md §6.10): once a migration has ended
+ * End notices (workflow version 4, issue 19 §4; docs/design.md §6.11): once a migration has ended
  * Completed (its swap confirmed), Failed (no attempt left) or Cancelled, every participant is told, one
  * POST each, all at once, through the `callParticipant` activity: `completed` with when the source may be
  * cleaned up, `failed` / `cancelled` with why (the target's partial copy may be dropped). Best effort:
@@ -67,10 +68,10 @@ export function endStepOf(state: MigrationState): EndStep | null {
 }
 
 /**
- * The copy jobs' body fields for the attempt that ended, as a job of its own (stepAttempt 1). Its
- * sequence follows every job that attempt could have sent (participantJob's numbering, workflow/copy.ts:
- * 1 + deltaAttempts per migration attempt), so a participant ordering jobs by (lockAcquiredAt, sequence)
- * sees it last. No credential: the lock's only trace is when it was acquired.
+ * The copy jobs' body fields for the attempt that ended, as a job of its own (stepAttempt 1), numbered
+ * last of its attempt (`jobSequence`, workflow/copy.ts: the one home of job numbers), so a participant
+ * ordering jobs by (lockAcquiredAt, sequence) sees it after every job that attempt could have sent. No
+ * credential: the lock's only trace is when it was acquired.
  */
 export function noticeBody(input: MigrationInput, job: EndJob, endStep: EndStep): ParticipantRequest {
   return {
@@ -82,14 +83,10 @@ export function noticeBody(input: MigrationInput, job: EndJob, endStep: EndStep)
     migrationAttempt: job.migrationAttempt,
     stepAttempt: 1,
     attempt: 1,
-    sequence: endNoticeSequence(input.settings, job.migrationAttempt),
+    sequence: jobSequence({ ...input, lock: { ...input.lock, attempt: job.migrationAttempt } }, endStep, 1),
     ...(job.lockAcquiredAt === undefined ? {} : { lockAcquiredAt: job.lockAcquiredAt }),
   };
 }
-
-/** After every copy job of attempt n (n × (1 + deltaAttempts), participantJob's last). */
-export const endNoticeSequence = (s: MigrationSettings, migrationAttempt: number): number =>
-  migrationAttempt * (1 + s.deltaAttempts) + 1;
 
 /** What one answer to a notice means: the copy contract's classifier, with every 2xx it allows delivered. */
 export type NoticeVerdict =

@@ -1,0 +1,70 @@
+import { runInNewContext } from 'node:vm';
+import { migrationDetails } from '../../cli/format';
+import type { MigrationStatus } from '../../shared/migration/types';
+import { statusPageHtml } from '../../local/statusPage';
+
+/**
+ * `waitingForWindow` where operators look (issue 19 §3): the status page's migrations table (its own
+ * script run against stubbed endpoints: the browser test is test/statusPage.test.ts) and the command
+ * line's `migration show`.
+ */
+
+const waitingStatus: MigrationStatus = {
+  migrationId: 'm-w',
+  resourceId: 'r-1',
+  target: { region: 'eastus' },
+  status: 'Running',
+  phase: 'hardDelete',
+  timeline: { prelockAt: '2026-01-01T00:00:00.000Z', hardDeleteAt: '2026-01-01T02:15:00.000Z' },
+  waitingForWindow: { nextOpening: '2026-01-01T12:00:00.000Z' },
+} as MigrationStatus;
+const { waitingForWindow: _w, ...openStatus } = waitingStatus;
+
+/** Run the page's script once against endpoints answering `migrations`; the migrations table's HTML. */
+async function migrationsTable(migrations: MigrationStatus[]): Promise<string> {
+  const script = /<script>([\s\S]*)<\/script>/.exec(statusPageHtml)?.[1] ?? '';
+  const elements = new Map<string, { innerHTML: string; textContent: string; hidden: boolean }>();
+  const element = (id: string) => {
+    if (!elements.has(id)) elements.set(id, { innerHTML: '', textContent: '', hidden: false });
+    return elements.get(id)!;
+  };
+  const bodies: Record<string, unknown> = {
+    '/api/routes': { items: [] },
+    '/api/migrations': { items: migrations },
+    '/api/metrics': {
+      writeLockSeconds: { count: 0 },
+      convergenceWaitSeconds: { count: 0 },
+      migrationSeconds: { count: 0 },
+      events: {},
+    },
+    '/api/campaigns': { items: [] },
+  };
+  const fetch = (url: string) =>
+    Promise.resolve({ ok: true, json: () => Promise.resolve(bodies[url.split('?')[0] ?? '']) });
+  runInNewContext(script, {
+    document: { getElementById: element },
+    fetch,
+    location: { hash: '' },
+    window: { addEventListener: () => undefined },
+    setInterval: () => 0,
+    Date,
+    Promise,
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(element('updated').textContent).toMatch(/^updated /);
+  return element('migrations').innerHTML;
+}
+
+test('the status page shows a waiting migration with its next opening, and nothing once open', async () => {
+  const waiting = await migrationsTable([waitingStatus]);
+  expect(waiting).toContain('<span class="badge waiting"');
+  expect(waiting).toContain('waiting for window · opens 2026-01-01T12:00:00.000Z');
+  const open = await migrationsTable([openStatus as MigrationStatus]);
+  expect(open).toContain('data-migration="m-w"');
+  expect(open).not.toContain('waiting for window');
+});
+
+test('migration show: a "window" line while it waits', () => {
+  expect(migrationDetails(waitingStatus)).toMatch(/window:\s+waiting; opens 2026-01-01T12:00:00.000Z/);
+  expect(migrationDetails(openStatus as MigrationStatus)).not.toMatch(/waiting; opens/);
+});
