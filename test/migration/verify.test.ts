@@ -144,6 +144,8 @@ test('match: verified after the delta, then the swap; one Verification with coun
     ['bulkCopy', 1, 1],
     ['deltaCopy', 2, 1],
     ['verify', 3, 1],
+    // the end notice (§6.11), last of its attempt
+    ['completed', 8, 1],
   ]);
   expect(r.status.verifications).toEqual([
     {
@@ -204,6 +206,7 @@ test('a mismatch, then a match: the write lock released (writes resume), the del
     ['verify', 3, 1],
     ['deltaCopy', 4, 2],
     ['verify', 5, 2],
+    ['completed', 8, 1],
   ]);
   expect(outcomes(r.status.verifications)).toEqual([
     [1, 1, 'mismatch', 4, 3],

@@ -121,6 +121,8 @@ test('Durable: a match after the delta, polled on durable timers, then the swap'
     { step: 'bulkCopy', sequence: 1, stepAttempt: 1 },
     { step: 'deltaCopy', sequence: 2, stepAttempt: 1 },
     { step: 'verify', sequence: 3, stepAttempt: 1 },
+    // the end notice (§6.11), last of its attempt
+    { step: 'completed', sequence: 8, stepAttempt: 1 },
   ]);
   expect(rows(r.status)).toEqual([[1, 'match', 3, 3]]);
   // the verify round: activities and durable timers only, never callHttp
@@ -146,6 +148,7 @@ test('Durable: a mismatch, then a match: the write lock released, the delta copi
     ['verify', 3],
     ['deltaCopy', 4],
     ['verify', 5],
+    ['completed', 8],
   ]);
   expect(p.store.target.sort()).toEqual(['late-1', 'msg-1', 'msg-2', 'msg-3']);
 });
