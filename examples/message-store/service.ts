@@ -33,7 +33,7 @@ import { compareRegions } from './verification';
  *
  * Negative controls: `ignoreWriteLock`, a build that accepts writes during the write lock; and
  * `ignoreSupersede`, one that lets a superseded job's copy land late. A seam for the drill and the tests:
- * `dropItemFromNextDeltas`, a delta copy that loses an item (what `verify` must catch).
+ * `dropItemFromNextDelta`, a delta copy that loses an item (what `verify` must catch).
  */
 
 export type Outcome =
@@ -96,7 +96,8 @@ export class MessageStore {
   /** Every clean-up an end notice asked for, by (migrationId, resourceId). */
   readonly cleanUps = new Map<string, CleanUp>();
   private readonly cleanUpTimers = new Map<string, NodeJS.Timeout>();
-  private deltaDrops = 0;
+  /** The seam's armed resources (dropItemFromNextDelta). */
+  private readonly deltaDrops = new Set<string>();
   private routing: RoutingClient;
   readonly jobs = new CopyJobs();
   /** Every copy applied at a target, in order (what a test checks the supersede rule against). */
@@ -198,12 +199,12 @@ export class MessageStore {
   }
 
   /**
-   * The seam for verification (off by default): each of the next `count` delta copies loses one item at
+   * The seam for verification (off by default): the next delta copy of `resourceId` loses one item at
    * the target, the newest live one the source holds (left out, and removed at the target if an earlier
    * copy had put it there). What a participant's buggy delta looks like; `verify` must catch it.
    */
-  dropItemFromNextDeltas(count: number): void {
-    this.deltaDrops = count;
+  dropItemFromNextDelta(resourceId: string): void {
+    this.deltaDrops.add(resourceId);
   }
 
   /** Run one copy job's current run after the copy delay; a superseded or rerun job never applies it. */
@@ -224,7 +225,8 @@ export class MessageStore {
         const target = this.store(request.to.region);
         const source = this.store(request.from.region);
         target.copyFrom(source, request.resourceId);
-        if (request.step === 'deltaCopy' && this.deltaDrops > 0) this.dropNewestItem(source, target, request);
+        if (request.step === 'deltaCopy' && this.deltaDrops.delete(request.resourceId))
+          this.dropNewestItem(source, target, request);
         this.copies.push({
           jobId: job.id,
           migrationId: request.migrationId,
@@ -246,7 +248,6 @@ export class MessageStore {
       undefined,
     );
     if (!newest) return;
-    this.deltaDrops -= 1;
     this.counters.deltaItemsDropped += 1;
     target.remove(request.resourceId, newest.messageId);
   }

@@ -438,7 +438,7 @@ describe('verify (issue 19 §1): counts and a digest of the resource at each reg
   test('the delta seam: a delta that loses an item is caught, and the next delta copied faithfully verifies', async () => {
     const store = await copied();
     store.stores.get('westeurope')?.put('conv-1', 'msg-3', 'during the hard-delete lock', 3);
-    store.dropItemFromNextDeltas(1);
+    store.dropItemFromNextDelta('conv-1');
     const delta1 = await post(store, contractBody({ step: 'deltaCopy', stepAttempt: 1, sequence: 2 }));
     expect((await settle(delta1.location as string)).status).toBe(200);
     expect(await post(store, contractBody({ step: 'verify', stepAttempt: 1, sequence: 2 }))).toMatchObject({
