@@ -130,6 +130,8 @@ export interface MigrationConfig {
   /** The poll wait's floor and cap: the n-th poll waits min(max, max(Retry-After, min × 2^(n−1))). */
   participantPollMinSeconds: number;
   participantPollMaxSeconds: number;
+  /** Every participant must implement `verify` (a 404 to it fails the attempt), ROUTELOCK_REQUIRE_VERIFY. */
+  requireVerify: boolean;
 }
 
 export interface OperationsConfig {
@@ -457,6 +459,9 @@ const storeSchema = z.object({
   COSMOS_PREFERRED_REGION: z.string().min(1).optional(),
   REGION_NAME: z.string().min(1).optional(),
   ROUTELOCK_PARTICIPANTS: participantsSchema.default([]),
+  // Workflow version 4: a participant answering 404 to `verify` fails the attempt, instead of counting
+  // as "not verified" (issue 19 §1).
+  ROUTELOCK_REQUIRE_VERIFY: flag.default(false),
   COSMOS_AUDIT_CONTAINER: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,255}$/, { message: 'expected a container name' })
@@ -738,6 +743,7 @@ export function parseConfig(env: Env = process.env): Config {
       participantTimeoutSeconds,
       participantPollMinSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS,
       participantPollMaxSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS,
+      requireVerify: s.ROUTELOCK_REQUIRE_VERIFY,
     },
     campaign: { tickSeconds: t.ROUTELOCK_CAMPAIGN_TICK_SECONDS },
     operations: {

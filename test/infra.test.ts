@@ -133,6 +133,8 @@ const azureDefaults = new Set([
   'ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS',
   'ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS',
   'ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS',
+  // verify stays optional for participants unless an operator sets it (default false)
+  'ROUTELOCK_REQUIRE_VERIFY',
 ]);
 // Read outside shared/config.ts: the telemetry sink, host.json (%ROUTELOCK_TASK_HUB%), the Functions host.
 const readElsewhere = ['APPLICATIONINSIGHTS_CONNECTION_STRING', 'ROUTELOCK_TASK_HUB'];

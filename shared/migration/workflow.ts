@@ -76,6 +76,7 @@ export function migrationSettings(config: Config): MigrationSettings {
     migrationAttempts: config.migration.migrationAttempts,
     migrationRetryDelaySeconds: config.migration.migrationRetryDelaySeconds,
     attemptActionsBound: attemptActionsBound(config),
+    requireVerify: config.migration.requireVerify,
   };
 }
 

@@ -131,7 +131,9 @@ describe('answers that complete', () => {
     const r = await migrate([{}]);
     expect(r.status.status).toBe('Completed');
     expect(r.doc).toMatchObject({ location: TARGET, lock: null });
-    expect(r.seen.map((s) => `${s.method} ${s.status}`)).toEqual(['POST 200', 'POST 200']);
+    // bulkCopy, deltaCopy, and verify (version 4), which this participant does not implement (404)
+    expect(r.seen.map((s) => `${s.method} ${s.status}`)).toEqual(['POST 200', 'POST 200', 'POST 404']);
+    expect(r.status.verifications).toEqual([expect.objectContaining({ outcome: 'notImplemented' })]);
     expect(r.parts[0]!.dataAt(TARGET, 'r-1')).toEqual(ITEMS);
   });
 
@@ -154,6 +156,14 @@ describe('answers that complete', () => {
         stepAttempt: 1,
         attempt: 1,
         sequence: 2,
+        lockAcquiredAt: acquiredAt,
+      }),
+      expect.objectContaining({
+        step: 'verify',
+        migrationAttempt: 1,
+        stepAttempt: 1,
+        attempt: 1,
+        sequence: 3,
         lockAcquiredAt: acquiredAt,
       }),
     ]);
@@ -334,12 +344,12 @@ test('two participants answering 202: polls on both, a renewal of the hard-delet
   // the hard-delete lock renewed while both were being polled (every 40 s: at +40 s and +80 s)
   const [first, last] = [bulk[0]!.at, bulk.at(-1)!.at];
   expect(r.renewals.filter((at) => at > first && at < last)).toHaveLength(2);
-  // measured: 17 callParticipant activities (4 POSTs + 13 polls), 2 renewals
+  // measured: 19 callParticipant activities (4 copy POSTs + 13 polls + 2 verify POSTs), 2 renewals
   expect({
     activityCalls: r.seen.length,
     polls: polls(r.seen, 'p1').length + polls(r.seen, 'p2').length,
   }).toEqual({
-    activityCalls: 17,
+    activityCalls: 19,
     polls: 13,
   });
 });
@@ -482,7 +492,8 @@ describe('versions', () => {
       env: { ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p1', url: 'https://p1.test/migrate' }]) },
       http: async (call) => {
         calls.push(call);
-        return { status: 200, body: null };
+        // a participant without verify (version 4 asks it): 404, not implemented
+        return call.body.step === 'verify' ? { status: 404, body: null } : { status: 200, body: null };
       },
     });
     await h.router.createRoute('r-1', SOURCE);
@@ -507,7 +518,9 @@ describe('versions', () => {
       { migrationId: 'm-old', resourceId: 'r-2', from: SOURCE, to: TARGET, step: 'bulkCopy', attempt: 1 },
       { migrationId: 'm-old', resourceId: 'r-2', from: SOURCE, to: TARGET, step: 'deltaCopy', attempt: 1 },
     ]);
-    expect(calls.filter((c) => c.body.migrationId !== 'm-old').map((c) => c.body.sequence)).toEqual([1, 2]);
+    expect(calls.filter((c) => c.body.migrationId !== 'm-old').map((c) => c.body.sequence)).toEqual([
+      1, 2, 3,
+    ]);
   });
 
   test('sequence: the bulk copy 1, delta attempt n 1 + n; stepAttempt = attempt', () => {

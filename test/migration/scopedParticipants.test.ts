@@ -146,7 +146,10 @@ describe('a migration calls only the participants scoped to its resource', () =>
       env: { ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANTS: PARTICIPANTS },
       http: async (call) => {
         calls.push(call);
-        return { status: 200, body: { done: true } };
+        // version 4 asks verify too: these participants do not implement it (404)
+        return call.body.step === 'verify'
+          ? { status: 404, body: null }
+          : { status: 200, body: { done: true } };
       },
     });
     await h.router.createRoute(resourceId, SOURCE);
@@ -158,7 +161,11 @@ describe('a migration calls only the participants scoped to its resource', () =>
     const called = [...new Set(calls.map((c) => c.url))].sort();
     expect(called).toEqual(urls);
     for (const url of urls)
-      expect(calls.filter((c) => c.url === url).map((c) => c.body.step)).toEqual(['bulkCopy', 'deltaCopy']);
+      expect(calls.filter((c) => c.url === url).map((c) => c.body.step)).toEqual([
+        'bulkCopy',
+        'deltaCopy',
+        'verify',
+      ]);
   });
 
   test('Durable: the started instance input holds only the matching participants', async () => {

@@ -53,7 +53,8 @@ export interface ParticipantServer {
   url: string;
   /** Every request, with its Authorization header when it carried one. */
   requests: ParticipantRequestSeen[];
-  behave(step: 'bulkCopy' | 'deltaCopy', behaviour: StepBehaviour): void;
+  /** `verify` answers 404 (not implemented) until given a behaviour; then it compares honestly. */
+  behave(step: 'bulkCopy' | 'deltaCopy' | 'verify', behaviour: StepBehaviour): void;
   release(): void;
   /** The participant's data for a resource at a location (region/account). */
   seed(at: object, resourceId: string, items: string[]): void;
@@ -64,6 +65,11 @@ export interface ParticipantServer {
 export interface ParticipantOptions {
   /** Answer 401 to any request (POST or poll) whose Authorization is not exactly `Bearer <this>`. */
   requireBearer?: string;
+  /**
+   * A planted bug (issue 19's negative control): the delta copy of these step attempts leaves out the
+   * source's last item.
+   */
+  deltaDropsLastItem?: (stepAttempt: number) => boolean;
 }
 
 interface Job {
@@ -75,6 +81,7 @@ interface Job {
   resourceId: string;
   from: object;
   to: object;
+  stepAttempt: number;
 }
 
 interface JobBody {
@@ -91,8 +98,12 @@ interface JobBody {
 }
 
 export async function startParticipant(options: ParticipantOptions = {}): Promise<ParticipantServer> {
-  const behaviours: Record<string, StepBehaviour> = { bulkCopy: { kind: 'ok' }, deltaCopy: { kind: 'ok' } };
-  const answered: Record<string, number> = { bulkCopy: 0, deltaCopy: 0 };
+  const behaviours: Record<string, StepBehaviour> = {
+    bulkCopy: { kind: 'ok' },
+    deltaCopy: { kind: 'ok' },
+    verify: { kind: 'status', status: 404, body: '{"error":"verify is not implemented"}' },
+  };
+  const answered: Record<string, number> = { bulkCopy: 0, deltaCopy: 0, verify: 0 };
   const jobs = new Map<string, Job>();
   const byId = new Map<number, Job>();
   const newest = new Map<string, { acquiredAt: string; sequence: number }>();
@@ -100,10 +111,24 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
   // canonical: the same location whatever order its fields were written in
   const dataKey = (at: object, resourceId: string) =>
     `${JSON.stringify(Object.entries(at).sort(([a], [b]) => a.localeCompare(b)))}|${resourceId}`;
-  const copy = (job: { resourceId: string; from: object; to: object }) => {
-    const items = data.get(dataKey(job.from, job.resourceId)) ?? [];
+  const copy = (job: { resourceId: string; from: object; to: object; step: string; stepAttempt: number }) => {
+    let items = data.get(dataKey(job.from, job.resourceId)) ?? [];
+    if (job.step === 'deltaCopy' && options.deltaDropsLastItem?.(job.stepAttempt)) items = items.slice(0, -1);
     const target = data.get(dataKey(job.to, job.resourceId)) ?? [];
     data.set(dataKey(job.to, job.resourceId), [...new Set([...target, ...items])]);
+  };
+  /** verify, honestly: the same items at the source and the target (counts and a digest of each). */
+  const verifyAnswer = (job: { resourceId: string; from: object; to: object }) => {
+    const source = [...new Set(data.get(dataKey(job.from, job.resourceId)) ?? [])].sort();
+    const target = [...new Set(data.get(dataKey(job.to, job.resourceId)) ?? [])].sort();
+    const missing = source.filter((i) => !target.includes(i));
+    return JSON.stringify({
+      match: missing.length === 0 && source.length === target.length,
+      sourceCount: source.length,
+      targetCount: target.length,
+      digest: source.join(','),
+      ...(missing.length > 0 ? { detail: `missing at the target: ${missing.join(', ')}` } : {}),
+    });
   };
   const requests: ParticipantServer['requests'] = [];
   let held = true;
@@ -127,6 +152,13 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
         res.writeHead(status, headers).end(body);
       };
       const done = () => answer(200, { 'content-type': 'application/json' }, '{"done":true}');
+      // a job that finishes: a copy copies, verify compares
+      const finish = (job: Parameters<typeof copy>[0]) => {
+        if (job.step === 'verify')
+          return answer(200, { 'content-type': 'application/json' }, verifyAnswer(job));
+        copy(job);
+        done();
+      };
       if (options.requireBearer !== undefined && authorization !== `Bearer ${options.requireBearer}`)
         return void answer(401, { 'WWW-Authenticate': 'Bearer' });
       if (req.method === 'GET' && path.startsWith('/jobs/')) {
@@ -141,10 +173,7 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
         }
         const finished = behaviour.kind === 'hold' ? !held : job.polls <= 0 && Date.now() >= job.readyAt;
         job.polls -= 1;
-        if (finished) {
-          copy(job);
-          return void done();
-        }
+        if (finished) return void finish(job);
         const retryAfter = behaviour.kind === 'poll' ? (behaviour.retryAfter ?? 1) : 1;
         // the Location again: version 1's pollers (callHttp's, the old in-process one) stop without it
         return void answer(202, { Location: path, 'Retry-After': String(retryAfter) });
@@ -156,7 +185,8 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
       const step = body.step ?? 'bulkCopy';
       const behaviour = behaviours[step] as StepBehaviour;
       const resourceId = body.resourceId ?? '';
-      const job = { resourceId, from: body.from ?? {}, to: body.to ?? {} };
+      const stepAttempt = body.stepAttempt ?? body.attempt ?? 1;
+      const job = { resourceId, from: body.from ?? {}, to: body.to ?? {}, step, stepAttempt };
       // Ordering (v2 bodies): a job older than one seen for the resource is refused.
       if (body.lockAcquiredAt !== undefined && body.sequence !== undefined) {
         const latest = newest.get(resourceId);
@@ -180,23 +210,17 @@ export async function startParticipant(options: ParticipantOptions = {}): Promis
       }
       if (behaviour.kind === 'hang' && (behaviour.times === undefined || count <= behaviour.times)) {
         return void setTimeout(() => {
-          if (!res.writableEnded && !res.destroyed) {
-            copy(job);
-            done();
-          }
+          if (!res.writableEnded && !res.destroyed) finish(job);
         }, behaviour.ms);
       }
-      if (behaviour.kind === 'ok' || behaviour.kind === 'status' || behaviour.kind === 'hang') {
-        copy(job);
-        return void done();
-      }
+      if (behaviour.kind === 'ok' || behaviour.kind === 'status' || behaviour.kind === 'hang')
+        return void finish(job);
       const key = `${body.migrationId}|${body.migrationAttempt ?? 1}|${step}|${body.stepAttempt ?? body.attempt ?? 1}`;
       let existing = jobs.get(key);
       if (!existing) {
         const slow = behaviour.kind === 'slow' && (!behaviour.onlyFirstJob || slowJobs++ === 0);
         existing = {
           id: nextId++,
-          step,
           polls: behaviour.kind === 'poll' ? behaviour.polls : 0,
           readyAt: slow && behaviour.kind === 'slow' ? Date.now() + behaviour.ms : 0,
           gone: false,

@@ -6,6 +6,7 @@ import type {
   MigrationState,
   MigrationStatus,
   Step,
+  Verification,
 } from '../types';
 import { pendingStatus, terminalStates } from '../types';
 import { lockGone, releaseAfterFailure } from './cleanUp';
@@ -35,7 +36,8 @@ export type AttemptVerdict = 'retry' | 'final';
  * attempt, a lock never visible, a swap whose answer was lost (the gate between attempts checks the
  * route first). Final: everything that another attempt would meet again: a rival's lock (Conflict),
  * the resource already there (NoOp), a route gone, a region not allowed, a key missing from the ring,
- * a request the API refuses, a cancel, and any code not named here.
+ * a request the API refuses, a cancel, a participant that must verify and cannot (VerifyNotImplemented),
+ * and any code not named here.
  */
 const transientCodes: ReadonlySet<string> = new Set([
   'StepFailed',
@@ -50,6 +52,8 @@ const transientCodes: ReadonlySet<string> = new Set([
   'WriteBudgetExceeded',
   'NotVisible',
   'SwapUnknown',
+  // version 4: the target differed from the source on every write-lock attempt; a fresh attempt copies again
+  'VerificationFailed',
 ]);
 
 export function attemptVerdict(code: string | undefined): AttemptVerdict {
@@ -77,6 +81,7 @@ export function* attemptingMigration(
   const first = ended.length + 1;
   const last = ended.length + Math.max(1, input.settings.migrationAttempts ?? 1);
   const history = { actions: 0 };
+  let verifications: Verification[] = [];
   for (let n = first; ; n += 1) {
     const attemptInput: MigrationInput = { ...input, lock: { ...input.lock, attempt: n } };
     const startedAt = yield* now();
@@ -90,7 +95,7 @@ export function* attemptingMigration(
     const earlier = ended;
     let final: MigrationStatus | undefined;
     const end = yield* stampingStatuses(
-      oneAttempt(attemptInput, earlier, n, withPrelock),
+      oneAttempt(attemptInput, earlier, n, withPrelock, verifications),
       (status, endedAt) => {
         const stamped = {
           ...status,
@@ -104,6 +109,8 @@ export function* attemptingMigration(
       history,
     );
     if (end.kind === 'done') return final ?? end.status;
+    // version 4: the next attempt's status keeps this one's verifications
+    verifications = end.status.verifications ?? verifications;
     const lock = end.lockHeld ? `; lock ${yield* releaseAfterFailure(attemptInput)}` : '';
     const reason = `${end.reason}${lock}`;
     ended = [...ended, entry(yield* now(), 'Failed', reason)];
@@ -165,8 +172,14 @@ function* oneAttempt(
   earlier: MigrationAttempt[],
   n: number,
   withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+  verifications: Verification[],
 ): Generator<Step, AttemptEnd, unknown> {
-  const fresh: MigrationStatus = { ...pendingStatus(input), attempt: n, attempts: earlier };
+  const fresh: MigrationStatus = {
+    ...pendingStatus(input),
+    attempt: n,
+    attempts: earlier,
+    ...(verifications.length > 0 ? { verifications } : {}),
+  };
   const running = yield* publish(fresh, { status: 'Running' });
   // a cancel before this attempt's pre-lock: it never takes a lock (workflow/cancel.ts)
   const neverStarted = yield* cancelledBeforeStart(input, running);

@@ -10,6 +10,7 @@ import {
   type MigrationSettings,
   type ParticipantCall,
   type ParticipantRequest,
+  type ParticipantStep,
   type RaceResult,
   type SeededGrant,
   type Step,
@@ -29,6 +30,7 @@ import {
   stopIfCancelled,
 } from './steps';
 import {
+  type StepNeed,
   classifyAnswer,
   failureMessage,
   participantTiming,
@@ -70,9 +72,15 @@ export function worstCaseCopyActions(t: {
     t.participants * (2 * (rampPolls + Math.ceil(seconds / t.pollMaxSeconds)) + 2) +
     2 * Math.ceil((seconds * 1000) / renewEveryMs(leaseSeconds));
   const writeWindow = Math.min(t.writeLeaseSeconds, t.writeBudgetSeconds);
+  // Version 4's verify round after each delta (workflow/verify.ts) runs in the same write lock, whose
+  // life the write budget bounds: its polls at the cap and its renewals on the cadence share the
+  // budget the delta's term already counts in full. What it adds is its own start: a POST (and its race
+  // timer) per participant, the poll ramp again from the poll minimum, and the renewal cadence begun
+  // again (one early renewal before its first round, one more where the cadence restarts).
+  const verifyRound = t.participants === 0 ? 0 : t.participants * (2 * rampPolls + 2) + 2 * 2;
   return (
     copy(t.prelockMaxSeconds, t.hardDeleteLeaseSeconds) +
-    t.deltaAttempts * copy(t.writeBudgetSeconds, writeWindow)
+    t.deltaAttempts * (copy(t.writeBudgetSeconds, writeWindow) + verifyRound)
   );
 }
 
@@ -126,7 +134,7 @@ function participantCallV1(
   input: MigrationInput,
   from: Location,
   participant: Participant,
-  copy: CopyStep,
+  copy: CopyJob['copy'],
   attempt: number,
 ): TaskStep {
   return {
@@ -167,7 +175,7 @@ export function settleRound(
   pending: Pending[],
   race: RaceResult,
   s: MigrationSettings,
-  copy: CopyStep,
+  copy: CopyJob['copy'],
 ): Round {
   const still: Pending[] = [];
   let backoffMs = 0;
@@ -191,18 +199,27 @@ export function settleRound(
   return { ok: true, pending: still, backoffMs };
 }
 
+/** One step run at every participant under a phase lock: a copy, or (version 4) `verify`. */
 export interface CopyJob {
-  copy: CopyStep;
-  /** 1 for the bulk copy; the write-lock attempt for the delta. */
+  copy: CopyStep | 'verify';
+  /** 1 for the bulk copy; the write-lock attempt for the delta and its verify. */
   attempt: number;
   phase: 'hardDelete' | 'write';
   leaseSeconds: number;
+  /** The copies are required (a 404 fails, the default); verify is optional (a 404: not implemented). */
+  need?: StepNeed;
 }
+
+/** A participant's final answer to the step (version 2): its 200 body, or a 404 to an optional step. */
+export type ParticipantAnswer =
+  { participant: string; kind: 'done'; body: unknown } | { participant: string; kind: 'notImplemented' };
 
 /** How a copy ended, and the ETag after the renewals it made on the way. */
 export interface CopyOutcome {
   result: ActivityResult<null>;
   etag: string;
+  /** On success (version 2), each participant's final answer, in the settings' order. */
+  answers?: ParticipantAnswer[];
 }
 
 /**
@@ -266,13 +283,39 @@ export function participantJob(state: Escalated, job: CopyJob): ParticipantReque
     migrationAttempt,
     stepAttempt: job.attempt,
     attempt: job.attempt,
-    // Every new job of the migration gets a larger number: within an attempt the bulk copy 1, delta
-    // attempt n 1 + n; each migration attempt after the ones before (1 + deltaAttempts jobs each).
-    sequence:
-      (migrationAttempt > 1 ? (migrationAttempt - 1) * (1 + state.input.settings.deltaAttempts) : 0) +
-      (job.copy === 'bulkCopy' ? 1 : 1 + job.attempt),
+    sequence: jobSequence(state.input, job.copy, job.attempt),
     lockAcquiredAt: state.grant.acquiredAt,
   };
+}
+
+/**
+ * A job's `sequence` (docs/design.md §6.5): every new job of a migration gets a larger number, so a
+ * participant can tell the newest job of a resource. Versions 2 and 3: within a migration attempt the
+ * bulk copy 1, delta attempt n 1 + n; each migration attempt after the earlier ones' 1 + deltaAttempts.
+ * Version 4 also orders verify and the end notice: bulk copy 1, delta n 2n, verify n 2n + 1, and the
+ * end notice (sent after the migration's last attempt; `stepAttempt` not used) last of its attempt,
+ * 2 + 2 × deltaAttempts; each migration attempt after the earlier ones' 2 + 2 × deltaAttempts, so an
+ * operator's retry of a Failed migration numbers its jobs after the notice of the run before.
+ */
+export function jobSequence(
+  input: Pick<MigrationInput, 'workflowVersion' | 'settings' | 'lock'>,
+  step: ParticipantStep,
+  stepAttempt: number,
+): number {
+  const before = (input.lock?.attempt ?? 1) - 1;
+  const jobsBefore = (perAttempt: () => number) => (before > 0 ? before * perAttempt() : 0);
+  if (workflowVersionOf(input) < 4)
+    return jobsBefore(() => 1 + input.settings.deltaAttempts) + (step === 'bulkCopy' ? 1 : 1 + stepAttempt);
+  const perAttempt = 2 + 2 * input.settings.deltaAttempts;
+  const within =
+    step === 'bulkCopy'
+      ? 1
+      : step === 'deltaCopy'
+        ? 2 * stepAttempt
+        : step === 'verify'
+          ? 2 * stepAttempt + 1
+          : perAttempt;
+  return jobsBefore(() => perAttempt) + within;
 }
 
 /** Where one participant is in a copy step (version 2). */
@@ -287,6 +330,8 @@ interface Progress {
   /** Transient answers in a row (an answer that shows progress resets it). */
   transient: number;
   done: boolean;
+  /** Its final answer, once done. */
+  answer?: ParticipantAnswer;
 }
 
 function requestTask(state: Escalated, job: CopyJob, p: Progress): TaskStep {
@@ -316,12 +361,17 @@ function applyAnswer(
   job: CopyJob,
 ): string | undefined {
   const kind = p.location === undefined ? 'post' : 'poll';
-  const verdict = classifyAnswer(kind, 'required', answer);
+  const verdict = classifyAnswer(kind, job.need ?? 'required', answer);
   const what = `participant ${p.participant.name} answered ${answer.status || 'nothing'} to ${job.copy}${kind === 'poll' ? ' (poll)' : ''} (attempt ${job.attempt})`;
+  const participant = p.participant.name;
   switch (verdict.kind) {
     case 'done':
+      p.done = true;
+      p.answer = { participant, kind: 'done', body: answer.body };
+      return undefined;
     case 'notImplemented':
       p.done = true;
+      p.answer = { participant, kind: 'notImplemented' };
       return undefined;
     case 'running':
       p.location = verdict.location ?? p.location;
@@ -353,7 +403,8 @@ function applyAnswer(
  * abandoned and asked again after the renewal: a POST of the same job is the same job). With nothing
  * due, the workflow sleeps until the next due time or the deadline. When the lock can be renewed no
  * further (the write budget, the parent's cap), the copy may still finish before the lock's own end; a
- * copy still running then has overrun (LockExpired).
+ * copy still running then has overrun (LockExpired). Version 4's verify runs on the same engine (an
+ * optional step, `job.need`), reading each participant's final answer (`CopyOutcome.answers`).
  */
 function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome, unknown> {
   const s = state.input.settings;
@@ -379,7 +430,10 @@ function* copyAllV2(state: Escalated, job: CopyJob): Generator<Step, CopyOutcome
   });
   for (;;) {
     const open = progress.filter((p) => !p.done);
-    if (open.length === 0) return { result: { ok: true, value: null }, etag };
+    if (open.length === 0) {
+      const answers = progress.flatMap((p) => (p.answer ? [p.answer] : []));
+      return { result: { ok: true, value: null }, etag, answers };
+    }
     const deadline = renewable ? Math.min(renewAt, phaseEndsAt) : phaseEndsAt;
     let t = yield* now();
     if (t < deadline) {

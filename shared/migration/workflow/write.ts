@@ -1,4 +1,4 @@
-import type { Step } from '../types';
+import { type Step, workflowVersionOf } from '../types';
 import { copyAll, inFlightGrace, renewLock } from './copy';
 import {
   type Ending,
@@ -12,23 +12,30 @@ import {
 } from './state';
 import { activity, publish, sleep, stopIfCancelled } from './steps';
 import { swapPhase } from './swap';
+import { verifyRound } from './verify';
 
-/** A write-lock attempt whose delta (or swap) overran the write budget; writes resumed. */
+/**
+ * A write-lock attempt whose delta (or swap) overran the write budget, or (version 4) whose verify
+ * found a mismatch (`mismatch`); writes resumed.
+ */
 interface Overran {
   kind: 'overran';
   state: Moving;
   overrun: string;
+  mismatch?: true;
 }
 
 /**
- * 6. Write lock, delta copy and swap, within the write budget, up to `deltaAttempts` times. A delta
- * that overruns: release the write lock (writes resume, the hard-delete lock stays), wait, renew the
- * hard-delete lock, try again; after the last attempt, fail.
+ * 6. Write lock, delta copy, (version 4) verify, and swap, within the write budget, up to
+ * `deltaAttempts` times. A delta that overruns, or a verify that finds a mismatch: release the write
+ * lock (writes resume, the hard-delete lock stays), wait, renew the hard-delete lock, try again; after
+ * the last attempt, fail (`VerificationFailed` when the last one found a mismatch).
  */
 export function* writePhase(state: Moving): Generator<Step, Ending, unknown> {
   const s = state.input.settings;
   let current = state;
   let lastOverrun = '';
+  let lastMismatched = false;
   for (let attempt = 1; attempt <= s.deltaAttempts; attempt += 1) {
     if (attempt > 1) {
       const renewed = yield* guarded(current, renewBetweenAttempts);
@@ -39,7 +46,14 @@ export function* writePhase(state: Moving): Generator<Step, Ending, unknown> {
     if (tried.kind !== 'overran') return tried;
     current = tried.state;
     lastOverrun = tried.overrun;
+    lastMismatched = tried.mismatch === true;
   }
+  if (lastMismatched)
+    return failed(
+      current,
+      `verification failed on write-lock attempt ${s.deltaAttempts} of ${s.deltaAttempts}, no swap: ${lastOverrun}`,
+      'VerificationFailed',
+    );
   return failed(
     current,
     `write budget exceeded on all ${s.deltaAttempts} attempts (${lastOverrun})`,
@@ -92,12 +106,27 @@ function* deltaCopyAndSwap(state: Escalated, attempt: number): Generator<Step, E
       return failed(copied, `deltaCopy: ${copy.result.code}: ${copy.result.message}`, copy.result.code);
     return yield* releaseWriteLock(copied, `deltaCopy: ${copy.result.message}`);
   }
-  const swapped = yield* swapPhase(copied);
-  return swapped.kind === 'lapsed' ? yield* releaseWriteLock(copied, swapped.overrun) : swapped;
+  let verified = copied;
+  if (workflowVersionOf(state.input) >= 4 && s.participants.length > 0) {
+    const round = yield* verifyRound(copied, attempt);
+    if (round.kind === 'mismatch') return yield* releaseWriteLock(round.state, round.reason, true);
+    if (round.kind === 'overran') return yield* releaseWriteLock(round.state, round.overrun);
+    if (round.kind !== 'verified') return round;
+    verified = round.state;
+  }
+  const swapped = yield* swapPhase(verified);
+  return swapped.kind === 'lapsed' ? yield* releaseWriteLock(verified, swapped.overrun) : swapped;
 }
 
-/** The delta overran: let writes resume (the hard-delete lock stays), pinned to this attempt. */
-function* releaseWriteLock(state: Escalated, overrun: string): Generator<Step, Ending | Overran, unknown> {
+/**
+ * The delta overran, or its verify found a mismatch: let writes resume (the hard-delete lock stays),
+ * pinned to this attempt.
+ */
+function* releaseWriteLock(
+  state: Escalated,
+  overrun: string,
+  mismatch = false,
+): Generator<Step, Ending | Overran, unknown> {
   const { resourceId, lock } = state.input;
   const down = yield* activity('release', {
     resourceId,
@@ -113,5 +142,5 @@ function* releaseWriteLock(state: Escalated, overrun: string): Generator<Step, E
     etag: down.value.etag,
     from: state.from,
   };
-  return { kind: 'overran', state: resumed, overrun };
+  return { kind: 'overran', state: resumed, overrun, ...(mismatch ? { mismatch: true as const } : {}) };
 }
