@@ -30,6 +30,8 @@ export interface DrillOptions {
   ignoreWriteLock?: boolean;
   /** The verification step (default on): the first migrated conversation's delta drops an item once. */
   verificationStep?: boolean;
+  /** Its negative control: a message store without `verify` (404), so nothing stops that swap. */
+  withoutVerify?: boolean;
   /** Called about twice a second with progress. */
   onProgress?: (progress: DrillProgress) => void;
   /** A port for the host (0: any free one). */
@@ -106,6 +108,7 @@ export async function runDrill(
       regions: { westeurope: join(dir, 'westeurope.db'), eastus: join(dir, 'eastus.db') },
       ignoreWriteLock: options.ignoreWriteLock ?? false,
       copyDelayMs: 150,
+      implementsVerify: !options.withoutVerify,
     });
     const verificationStep = options.verificationStep ?? true;
     const storeUrl = await messages.listen();

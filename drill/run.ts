@@ -1,7 +1,8 @@
 import { type DrillSummary, runDrill } from './drill';
 
 /**
- * `npm run drill [-- --resources N --migrations N --rate N --duration S --json --no-verification-step]`:
+ * `npm run drill [-- --resources N --migrations N --rate N --duration S --json --no-verification-step
+ * --without-verify]`:
  * migrations under user traffic, then the checks. Exit 1 on any violation.
  */
 
@@ -40,6 +41,7 @@ async function main(): Promise<void> {
     duration: number('duration', 20),
     ignoreWriteLock: args.includes('--ignore-write-lock'),
     verificationStep: !args.includes('--no-verification-step'),
+    withoutVerify: args.includes('--without-verify'),
     ...(port ? { port } : {}),
   };
   const tty = process.stdout.isTTY && !json;

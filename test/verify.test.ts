@@ -69,8 +69,8 @@ describe('a participant whose delta drops an item', () => {
     expect(v.itemsDropped).toBeGreaterThan(0);
     expect(v.mismatches).toBeGreaterThan(0);
     expect(v.swapsRefused).toBeGreaterThan(0);
-    // every drop is found: a dropped item is one the target lacks, and nothing writes under the write lock
-    expect(v.mismatches).toBeGreaterThanOrEqual(v.itemsDropped);
+    // no false alarm: every mismatch is a drop's (a drop in a delta that overran is never verified)
+    expect(v.mismatches).toBeLessThanOrEqual(v.itemsDropped);
     expect(result.caught).toBe(true);
   }, 300_000);
 

@@ -64,6 +64,8 @@ export interface MessageStoreOptions {
   publicUrl?: string;
   /** Negative control: a superseded job still applies its copy when it finishes late. */
   ignoreSupersede?: boolean;
+  /** A build without `verify` (default: with): it answers 404, "not implemented". */
+  implementsVerify?: boolean;
   clock?: () => number;
 }
 
@@ -301,7 +303,7 @@ export class MessageStore {
   migrate(body: unknown): { status: number; body: unknown; headers?: Record<string, string> } {
     const step = (body as { step?: unknown } | null)?.step;
     if (step === 'preflight') return this.preflight(body);
-    if (step === 'verify') return this.verify(body);
+    if (step === 'verify' && this.options.implementsVerify !== false) return this.verify(body);
     const parsed = parseJobRequest(body);
     if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
     const decision = this.jobs.post(parsed.request);
