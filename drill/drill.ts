@@ -71,6 +71,18 @@ export interface DrillSummary {
    * rounds with a mismatch in the statuses (swaps refused), and participants that did not verify.
    */
   verification: { run: number; mismatches: number; swapsRefused: number; notVerified: number };
+  /**
+   * The end notices' clean-ups at the message store: sources deleted after `completed`, targets'
+   * partial copies dropped after `failed` / `cancelled`, copies kept (the route there), and what the
+   * janitor still had to purge afterwards.
+   */
+  cleanUps: {
+    noticesDelivered: number;
+    sourcesDeleted: number;
+    targetsDropped: number;
+    kept: number;
+    leftToJanitor: number;
+  };
   /** The verification step: the conversation whose delta dropped an item, and what became of it. */
   verificationStep?: VerificationStep;
   violations: string[];
@@ -250,7 +262,11 @@ export async function runDrill(
       if (statuses.every((s) => !['Pending', 'Running'].includes(s.status)) || Date.now() > deadline) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    await messages.janitor();
+    // The end notices (issue 19 §4): the store cleans up on them; the janitor purges whatever is left.
+    statuses = await awaitNotices(api, statuses);
+    await settleCleanUps(messages);
+    const cleanUps = countCleanUps(messages, statuses);
+    cleanUps.leftToJanitor = await messages.janitor();
 
     // The checks.
     const violations: string[] = [];
@@ -336,6 +352,7 @@ export async function runDrill(
         ),
       },
       ...(step ? { verificationStep: step } : {}),
+      cleanUps,
       violations,
       url: host.url,
     };
@@ -344,6 +361,47 @@ export async function runDrill(
     await messages?.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The notices are sent after the final status (best effort): wait until each ended migration's status
+ * lists them (a workflow before version 4 never does: 10 s at most).
+ */
+async function awaitNotices(api: string, statuses: MigrationStatus[]): Promise<MigrationStatus[]> {
+  const deadline = Date.now() + 10_000;
+  let current = statuses;
+  const ended = (s: MigrationStatus) => ['Completed', 'Failed', 'Cancelled'].includes(s.status);
+  while (current.some((s) => ended(s) && s.notices === undefined) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 250));
+    current = await Promise.all(
+      current.map(
+        async (s) => (await (await fetch(`${api}/migrations/${s.migrationId}`)).json()) as MigrationStatus,
+      ),
+    );
+  }
+  return current;
+}
+
+/** Let the scheduled clean-ups run: each at its `cleanUpSourceAfter` (the retired-source window's end). */
+async function settleCleanUps(messages: MessageStore): Promise<void> {
+  const scheduled = () => [...messages.cleanUps.values()].filter((c) => c.state === 'scheduled');
+  const latest = Math.max(0, ...scheduled().map((c) => c.notBefore));
+  const deadline = Math.max(Date.now(), latest) + 5_000;
+  while (scheduled().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+}
+
+function countCleanUps(messages: MessageStore, statuses: MigrationStatus[]): DrillSummary['cleanUps'] {
+  const all = [...messages.cleanUps.values()];
+  return {
+    noticesDelivered: statuses.reduce(
+      (sum, s) => sum + (s.notices ?? []).filter((n) => n.outcome === 'delivered').length,
+      0,
+    ),
+    sourcesDeleted: all.filter((c) => c.step === 'completed' && c.state === 'deleted').length,
+    targetsDropped: all.filter((c) => c.step !== 'completed' && c.state === 'deleted').length,
+    kept: all.filter((c) => c.state === 'kept').length,
+    leftToJanitor: 0,
+  };
 }
 
 /** Verify rounds with a mismatch (each a swap the workflow refused). */

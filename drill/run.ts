@@ -90,6 +90,7 @@ async function main(): Promise<void> {
         `user ops: ${summary.operations.reads} reads, ${summary.operations.writes} writes, ${summary.operations.deletes} deletes · ${summary.operations.refusals} refusals (423), ${summary.operations.writesRefusedThenAccepted} writes refused then accepted · ${summary.operations.deletesTombstoned} deletes tombstoned`,
         `verification: ${summary.verification.run} verify calls answered, ${summary.verification.mismatches} mismatches found, ${summary.verification.swapsRefused} swaps refused, ${summary.verification.notVerified} not verified`,
         ...(summary.verificationStep ? [stepLine(summary.verificationStep)] : []),
+        `end notices: ${summary.cleanUps.noticesDelivered} delivered · ${summary.cleanUps.sourcesDeleted} sources deleted after their clean-up time, ${summary.cleanUps.targetsDropped} partial targets dropped, ${summary.cleanUps.kept} kept (live) · ${summary.cleanUps.leftToJanitor} left to the janitor`,
         summary.violations.length === 0
           ? 'checks: every acknowledged write present at the target · no write accepted at the source after its write lock · no conversation in both regions after its swap · no partial cutover — 0 violations'
           : `VIOLATIONS (${summary.violations.length}):\n  ${summary.violations.slice(0, 50).join('\n  ')}`,
