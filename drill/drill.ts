@@ -267,6 +267,9 @@ export async function runDrill(
     await settleCleanUps(messages);
     const cleanUps = countCleanUps(messages, statuses);
     cleanUps.leftToJanitor = await messages.janitor();
+    const early = [...messages.cleanUps.values()].filter(
+      (c) => c.state === 'deleted' && (c.at ?? 0) < c.notBefore,
+    );
 
     // The checks.
     const violations: string[] = [];
@@ -322,6 +325,10 @@ export async function runDrill(
         violations.push(`${id} has messages in both regions after its swap`);
     }
 
+    for (const c of early)
+      violations.push(
+        `clean-up before its time: ${c.resourceId} at ${c.region}, ${c.notBefore - (c.at ?? 0)} ms early`,
+      );
     const step = dropped ? verificationStepOf(dropped, statuses, messages, violations) : undefined;
     if (step) violations.push(...verificationStepProblems(step));
 

@@ -134,6 +134,9 @@ async function verifyResource(f: Fleet, body: ParticipantRequest): Promise<HttpR
 export function participantHttp(f: Fleet, call: HttpCall): Promise<HttpResult> {
   // A read, answered afresh each time it is asked (a re-verify after a re-copied delta sees the new data).
   if (call.body.step === 'verify') return verifyResource(f, call.body);
+  // Any other step but the copies (an end notice, before the fleet answers it): not implemented, never a copy.
+  if (call.body.step !== 'bulkCopy' && call.body.step !== 'deltaCopy')
+    return Promise.resolve({ status: 404, body: `step ${call.body.step} is not implemented` });
   const { jobs } = f.participants;
   const key = jobKey(call.body);
   let job = jobs.get(key);
