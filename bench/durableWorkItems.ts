@@ -70,7 +70,8 @@ export async function countWorkItems(options: {
   });
   const copyMs = (options.copySeconds ?? 1) * 1000;
   // A participant as the contract asks (docs/design.md §6.5): a job's POST answers 202 + Location, its
-  // polls 202 until the job ends (bulk copy: copySeconds; delta: 1 s), then 200.
+  // polls 202 until the job ends (bulk copy: copySeconds; delta and verify: 1 s), then 200 (verify: a
+  // match, as workflow version 4 asks it after each delta).
   const jobsEnd = new Map<string, number>();
   activities.callParticipant = async (call) => {
     const now = replay.now;
@@ -80,7 +81,8 @@ export async function countWorkItems(options: {
       return { ok: true, value: { status: 202, body: null, location: job } };
     }
     const end = jobsEnd.get(call.url) ?? 0;
-    return { ok: true, value: now >= end ? { status: 200, body: null } : { status: 202, body: null } };
+    const done = call.url.includes('/jobs/verify-') ? { match: true, sourceCount: 0, targetCount: 0 } : null;
+    return { ok: true, value: now >= end ? { status: 200, body: done } : { status: 202, body: null } };
   };
   const replay: DurableReplay = new DurableReplay({
     orchestrator: migrationOrchestrator,

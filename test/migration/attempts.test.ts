@@ -8,7 +8,7 @@ import { attemptVerdict } from '../../shared/migration/workflow';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { DurableReplay } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
-import { virtualRunner } from '../support/migrationHarness';
+import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 import { InProcessMigrationService } from '../../shared/migration/service';
 
 /**
@@ -82,16 +82,15 @@ async function run(h: Harness, resourceId = 'r-1') {
 }
 
 /** A participant that refuses (422) every job of the first `failing` migration attempts, then copies. */
-const refusingFirst =
-  (failing: number, seen: HttpCall[] = []) =>
-  (call: HttpCall) => {
+const refusingFirst = (failing: number, seen: HttpCall[] = []) =>
+  copiesOnly((call: HttpCall) => {
     seen.push(call);
     return Promise.resolve(
       (call.body.migrationAttempt ?? 1) <= failing
         ? { status: 422, body: { error: 'not now' } }
         : { status: 200, body: null },
     );
-  };
+  });
 
 describe('in-process runner (dev timing, virtual time)', () => {
   const env = { ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANTS: PARTICIPANTS };
@@ -113,9 +112,10 @@ describe('in-process runner (dev timing, virtual time)', () => {
     // every job names its attempt; attempt 2's jobs come after (supersede) every job of attempt 1
     const jobs = seen.map((c) => [c.body.migrationAttempt, c.body.step, c.body.sequence]);
     expect(jobs).toEqual([
+      // version 4: 2 + 2 × deltaAttempts (3) job numbers per attempt (workflow/copy.ts jobSequence)
       [1, 'bulkCopy', 1],
-      [2, 'bulkCopy', 5],
-      [2, 'deltaCopy', 6],
+      [2, 'bulkCopy', 9],
+      [2, 'deltaCopy', 10],
     ]);
     // each attempt its own lock (a fresh Idempotency-Key: attempt 2's pre-lock was not a replay)
     expect(oracle.prelocks.map((p) => p.attempt)).toEqual([1, 2]);

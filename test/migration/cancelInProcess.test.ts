@@ -24,6 +24,7 @@ const participant =
   (hang: 'bulkCopy' | 'deltaCopy' | 'none', calls: HttpCall[] = []) =>
   (call: HttpCall): Promise<HttpResult> => {
     calls.push(call);
+    if (call.body.step === 'verify') return Promise.resolve({ status: 404, body: null }); // not implemented
     return call.body.step === hang
       ? new Promise(() => undefined)
       : Promise.resolve({ status: 200, body: null });

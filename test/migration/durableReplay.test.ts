@@ -88,7 +88,14 @@ describe('Durable orchestrator replayed through the real engine', () => {
             : result;
         };
       }
-      const result = await h.make({ http: () => ({ statusCode: 200 }) }).run();
+      // a participant without verify (version 4's optional step): 404
+      const result = await h
+        .make({
+          http: (r) => ({
+            statusCode: (r.body as { step?: string } | undefined)?.step === 'verify' ? 404 : 200,
+          }),
+        })
+        .run();
       expect((result.output as MigrationStatus).status).toBe('Completed');
       const { token, idempotencyKey } = h.keyring.credentials(h.input.lock);
       const stored = JSON.stringify([

@@ -14,11 +14,11 @@ test('work items per migration: 0, 1 and 2 participants under the dev and produc
       '| profile | participants | activities | timers | HTTP calls | episodes | work items | DTS actions |',
       '|---|---:|---:|---:|---:|---:|---:|---:|',
       '| dev | 0 | 7 | 2 | 0 | 10 | 17 | 17 |',
-      '| dev | 1 | 8 | 7 | 4 | 17 | 29 | 32 |',
-      '| dev | 2 | 8 | 7 | 8 | 21 | 37 | 40 |',
+      '| dev | 1 | 9 | 10 | 6 | 21 | 36 | 41 |',
+      '| dev | 2 | 9 | 10 | 12 | 27 | 48 | 53 |',
       '| production | 0 | 7 | 2 | 0 | 10 | 17 | 17 |',
-      '| production | 1 | 7 | 9 | 4 | 18 | 29 | 32 |',
-      '| production | 2 | 7 | 9 | 8 | 22 | 37 | 40 |',
+      '| production | 1 | 7 | 12 | 6 | 21 | 34 | 39 |',
+      '| production | 2 | 7 | 12 | 12 | 27 | 46 | 51 |',
     ].join('\n'),
   );
   // no sub-orchestrations or external events: the harness fails on any action but activity, timer, HTTP

@@ -3,7 +3,7 @@ import type { LocationDocument, StoredDocument } from '../../shared/lock/documen
 import type { HttpCall } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { FaultyStore } from '../../testkit/faultyStore';
-import { virtualRunner } from '../support/migrationHarness';
+import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /**
  * What the fleet simulation (verify/fleet.ts) found, pinned down one case at a time: a pre-lock that
@@ -192,10 +192,10 @@ describe('in-flight grace: each copy starts after requests decided before its lo
     const calls: { step: string; at: number }[] = [];
     const h = virtualRunner({
       env: { ROUTELOCK_PARTICIPANTS: PARTICIPANTS, ...env },
-      http: async (call: HttpCall) => {
+      http: copiesOnly(async (call: HttpCall) => {
         calls.push({ step: call.body.step, at: h.clock.now() });
         return { status: 200, body: {} };
-      },
+      }),
     });
     await h.router.createRoute('r-grace', SOURCE);
     const { record } = h.runner.start({ resourceId: 'r-grace', target: TARGET });

@@ -82,11 +82,15 @@ async function replay(
   return { result, status: result.output as MigrationStatus, doc, calls };
 }
 
-/** Each participant's job takes `lengthMs` of virtual time from its first POST; answered 202 + Location meanwhile. */
+/**
+ * Each participant's job takes `lengthMs` of virtual time from its first POST; answered 202 + Location
+ * meanwhile. They implement only the copies: version 4's verify answers 404 (not implemented).
+ */
 function jobs(lengthMs: Record<string, number>): Answer {
   const ends = new Map<string, number>();
   return (call, now) => {
     const host = new URL(call.participantUrl).host;
+    if (call.method === 'POST' && call.body.step === 'verify') return { status: 404, body: null };
     if (call.method === 'POST') {
       const key = `${host}/${call.body.step}/${call.body.stepAttempt}`;
       if (!ends.has(key)) ends.set(key, now + (lengthMs[`${call.participant}:${call.body.step}`] ?? 0));
@@ -135,8 +139,9 @@ test('two participants answering 202: POST once, poll on durable timers, renew t
     callParticipant: sequence.filter((n) => n === 'migrationCallParticipant').length,
     timers: sequence.filter((n) => n === 'timer').length,
     renewals: sequence.filter((n) => n === 'migrationRenew').length,
-    // version 3: one more timer, the first cancel check's (before the pre-lock; docs/design.md §6.8)
-  }).toEqual({ actions: 50, callParticipant: 19, timers: 19, renewals: 5 });
+    // version 3: one more timer, the first cancel check's (before the pre-lock; docs/design.md §6.8);
+    // version 4: the verify round, a POST each (404: not implemented) and its race timer
+  }).toEqual({ actions: 53, callParticipant: 21, timers: 20, renewals: 5 });
 });
 
 test('crash mid-copy: a fresh orchestrator process replays the polls from history and finishes the same way', async () => {
@@ -160,7 +165,10 @@ test('a participant answering 503 every time: retried on durable timers, then Fa
 });
 
 describe('negative control on Durable: a 202 without Location', () => {
-  const noLocation: Answer = () => ({ status: 202, body: null });
+  const noLocation: Answer = (call) =>
+    call.method === 'POST' && call.body.step === 'verify'
+      ? { status: 404, body: null }
+      : { status: 202, body: null };
   test('planted "any 2xx is done": Completed, though no participant copied anything', async () => {
     const r = await replay(noLocation, { plant: true });
     expect(r.status.status).toBe('Completed');

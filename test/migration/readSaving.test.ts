@@ -1,7 +1,7 @@
 import { withoutIfMatch } from '../../testkit/withoutIfMatch';
 import { parseConfig } from '../../shared/config';
 import { resetCounters } from '../../shared/store/ports/locations';
-import { virtualRunner } from '../support/migrationHarness';
+import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /**
  * Store reads and writes per migration, with the orchestrator's If-Match read saving and without it
@@ -21,13 +21,13 @@ async function measure(saving: boolean, participants: number) {
   const jobs = new Map<string, number>();
   const h = virtualRunner({
     config,
-    http: async (call) => {
+    http: copiesOnly(async (call) => {
       const key = `${call.url}|${call.body.migrationId}|${call.body.step}|${call.body.attempt}`;
       if (!jobs.has(key))
         jobs.set(key, h.scheduler.now() + (call.body.step === 'bulkCopy' ? 5 * 3600_000 : 1000));
       await h.scheduler.timer(jobs.get(key) as number).promise;
       return { status: 200, body: null };
-    },
+    }),
   });
   if (!saving) Object.assign(h.activities, withoutIfMatch({ ...h.activities }));
   const ids = Array.from({ length: 20 }, (_, i) => `r-${i}`);

@@ -10,7 +10,7 @@ import { TokenKeyring } from '../../shared/security/tokenKeys';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import { ManualClock } from '../../testkit/clock';
-import { virtualRunner } from '../support/migrationHarness';
+import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /**
  * `retry(migrationId, actor)` (issue 18 §1): a new attempt of an ended, Failed migration, same id,
@@ -39,8 +39,9 @@ describe('in-process', () => {
         ROUTELOCK_REGIONS: 'westeurope,eastus,northeurope',
         ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]),
       },
-      http: (_call: HttpCall) =>
+      http: copiesOnly((_call: HttpCall) =>
         Promise.resolve(refuse ? { status: 422, body: 'no' } : { status: 200, body: null }),
+      ),
     });
     const service = new InProcessMigrationService(h.runner, h.router);
     return { h, service, accept: () => (refuse = false) };

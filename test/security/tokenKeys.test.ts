@@ -22,7 +22,7 @@ import {
   rotateTokenKeySet,
 } from '../../shared/security/tokenKeys';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { virtualRunner } from '../support/migrationHarness';
+import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /** The workflow's token key ring: where it comes from, how it is kept, and rotating it mid-migration. */
 
@@ -200,7 +200,7 @@ describe('rotation', () => {
       clock,
       keyring: ring,
       env: { ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]) },
-      http: async () => ({ status: 200, body: null }),
+      http: copiesOnly(async () => ({ status: 200, body: null })),
     });
     expect(h2.runner.resumeAll()).toBe(1);
     await h2.settle();

@@ -152,7 +152,8 @@ export interface Job {
 /**
  * Participant services: a POST starts the job (the same job POSTed again is the same job), and the
  * answer comes when it ends. `sync`: the POST answers 200 when the job ends. `async`: 202 + absolute
- * Location at once, polls answer 202 until the job ends, then 200.
+ * Location at once, polls answer 202 until the job ends, then 200. They implement only the copies:
+ * version 4's `verify` (optional) answers 404 and is not in `calls`.
  */
 export function participantJobs(options: {
   durationMs: (job: Job) => number;
@@ -162,6 +163,8 @@ export function participantJobs(options: {
   const ends = new Map<string, number>();
   const calls: { method: string; job: string; at: number }[] = [];
   const http = (request: HttpRequestSeen): HttpReply => {
+    if (request.method === 'POST' && (request.body as { step?: string } | undefined)?.step === 'verify')
+      return { statusCode: 404 };
     const url = new URL(request.url);
     const key =
       request.method === 'GET'

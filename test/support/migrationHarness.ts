@@ -12,6 +12,15 @@ import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 
+/**
+ * A stubbed participant that implements only the copies: version 4's `verify` (an optional step, issue
+ * 19 §1) answers 404, "not verified", and never reaches the stub (its call log stays the copies').
+ */
+export const copiesOnly =
+  (stub: (call: HttpCall) => Promise<HttpResult>) =>
+  (call: HttpCall): Promise<HttpResult> =>
+    call.body.step === 'verify' ? Promise.resolve({ status: 404, body: null }) : stub(call);
+
 /** The in-process runner on virtual time over a real store: migrations of hours finish in milliseconds. */
 export function virtualRunner(
   options: {
