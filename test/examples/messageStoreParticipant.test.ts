@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { mayDeleteCopy } from '../../examples/message-store/notices';
 import { MessageStore, type MessageStoreOptions } from '../../examples/message-store/service';
+import { compareRegions } from '../../examples/message-store/verification';
+import type { RouteView } from '../../shared/lock/view';
 import { type LocalHost, startLocalHost } from '../../local/host';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { poll } from '../support/poll';
@@ -619,5 +622,57 @@ describe('end notices (issue 19 §4): clean up, never live data', () => {
     expect((await post(store, notice('other-1', 'completed'))).status).toBe(400); // no cleanUpSourceAfter
     expect((await post(store, { ...notice('other-1', 'failed'), to: 'eastus' })).status).toBe(400);
     expect(store.cleanUps.size).toBe(0);
+  });
+});
+
+describe('the pure rules (verification.ts, notices.ts)', () => {
+  const row = (messageId: string, text = 't', updatedAt = 1, deleted = false) => ({
+    conversationId: 'c',
+    messageId,
+    text,
+    updatedAt,
+    deleted,
+  });
+
+  test.each([
+    ['the same rows in another order', [row('a'), row('b')], [row('b'), row('a')], true],
+    [
+      'a tombstone at the source, nothing at the target',
+      [row('a'), row('b', 't', 2, true)],
+      [row('a')],
+      true,
+    ],
+    [
+      'a tombstone at the target, nothing at the source',
+      [row('a')],
+      [row('a'), row('x', 't', 1, true)],
+      true,
+    ],
+    ['a live row at the target the source tombstoned', [row('a', 't', 1, true)], [row('a')], false],
+    ['the same id at another version', [row('a', 't', 2)], [row('a', 't', 1)], false],
+  ])('compareRegions: %s', (_, source, target, match) => {
+    expect(compareRegions(source, target).match).toBe(match);
+  });
+
+  test('the detail names at most three ids of a kind, and never a text', () => {
+    const source = ['a', 'b', 'c', 'd', 'e'].map((id) => row(id, `secret-${id}`));
+    const detail = compareRegions(source, []).detail ?? '';
+    expect(detail).toMatch(/^5 missing at the target \(a, b, c, …\); source sha256:[0-9a-f]{12}…, target/);
+    expect(detail).not.toMatch(/secret/);
+  });
+
+  const view = (region: string, lockTarget?: string) =>
+    ({
+      location: { region },
+      lock: lockTarget ? { migrationId: 'm-9', target: { region: lockTarget } } : null,
+    }) as unknown as RouteView;
+  test.each([
+    ['the route elsewhere, no lock', view('westeurope'), 'eastus', true],
+    ['the route there', view('eastus'), 'eastus', false],
+    ['a lock bringing it there', view('westeurope', 'eastus'), 'eastus', false],
+    ['a lock towards elsewhere', view('westeurope', 'northeurope'), 'eastus', true],
+    ['no route', null, 'eastus', false],
+  ])('mayDeleteCopy: %s', (_, v, region, ok) => {
+    expect(mayDeleteCopy(v, region).ok).toBe(ok);
   });
 });
