@@ -38,6 +38,16 @@ export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, CaughtBy> = 
   campaignIgnoresStartsPerMinute: ['campaign'],
 };
 
+/**
+ * Controls whose participants answer 404 to `verify`: the unverified delta, and the in-flight grace,
+ * whose late writes verification would otherwise find missing and refuse to swap (a second defence:
+ * the control shows the grace itself is needed).
+ */
+export const controlsWithoutVerify: ReadonlySet<FleetControl> = new Set([
+  'deltaDropsItemUnverified',
+  'noInFlightGrace',
+]);
+
 /** Whether a run caught its control (fleetResult's verdict). */
 export function controlCaught(
   control: Exclude<FleetControl, 'none'>,

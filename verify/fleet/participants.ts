@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { HttpCall, HttpResult, ParticipantRequest, VerifyAnswer } from '../../shared/migration/types';
+import { controlsWithoutVerify } from './controls';
 import { type Fleet, note, regionData } from './state';
 import { type Item, type Shelf, between, logBetween, pick } from './world';
 
@@ -101,10 +102,11 @@ function holding(shelf: Shelf): { count: number; digest: string; live: Set<strin
 
 /**
  * `verify` (issue 19 §1), as a data service answers it under the write lock: the resource's live items
- * at the source against the target's, now. The unverified control's participants do not implement it.
+ * at the source against the target's, now (a write lock that lapsed meanwhile shows as a mismatch too).
+ * Some controls' participants do not implement it (controlsWithoutVerify).
  */
 async function verifyResource(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
-  if (f.control === 'deltaDropsItemUnverified') return { status: 404, body: 'verify is not implemented' };
+  if (controlsWithoutVerify.has(f.control)) return { status: 404, body: 'verify is not implemented' };
   await f.scheduler.timer(f.clock.now() + Math.round(logBetween(f.random, 1, 10) * 1000)).promise;
   const source = holding(regionData(f, body.from).shelf(body.resourceId));
   const target = holding(regionData(f, body.to).shelf(body.resourceId));
