@@ -14,6 +14,9 @@ import type { Distribution, MetricsSnapshot } from '../shared/telemetry/sink';
  *  - no write was accepted at the source after its write lock began (beyond the in-flight bound);
  *  - no conversation has messages in both regions after its swap;
  *  - no partial cutover (Completed ⇔ at the target and unlocked; otherwise at the source, unlocked).
+ * And verification at work (issue 19 §1): the first conversation migrated has a delta that loses an item
+ * (the example's seam): `verify` must find the mismatch, the swap be refused, the delta copied again,
+ * verified and swapped, and nothing lost. It reports verifications run, mismatches and swaps refused.
  */
 
 export interface DrillOptions {
@@ -25,6 +28,10 @@ export interface DrillOptions {
   duration: number;
   /** The negative control: a message store that accepts writes during the write lock. */
   ignoreWriteLock?: boolean;
+  /** The verification step (default on): the first migrated conversation's delta drops an item once. */
+  verificationStep?: boolean;
+  /** Its negative control: a message store without `verify` (404), so nothing stops that swap. */
+  withoutVerify?: boolean;
   /** Called about twice a second with progress. */
   onProgress?: (progress: DrillProgress) => void;
   /** A port for the host (0: any free one). */
@@ -59,8 +66,39 @@ export interface DrillSummary {
     deletesTombstoned: number;
     misdirected: number;
   };
+  /**
+   * Verification before the swap: `verify` answered by the message store, mismatches it found, verify
+   * rounds with a mismatch in the statuses (swaps refused), and participants that did not verify.
+   */
+  verification: { run: number; mismatches: number; swapsRefused: number; notVerified: number };
+  /**
+   * The end notices' clean-ups at the message store: sources deleted after `completed`, targets'
+   * partial copies dropped after `failed` / `cancelled`, copies kept (the route there), and what the
+   * janitor still had to purge afterwards.
+   */
+  cleanUps: {
+    noticesDelivered: number;
+    sourcesDeleted: number;
+    targetsDropped: number;
+    kept: number;
+    leftToJanitor: number;
+  };
+  /** The verification step: the conversation whose delta dropped an item, and what became of it. */
+  verificationStep?: VerificationStep;
   violations: string[];
   url: string;
+}
+
+export interface VerificationStep {
+  resourceId: string;
+  itemsDropped: number;
+  /** Its verify rounds in order: match or mismatch, with the write-lock (delta) attempt. */
+  rounds: { deltaAttempt: number; outcome: string; detail?: string }[];
+  status: string;
+  /** Write-lock attempts its delta took. */
+  deltaAttempts: number;
+  /** Whether each of the drill's checks held for it (nothing lost). */
+  nothingLost: boolean;
 }
 
 const SOURCE = { region: 'westeurope' };
@@ -82,7 +120,9 @@ export async function runDrill(
       regions: { westeurope: join(dir, 'westeurope.db'), eastus: join(dir, 'eastus.db') },
       ignoreWriteLock: options.ignoreWriteLock ?? false,
       copyDelayMs: 150,
+      implementsVerify: !options.withoutVerify,
     });
+    const verificationStep = options.verificationStep ?? true;
     const storeUrl = await messages.listen();
     host = await startLocalHost({
       env: {
@@ -170,6 +210,9 @@ export async function runDrill(
 
     // Start migrations during the first half of the traffic.
     const toMigrate = ids.slice(0, Math.min(options.migrations, ids.length));
+    // The verification step: the first conversation's delta loses an item, once.
+    const dropped = verificationStep ? toMigrate[0] : undefined;
+    if (dropped) messages.dropItemFromNextDelta(dropped);
     const migrationIds = new Map<string, string>();
     const started = Date.now();
     const startMigrations = (async () => {
@@ -219,7 +262,14 @@ export async function runDrill(
       if (statuses.every((s) => !['Pending', 'Running'].includes(s.status)) || Date.now() > deadline) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    await messages.janitor();
+    // The end notices (issue 19 §4): the store cleans up on them; the janitor purges whatever is left.
+    statuses = await awaitNotices(api, statuses);
+    await settleCleanUps(messages);
+    const cleanUps = countCleanUps(messages, statuses);
+    cleanUps.leftToJanitor = await messages.janitor();
+    const early = [...messages.cleanUps.values()].filter(
+      (c) => c.state === 'deleted' && (c.at ?? 0) < c.notBefore,
+    );
 
     // The checks.
     const violations: string[] = [];
@@ -275,6 +325,13 @@ export async function runDrill(
         violations.push(`${id} has messages in both regions after its swap`);
     }
 
+    for (const c of early)
+      violations.push(
+        `clean-up before its time: ${c.resourceId} at ${c.region}, ${c.notBefore - (c.at ?? 0)} ms early`,
+      );
+    const step = dropped ? verificationStepOf(dropped, statuses, messages, violations) : undefined;
+    if (step) violations.push(...verificationStepProblems(step));
+
     const metrics = (await (await fetch(`${api}/metrics`)).json()) as MetricsSnapshot;
     const count = (s: string) => statuses.filter((x) => x.status === s).length;
     return {
@@ -292,6 +349,17 @@ export async function runDrill(
         deletesTombstoned: messages.counters.deletesTombstoned,
         misdirected: messages.counters.misdirected,
       },
+      verification: {
+        run: messages.counters.verifications,
+        mismatches: messages.counters.mismatches,
+        swapsRefused: statuses.reduce((sum, s) => sum + mismatchRounds(s), 0),
+        notVerified: statuses.reduce(
+          (sum, s) => sum + (s.verifications ?? []).filter((v) => v.outcome === 'notImplemented').length,
+          0,
+        ),
+      },
+      ...(step ? { verificationStep: step } : {}),
+      cleanUps,
       violations,
       url: host.url,
     };
@@ -300,6 +368,90 @@ export async function runDrill(
     await messages?.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The notices are sent after the final status (best effort): wait until each ended migration's status
+ * lists them (a workflow before version 4 never does: 10 s at most).
+ */
+async function awaitNotices(api: string, statuses: MigrationStatus[]): Promise<MigrationStatus[]> {
+  const deadline = Date.now() + 10_000;
+  let current = statuses;
+  const ended = (s: MigrationStatus) => ['Completed', 'Failed', 'Cancelled'].includes(s.status);
+  while (current.some((s) => ended(s) && s.notices === undefined) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 250));
+    current = await Promise.all(
+      current.map(
+        async (s) => (await (await fetch(`${api}/migrations/${s.migrationId}`)).json()) as MigrationStatus,
+      ),
+    );
+  }
+  return current;
+}
+
+/** Let the scheduled clean-ups run: each at its `cleanUpSourceAfter` (the retired-source window's end). */
+async function settleCleanUps(messages: MessageStore): Promise<void> {
+  const scheduled = () => [...messages.cleanUps.values()].filter((c) => c.state === 'scheduled');
+  const latest = Math.max(0, ...scheduled().map((c) => c.notBefore));
+  const deadline = Math.max(Date.now(), latest) + 5_000;
+  while (scheduled().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+}
+
+function countCleanUps(messages: MessageStore, statuses: MigrationStatus[]): DrillSummary['cleanUps'] {
+  const all = [...messages.cleanUps.values()];
+  return {
+    noticesDelivered: statuses.reduce(
+      (sum, s) => sum + (s.notices ?? []).filter((n) => n.outcome === 'delivered').length,
+      0,
+    ),
+    sourcesDeleted: all.filter((c) => c.step === 'completed' && c.state === 'deleted').length,
+    targetsDropped: all.filter((c) => c.step !== 'completed' && c.state === 'deleted').length,
+    kept: all.filter((c) => c.state === 'kept').length,
+    leftToJanitor: 0,
+  };
+}
+
+/** Verify rounds with a mismatch (each a swap the workflow refused). */
+const mismatchRounds = (s: MigrationStatus): number =>
+  new Set(
+    (s.verifications ?? [])
+      .filter((v) => v.outcome === 'mismatch')
+      .map((v) => `${v.migrationAttempt}/${v.deltaAttempt}`),
+  ).size;
+
+function verificationStepOf(
+  resourceId: string,
+  statuses: MigrationStatus[],
+  messages: MessageStore,
+  violations: string[],
+): VerificationStep {
+  const status = statuses.find((s) => s.resourceId === resourceId);
+  return {
+    resourceId,
+    itemsDropped: messages.counters.deltaItemsDropped,
+    rounds: (status?.verifications ?? []).map((v) => ({
+      deltaAttempt: v.deltaAttempt,
+      outcome: v.outcome,
+      ...(v.detail ? { detail: v.detail } : {}),
+    })),
+    status: status?.status ?? 'not started',
+    deltaAttempts: status?.deltaAttempts ?? 0,
+    nothingLost: !violations.some((v) => v.includes(resourceId)),
+  };
+}
+
+/** What the step must show: the item dropped, the mismatch found, the swap refused, then verified and swapped. */
+function verificationStepProblems(step: VerificationStep): string[] {
+  const problems: string[] = [];
+  const firstMismatch = step.rounds.findIndex((r) => r.outcome === 'mismatch');
+  if (step.itemsDropped !== 1) problems.push(`${step.itemsDropped} items dropped (expected 1)`);
+  if (firstMismatch < 0) problems.push('no verify round found the dropped item');
+  else if (step.rounds.slice(firstMismatch).every((r) => r.outcome !== 'match'))
+    problems.push('no verify round matched after the mismatch');
+  else if (step.rounds.at(-1)?.outcome !== 'match') problems.push('the last verify round did not match');
+  if (step.status !== 'Completed') problems.push(`the migration ended ${step.status}, not Completed`);
+  if (step.deltaAttempts < 2) problems.push(`the delta was copied ${step.deltaAttempts} time(s), not again`);
+  return problems.map((p) => `verification step (${step.resourceId}): ${p}`);
 }
 
 async function progress(

@@ -1,8 +1,9 @@
-import { runDrill } from './drill';
+import { type DrillSummary, runDrill } from './drill';
 
 /**
- * `npm run drill [-- --resources N --migrations N --rate N --duration S --json]`: migrations under user
- * traffic, then the checks. Exit 1 on any violation.
+ * `npm run drill [-- --resources N --migrations N --rate N --duration S --json --no-verification-step
+ * --without-verify]`:
+ * migrations under user traffic, then the checks. Exit 1 on any violation.
  */
 
 const args = process.argv.slice(2);
@@ -24,6 +25,14 @@ const bar = (done: number, total: number, width = 28) => {
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
 };
 
+/** The verification step in one line: its rounds in order, and how the migration ended. */
+const stepLine = (s: NonNullable<DrillSummary['verificationStep']>): string =>
+  `verification step (${s.resourceId}: its delta dropped ${s.itemsDropped} item): ` +
+  (s.rounds
+    .map((r) => `delta ${r.deltaAttempt} ${r.outcome}${r.detail ? ` (${r.detail})` : ''}`)
+    .join(' → ') || 'no verify round') +
+  ` → ${s.status} after ${s.deltaAttempts} delta copies · ${s.nothingLost ? 'nothing lost' : 'DATA LOST'}`;
+
 async function main(): Promise<void> {
   const options = {
     resources: number('resources', 40),
@@ -31,6 +40,8 @@ async function main(): Promise<void> {
     rate: number('rate', 60),
     duration: number('duration', 20),
     ignoreWriteLock: args.includes('--ignore-write-lock'),
+    verificationStep: !args.includes('--no-verification-step'),
+    withoutVerify: args.includes('--without-verify'),
     ...(port ? { port } : {}),
   };
   const tty = process.stdout.isTTY && !json;
@@ -77,6 +88,9 @@ async function main(): Promise<void> {
         `migrations: ${summary.migrations.completed} completed, ${summary.migrations.failed} failed, ${summary.migrations.conflict} conflict, ${summary.migrations.noop} no-op, ${summary.migrations.running} still running (of ${summary.migrations.requested})`,
         `write lock hold: p50 ${f(w.p50)} · p75 ${f(w.p75)} · p99 ${f(w.p99)} · max ${f(w.max)} (${w.count} swaps)`,
         `user ops: ${summary.operations.reads} reads, ${summary.operations.writes} writes, ${summary.operations.deletes} deletes · ${summary.operations.refusals} refusals (423), ${summary.operations.writesRefusedThenAccepted} writes refused then accepted · ${summary.operations.deletesTombstoned} deletes tombstoned`,
+        `verification: ${summary.verification.run} verify calls answered, ${summary.verification.mismatches} mismatches found, ${summary.verification.swapsRefused} swaps refused, ${summary.verification.notVerified} not verified`,
+        ...(summary.verificationStep ? [stepLine(summary.verificationStep)] : []),
+        `end notices: ${summary.cleanUps.noticesDelivered} delivered · ${summary.cleanUps.sourcesDeleted} sources deleted after their clean-up time, ${summary.cleanUps.targetsDropped} partial targets dropped, ${summary.cleanUps.kept} kept (live) · ${summary.cleanUps.leftToJanitor} left to the janitor`,
         summary.violations.length === 0
           ? 'checks: every acknowledged write present at the target · no write accepted at the source after its write lock · no conversation in both regions after its swap · no partial cutover — 0 violations'
           : `VIOLATIONS (${summary.violations.length}):\n  ${summary.violations.slice(0, 50).join('\n  ')}`,

@@ -1,8 +1,10 @@
 import { runDrill } from '../drill/drill';
 
 /**
- * The drill at a small size: migrations under user traffic, zero violations; and its negative control,
- * a message store that ignores the write lock, which the checks must catch.
+ * The drill at a small size: migrations under user traffic, zero violations, and verification at work
+ * (one delta drops an item: found, the swap refused, the delta copied again, verified, swapped); its
+ * negative controls: a message store that ignores the write lock, and the dropping delta without
+ * verification's workflow steps to stop it (the drill's own checks see the lost write).
  */
 
 test('a small drill: every migration completes under traffic with zero violations', async () => {
@@ -11,6 +13,25 @@ test('a small drill: every migration completes under traffic with zero violation
   expect(summary.migrations).toMatchObject({ requested: 4, completed: 4, failed: 0, running: 0 });
   expect(summary.writeLockSeconds.count).toBe(4);
   expect(summary.operations.writes).toBeGreaterThan(20);
+  // every write-lock attempt verified once: 4 swaps, and the refused one
+  expect(summary.verification).toEqual({ run: 5, mismatches: 1, swapsRefused: 1, notVerified: 0 });
+  expect(summary.verificationStep).toMatchObject({
+    itemsDropped: 1,
+    rounds: [
+      {
+        deltaAttempt: 1,
+        outcome: 'mismatch',
+        detail: expect.stringMatching(/^1 missing at the target \(m-\d+\)/),
+      },
+      { deltaAttempt: 2, outcome: 'match' },
+    ],
+    status: 'Completed',
+    deltaAttempts: 2,
+    nothingLost: true,
+  });
+  // each swapped source is gone: deleted on its `completed` notice (version 4), else by the janitor
+  expect(summary.cleanUps.sourcesDeleted + summary.cleanUps.leftToJanitor).toBe(4);
+  expect(summary.cleanUps).toMatchObject({ targetsDropped: 0, kept: 0 });
 }, 90_000);
 
 test('negative control: a message store that ignores the write lock makes the drill report a violation', async () => {
@@ -21,10 +42,30 @@ test('negative control: a message store that ignores the write lock makes the dr
     rate: 120,
     duration: 6,
     ignoreWriteLock: true,
+    // The drill's own checks, alone: with verify, its mismatches refuse most of these swaps (the writes
+    // accepted under the write lock are not at the target), and the migrations end Failed instead.
+    withoutVerify: true,
+    verificationStep: false,
   });
   expect(
     summary.violations.some(
       (v) => v.startsWith('write accepted at the source after the write lock') || v.startsWith('lost write'),
     ),
   ).toBe(true);
+}, 90_000);
+
+test('negative control: the dropping delta at a message store without verify is swapped, and the drill sees the lost write', async () => {
+  const summary = await runDrill({ resources: 8, migrations: 2, rate: 40, duration: 4, withoutVerify: true });
+  expect(summary.verification).toMatchObject({ run: 0, mismatches: 0, swapsRefused: 0, notVerified: 2 });
+  expect(summary.verificationStep).toMatchObject({
+    itemsDropped: 1,
+    status: 'Completed',
+    nothingLost: false,
+  });
+  expect(summary.violations).toEqual(
+    expect.arrayContaining([
+      expect.stringMatching(/^lost write: conv-0000\/\S+ missing at eastus$/),
+      'verification step (conv-0000): no verify round found the dropped item',
+    ]),
+  );
 }, 90_000);

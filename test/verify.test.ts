@@ -1,3 +1,4 @@
+import { type FleetResult, fleet as runFleet } from '../verify/fleet';
 import { report, verify } from '../verify/run';
 
 /**
@@ -33,7 +34,56 @@ test('the lock protocol holds under racing orchestrators, and every planted bug 
     true,
     true,
     true,
+    true,
+    true, // cleanUpAtOnce (issue 19 §4)
   ]);
+  // Verification on (issue 19 §1): the participants answer it. A mismatch is possible without a bug (a
+  // write lock that lapsed in an outage before its verify: writes resumed), never a refusal without one.
+  const verification = (fleet as FleetResult).stats.verification;
+  expect(verification).toMatchObject({ itemsDropped: 0 });
+  expect(verification.run).toBeGreaterThan(0);
+  expect(verification.swapsRefused).toBeLessThanOrEqual(verification.mismatches);
   // Long by design (the whole protocol search): 105–115 s on a warm run here, 381 s on a fresh clone's cold
   // transform cache on 2 cores; the bound is for a hang, not a speed check (speed lives in `npm run bench`).
 }, 1_200_000);
+
+/**
+ * Verification before the swap (issue 19 §1) in the fleet, its two controls alone (a few seconds each):
+ * a delta that drops an item now and then. Verified, every such delta is caught before its swap (no
+ * data violation at all, mismatches found, swaps refused); unverified (404), the data oracle sees the loss.
+ */
+describe('a participant whose delta drops an item', () => {
+  const run = (control: 'deltaDropsItem' | 'deltaDropsItemUnverified') =>
+    runFleet({
+      migrations: 150,
+      concurrency: 20,
+      resources: 30,
+      faultRate: 0.2,
+      seed: 20261130,
+      control,
+      stopAtFirstViolation: true,
+    });
+
+  test('verified: caught by verification, no swap without the item, nothing lost', async () => {
+    const result: FleetResult = await run('deltaDropsItem');
+    const v = result.stats.verification;
+    expect({ violations: result.violations, counterexample: result.counterexample }).toEqual({
+      violations: 0,
+      counterexample: undefined,
+    });
+    expect(v.itemsDropped).toBeGreaterThan(0);
+    expect(v.mismatches).toBeGreaterThan(0);
+    expect(v.swapsRefused).toBeGreaterThan(0);
+    // a swap refused is a mismatch the participant answered, never one it did not
+    expect(v.swapsRefused).toBeLessThanOrEqual(v.mismatches);
+    expect(result.caught).toBe(true);
+  }, 300_000);
+
+  test('unverified (404 to verify): the swap goes ahead and the data oracle catches the lost write (or the lost tombstone)', async () => {
+    const result = await run('deltaDropsItemUnverified');
+    expect(result.stats.verification).toMatchObject({ run: 0, mismatches: 0 });
+    expect(result.stats.verification.itemsDropped).toBeGreaterThan(0);
+    expect(result.caught).toBe(true);
+    expect(result.counterexample).toMatch(/acknowledged write\(s\) missing|deleted item\(s\) back/);
+  }, 300_000);
+});

@@ -36,6 +36,9 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
     'noSkewMargins',
     'deleteDuringRetiredWindow',
     'serverCacheNoAge',
+    // Issue 19 §1: a delta that drops an item, verified (caught by verification: nothing lost) and not.
+    'deltaDropsItem',
+    'deltaDropsItemUnverified',
     'cleanUpAtOnce',
   ] as const) {
     results.push(

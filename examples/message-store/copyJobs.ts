@@ -147,6 +147,26 @@ export class CopyJobs {
     return this.byId.get(id);
   }
 
+  /** Whether any job of this migration for this resource was seen (an end notice of another is a no-op). */
+  knows(migrationId: string, resourceId: string): boolean {
+    for (const job of this.byId.values())
+      if (job.request.migrationId === migrationId && job.request.resourceId === resourceId) return true;
+    return false;
+  }
+
+  /** A migration that ended (a failed or cancelled notice): its running jobs stop and fail, never to land. */
+  abandon(migrationId: string, resourceId: string): CopyJob[] {
+    const stopped: CopyJob[] = [];
+    for (const job of this.byId.values()) {
+      const r = job.request;
+      if (r.migrationId !== migrationId || r.resourceId !== resourceId || job.state !== 'running') continue;
+      job.state = 'failed';
+      job.error = 'the migration ended';
+      stopped.push(job);
+    }
+    return stopped;
+  }
+
   /** Whether this run of the job may still apply its copy (it is neither superseded nor rerun). */
   mayApply(job: CopyJob, run: number): boolean {
     return job.state === 'running' && job.run === run;

@@ -2,8 +2,11 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 import type { AddressInfo } from 'node:net';
 import { RoutingClient, RoutingServiceError, decide } from '../../shared/client';
 import type { Location } from '../../shared/lock/document';
+import type { VerifyAnswer } from '../../shared/migration/types';
 import { type CopyJob, type CopyJobRequest, CopyJobs, parseJobRequest } from './copyJobs';
+import { type EndNoticeRequest, isEndStep, mayDeleteCopy, parseEndNotice } from './notices';
 import { RegionStore } from './regionStore';
+import { compareRegions } from './verification';
 
 /**
  * A sample participant: a message store that owns conversation messages in two regions (one SQLite file
@@ -18,12 +21,19 @@ import { RegionStore } from './regionStore';
  *  - a newer job of a resource supersedes an older one (whose copy is then never applied; its poll
  *    answers 409), and a POST of an older job than one seen answers 409;
  *  - `preflight` (a dry run's optional step): 200 with each region's reachability and counts;
- *  - 404 to a step it does not implement (anything but bulkCopy, deltaCopy and preflight), 404 to a poll of an
- *    unknown job, 400 to a malformed body.
+ *  - `verify` (under the write lock, after the delta): 200 with both regions' counts and digests of the
+ *    resource's items, a match only if they are equal (verification.ts), at once (no job, nothing copied);
+ *  - the end notices (`completed`, `failed`, `cancelled`; notices.ts): after `completed` the source's copy
+ *    is deleted once `cleanUpSourceAfter` has passed, after `failed` or `cancelled` the target's partial
+ *    copy at once; either only if the route, resolved afresh, is not there (never live data). A notice of
+ *    a migration it never copied for is a 200 no-op;
+ *  - 404 to a step it does not implement (anything else), 404 to a poll of an unknown job, 400 to a
+ *    malformed body.
  * Tombstones are carried over and applied at the target.
  *
  * Negative controls: `ignoreWriteLock`, a build that accepts writes during the write lock; and
- * `ignoreSupersede`, one that lets a superseded job's copy land late.
+ * `ignoreSupersede`, one that lets a superseded job's copy land late. A seam for the drill and the tests:
+ * `dropItemFromNextDelta`, a delta copy that loses an item (what `verify` must catch).
  */
 
 export type Outcome =
@@ -54,13 +64,42 @@ export interface MessageStoreOptions {
   publicUrl?: string;
   /** Negative control: a superseded job still applies its copy when it finishes late. */
   ignoreSupersede?: boolean;
+  /** A build without `verify` (default: with): it answers 404, "not implemented". */
+  implementsVerify?: boolean;
   clock?: () => number;
+}
+
+/** One clean-up an end notice asked for, and what became of it. */
+export interface CleanUp {
+  migrationId: string;
+  resourceId: string;
+  step: 'completed' | 'failed' | 'cancelled';
+  /** The region whose copy it is about: the source after `completed`, the target otherwise. */
+  region: string;
+  /** When it may run (epoch ms): `cleanUpSourceAfter`, or the notice's arrival. */
+  notBefore: number;
+  state: 'scheduled' | 'deleted' | 'kept';
+  /** Why a copy was kept (the route there, a lock bringing it there, no route). */
+  why?: string;
+  at?: number;
 }
 
 export class MessageStore {
   readonly stores: Map<string, RegionStore>;
   readonly accepted: AcceptedWrite[] = [];
-  readonly counters = { writesRefused: 0, deletesTombstoned: 0, misdirected: 0 };
+  readonly counters = {
+    writesRefused: 0,
+    deletesTombstoned: 0,
+    misdirected: 0,
+    verifications: 0,
+    mismatches: 0,
+    deltaItemsDropped: 0,
+  };
+  /** Every clean-up an end notice asked for, by (migrationId, resourceId). */
+  readonly cleanUps = new Map<string, CleanUp>();
+  private readonly cleanUpTimers = new Map<string, NodeJS.Timeout>();
+  /** The seam's armed resources (dropItemFromNextDelta). */
+  private readonly deltaDrops = new Set<string>();
   private routing: RoutingClient;
   readonly jobs = new CopyJobs();
   /** Every copy applied at a target, in order (what a test checks the supersede rule against). */
@@ -161,6 +200,15 @@ export class MessageStore {
     this.copyFailures = count;
   }
 
+  /**
+   * The seam for verification (off by default): the next delta copy of `resourceId` loses one item at
+   * the target, the newest live one the source holds (left out, and removed at the target if an earlier
+   * copy had put it there). What a participant's buggy delta looks like; `verify` must catch it.
+   */
+  dropItemFromNextDelta(resourceId: string): void {
+    this.deltaDrops.add(resourceId);
+  }
+
   /** Run one copy job's current run after the copy delay; a superseded or rerun job never applies it. */
   private runCopy(job: CopyJob): void {
     const run = job.run;
@@ -176,7 +224,11 @@ export class MessageStore {
           this.copyFailures -= 1;
           throw new Error('injected copy failure');
         }
-        this.store(request.to.region).copyFrom(this.store(request.from.region), request.resourceId);
+        const target = this.store(request.to.region);
+        const source = this.store(request.from.region);
+        target.copyFrom(source, request.resourceId);
+        if (request.step === 'deltaCopy' && this.deltaDrops.delete(request.resourceId))
+          this.dropNewestItem(source, target, request);
         this.copies.push({
           jobId: job.id,
           migrationId: request.migrationId,
@@ -189,6 +241,17 @@ export class MessageStore {
       }
     }, delay);
     this.timers.set(job.id, timer);
+  }
+
+  private dropNewestItem(source: RegionStore, target: RegionStore, request: CopyJobRequest): void {
+    const live = source.list(request.resourceId).filter((r) => !r.deleted);
+    const newest = live.reduce<(typeof live)[number] | undefined>(
+      (a, r) => (!a || r.updatedAt >= a.updatedAt ? r : a),
+      undefined,
+    );
+    if (!newest) return;
+    this.counters.deltaItemsDropped += 1;
+    target.remove(request.resourceId, newest.messageId);
   }
 
   /** A superseded job stops: its pending copy is cancelled (unless the negative control keeps it). */
@@ -219,9 +282,28 @@ export class MessageStore {
     return { status: 200, body: { ready: report.from.reachable && report.to.reachable, ...report } };
   }
 
+  /**
+   * `verify` (issue 19 §1): the resource's items at the source against the target's, as they stand now
+   * (under the write lock, nothing changes them). One SQLite read per region: fast, as it must be.
+   */
+  private verify(body: unknown): { status: number; body: unknown } {
+    const parsed = parseJobRequest(body);
+    if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
+    const { resourceId, from, to } = parsed.request;
+    const [source, target] = [this.stores.get(from.region), this.stores.get(to.region)];
+    if (!source || !target)
+      return { status: 400, body: { error: `no region ${source ? to.region : from.region} here` } };
+    const answer: VerifyAnswer = compareRegions(source.list(resourceId), target.list(resourceId));
+    this.counters.verifications += 1;
+    if (!answer.match) this.counters.mismatches += 1;
+    return { status: 200, body: answer };
+  }
+
   /** The participant contract's POST: the answer for one copy job (starting it when it should run). */
   migrate(body: unknown): { status: number; body: unknown; headers?: Record<string, string> } {
-    if ((body as { step?: unknown } | null)?.step === 'preflight') return this.preflight(body);
+    const step = (body as { step?: unknown } | null)?.step;
+    if (step === 'preflight') return this.preflight(body);
+    if (step === 'verify' && this.options.implementsVerify !== false) return this.verify(body);
     const parsed = parseJobRequest(body);
     if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
     const decision = this.jobs.post(parsed.request);
@@ -262,6 +344,81 @@ export class MessageStore {
           body: { error: 'superseded', supersededBy: job.supersededBy && describe(job.supersededBy) },
         };
     }
+  }
+
+  /**
+   * An end notice (issue 19 §4). `completed`: the source's copy is deleted once `cleanUpSourceAfter` has
+   * passed (scheduled; a repeated notice answers for the same clean-up). `failed` / `cancelled`: the
+   * migration's running copies stop, and the target's partial copy is dropped now. Both only if the
+   * route, resolved afresh, is neither at that region nor being brought there by a lock. A routing
+   * service that cannot be reached answers 503 (routelock retries the notice).
+   */
+  async endNotice(body: unknown): Promise<{ status: number; body: unknown }> {
+    const parsed = parseEndNotice(body);
+    if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
+    const notice = parsed.notice;
+    const key = JSON.stringify([notice.migrationId, notice.resourceId]);
+    const known = this.cleanUps.get(key);
+    if (known) return { status: 200, body: { cleanUp: known } };
+    if (!this.jobs.knows(notice.migrationId, notice.resourceId))
+      return { status: 200, body: { ignored: 'no copy of this migration here' } };
+    if (notice.step === 'completed') {
+      const cleanUp = this.newCleanUp(notice, notice.from.region, notice.cleanUpSourceAfter as number);
+      this.cleanUps.set(key, cleanUp);
+      this.scheduleCleanUp(key, cleanUp);
+      return { status: 200, body: { cleanUp } };
+    }
+    for (const job of this.jobs.abandon(notice.migrationId, notice.resourceId)) this.stopCopy(job);
+    const cleanUp = this.newCleanUp(notice, notice.to.region, this.clock());
+    const done = await this.cleanUpNow(cleanUp);
+    if (done === 'unreachable') return { status: 503, body: { error: 'the routing service is unreachable' } };
+    this.cleanUps.set(key, cleanUp);
+    return { status: 200, body: { cleanUp } };
+  }
+
+  private newCleanUp(notice: EndNoticeRequest, region: string, notBefore: number): CleanUp {
+    const { migrationId, resourceId, step } = notice;
+    return { migrationId, resourceId, step, region, notBefore, state: 'scheduled' };
+  }
+
+  /** Never before `notBefore` (on this store's clock); a routing service that cannot be reached: try again. */
+  private scheduleCleanUp(key: string, cleanUp: CleanUp, delayMs = cleanUp.notBefore - this.clock()): void {
+    const timer = setTimeout(
+      () => {
+        this.cleanUpTimers.delete(key);
+        if (this.clock() < cleanUp.notBefore) return this.scheduleCleanUp(key, cleanUp);
+        this.cleanUpNow(cleanUp).then(
+          (done) => {
+            if (done === 'unreachable') this.scheduleCleanUp(key, cleanUp, 1000);
+          },
+          () => this.scheduleCleanUp(key, cleanUp, 1000),
+        );
+      },
+      Math.max(0, delayMs),
+    );
+    this.cleanUpTimers.set(key, timer);
+  }
+
+  /** Delete the region's copy if the route, resolved afresh, allows it; else keep it and say why. */
+  private async cleanUpNow(cleanUp: CleanUp): Promise<'done' | 'unreachable'> {
+    this.routing.forget(cleanUp.resourceId);
+    let view;
+    try {
+      view = await this.resolve(cleanUp.resourceId);
+    } catch (error) {
+      if (!(error instanceof RoutingServiceError && error.status === 404)) return 'unreachable';
+      view = null;
+    }
+    const verdict = mayDeleteCopy(view, cleanUp.region);
+    cleanUp.at = this.clock();
+    if (verdict.ok) {
+      this.stores.get(cleanUp.region)?.purge(cleanUp.resourceId);
+      cleanUp.state = 'deleted';
+    } else {
+      cleanUp.state = 'kept';
+      cleanUp.why = verdict.why;
+    }
+    return 'done';
   }
 
   private running(job: CopyJob) {
@@ -331,6 +488,10 @@ export class MessageStore {
       } catch {
         return send(400, { error: 'expected a JSON body' });
       }
+      if (isEndStep((value as { step?: unknown } | null)?.step)) {
+        const answer = await this.endNotice(value);
+        return send(answer.status, answer.body);
+      }
       const answer = this.migrate(value);
       return send(answer.status, answer.body, answer.headers);
     }
@@ -367,8 +528,9 @@ export class MessageStore {
   }
 
   async close(): Promise<void> {
-    for (const timer of this.timers.values()) clearTimeout(timer);
+    for (const timer of [...this.timers.values(), ...this.cleanUpTimers.values()]) clearTimeout(timer);
     this.timers.clear();
+    this.cleanUpTimers.clear();
     await new Promise<void>((resolve) => {
       if (!this.server) return resolve();
       this.server.closeAllConnections();

@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { mayDeleteCopy } from '../../examples/message-store/notices';
 import { MessageStore, type MessageStoreOptions } from '../../examples/message-store/service';
+import { compareRegions } from '../../examples/message-store/verification';
+import type { RouteView } from '../../shared/lock/view';
+import { type LocalHost, startLocalHost } from '../../local/host';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { poll } from '../support/poll';
 
 /**
@@ -273,7 +278,7 @@ describe('a newer job of a resource supersedes an older one', () => {
   });
 });
 
-test.each(['verify', 'notifyCutover'])(
+test.each(['notifyCutover', 'swap'])(
   'an optional step it does not implement (%s) answers 404',
   async (step) => {
     const store = await participant();
@@ -369,4 +374,305 @@ test("openapi.yaml's ParticipantJob (webhooks participantStep) names exactly the
   const job = spec.components.schemas.ParticipantJob;
   expect([...job.required].sort()).toEqual(Object.keys(contractBody()).sort());
   expect(Object.keys(job.properties).sort()).toEqual(Object.keys(contractBody()).sort());
+});
+
+describe('verify (issue 19 §1): counts and a digest of the resource at each region', () => {
+  const verifyBody = (resourceId = 'conv-1') => contractBody({ step: 'verify', resourceId, stepAttempt: 1 });
+
+  async function copied(options: Partial<MessageStoreOptions> = {}) {
+    const store = await participant({ copyDelayMs: 5, ...options });
+    expect((await settle((await post(store, contractBody())).location as string)).status).toBe(200);
+    return store;
+  }
+
+  test('after a faithful copy: a match, equal counts, the digest, no detail; tombstones count as absent', async () => {
+    const store = await participant({ copyDelayMs: 5 });
+    store.stores.get('westeurope')?.put('conv-1', 'msg-3', 'gone soon', 3);
+    store.stores.get('westeurope')?.tombstone('conv-1', 'msg-3', 4);
+    expect((await settle((await post(store, contractBody())).location as string)).status).toBe(200);
+    const answer = await post(store, verifyBody());
+    expect(answer).toMatchObject({ status: 200, body: { match: true, sourceCount: 2, targetCount: 2 } });
+    expect(answer.body.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(answer.body.detail).toBeUndefined();
+    expect(store.counters).toMatchObject({ verifications: 1, mismatches: 0 });
+    // a read: no job, nothing copied
+    expect(store.copies).toHaveLength(1);
+  });
+
+  test('a planted missing item is found: no match, the counts differ, the detail names its id (not its text)', async () => {
+    const store = await copied();
+    store.stores.get('eastus')?.remove('conv-1', 'msg-2');
+    const answer = await post(store, verifyBody());
+    expect(answer).toMatchObject({ status: 200, body: { match: false, sourceCount: 2, targetCount: 1 } });
+    expect(answer.body.detail).toMatch(/^1 missing at the target \(msg-2\)/);
+    expect(answer.body.detail).not.toMatch(/world/);
+    expect(store.counters.mismatches).toBe(1);
+  });
+
+  test.each([
+    [
+      'another text (same id, same count)',
+      (s: MessageStore) => s.stores.get('eastus')?.put('conv-1', 'msg-1', 'hullo', 1),
+      /1 different at the target \(msg-1\)/,
+    ],
+    [
+      'another version',
+      (s: MessageStore) => s.stores.get('eastus')?.put('conv-1', 'msg-1', 'hello', 9),
+      /1 different at the target \(msg-1\)/,
+    ],
+    [
+      'an item only at the target',
+      (s: MessageStore) => s.stores.get('eastus')?.put('conv-1', 'stray', 'x', 1),
+      /1 only at the target \(stray\)/,
+    ],
+    [
+      'a source item the delta never carried',
+      (s: MessageStore) => s.stores.get('westeurope')?.put('conv-1', 'msg-9', 'late', 9),
+      /1 missing at the target \(msg-9\)/,
+    ],
+  ])('%s is a mismatch', async (_, plant, detail) => {
+    const store = await copied();
+    plant(store);
+    const answer = await post(store, verifyBody());
+    expect(answer.body).toMatchObject({ match: false });
+    expect(answer.body.detail).toMatch(detail);
+  });
+
+  test('the delta seam: a delta that loses an item is caught, and the next delta copied faithfully verifies', async () => {
+    const store = await copied();
+    store.stores.get('westeurope')?.put('conv-1', 'msg-3', 'during the hard-delete lock', 3);
+    store.dropItemFromNextDelta('conv-1');
+    const delta1 = await post(store, contractBody({ step: 'deltaCopy', stepAttempt: 1, sequence: 2 }));
+    expect((await settle(delta1.location as string)).status).toBe(200);
+    expect(await post(store, contractBody({ step: 'verify', stepAttempt: 1, sequence: 2 }))).toMatchObject({
+      body: {
+        match: false,
+        sourceCount: 3,
+        targetCount: 2,
+        detail: expect.stringMatching(/missing at the target \(msg-3\)/),
+      },
+    });
+    const delta2 = await post(store, contractBody({ step: 'deltaCopy', stepAttempt: 2, sequence: 3 }));
+    expect((await settle(delta2.location as string)).status).toBe(200);
+    expect(await post(store, contractBody({ step: 'verify', stepAttempt: 2, sequence: 3 }))).toMatchObject({
+      body: { match: true, sourceCount: 3, targetCount: 3 },
+    });
+    expect(store.counters).toMatchObject({ verifications: 2, mismatches: 1, deltaItemsDropped: 1 });
+  });
+
+  test('a malformed verify, or one naming a region it does not hold, answers 400', async () => {
+    const store = await participant();
+    expect((await post(store, { ...verifyBody(), resourceId: undefined })).status).toBe(400);
+    expect((await post(store, { ...verifyBody(), to: { region: 'mars' } })).status).toBe(400);
+    expect(store.counters.verifications).toBe(0);
+  });
+});
+
+describe('end notices (issue 19 §4): clean up, never live data', () => {
+  let host: LocalHost;
+  let api: string;
+  beforeAll(async () => {
+    host = await startLocalHost({
+      env: { PORT: '0' },
+      store: new SqliteStore(':memory:'),
+      log: () => undefined,
+    });
+    api = `${host.url}/api`;
+  });
+  afterAll(async () => {
+    await host.close();
+  });
+  const send = (method: string, path: string, body?: unknown) =>
+    fetch(`${api}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  const route = async (id: string, region: string) =>
+    expect((await send('PUT', `/routes/${id}`, { location: { region } })).ok).toBe(true);
+
+  /** A store that copied `id` for m-1 from westeurope to eastus, its route at `routeAt`. */
+  async function copiedFor(id: string, routeAt: string) {
+    const store = await participant({ copyDelayMs: 5, routingUrl: api });
+    store.stores.get('westeurope')?.put(id, 'msg-1', 'hello', 1);
+    await route(id, routeAt);
+    expect(
+      (await settle((await post(store, contractBody({ resourceId: id }))).location as string)).status,
+    ).toBe(200);
+    return store;
+  }
+  const notice = (id: string, step: string, extra: Record<string, unknown> = {}) => ({
+    migrationId: 'm-1',
+    resourceId: id,
+    from: FROM,
+    to: TO,
+    step,
+    migrationAttempt: 1,
+    stepAttempt: 1,
+    attempt: 1,
+    sequence: 9,
+    lockAcquiredAt: LOCK_AT,
+    ...extra,
+  });
+  const held = (store: MessageStore, region: string, id: string) => store.stores.get(region)?.list(id).length;
+
+  test('completed: the source copy goes once cleanUpSourceAfter has passed, never before; a repeat is the same clean-up', async () => {
+    const store = await copiedFor('done-1', 'eastus');
+    const after = new Date(Date.now() + 600).toISOString();
+    const first = await post(store, notice('done-1', 'completed', { cleanUpSourceAfter: after }));
+    expect(first).toMatchObject({
+      status: 200,
+      body: { cleanUp: { state: 'scheduled', region: 'westeurope' } },
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(held(store, 'westeurope', 'done-1')).toBe(1);
+    // the notice again (best effort: a retry), even with another time: one clean-up, the first time
+    const again = await post(
+      store,
+      notice('done-1', 'completed', { cleanUpSourceAfter: new Date().toISOString() }),
+    );
+    expect(again.body).toMatchObject({ cleanUp: { state: 'scheduled' } });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(held(store, 'westeurope', 'done-1')).toBe(1);
+    await poll(
+      async () => held(store, 'westeurope', 'done-1'),
+      (n) => n === 0,
+      5000,
+    );
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(after));
+    expect(store.cleanUps.size).toBe(1);
+    expect([...store.cleanUps.values()][0]).toMatchObject({ state: 'deleted', region: 'westeurope' });
+    expect(held(store, 'eastus', 'done-1')).toBe(1);
+  });
+
+  test('completed while the route is at the source after all: the source is kept', async () => {
+    const store = await copiedFor('done-2', 'westeurope');
+    await post(store, notice('done-2', 'completed', { cleanUpSourceAfter: new Date().toISOString() }));
+    await poll(
+      async () => [...store.cleanUps.values()][0]?.state,
+      (s) => s !== 'scheduled',
+      5000,
+    );
+    expect([...store.cleanUps.values()][0]).toMatchObject({
+      state: 'kept',
+      why: 'westeurope is the live location',
+    });
+    expect(held(store, 'westeurope', 'done-2')).toBe(1);
+  });
+
+  test.each(['failed', 'cancelled'])(
+    '%s: the target partial copy is dropped at once, the source kept',
+    async (step) => {
+      const store = await copiedFor(`end-${step}`, 'westeurope');
+      expect(held(store, 'eastus', `end-${step}`)).toBe(1);
+      const answer = await post(
+        store,
+        notice(`end-${step}`, step, { reason: 'the delta overran every attempt' }),
+      );
+      expect(answer).toMatchObject({
+        status: 200,
+        body: { cleanUp: { state: 'deleted', region: 'eastus' } },
+      });
+      expect(held(store, 'eastus', `end-${step}`)).toBe(0);
+      expect(held(store, 'westeurope', `end-${step}`)).toBe(1);
+    },
+  );
+
+  test('failed never deletes a target that is live (the route is there), nor one a lock is bringing the resource to', async () => {
+    const live = await copiedFor('live-1', 'eastus');
+    expect((await post(live, notice('live-1', 'failed'))).body).toMatchObject({
+      cleanUp: { state: 'kept', why: 'eastus is the live location' },
+    });
+    expect(held(live, 'eastus', 'live-1')).toBe(1);
+    const locked = await copiedFor('locked-1', 'westeurope');
+    const pre = await send('POST', '/routes/locked-1/prelock', {
+      migrationId: 'm-2',
+      owner: 'o',
+      target: TO,
+    });
+    expect(pre.ok).toBe(true);
+    expect((await post(locked, notice('locked-1', 'cancelled'))).body).toMatchObject({
+      cleanUp: { state: 'kept', why: 'a lock (m-2) targets eastus' },
+    });
+    expect(held(locked, 'eastus', 'locked-1')).toBe(1);
+  });
+
+  test("a failed notice stops the migration's running copy: it never lands after the drop", async () => {
+    const store = await copiedFor('late-1', 'westeurope');
+    store.stores.get('eastus')?.purge('late-1');
+    const slow = await participant({ copyDelayMs: 300, routingUrl: api });
+    slow.stores.get('westeurope')?.put('late-1', 'msg-1', 'hello', 1);
+    const job = await post(slow, contractBody({ resourceId: 'late-1' }));
+    expect(job.status).toBe(202);
+    expect((await post(slow, notice('late-1', 'failed'))).body).toMatchObject({
+      cleanUp: { state: 'deleted' },
+    });
+    await new Promise((r) => setTimeout(r, 450));
+    expect(held(slow, 'eastus', 'late-1')).toBe(0);
+    expect(slow.copies).toEqual([]);
+  });
+
+  test('a notice of a migration it never copied for is a 200 no-op; a malformed one a 400', async () => {
+    const store = await copiedFor('other-1', 'westeurope');
+    expect(await post(store, { ...notice('other-1', 'failed'), migrationId: 'm-unknown' })).toMatchObject({
+      status: 200,
+      body: { ignored: expect.any(String) },
+    });
+    expect(held(store, 'eastus', 'other-1')).toBe(1);
+    expect((await post(store, notice('other-1', 'completed'))).status).toBe(400); // no cleanUpSourceAfter
+    expect((await post(store, { ...notice('other-1', 'failed'), to: 'eastus' })).status).toBe(400);
+    expect(store.cleanUps.size).toBe(0);
+  });
+});
+
+describe('the pure rules (verification.ts, notices.ts)', () => {
+  const row = (messageId: string, text = 't', updatedAt = 1, deleted = false) => ({
+    conversationId: 'c',
+    messageId,
+    text,
+    updatedAt,
+    deleted,
+  });
+
+  test.each([
+    ['the same rows in another order', [row('a'), row('b')], [row('b'), row('a')], true],
+    [
+      'a tombstone at the source, nothing at the target',
+      [row('a'), row('b', 't', 2, true)],
+      [row('a')],
+      true,
+    ],
+    [
+      'a tombstone at the target, nothing at the source',
+      [row('a')],
+      [row('a'), row('x', 't', 1, true)],
+      true,
+    ],
+    ['a live row at the target the source tombstoned', [row('a', 't', 1, true)], [row('a')], false],
+    ['the same id at another version', [row('a', 't', 2)], [row('a', 't', 1)], false],
+  ])('compareRegions: %s', (_, source, target, match) => {
+    expect(compareRegions(source, target).match).toBe(match);
+  });
+
+  test('the detail names at most three ids of a kind, and never a text', () => {
+    const source = ['a', 'b', 'c', 'd', 'e'].map((id) => row(id, `secret-${id}`));
+    const detail = compareRegions(source, []).detail ?? '';
+    expect(detail).toMatch(/^5 missing at the target \(a, b, c, …\); source sha256:[0-9a-f]{12}…, target/);
+    expect(detail).not.toMatch(/secret/);
+  });
+
+  const view = (region: string, lockTarget?: string) =>
+    ({
+      location: { region },
+      lock: lockTarget ? { migrationId: 'm-9', target: { region: lockTarget } } : null,
+    }) as unknown as RouteView;
+  test.each([
+    ['the route elsewhere, no lock', view('westeurope'), 'eastus', true],
+    ['the route there', view('eastus'), 'eastus', false],
+    ['a lock bringing it there', view('westeurope', 'eastus'), 'eastus', false],
+    ['a lock towards elsewhere', view('westeurope', 'northeurope'), 'eastus', true],
+    ['no route', null, 'eastus', false],
+  ])('mayDeleteCopy: %s', (_, v, region, ok) => {
+    expect(mayDeleteCopy(v, region).ok).toBe(ok);
+  });
 });

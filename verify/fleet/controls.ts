@@ -7,19 +7,28 @@ import { migrationSettings } from '../../shared/migration/workflow';
 import type { Router } from '../../shared/router';
 import type { Activities } from '../../shared/migration/activities';
 import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
-import type { FleetControl, ViolationKind } from './types';
+import type { FleetControl, FleetStats, ViolationKind } from './types';
 import { edgeTtlSeconds } from './world';
 
 /**
  * The negative controls: each plants one bug through a seam (timing, settings, the `decide()` the
- * services call, the tier they read, the router's Cache-Control builder, the actor's delete) and must
- * be caught by the kinds of violation that bug must cause.
+ * services call, the tier they read, the router's Cache-Control builder, the actor's delete, the
+ * participants' delta) and must be caught by the kinds of violation that bug must cause; or, for a bug
+ * a check of the workflow exists to stop before it does harm, by that check at work and no violation.
  */
 
-export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, ViolationKind[]> = {
+/** A bug the workflow's verification must stop: mismatches found, swaps refused, and nothing lost. */
+export const CAUGHT_BY_VERIFICATION = 'verification';
+export type CaughtBy = ViolationKind[] | typeof CAUGHT_BY_VERIFICATION;
+
+export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, CaughtBy> = {
   convergenceShorterThanCacheTtl: ['decision', 'data'],
   noReadThrough: ['decision', 'data'],
   noInFlightGrace: ['data'],
+  // A delta that drops an item: verified, no swap with the item missing (and so no data violation at all).
+  deltaDropsItem: CAUGHT_BY_VERIFICATION,
+  // Not verified (404): the swap goes ahead without the item, and the data at the target misses it.
+  deltaDropsItemUnverified: ['data'],
   regionOnlyDecide: ['decision', 'data'],
   // A phase boundary crossed on one clock and not another: a decision, lost data, or a late swap.
   noSkewMargins: ['decision', 'data', 'version'],
@@ -32,6 +41,28 @@ export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, ViolationKin
   // The source cleaned up while the route is back on it: acknowledged writes gone from where it is.
   cleanUpAtOnce: ['data'],
 };
+
+/**
+ * Controls whose participants answer 404 to `verify`: the unverified delta, and the in-flight grace,
+ * whose late writes verification would otherwise find missing and refuse to swap (a second defence:
+ * the control shows the grace itself is needed).
+ */
+export const controlsWithoutVerify: ReadonlySet<FleetControl> = new Set([
+  'deltaDropsItemUnverified',
+  'noInFlightGrace',
+]);
+
+/** Whether a run caught its control (fleetResult's verdict). */
+export function controlCaught(
+  control: Exclude<FleetControl, 'none'>,
+  violations: readonly { kind: ViolationKind }[],
+  stats: FleetStats,
+): boolean {
+  const by = controlCaughtBy[control];
+  if (by !== CAUGHT_BY_VERIFICATION) return violations.some((v) => by.includes(v.kind));
+  const v = stats.verification;
+  return violations.length === 0 && v.itemsDropped > 0 && v.mismatches > 0 && v.swapsRefused > 0;
+}
 
 /**
  * Negative control: `decide()` as it was, comparing regions only (a serving location without an

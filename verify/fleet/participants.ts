@@ -1,6 +1,8 @@
-import type { HttpCall, HttpResult, ParticipantRequest } from '../../shared/migration/types';
+import { createHash } from 'node:crypto';
+import type { HttpCall, HttpResult, ParticipantRequest, VerifyAnswer } from '../../shared/migration/types';
+import { controlsWithoutVerify } from './controls';
 import { type Fleet, note, regionData } from './state';
-import { type Item, between, locationKey, logBetween } from './world';
+import { type Item, type Shelf, between, locationKey, logBetween, pick } from './world';
 
 /** The participants' bookkeeping: jobs by attempt, where each bulk copy began, the newest job. */
 export interface ParticipantState {
@@ -8,6 +10,10 @@ export interface ParticipantState {
   bulkStartedAt: Map<string, number>;
   currentCopy: Map<string, string>;
   copies: number;
+  /** `verify` answered (issue 19 §1), those that found a mismatch, and items the delta controls dropped. */
+  verifications: number;
+  mismatches: number;
+  itemsDropped: number;
 }
 
 export const newParticipantState = (): ParticipantState => ({
@@ -15,6 +21,9 @@ export const newParticipantState = (): ParticipantState => ({
   bulkStartedAt: new Map(),
   currentCopy: new Map(),
   copies: 0,
+  verifications: 0,
+  mismatches: 0,
+  itemsDropped: 0,
 });
 
 /** A job (docs/design.md §6.5): (migrationId, migrationAttempt, step, stepAttempt). */
@@ -54,10 +63,73 @@ async function copy(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
     note(f, body.resourceId, `${job} superseded: not applied`);
     return { status: 409, body: 'superseded' };
   }
+  if (body.step === 'deltaCopy') dropOneItem(f, body, snapshot, target.shelf(body.resourceId));
   target.upsert(body.resourceId, snapshot);
   p.copies += 1;
   note(f, body.resourceId, `${job} done (${snapshot.size} items)`);
   return { status: 200, body: { copied: snapshot.size } };
+}
+
+/** The share of delta copies the delta controls make drop an item (when one would matter). */
+const DELTA_DROP_SHARE = 0.25;
+
+/**
+ * The delta controls' bug (deltaDropsItem, deltaDropsItemUnverified): now and then the delta leaves out
+ * one item it should carry, one the target does not already hold as the source does (so it matters).
+ */
+function dropOneItem(f: Fleet, body: ParticipantRequest, snapshot: Map<string, Item>, target: Shelf): void {
+  if (f.control !== 'deltaDropsItem' && f.control !== 'deltaDropsItemUnverified') return;
+  if (f.random() >= DELTA_DROP_SHARE) return;
+  const mattering = [...snapshot].filter(
+    ([id, item]) => (target.items.get(id)?.tombstone ?? true) !== item.tombstone,
+  );
+  if (mattering.length === 0) return;
+  const [id] = pick(f.random, mattering);
+  snapshot.delete(id);
+  f.participants.itemsDropped += 1;
+  note(f, body.resourceId, `control: the delta drops ${id}`);
+}
+
+/** One region's live items of a resource, sorted, with their digest: what a copy leaves (tombstones count as absent). */
+function holding(shelf: Shelf): { count: number; digest: string; live: Set<string> } {
+  const live = [...shelf.live].sort();
+  return {
+    count: live.length,
+    digest: `sha256:${createHash('sha256').update(live.join('\n')).digest('hex')}`,
+    live: new Set(live),
+  };
+}
+
+/**
+ * `verify` (issue 19 §1), as a data service answers it under the write lock: the resource's live items
+ * at the source against the target's, now (a write lock that lapsed meanwhile shows as a mismatch too).
+ * Some controls' participants do not implement it (controlsWithoutVerify).
+ */
+async function verifyResource(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
+  if (controlsWithoutVerify.has(f.control)) return { status: 404, body: 'verify is not implemented' };
+  await f.scheduler.timer(f.clock.now() + Math.round(logBetween(f.random, 1, 10) * 1000)).promise;
+  const source = holding(regionData(f, body.from).shelf(body.resourceId));
+  const target = holding(regionData(f, body.to).shelf(body.resourceId));
+  const match = source.count === target.count && source.digest === target.digest;
+  const answer: VerifyAnswer = {
+    match,
+    sourceCount: source.count,
+    targetCount: target.count,
+    digest: target.digest,
+  };
+  f.participants.verifications += 1;
+  if (!match) {
+    f.participants.mismatches += 1;
+    const missing = [...source.live].filter((id) => !target.live.has(id));
+    const extra = [...target.live].filter((id) => !source.live.has(id));
+    answer.detail = `${missing.length} missing at the target${missing[0] ? ` (first ${missing[0]})` : ''}, ${extra.length} only at the target`;
+  }
+  note(
+    f,
+    body.resourceId,
+    `verify ${body.migrationId}/${body.migrationAttempt ?? 1}/${body.stepAttempt ?? body.attempt}: ${match ? 'match' : `mismatch: ${answer.detail}`}`,
+  );
+  return { status: 200, body: answer };
 }
 
 /**
@@ -81,7 +153,12 @@ const endSteps: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled
 
 /** The participants' HTTP as the runner calls it: one job per attempt, asked again as often as it likes. */
 export function participantHttp(f: Fleet, call: HttpCall): Promise<HttpResult> {
+  // A read, answered afresh each time it is asked (a re-verify after a re-copied delta sees the new data).
+  if (call.body.step === 'verify') return verifyResource(f, call.body);
   if (endSteps.has(call.body.step)) return endNotice(f, call.body);
+  // Any other step but the copies: not implemented, never a copy.
+  if (call.body.step !== 'bulkCopy' && call.body.step !== 'deltaCopy')
+    return Promise.resolve({ status: 404, body: `step ${call.body.step} is not implemented` });
   const { jobs } = f.participants;
   const key = jobKey(call.body);
   let job = jobs.get(key);

@@ -1,6 +1,6 @@
 import type { MigrationRecord } from '../../shared/migration/records';
 import { terminalStates } from '../../shared/migration/types';
-import { controlCaughtBy } from './controls';
+import { CAUGHT_BY_VERIFICATION, controlCaught, controlCaughtBy } from './controls';
 import { type Fleet, violation } from './state';
 import type { FleetResult, FleetStats } from './types';
 import { CRASH_STEPS } from './world';
@@ -66,17 +66,38 @@ export function countEnd(f: Fleet): void {
   const lengths = [...f.journalLength.values()].sort((a, b) => a - b);
   stats.journalSteps = { median: lengths[Math.floor(lengths.length / 2)] ?? 0, max: lengths.at(-1) ?? 0 };
   stats.copies = f.participants.copies;
+  countVerifications(f);
   for (const service of f.services.values()) {
     stats.clientTier.requests += service.client.requests;
     stats.clientTier.maxAgeSeconds = Math.max(stats.clientTier.maxAgeSeconds, service.client.maxAgeSeconds);
   }
 }
 
+/**
+ * Verification (issue 19 §1): what the participants answered, and the verify rounds with a mismatch in
+ * the migrations' statuses: each one a swap the workflow refused (it swaps only after a round that matched).
+ */
+function countVerifications(f: Fleet): void {
+  const p = f.participants;
+  let swapsRefused = 0;
+  for (const record of [...f.state.recent(1_000_000), ...f.rivalState.recent(1_000_000)]) {
+    const rounds = new Set<string>();
+    for (const v of record.status.verifications ?? [])
+      if (v.outcome === 'mismatch') rounds.add(`${v.migrationAttempt}/${v.deltaAttempt}`);
+    swapsRefused += rounds.size;
+  }
+  f.stats.verification = {
+    run: p.verifications,
+    mismatches: p.mismatches,
+    swapsRefused,
+    itemsDropped: p.itemsDropped,
+  };
+}
+
 /** The scenario row: a control is caught by the kind of violation its bug must cause, not by any failure. */
 export function fleetResult(f: Fleet): FleetResult {
   const { control, options, stats, violations } = f;
-  const caught =
-    control === 'none' ? undefined : violations.some((v) => controlCaughtBy[control].includes(v.kind));
+  const caught = control === 'none' ? undefined : controlCaught(control, violations, stats);
   const first = violations.find((v) => v.kind === 'harness') ?? violations[0];
   const firstResource = first?.text.split(' ')[0] ?? '';
   return {
@@ -96,7 +117,11 @@ export function fleetResult(f: Fleet): FleetResult {
           counterexample: `${violations.length} violation(s); first: ${first.text}\n    events of ${firstResource}:\n      ${(f.trail.get(firstResource) ?? []).join('\n      ')}`,
         }
       : {}),
-    ...(control === 'none' ? { summary: summarize(stats) } : {}),
+    ...(control === 'none'
+      ? { summary: summarize(stats) }
+      : controlCaughtBy[control] === CAUGHT_BY_VERIFICATION
+        ? { summary: verificationLine(stats) }
+        : {}),
     stats,
   };
 }
@@ -107,6 +132,11 @@ const counts = (record: Record<string, number>) =>
     .sort((a, b) => b[1] - a[1])
     .map(([k, v]) => `${k} ${n(v)}`)
     .join(', ');
+
+const verificationLine = ({ verification: v }: FleetStats): string =>
+  `verification: ${n(v.run)} verify calls answered, ${n(v.mismatches)} mismatches found, ` +
+  `${n(v.swapsRefused)} swaps refused` +
+  (v.itemsDropped > 0 ? `; ${n(v.itemsDropped)} items dropped by a delta` : '');
 
 function summarize(s: FleetStats): string {
   const f = s.faults;
@@ -132,6 +162,7 @@ function summarize(s: FleetStats): string {
       `every write and delete lands 0.5–4.5 s after its decision: ${n(u.landedUnderLock)} landed under a lock ` +
       `that committed meanwhile; ${n(u.raced)} requests raced a commit while resolving their route; ` +
       `${n(u.noRoute)} found no route (deleted for a moment)`,
+    verificationLine(s),
     `accounts: ${n(s.accountMoves.started)} migrations between two accounts of one region started, ` +
       `${n(s.accountMoves.swapped)} swapped`,
     `route DELETE after a swap: ${n(s.routeDeletes.attempts)} attempts, ${n(s.routeDeletes.refusedConvergencePending)} ` +

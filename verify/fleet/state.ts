@@ -198,6 +198,7 @@ export function newStats(
     boundaryRestarts: 0,
     stallFors: 0,
     copies: 0,
+    verification: { run: 0, mismatches: 0, swapsRefused: 0, itemsDropped: 0 },
     accountMoves,
     routeDeletes: { attempts: 0, refusedConvergencePending: 0, refusedLocked: 0, deleted: 0, recreated: 0 },
     clientTier: { decisions: 0, reads: 0, redirects: 0, requests: 0, maxAgeSeconds: 0 },

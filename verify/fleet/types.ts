@@ -13,6 +13,10 @@ export type FleetControl =
   | 'campaignIgnoresMaxConcurrent'
   /** A campaign's start rule that ignores startsPerMinute (the tick reads a record without it). */
   | 'campaignIgnoresStartsPerMinute'
+  /** The participants' delta now and then drops an item; they verify: the workflow must refuse those swaps. */
+  | 'deltaDropsItem'
+  /** The same bug, the participants answering 404 to `verify`: the data oracle must see the loss. */
+  | 'deltaDropsItemUnverified'
   /**
    * Confirmation switched off (issue 19 §4): the swap's own answer taken for the replica's, so the
    * `completed` notice (and the participants' clean-up of the source) follows a swap a failover dropped.
@@ -106,6 +110,12 @@ export interface FleetStats {
   /** Orchestrator stalls, each until around the end of a write lease. */
   stallFors: number;
   copies: number;
+  /**
+   * Verification before the swap (issue 19 §1): `verify` answered by the participants, mismatches among
+   * them, the verify rounds with a mismatch in the migrations' statuses (each a swap refused), and the
+   * items the delta controls dropped.
+   */
+  verification: { run: number; mismatches: number; swapsRefused: number; itemsDropped: number };
   /** Migrations between two accounts of one region: started, and swapped. */
   accountMoves: { started: number; swapped: number };
   /** The route-deleting actor (DELETE shortly after a swap, then re-create at the same location). */
