@@ -2,6 +2,7 @@ import type { HttpCall } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { FailoverStore } from '../../testkit/failoverStore';
+import { LaggingStore } from '../../testkit/laggingStore';
 import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
 import { virtualRunner } from '../support/migrationHarness';
 
@@ -105,4 +106,44 @@ test('negative control: confirmation switched off, the same failover ends Comple
   // the lie: Completed, and the participant told to clean up a source the route still points to
   expect(r.doc.location).toEqual(SOURCE);
   expect(r.posts.filter((p) => p.step === 'completed')).toHaveLength(1);
+});
+
+test('replication behind: the replica shows the swap only later; read again, Completed, no second swap', async () => {
+  const clock = new ManualClock(Date.UTC(2026, 4, 1));
+  // every replica read 9 s behind: the confirmation's first read (7 s after the swap) misses it
+  const store = new LaggingStore(new SqliteStore(':memory:'), clock.now, () => 9000);
+  const h = virtualRunner({
+    clock,
+    store,
+    env: {
+      ROUTELOCK_PROFILE: 'dev',
+      ROUTELOCK_REPLICATION_BOUND_SECONDS: '5',
+      ROUTELOCK_SAFETY_BUFFER_SECONDS: '2',
+    },
+  });
+  const reads: { from: string; at: number }[] = [];
+  const readRoute = h.activities.readRoute;
+  h.activities.readRoute = (input) => {
+    reads.push({ from: input.from, at: clock.now() });
+    return readRoute(input);
+  };
+  let swaps = 0;
+  const swap = h.activities.swap;
+  h.activities.swap = (input) => ((swaps += 1), swap(input));
+  await h.router.createRoute('r-1', SOURCE);
+  clock.advance(10_000); // the route on every replica
+  const { record } = h.runner.start({ resourceId: 'r-1', target: TARGET });
+  await h.settle();
+  const status = await h.runner.status(record.migrationId);
+  expect(status).toMatchObject({ status: 'Completed', attempt: 1 });
+  expect(swaps).toBe(1);
+  const swappedAt = Date.parse(status.timeline.swappedAt!);
+  // replica, write region (at the target: behind), then after 1 s and 2 s again: the third replica read shows it
+  expect(reads.filter((r) => r.at > swappedAt).map((r) => [r.from, (r.at - swappedAt) / 1000])).toEqual([
+    ['replica', 7],
+    ['writeRegion', 7],
+    ['replica', 8],
+    ['writeRegion', 8],
+    ['replica', 10],
+  ]);
 });
