@@ -2,7 +2,8 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { earliestEscalationAt } from './lock/state';
 import { isLoopbackHostname } from './loopback';
-import { MAX_ORCHESTRATION_ACTIONS, renewEveryMs, worstCaseCopyActions } from './migration/workflow/copy';
+import { MAX_ORCHESTRATION_ACTIONS, renewEveryMs } from './migration/workflow/copy';
+import { worstCaseAttemptActions } from './migration/workflow/bound';
 import {
   DEFAULT_PARTICIPANT_POLL_MAX_SECONDS,
   DEFAULT_PARTICIPANT_POLL_MIN_SECONDS,
@@ -697,7 +698,7 @@ export function parseConfig(env: Env = process.env): Config {
       `ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: must be under the lock renewal cadence (a third of min(ROUTELOCK_WRITE_LEASE_SECONDS, ROUTELOCK_WRITE_BUDGET_SECONDS) and of ROUTELOCK_HARD_DELETE_LEASE_SECONDS: ${renewalSeconds} s) by 1 s, so a request always ends before the next renewal; got ${participantTimeoutSeconds}`,
     );
   }
-  const copyActions = worstCaseCopyActions({
+  const attemptActions = worstCaseAttemptActions({
     participants: s.ROUTELOCK_PARTICIPANTS.length,
     prelockMaxSeconds: t.ROUTELOCK_PRELOCK_MAX_SECONDS,
     hardDeleteLeaseSeconds: t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS,
@@ -706,10 +707,11 @@ export function parseConfig(env: Env = process.env): Config {
     deltaAttempts: t.ROUTELOCK_DELTA_ATTEMPTS,
     pollMinSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS,
     pollMaxSeconds: p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS,
+    retryAttempts: t.ROUTELOCK_RETRY_ATTEMPTS,
   });
-  if (copyActions > MAX_ORCHESTRATION_ACTIONS) {
+  if (attemptActions > MAX_ORCHESTRATION_ACTIONS) {
     problems.push(
-      `ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: ${s.ROUTELOCK_PARTICIPANTS.length} participants polled every ${p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS} s through a bulk copy as long as ROUTELOCK_PRELOCK_MAX_SECONDS (${t.ROUTELOCK_PRELOCK_MAX_SECONDS} s) could record ${copyActions} orchestration actions, over the Durable extension's ${MAX_ORCHESTRATION_ACTIONS}: raise the poll cap or lower the pre-lock cap`,
+      `ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: ${s.ROUTELOCK_PARTICIPANTS.length} participants polled every ${p.ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS} s through a bulk copy as long as ROUTELOCK_PRELOCK_MAX_SECONDS (${t.ROUTELOCK_PRELOCK_MAX_SECONDS} s), with its cutover-window waits, confirmation and end notices, could record ${attemptActions} orchestration actions in one attempt, over the Durable extension's ${MAX_ORCHESTRATION_ACTIONS}: raise the poll cap or lower the pre-lock cap`,
     );
   }
   if (problems.length > 0) throw new ConfigError(problems);

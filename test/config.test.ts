@@ -1,4 +1,7 @@
 import { ConfigError, parseConfig } from '../shared/config';
+import { attemptActionsBound } from '../shared/migration/workflow';
+import { ATTEMPT_STEP_ACTIONS, worstCaseAttemptActions } from '../shared/migration/workflow/bound';
+import { worstCaseCopyActions } from '../shared/migration/workflow/copy';
 
 function problemsOf(env: Record<string, string>): string[] {
   try {
@@ -131,7 +134,7 @@ test('the *_ATTEMPTS variables are counts, not seconds, and a bad one is named',
   ]);
 });
 
-describe('the history bound: copies must fit under the Durable extension’s action cap', () => {
+describe('the history bound: a whole attempt must fit under the Durable extension’s action cap', () => {
   const participants = (n: number) =>
     JSON.stringify(
       Array.from({ length: n }, (_, i) => ({ name: `p${i}`, url: `https://p${i}.test/migrate` })),
@@ -141,9 +144,28 @@ describe('the history bound: copies must fit under the Durable extension’s act
     expect(() => parseConfig({ ROUTELOCK_PARTICIPANTS: participants(5) })).not.toThrow();
     expect(problemsOf({ ROUTELOCK_PARTICIPANTS: participants(6) })).toEqual([
       expect.stringMatching(
-        /^ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: 6 participants polled every 30 s through a bulk copy as long as ROUTELOCK_PRELOCK_MAX_SECONDS \(259200 s\) could record 10\d{4} orchestration actions, over the Durable extension's 100000/,
+        /^ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: 6 participants polled every 30 s through a bulk copy as long as ROUTELOCK_PRELOCK_MAX_SECONDS \(259200 s\), with its cutover-window waits, confirmation and end notices, could record 10\d{4} orchestration actions in one attempt, over the Durable extension's 100000/,
       ),
     ]);
+  });
+
+  test('the check counts the whole attempt, not only its copies (the window waits, confirmation, notices)', () => {
+    const config = parseConfig({ ROUTELOCK_PARTICIPANTS: participants(5) });
+    const shape = {
+      participants: 5,
+      prelockMaxSeconds: config.timing.prelockMaxSeconds,
+      hardDeleteLeaseSeconds: config.timing.hardDeleteLeaseSeconds,
+      writeLeaseSeconds: config.timing.writeLeaseSeconds,
+      writeBudgetSeconds: config.timing.writeBudgetSeconds,
+      deltaAttempts: config.migration.deltaAttempts,
+      pollMinSeconds: config.migration.participantPollMinSeconds,
+      pollMaxSeconds: config.migration.participantPollMaxSeconds,
+      retryAttempts: config.migration.retryAttempts,
+    };
+    const whole = worstCaseAttemptActions(shape);
+    expect(whole).toBeGreaterThan(worstCaseCopyActions(shape) + ATTEMPT_STEP_ACTIONS);
+    expect(attemptActionsBound(config)).toBe(whole);
+    expect(whole).toBeLessThanOrEqual(100_000);
   });
 
   test('a longer poll cap or a shorter pre-lock cap lets them fit', () => {

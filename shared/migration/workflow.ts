@@ -11,12 +11,10 @@ import { prelockPhase } from './workflow/prelock';
 import type { Ending, Prelocked } from './workflow/state';
 import { publish } from './workflow/steps';
 import { writePhase } from './workflow/write';
-import { worstCaseCopyActions } from './workflow/copy';
-import { worstCaseConfirmActions } from './workflow/confirm';
-import { worstCaseNoticeActions } from './workflow/notify';
-import { worstCaseWindowActions } from './workflow/window';
+import { worstCaseAttemptActions } from './workflow/bound';
 
 export { renewEveryMs } from './workflow/copy';
+export { confirmAndNoticeActions, worstCaseAttemptActions } from './workflow/bound';
 export { cancelMigration } from './workflow/cancel';
 export { attemptVerdict, attemptingMigration, retryDelayMs } from './workflow/attempts';
 export { cleanUp } from './workflow/cleanUp';
@@ -84,41 +82,21 @@ export function migrationSettings(config: Config): MigrationSettings {
   };
 }
 
-/** Steps of an attempt besides its copies: pre-lock, convergence, escalations, swap, release, status. */
-const ATTEMPT_STEP_ACTIONS = 200;
-
-/** Confirmation and end notices at their worst (workflow/confirm.ts, workflow/notify.ts). */
-export const confirmAndNoticeActions = (participants: number, retryAttempts: number): number =>
-  worstCaseConfirmActions(retryAttempts) + worstCaseNoticeActions(participants, retryAttempts);
-
-/**
- * One attempt's worst-case history (worstCaseCopyActions, as config.ts checks it), its waits for a
- * cutover window (worstCaseWindowActions) and its other steps.
- */
+/** One attempt's worst-case history under this configuration (workflow/bound.ts). */
 export function attemptActionsBound(config: Config): number {
   const t = config.timing;
   const m = config.migration;
-  return (
-    ATTEMPT_STEP_ACTIONS +
-    // version 4: the swap confirmed on a replica (re-driven at worst), then the end notices
-    confirmAndNoticeActions(m.participants.length, m.retryAttempts) +
-    worstCaseCopyActions({
-      participants: m.participants.length,
-      prelockMaxSeconds: t.prelockMaxSeconds,
-      hardDeleteLeaseSeconds: t.hardDeleteLeaseSeconds,
-      writeLeaseSeconds: t.writeLeaseSeconds,
-      writeBudgetSeconds: t.writeBudgetSeconds,
-      deltaAttempts: m.deltaAttempts,
-      pollMinSeconds: m.participantPollMinSeconds,
-      pollMaxSeconds: m.participantPollMaxSeconds,
-    }) +
-    // version 4: waiting for a cutover window (workflow/window.ts)
-    worstCaseWindowActions({
-      prelockMaxSeconds: t.prelockMaxSeconds,
-      hardDeleteLeaseSeconds: t.hardDeleteLeaseSeconds,
-      deltaAttempts: m.deltaAttempts,
-    })
-  );
+  return worstCaseAttemptActions({
+    participants: m.participants.length,
+    prelockMaxSeconds: t.prelockMaxSeconds,
+    hardDeleteLeaseSeconds: t.hardDeleteLeaseSeconds,
+    writeLeaseSeconds: t.writeLeaseSeconds,
+    writeBudgetSeconds: t.writeBudgetSeconds,
+    deltaAttempts: m.deltaAttempts,
+    pollMinSeconds: m.participantPollMinSeconds,
+    pollMaxSeconds: m.participantPollMaxSeconds,
+    retryAttempts: m.retryAttempts,
+  });
 }
 
 export function* migrationWorkflow(input: MigrationInput): Workflow {

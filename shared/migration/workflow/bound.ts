@@ -1,0 +1,41 @@
+import { worstCaseConfirmActions } from './confirm';
+import { worstCaseCopyActions } from './copy';
+import { worstCaseNoticeActions } from './notify';
+import { worstCaseWindowActions } from './window';
+
+/**
+ * The one home of an attempt's worst-case history (docs/design.md §6.5): config.ts refuses settings
+ * whose attempt could pass the Durable extension's action cap, and the workflow (attemptActionsBound)
+ * leaves room for one more attempt only when a whole one still fits. Plain numbers, so config.ts can
+ * ask before a Config exists.
+ */
+export interface AttemptShape {
+  participants: number;
+  prelockMaxSeconds: number;
+  hardDeleteLeaseSeconds: number;
+  writeLeaseSeconds: number;
+  writeBudgetSeconds: number;
+  deltaAttempts: number;
+  pollMinSeconds: number;
+  pollMaxSeconds: number;
+  retryAttempts: number;
+}
+
+/** Steps of an attempt besides its copies: pre-lock, convergence, escalations, swap, release, status. */
+export const ATTEMPT_STEP_ACTIONS = 200;
+
+/** Confirmation and end notices at their worst (workflow/confirm.ts, workflow/notify.ts). */
+export const confirmAndNoticeActions = (participants: number, retryAttempts: number): number =>
+  worstCaseConfirmActions(retryAttempts) + worstCaseNoticeActions(participants, retryAttempts);
+
+/** Each term is its own phase's: the copies and verify rounds, the window's waits, confirm + notices. */
+export function worstCaseAttemptActions(a: AttemptShape): number {
+  return (
+    ATTEMPT_STEP_ACTIONS +
+    worstCaseCopyActions(a) +
+    // version 4: waiting for a cutover window (workflow/window.ts)
+    worstCaseWindowActions(a) +
+    // version 4: the swap confirmed on a replica (re-driven at worst), then the end notices
+    confirmAndNoticeActions(a.participants, a.retryAttempts)
+  );
+}
