@@ -60,6 +60,8 @@ interface VersionRow {
   workflowVersion: number | undefined;
   /** How the resumed run asks the participant for the bulk copy in flight at the stop. */
   resumes: { method: 'POST' | 'GET'; postsAgain: boolean };
+  /** Scenarios of this version besides the three every version has (v4: a wait for a cutover window). */
+  extraScenarios?: string[];
 }
 
 const VERSIONS: VersionRow[] = [
@@ -69,6 +71,13 @@ const VERSIONS: VersionRow[] = [
   { prefix: 'v2', workflowVersion: 2, resumes: { method: 'GET', postsAgain: false } },
   // version 3: attempts and cancel around version 2's participant path
   { prefix: 'v3', workflowVersion: 3, resumes: { method: 'GET', postsAgain: false } },
+  // version 4: verify, cutover windows, the swap confirmed on a replica, end notices
+  {
+    prefix: 'v4',
+    workflowVersion: 4,
+    resumes: { method: 'GET', postsAgain: false },
+    extraScenarios: ['window-wait'],
+  },
 ];
 
 const scenariosOf = (prefix: string) => SCENARIOS.filter((s) => s.name.startsWith(`${prefix}-`));
@@ -171,7 +180,9 @@ if (!recording)
 
     test(`${row.prefix}: every fixture carries the version it claims`, () => {
       expect(scenarios.map((s) => s.name).sort()).toEqual(
-        ['mid-bulk-copy', 'no-participants', 'one-participant'].map((n) => `${row.prefix}-${n}`),
+        ['mid-bulk-copy', 'no-participants', 'one-participant', ...(row.extraScenarios ?? [])]
+          .sort()
+          .map((n) => `${row.prefix}-${n}`),
       );
       for (const scenario of scenarios) {
         const { input } = readHistory(scenario.name);
@@ -205,6 +216,7 @@ if (!recording)
       const participant = participantJobs({
         answers: scenario.version.answers,
         durationMs: () => scenario.jobMs,
+        ...(scenario.verify ? { verify: scenario.verify } : {}),
       });
       // the participant service kept running through the deployment: it has the jobs POSTed before it
       const posted = primeParticipant(recorded, participant.http);
@@ -244,6 +256,44 @@ if (!recording)
         expect([posted.length, lastPoll >= jobEnd, lastPoll - jobEnd <= 30_000]).toEqual([1, true, true]);
       }
     });
+  });
+
+if (!recording)
+  test('v4-window-wait: the history stopped in a window wait replays to its actions, then takes the write lock when the window opens', async () => {
+    const scenario = SCENARIOS.find((s) => s.name === 'v4-window-wait');
+    if (!scenario) throw new Error('scenario missing');
+    const recorded = readHistory(scenario.name);
+    expect(recorded.result.runtimeStatus).toBe('Running');
+    const m = await scenarioMigration(scenario);
+    expect(await replayActivities(recorded, (fn, input, now) => m.runActivity(fn, input, now))).toEqual([]);
+    const participant = participantJobs({
+      answers: scenario.version.answers,
+      durationMs: () => scenario.jobMs,
+      ...(scenario.verify ? { verify: scenario.verify } : {}),
+    });
+    primeParticipant(recorded, participant.http);
+    participant.calls.splice(0);
+    const seen: unknown[][] = [];
+    const result = await m
+      .make({
+        history: recorded.history,
+        observe: (_run, actions) => seen.push(actions),
+        http: participant.http,
+      })
+      .run();
+    expect(seen[0]).toEqual(recorded.orchestratorActions);
+    expect(result.error).toBeUndefined();
+    const output = result.output as MigrationStatus;
+    expect(output).toMatchObject({ status: 'Completed', phase: 'swapped' });
+    expect(output).not.toHaveProperty('waitingForWindow');
+    // 06:00 Europe/Berlin on 2026-03-01 is 05:00Z: the write lock not before it
+    expect(Date.parse(output.timeline.writeAt as string)).toBeGreaterThanOrEqual(
+      Date.parse('2026-03-01T05:00:00Z'),
+    );
+    expect(Date.parse(output.timeline.writeAt as string)).toBeLessThan(Date.parse('2026-03-01T07:00:00Z'));
+    // the delta copied after the wait, then verified
+    expect(participant.calls.some((c) => c.job.startsWith('messages.test:deltaCopy'))).toBe(true);
+    expect(output.verifications?.map((v) => v.outcome)).toEqual(['match']);
   });
 
 describe('recorded histories, every version', () => {

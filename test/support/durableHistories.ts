@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { MigrationInput, ParticipantCall } from '../../shared/migration/types';
+import type { MigrationInput, ParticipantCall, VerifyAnswer } from '../../shared/migration/types';
 import {
   EventType,
   HTTP_ACTIVITY,
@@ -10,7 +10,7 @@ import {
   type WireEvent,
 } from '../../testkit/durableReplay';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
-import { type InputVersion, V1, V2, V3, durableMigration, participantJobs } from './durableMigrations';
+import { type InputVersion, V1, V2, V3, V4, durableMigration, participantJobs } from './durableMigrations';
 
 /**
  * Durable histories recorded with the orchestrator of the day through the faithful harness, kept as
@@ -35,6 +35,8 @@ export interface HistoryScenario {
   jobMs: number;
   /** Stop mid-run (a deployment): after the episode where this holds. */
   stopWhen?: ReplayOptions['stopWhen'];
+  /** Version 4: the participant answers `verify` with this (absent: 404, not verified). */
+  verify?: VerifyAnswer;
 }
 
 const MESSAGES = [{ name: 'messages', url: 'https://messages.test/migrate' }];
@@ -144,6 +146,56 @@ export const SCENARIOS: HistoryScenario[] = [
       return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
     },
   },
+  {
+    name: 'v4-no-participants',
+    version: V4,
+    description: 'a migration without participants: the swap confirmed on a replica, completed',
+    participants: [],
+    env: {},
+    jobMs: 0,
+  },
+  {
+    name: 'v4-one-participant',
+    version: V4,
+    description:
+      'one participant answering 202 + Location to each copy, polled until its 200 after 110 s; 300 s leases (renewed every 100 s); verify answers a match; the swap confirmed on a replica; the completed notice delivered',
+    participants: MESSAGES,
+    env: SHORT_LEASES,
+    jobMs: 110_000,
+    verify: { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' },
+  },
+  {
+    name: 'v4-mid-bulk-copy',
+    version: V4,
+    description:
+      'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
+    participants: MESSAGES,
+    env: SHORT_LEASES,
+    jobMs: 230_000,
+    verify: { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' },
+    stopWhen: ({ actions }) => {
+      const copy = actions.findIndex(isParticipantCall);
+      const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
+      return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
+    },
+  },
+  {
+    name: 'v4-window-wait',
+    version: {
+      ...V4,
+      toInput: (i) => ({
+        ...V4.toInput(i),
+        window: { daily: { start: '06:00', end: '08:00', timeZone: 'Europe/Berlin' } },
+      }),
+    },
+    description:
+      'one participant (20 s copies), a daily cutover window 06:00–08:00 Europe/Berlin: the bulk copy done at once, the write lock waits for 05:00Z on durable timers with hard-delete renewals; stopped after the second renewal of the wait',
+    participants: MESSAGES,
+    env: {},
+    jobMs: 20_000,
+    verify: { match: true, sourceCount: 3, targetCount: 3 },
+    stopWhen: ({ actions }) => actions.filter((a) => a.name === 'migrationRenew').length >= 2,
+  },
 ];
 
 export interface RecordedHistory {
@@ -166,7 +218,11 @@ export async function scenarioMigration(scenario: HistoryScenario) {
     version,
     reproducible: true,
   });
-  const participant = participantJobs({ answers: version.answers, durationMs: () => scenario.jobMs });
+  const participant = participantJobs({
+    answers: version.answers,
+    durationMs: () => scenario.jobMs,
+    ...(scenario.verify ? { verify: scenario.verify } : {}),
+  });
   return { ...m, participant };
 }
 

@@ -3,7 +3,7 @@ import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { parseConfig } from '../../shared/config';
 import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
 import type { Activities } from '../../shared/migration/activities';
-import type { MigrationInput } from '../../shared/migration/types';
+import type { MigrationInput, VerifyAnswer } from '../../shared/migration/types';
 import { type LockSeed, TokenKeyring } from '../../shared/security/tokenKeys';
 import type { LocationStore, PriorityOption, ReadOptions } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
@@ -127,7 +127,7 @@ export const V2: InputVersion = {
         ok: true,
         value: {
           status: noAnswer ? 0 : reply.statusCode,
-          body: reply.content ?? null,
+          body: reply.content === undefined ? null : jsonOrText(reply.content),
           ...(location ? { location } : {}),
           ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}),
         },
@@ -136,11 +136,27 @@ export const V2: InputVersion = {
   },
 };
 
+/** A reply's body as the callParticipant activity hands it on: JSON parsed, anything else as text. */
+function jsonOrText(content: string): unknown {
+  try {
+    return JSON.parse(content) as unknown;
+  } catch {
+    return content;
+  }
+}
+
 /** Version 3: version 2's participant path, with attempts (a fresh lock each) and cancel. */
 export const V3: InputVersion = {
   ...V2,
   label: 'v3 (workflowVersion 3, attempts and cancel)',
   toInput: (i) => ({ ...i, workflowVersion: 3 }),
+};
+
+/** Version 4: verify before the swap, cutover windows, the swap confirmed on a replica, end notices. */
+export const V4: InputVersion = {
+  ...V2,
+  label: 'v4 (workflowVersion 4, verify, windows, confirmed swap, notices)',
+  toInput: (i) => ({ ...i, workflowVersion: 4 }),
 };
 
 export interface Job {
@@ -159,12 +175,17 @@ export function participantJobs(options: {
   durationMs: (job: Job) => number;
   answers: 'sync' | 'async';
   status?: (job: Job) => number;
+  /** Given: `verify` answers 200 with it at once (an honest participant's match), and is in `calls`. */
+  verify?: VerifyAnswer;
 }) {
   const ends = new Map<string, number>();
   const calls: { method: string; job: string; at: number }[] = [];
   const http = (request: HttpRequestSeen): HttpReply => {
-    if (request.method === 'POST' && (request.body as { step?: string } | undefined)?.step === 'verify')
-      return { statusCode: 404 };
+    if (request.method === 'POST' && (request.body as { step?: string } | undefined)?.step === 'verify') {
+      if (options.verify === undefined) return { statusCode: 404 };
+      calls.push({ method: 'POST', job: `${new URL(request.url).host}:verify`, at: request.now });
+      return { statusCode: 200, content: JSON.stringify(options.verify) };
+    }
     const url = new URL(request.url);
     const key =
       request.method === 'GET'
