@@ -1,6 +1,7 @@
 import { type LocalHost, startLocalHost } from '../../local/host';
 import { RoutingClient, decide } from '../../shared/client';
 import { ManualClock } from '../../testkit/clock';
+import type { LocationDocument } from '../../shared/lock/document';
 import { type RouteView, cacheHeaders } from '../../shared/lock/view';
 import { VirtualScheduler } from '../../testkit/virtualScheduler';
 import type { MigrationStatus } from '../../shared/migration/types';
@@ -180,7 +181,17 @@ describe('one host: every writer goes through the router that serves HTTP', () =
   test("a migration's pre-lock and swap are on the HTTP read path at once (the runner writes through it)", async () => {
     const clock = new ManualClock(T);
     const scheduler = new VirtualScheduler(clock);
-    const store = new SqliteStore(':memory:');
+    // Notes the virtual time the swap committed: version 4 then confirms it on a replica for longer than
+    // the local tier's TTL, so the route must be read at that moment, not when the migration is done.
+    let swapCommittedAt: number | undefined;
+    const store = new (class extends SqliteStore {
+      override async replace(doc: LocationDocument, ifMatch: string) {
+        const stored = await super.replace(doc, ifMatch);
+        if (stored.doc.lock === null && stored.doc.location.region === TARGET.region)
+          swapCommittedAt ??= clock.now();
+        return stored;
+      }
+    })(':memory:');
     host = await startLocalHost({
       env: { PORT: '0', ROUTELOCK_PROFILE: 'dev' },
       scheduler,
@@ -202,16 +213,25 @@ describe('one host: every writer goes through the router that serves HTTP', () =
     expect(pending.view.lock).toMatchObject({ phase: 'prelock', target: TARGET });
     expect(pending.age).toBe('0'); // the runner's write refreshed the serving cache
 
-    await scheduler.runWhile(() => host!.runner.activeCount > 0);
-    const status = (await (await fetch(`${host.url}${statusUrl}`)).json()) as MigrationStatus;
-    expect(status).toMatchObject({ status: 'Completed' });
-    expect(clock.now() - Date.parse(status.timeline.swappedAt!)).toBeLessThan(
-      host.config.timing.localCacheTtlSeconds * 1000,
-    );
+    // One timer at a time, then macrotask turns (no timer fires in them) until the swap commits.
+    for (let timers = 0; timers < 10_000 && swapCommittedAt === undefined; timers += 1) {
+      await scheduler.runUntilIdle({ maxTimers: 1, settleTurns: 0 });
+      for (let turn = 0; turn < 50 && swapCommittedAt === undefined; turn += 1)
+        await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    const swappedAt = clock.now();
+    expect(swappedAt).toBe(swapCommittedAt);
     expect(await get('conv-m')).toMatchObject({
       view: { location: TARGET, lock: null, secondary: { role: 'retiredSource', location: SOURCE } },
       age: '0',
     });
+    await scheduler.runWhile(() => host!.runner.activeCount > 0);
+    const status = (await (await fetch(`${host.url}${statusUrl}`)).json()) as MigrationStatus;
+    expect(status).toMatchObject({ status: 'Completed' });
+    // the read above came within the local tier's TTL of the swap: only the runner's write can explain it
+    expect(swappedAt - Date.parse(status.timeline.swappedAt!)).toBeLessThan(
+      host.config.timing.localCacheTtlSeconds * 1000,
+    );
   });
 
   test('a force-release of a pending lock is on the HTTP read path at once', async () => {
