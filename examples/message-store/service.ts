@@ -95,7 +95,7 @@ export class MessageStore {
     mismatches: 0,
     deltaItemsDropped: 0,
   };
-  /** Every clean-up an end notice asked for, by (migrationId, resourceId). */
+  /** Every clean-up an end notice asked for, by (migrationId, migrationAttempt, resourceId). */
   readonly cleanUps = new Map<string, CleanUp>();
   private readonly cleanUpTimers = new Map<string, NodeJS.Timeout>();
   /** The seam's armed resources (dropItemFromNextDelta). */
@@ -357,7 +357,8 @@ export class MessageStore {
     const parsed = parseEndNotice(body);
     if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
     const notice = parsed.notice;
-    const key = JSON.stringify([notice.migrationId, notice.resourceId]);
+    // one clean-up per attempt that ended: a retry (same migrationId, a later attempt) gets its own
+    const key = JSON.stringify([notice.migrationId, notice.migrationAttempt, notice.resourceId]);
     const known = this.cleanUps.get(key);
     if (known) return { status: 200, body: { cleanUp: known } };
     if (!this.jobs.knows(notice.migrationId, notice.resourceId))
@@ -368,7 +369,8 @@ export class MessageStore {
       this.scheduleCleanUp(key, cleanUp);
       return { status: 200, body: { cleanUp } };
     }
-    for (const job of this.jobs.abandon(notice.migrationId, notice.resourceId)) this.stopCopy(job);
+    for (const job of this.jobs.abandon(notice.migrationId, notice.resourceId, notice.migrationAttempt))
+      this.stopCopy(job);
     const cleanUp = this.newCleanUp(notice, notice.to.region, this.clock());
     const done = await this.cleanUpNow(cleanUp);
     if (done === 'unreachable') return { status: 503, body: { error: 'the routing service is unreachable' } };
