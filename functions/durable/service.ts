@@ -100,7 +100,10 @@ export class DurableMigrationService implements MigrationService {
     const current = await this.instance(instanceId);
     if (!current || !running.has(String(current.runtimeStatus))) return null;
     const input = current.input as MigrationInput;
-    return joinRunning({ migrationId: input.migrationId, instanceId, target: input.target }, request);
+    return joinRunning(
+      { migrationId: input.migrationId, instanceId, target: input.target, window: input.window },
+      request,
+    );
   }
 
   async start(request: MigrationRequest): Promise<StartedMigration> {
@@ -194,7 +197,7 @@ export class DurableMigrationService implements MigrationService {
       }
       return { migrationId, instanceId: standing.instanceId, created: false };
     }
-    return joinRunning(standing, request);
+    return joinRunning({ ...standing, window: standing.input.window }, request);
   }
 
   /**

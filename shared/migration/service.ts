@@ -6,6 +6,7 @@ import type { Router } from '../router';
 import type { LockSeed } from '../security/tokenKeys';
 import type { InProcessRunner } from './inProcess';
 import { type MigrationRecord, newMigrationInput } from './records';
+import { rfc3339Ms } from './window';
 import {
   type CancelRequest,
   type CutoverWindow,
@@ -203,7 +204,7 @@ export async function assertRouteExists(router: Router, resourceId: string): Pro
 
 /** A resource already migrating: the same target gets that migration back; another target is a 409. */
 export function joinRunning(
-  running: { migrationId: string; instanceId: string; target: Location },
+  running: { migrationId: string; instanceId: string; target: Location; window?: CutoverWindow | undefined },
   request: MigrationRequest,
 ): StartedMigration {
   if (!sameLocation(running.target, request.target)) {
@@ -213,7 +214,28 @@ export function joinRunning(
       { resourceId: request.resourceId },
     );
   }
+  // a start that names a window never joins one that takes its write lock at other times (issue 19 §3)
+  if (request.window !== undefined && !sameWindow(running.window, request.window)) {
+    throw new RouteLockError(
+      'MigrationInProgress',
+      `Resource ${request.resourceId} is already migrating (${running.migrationId}) to that target ${running.window === undefined ? 'without a cutover window' : 'with another cutover window'}: cancel it first, or start without a window to join it.`,
+      { resourceId: request.resourceId },
+    );
+  }
   return { migrationId: running.migrationId, instanceId: running.instanceId, created: false };
+}
+
+/** Whether two windows allow the same instants (instants compared as instants, the daily span as given). */
+function sameWindow(a: CutoverWindow | undefined, b: CutoverWindow): boolean {
+  if (a === undefined) return false;
+  const instant = (v: string | undefined) => (v === undefined ? undefined : rfc3339Ms(v));
+  const daily = (w: CutoverWindow) =>
+    w.daily === undefined ? undefined : `${w.daily.start}-${w.daily.end} ${w.daily.timeZone}`;
+  return (
+    instant(a.notBefore) === instant(b.notBefore) &&
+    instant(a.notAfter) === instant(b.notAfter) &&
+    daily(a) === daily(b)
+  );
 }
 
 export class InProcessMigrationService implements MigrationService {
@@ -237,7 +259,7 @@ export class InProcessMigrationService implements MigrationService {
         `Migration id ${request.migrationId} belongs to resource ${record.resourceId}.`,
       );
     }
-    return joinRunning(record, request);
+    return joinRunning({ ...record, window: record.input.window }, request);
   }
 
   status(migrationId: string): Promise<MigrationStatus> {
