@@ -9,6 +9,9 @@ import { TokenKeyring } from '../shared/security/tokenKeys';
 import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { ManualClock } from '../testkit/clock';
+import type { PreflightReport } from '../shared/migration/types';
+import { newMigrationInput, newMigrationRecord } from '../shared/migration/records';
+import { call, handlerServices } from './support/handlers';
 import { virtualRunner } from './support/migrationHarness';
 
 /**
@@ -99,4 +102,26 @@ test.each([
     migrationId: 'm-1',
     created: false,
   });
+});
+
+test('the dry run says so: a start with another window would get 409, not join', async () => {
+  const { services } = await handlerServices({});
+  await services.router.createRoute('r-1', SOURCE);
+  const input = newMigrationInput({
+    migrationId: 'm-running',
+    instanceId: 'migrate-r-1',
+    resourceId: 'r-1',
+    target: TARGET,
+    settings: migrationSettings(services.config),
+    lock: services.keyring.newSeed(),
+  });
+  expect(await services.records.create(newMigrationRecord(input, new Date(0).toISOString()))).toBe(true);
+  const detail = async (window?: typeof nights) => {
+    const res = await call('startMigration', {
+      body: { resourceId: 'r-1', target: TARGET, dryRun: true, ...(window ? { window } : {}) },
+    });
+    return (res.body as PreflightReport).checks.find((c) => c.check === 'noMigrationRunning')?.detail;
+  };
+  expect(await detail()).toContain('a start would join it');
+  expect(await detail(nights)).toContain('409 MigrationInProgress');
 });

@@ -6,7 +6,7 @@ import type { Router } from '../router';
 import type { LockSeed } from '../security/tokenKeys';
 import type { InProcessRunner } from './inProcess';
 import { type MigrationRecord, newMigrationInput } from './records';
-import { rfc3339Ms } from './window';
+import { sameWindow } from './window';
 import {
   type CancelRequest,
   type CutoverWindow,
@@ -223,19 +223,6 @@ export function joinRunning(
     );
   }
   return { migrationId: running.migrationId, instanceId: running.instanceId, created: false };
-}
-
-/** Whether two windows allow the same instants (instants compared as instants, the daily span as given). */
-function sameWindow(a: CutoverWindow | undefined, b: CutoverWindow): boolean {
-  if (a === undefined) return false;
-  const instant = (v: string | undefined) => (v === undefined ? undefined : rfc3339Ms(v));
-  const daily = (w: CutoverWindow) =>
-    w.daily === undefined ? undefined : `${w.daily.start}-${w.daily.end} ${w.daily.timeZone}`;
-  return (
-    instant(a.notBefore) === instant(b.notBefore) &&
-    instant(a.notAfter) === instant(b.notAfter) &&
-    daily(a) === daily(b)
-  );
 }
 
 export class InProcessMigrationService implements MigrationService {
