@@ -138,3 +138,37 @@ test("a late notice of attempt 1 does not stop attempt 2's running copy", async 
   expect(final).toBe(200);
   expect(held(store, 'eastus', 'retry-2')).toBe(1);
 });
+
+test('a clean-up weeks away waits quietly (no timer past setTimeout’s 24.8-day limit firing at once, over and over)', async () => {
+  let reads = 0;
+  const store = new MessageStore({
+    regions: { westeurope: ':memory:', eastus: ':memory:' },
+    copyDelayMs: 5,
+    routingUrl: api,
+    clock: () => {
+      reads += 1;
+      return Date.now();
+    },
+  });
+  stores.push(store);
+  await store.listen();
+  store.stores.get('westeurope')?.put('far-1', 'msg-1', 'hello', 1);
+  expect((await send('PUT', '/routes/far-1', { location: TO })).ok).toBe(true);
+  await copied(store, 'far-1', 1, 1);
+  const after = new Date(Date.now() + 30 * 86_400_000).toISOString();
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  try {
+    expect(
+      (await post(store, notice('far-1', 'completed', 1, { cleanUpSourceAfter: after }))).body,
+    ).toMatchObject({ cleanUp: { state: 'scheduled' } });
+    const before = reads;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(reads - before).toBeLessThan(10);
+    expect(warnings).not.toContain('TimeoutOverflowWarning');
+    expect(held(store, 'westeurope', 'far-1')).toBe(1);
+  } finally {
+    process.off('warning', onWarning);
+  }
+});

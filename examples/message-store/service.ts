@@ -84,6 +84,9 @@ export interface CleanUp {
   at?: number;
 }
 
+/** setTimeout's longest delay (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class MessageStore {
   readonly stores: Map<string, RegionStore>;
   readonly accepted: AcceptedWrite[] = [];
@@ -396,7 +399,8 @@ export class MessageStore {
           () => this.scheduleCleanUp(key, cleanUp, 1000),
         );
       },
-      Math.max(0, delayMs),
+      // setTimeout fires at once past 2^31 − 1 ms (24.8 days): wait in steps, the check above re-arms
+      Math.min(MAX_TIMER_MS, Math.max(0, delayMs)),
     );
     this.cleanUpTimers.set(key, timer);
   }
