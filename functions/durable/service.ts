@@ -161,6 +161,8 @@ export class DurableMigrationService implements MigrationService {
     const failed = assertRetriable(await this.records.get(migrationId), migrationId);
     assertAllowedRegion(this.router.allowedRegions, failed.target, 'the migration', failed.resourceId);
     await assertRouteExists(this.router, failed.resourceId);
+    // the retry keeps its window: one already over could only fail it again (WindowClosed)
+    checkedWindow(failed.input.window, this.now());
     const record = retryRecord(
       failed,
       this.settings,
