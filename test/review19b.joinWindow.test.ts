@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService } from '../functions/durable/service';
 import { parseConfig } from '../shared/config';
@@ -105,7 +108,8 @@ test.each([
 });
 
 test('the dry run says so: a start with another window would get 409, not join', async () => {
-  const { services } = await handlerServices({});
+  const dir = mkdtempSync(join(tmpdir(), 'r19b-'));
+  const { services } = await handlerServices({ ROUTELOCK_SQLITE_PATH: join(dir, 'routelock.db') });
   await services.router.createRoute('r-1', SOURCE);
   const input = newMigrationInput({
     migrationId: 'm-running',
@@ -122,6 +126,10 @@ test('the dry run says so: a start with another window would get 409, not join',
     });
     return (res.body as PreflightReport).checks.find((c) => c.check === 'noMigrationRunning')?.detail;
   };
-  expect(await detail()).toContain('a start would join it');
-  expect(await detail(nights)).toContain('409 MigrationInProgress');
+  try {
+    expect(await detail()).toContain('a start would join it');
+    expect(await detail(nights)).toContain('409 MigrationInProgress');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
