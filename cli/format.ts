@@ -267,20 +267,21 @@ export function windowFromFlags(flags: {
     ['--not-before', notBefore],
     ['--not-after', notAfter],
   ] as const)
-    if (value !== undefined && (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(Date.parse(value))))
+    // the API's form (openapi.yaml CutoverWindow): RFC 3339 with an offset, never the host's local time
+    if (value !== undefined && !isInstant(value))
       throw new TypeError(`${flag}: expected an ISO 8601 instant (2026-12-01T22:00:00Z), got "${value}"`);
   if ((daily === undefined) !== (timeZone === undefined))
     throw new TypeError('--daily and --time-zone go together (the daily window is local time in that zone)');
   let span: CutoverWindow['daily'];
   if (daily !== undefined && timeZone !== undefined) {
-    const match = /^(\d{2}:\d{2})-(\d{2}:\d{2})$/.exec(daily);
+    const match = /^(([01]\d|2[0-3]):[0-5]\d)-(([01]\d|2[0-3]):[0-5]\d)$/.exec(daily);
     if (!match) throw new TypeError(`--daily: expected HH:MM-HH:MM (22:00-04:00), got "${daily}"`);
     try {
       new Intl.DateTimeFormat('en', { timeZone });
     } catch {
       throw new TypeError(`--time-zone: "${timeZone}" is not an IANA time zone (Europe/Amsterdam)`);
     }
-    span = { start: match[1] as string, end: match[2] as string, timeZone };
+    span = { start: match[1] as string, end: match[3] as string, timeZone };
   }
   const window: CutoverWindow = {
     ...(notBefore === undefined ? {} : { notBefore }),
@@ -288,4 +289,17 @@ export function windowFromFlags(flags: {
     ...(span === undefined ? {} : { daily: span }),
   };
   return Object.keys(window).length === 0 ? undefined : window;
+}
+
+const RFC3339 =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$/;
+
+/** An RFC 3339 instant on a real calendar date, with an offset (as the API's window rule wants it). */
+function isInstant(value: string): boolean {
+  const m = RFC3339.exec(value);
+  if (!m) return false;
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const date = new Date(Date.UTC(2000, month - 1, day));
+  date.setUTCFullYear(year);
+  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
 }

@@ -154,12 +154,16 @@ export class CopyJobs {
     return false;
   }
 
-  /** A migration that ended (a failed or cancelled notice): its running jobs stop and fail, never to land. */
-  abandon(migrationId: string, resourceId: string): CopyJob[] {
+  /**
+   * A migration attempt that ended (a failed or cancelled notice): its running jobs, and those of its
+   * earlier attempts, stop and fail, never to land. A later attempt's (a retry's) run on.
+   */
+  abandon(migrationId: string, resourceId: string, migrationAttempt: number): CopyJob[] {
     const stopped: CopyJob[] = [];
     for (const job of this.byId.values()) {
       const r = job.request;
       if (r.migrationId !== migrationId || r.resourceId !== resourceId || job.state !== 'running') continue;
+      if (r.migrationAttempt > migrationAttempt) continue;
       job.state = 'failed';
       job.error = 'the migration ended';
       stopped.push(job);

@@ -16,6 +16,8 @@ export interface EndNoticeRequest {
   from: Location;
   to: Location;
   step: EndStep;
+  /** The attempt that ended (a retry keeps the migrationId and numbers its attempts on); 1 if absent. */
+  migrationAttempt: number;
   /** `completed`: epoch ms after which the source's copy may go. */
   cleanUpSourceAfter?: number;
   reason?: string;
@@ -36,12 +38,16 @@ export function parseEndNotice(
       return { ok: false, error: `${field}: expected a string` };
   if (!isEndStep(v.step)) return { ok: false, error: `step: expected one of ${END_STEPS.join(', ')}` };
   if (!location(v.from) || !location(v.to)) return { ok: false, error: 'from, to: expected {region, …}' };
+  const attempt = v.migrationAttempt ?? 1;
+  if (typeof attempt !== 'number' || !Number.isSafeInteger(attempt) || attempt < 1)
+    return { ok: false, error: 'migrationAttempt: expected a whole number ≥ 1' };
   const notice: EndNoticeRequest = {
     migrationId: v.migrationId as string,
     resourceId: v.resourceId as string,
     from: v.from,
     to: v.to,
     step: v.step,
+    migrationAttempt: attempt,
   };
   if (v.step === 'completed') {
     const at = typeof v.cleanUpSourceAfter === 'string' ? Date.parse(v.cleanUpSourceAfter) : Number.NaN;

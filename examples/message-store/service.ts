@@ -84,6 +84,9 @@ export interface CleanUp {
   at?: number;
 }
 
+/** setTimeout's longest delay (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class MessageStore {
   readonly stores: Map<string, RegionStore>;
   readonly accepted: AcceptedWrite[] = [];
@@ -95,7 +98,7 @@ export class MessageStore {
     mismatches: 0,
     deltaItemsDropped: 0,
   };
-  /** Every clean-up an end notice asked for, by (migrationId, resourceId). */
+  /** Every clean-up an end notice asked for, by (migrationId, migrationAttempt, resourceId). */
   readonly cleanUps = new Map<string, CleanUp>();
   private readonly cleanUpTimers = new Map<string, NodeJS.Timeout>();
   /** The seam's armed resources (dropItemFromNextDelta). */
@@ -357,7 +360,8 @@ export class MessageStore {
     const parsed = parseEndNotice(body);
     if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
     const notice = parsed.notice;
-    const key = JSON.stringify([notice.migrationId, notice.resourceId]);
+    // one clean-up per attempt that ended: a retry (same migrationId, a later attempt) gets its own
+    const key = JSON.stringify([notice.migrationId, notice.migrationAttempt, notice.resourceId]);
     const known = this.cleanUps.get(key);
     if (known) return { status: 200, body: { cleanUp: known } };
     if (!this.jobs.knows(notice.migrationId, notice.resourceId))
@@ -368,7 +372,8 @@ export class MessageStore {
       this.scheduleCleanUp(key, cleanUp);
       return { status: 200, body: { cleanUp } };
     }
-    for (const job of this.jobs.abandon(notice.migrationId, notice.resourceId)) this.stopCopy(job);
+    for (const job of this.jobs.abandon(notice.migrationId, notice.resourceId, notice.migrationAttempt))
+      this.stopCopy(job);
     const cleanUp = this.newCleanUp(notice, notice.to.region, this.clock());
     const done = await this.cleanUpNow(cleanUp);
     if (done === 'unreachable') return { status: 503, body: { error: 'the routing service is unreachable' } };
@@ -394,7 +399,8 @@ export class MessageStore {
           () => this.scheduleCleanUp(key, cleanUp, 1000),
         );
       },
-      Math.max(0, delayMs),
+      // setTimeout fires at once past 2^31 − 1 ms (24.8 days): wait in steps, the check above re-arms
+      Math.min(MAX_TIMER_MS, Math.max(0, delayMs)),
     );
     this.cleanUpTimers.set(key, timer);
   }

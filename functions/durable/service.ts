@@ -100,7 +100,10 @@ export class DurableMigrationService implements MigrationService {
     const current = await this.instance(instanceId);
     if (!current || !running.has(String(current.runtimeStatus))) return null;
     const input = current.input as MigrationInput;
-    return joinRunning({ migrationId: input.migrationId, instanceId, target: input.target }, request);
+    return joinRunning(
+      { migrationId: input.migrationId, instanceId, target: input.target, window: input.window },
+      request,
+    );
   }
 
   async start(request: MigrationRequest): Promise<StartedMigration> {
@@ -158,6 +161,8 @@ export class DurableMigrationService implements MigrationService {
     const failed = assertRetriable(await this.records.get(migrationId), migrationId);
     assertAllowedRegion(this.router.allowedRegions, failed.target, 'the migration', failed.resourceId);
     await assertRouteExists(this.router, failed.resourceId);
+    // the retry keeps its window: one already over could only fail it again (WindowClosed)
+    checkedWindow(failed.input.window, this.now());
     const record = retryRecord(
       failed,
       this.settings,
@@ -194,7 +199,7 @@ export class DurableMigrationService implements MigrationService {
       }
       return { migrationId, instanceId: standing.instanceId, created: false };
     }
-    return joinRunning(standing, request);
+    return joinRunning({ ...standing, window: standing.input.window }, request);
   }
 
   /**

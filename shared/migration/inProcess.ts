@@ -132,6 +132,8 @@ export class InProcessRunner {
    * reopened under the resource's claim, one transaction, and run again with a fresh seed.
    */
   retry(failed: MigrationRecord): StartResult {
+    // the retry keeps its window: one already over could only fail it again (WindowClosed)
+    checkedWindow(failed.input.window, this.options.scheduler.now());
     const now = new Date(this.options.scheduler.now()).toISOString();
     const record = retryRecord(failed, this.options.settings, this.options.keyring.newSeed(), now);
     const result = this.options.state.reopenUnlessActive(record);

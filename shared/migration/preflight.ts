@@ -10,7 +10,7 @@ import type { MigrationRecord } from './records';
 import { classifyAnswer, participantTiming } from './participantContract';
 import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
 import type { MigrationRequest } from './service';
-import { nextWriteSlot, windowProblem } from './window';
+import { nextWriteSlot, sameWindow, windowProblem } from './window';
 import {
   type CutoverWindow,
   type HttpAnswer,
@@ -37,6 +37,8 @@ export interface RunningMigration {
   migrationId: string;
   status: string;
   target: Location;
+  /** Its cutover window: a start naming another joins nothing (409), as joinRunning decides. */
+  window?: CutoverWindow | undefined;
 }
 
 /** What the I/O shell read: the route (null: none), a running migration, the participants' answers. */
@@ -108,9 +110,11 @@ export const preflightRules: readonly Rule[] = [
         )
       : check('noRetiredSourceWindow', true, 'no retired source is write-blocked');
   },
-  ({ running, target }) => {
+  ({ running, target, window }) => {
     if (!running) return check('noMigrationRunning', true, 'no migration of the resource is running');
-    const same = sameLocation(running.target, normalizeLocation(target));
+    const same =
+      sameLocation(running.target, normalizeLocation(target)) &&
+      (window === undefined || sameWindow(running.window, window));
     return check(
       'noMigrationRunning',
       false,
@@ -274,6 +278,7 @@ export const runningOf = (record: MigrationRecord): RunningMigration => ({
   migrationId: record.migrationId,
   status: record.status.status,
   target: record.target,
+  ...(record.input.window === undefined ? {} : { window: record.input.window }),
 });
 
 /** Each participant in scope of the resource, asked `preflight` (from the route's location). */

@@ -6,6 +6,7 @@ import type { Router } from '../router';
 import type { LockSeed } from '../security/tokenKeys';
 import type { InProcessRunner } from './inProcess';
 import { type MigrationRecord, newMigrationInput } from './records';
+import { sameWindow } from './window';
 import {
   type CancelRequest,
   type CutoverWindow,
@@ -203,13 +204,21 @@ export async function assertRouteExists(router: Router, resourceId: string): Pro
 
 /** A resource already migrating: the same target gets that migration back; another target is a 409. */
 export function joinRunning(
-  running: { migrationId: string; instanceId: string; target: Location },
+  running: { migrationId: string; instanceId: string; target: Location; window?: CutoverWindow | undefined },
   request: MigrationRequest,
 ): StartedMigration {
   if (!sameLocation(running.target, request.target)) {
     throw new RouteLockError(
       'MigrationInProgress',
       `Resource ${request.resourceId} is already migrating (${running.migrationId}) to another target.`,
+      { resourceId: request.resourceId },
+    );
+  }
+  // a start that names a window never joins one that takes its write lock at other times (issue 19 §3)
+  if (request.window !== undefined && !sameWindow(running.window, request.window)) {
+    throw new RouteLockError(
+      'MigrationInProgress',
+      `Resource ${request.resourceId} is already migrating (${running.migrationId}) to that target ${running.window === undefined ? 'without a cutover window' : 'with another cutover window'}: cancel it first, or start without a window to join it.`,
       { resourceId: request.resourceId },
     );
   }
@@ -237,7 +246,7 @@ export class InProcessMigrationService implements MigrationService {
         `Migration id ${request.migrationId} belongs to resource ${record.resourceId}.`,
       );
     }
-    return joinRunning(record, request);
+    return joinRunning({ ...record, window: record.input.window }, request);
   }
 
   status(migrationId: string): Promise<MigrationStatus> {

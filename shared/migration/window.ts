@@ -83,6 +83,19 @@ export function windowIssue(window: CutoverWindow, now: number): WindowIssue | u
   return undefined;
 }
 
+/** Whether two windows allow the same instants (instants compared as instants, the daily span as given). */
+export function sameWindow(a: CutoverWindow | undefined, b: CutoverWindow): boolean {
+  if (a === undefined) return false;
+  const instant = (v: string | undefined) => (v === undefined ? undefined : rfc3339Ms(v));
+  const daily = (w: CutoverWindow) =>
+    w.daily === undefined ? undefined : `${w.daily.start}-${w.daily.end} ${w.daily.timeZone}`;
+  return (
+    instant(a.notBefore) === instant(b.notBefore) &&
+    instant(a.notAfter) === instant(b.notAfter) &&
+    daily(a) === daily(b)
+  );
+}
+
 /** `window.<field>: <message>` for a bad window, or undefined. */
 export function windowProblem(window: CutoverWindow, now: number): string | undefined {
   const issue = windowIssue(window, now);
