@@ -103,6 +103,15 @@ interface GlobalOptions {
   timeout: number;
 }
 
+/**
+ * Human output carries text from elsewhere (a participant's preflight or verify detail, a failure
+ * reason): control characters (an escape sequence could rewrite the terminal) are shown as `\u{…}`,
+ * newlines and tabs kept. JSON output is escaped by JSON.stringify already.
+ */
+export const terminalSafe = (text: string): string =>
+  // eslint-disable-next-line no-control-regex
+  text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
+
 /** `show --watch` sets the exit code it saw; every other command exits 0 when it did what it was asked. */
 export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok }): Command {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
@@ -140,7 +149,7 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
     }
   };
   const print = (cmd: Command, value: unknown, human: () => string) =>
-    out(globals(cmd).json ? JSON.stringify(value, null, 2) : human());
+    out(globals(cmd).json ? JSON.stringify(value, null, 2) : terminalSafe(human()));
 
   const readIds = (file: string | undefined, given: string[] | undefined, skip = 0): string[] => {
     let ids: string[];

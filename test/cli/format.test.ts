@@ -12,6 +12,7 @@ import {
   table,
   textBar,
 } from '../../cli/format';
+import { terminalSafe } from '../../cli/main';
 import type { CampaignCounts, CampaignStatus } from '../../shared/campaign/types';
 import type { MigrationStatus } from '../../shared/migration/types';
 
@@ -152,4 +153,14 @@ test('the migration table shows status, phase, target and the error', () => {
   expect(lines[1]).toMatch(/^m-1\s+tenant-1\s+Running\s+hardDelete\s+eastus$/);
   expect(lines[2]).toMatch(/^m-2\s+tenant-1\s+Failed\s+released\s+eastus\s+store unavailable$/);
   expect(migrationTable([])).toBe('No migrations.');
+});
+
+test("human output shows a participant's control characters escaped, never as terminal sequences", () => {
+  // a preflight or verify detail is the participant's text: an ESC sequence could rewrite the screen
+  const detail = 'ready\u001b[2J\u001b]0;owned\u0007 done\r\n\tnext';
+  const safe = terminalSafe(detail);
+  expect(safe).toBe('ready\\u{1b}[2J\\u{1b}]0;owned\\u{7} done\\u{d}\n\tnext');
+  // eslint-disable-next-line no-control-regex
+  expect(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/.test(safe)).toBe(false);
+  expect(terminalSafe('plain text, ünïcode ✓')).toBe('plain text, ünïcode ✓');
 });
