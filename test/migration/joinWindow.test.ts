@@ -2,20 +2,20 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DurableClient } from 'durable-functions';
-import { DurableMigrationService } from '../functions/durable/service';
-import { parseConfig } from '../shared/config';
-import { InProcessMigrationService } from '../shared/migration/service';
-import type { MigrationInput } from '../shared/migration/types';
-import { migrationSettings } from '../shared/migration/workflow';
-import { Router } from '../shared/router';
-import { TokenKeyring } from '../shared/security/tokenKeys';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import { ManualClock } from '../testkit/clock';
-import type { PreflightReport } from '../shared/migration/types';
-import { newMigrationInput, newMigrationRecord } from '../shared/migration/records';
-import { call, handlerServices } from './support/handlers';
-import { virtualRunner } from './support/migrationHarness';
+import { DurableMigrationService } from '../../functions/durable/service';
+import { parseConfig } from '../../shared/config';
+import { InProcessMigrationService } from '../../shared/migration/service';
+import type { MigrationInput } from '../../shared/migration/types';
+import { migrationSettings } from '../../shared/migration/workflow';
+import { Router } from '../../shared/router';
+import { TokenKeyring } from '../../shared/security/tokenKeys';
+import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { ManualClock } from '../../testkit/clock';
+import type { PreflightReport } from '../../shared/migration/types';
+import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
+import { call, handlerServices } from '../support/handlers';
+import { virtualRunner } from '../support/migrationHarness';
 
 /**
  * Review of issue 19 (revB): a start that names a cutover window must not silently join a running

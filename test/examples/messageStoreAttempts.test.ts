@@ -1,7 +1,7 @@
-import { MessageStore } from '../examples/message-store/service';
-import { type LocalHost, startLocalHost } from '../local/host';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import { poll } from './support/poll';
+import { MessageStore } from '../../examples/message-store/service';
+import { type LocalHost, startLocalHost } from '../../local/host';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { poll } from '../support/poll';
 
 /**
  * Review of issue 19 (revB): the example participant's end notices across a retry. A retry

@@ -1,4 +1,4 @@
-import { windowFromFlags } from '../cli/format';
+import { windowFromFlags } from '../../cli/format';
 
 /**
  * Review of issue 19 (revB): the CLI's window flags. README: "a malformed span, instant or zone is

@@ -1,16 +1,16 @@
 import type { DurableClient } from 'durable-functions';
-import { DurableMigrationService } from '../functions/durable/service';
-import { parseConfig } from '../shared/config';
-import { Router } from '../shared/router';
-import { TokenKeyring } from '../shared/security/tokenKeys';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import { ManualClock } from '../testkit/clock';
-import { newMigrationInput, newMigrationRecord } from '../shared/migration/records';
-import { InProcessMigrationService } from '../shared/migration/service';
-import { pendingStatus } from '../shared/migration/types';
-import { migrationSettings } from '../shared/migration/workflow';
-import { virtualRunner } from './support/migrationHarness';
+import { DurableMigrationService } from '../../functions/durable/service';
+import { parseConfig } from '../../shared/config';
+import { Router } from '../../shared/router';
+import { TokenKeyring } from '../../shared/security/tokenKeys';
+import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { ManualClock } from '../../testkit/clock';
+import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
+import { InProcessMigrationService } from '../../shared/migration/service';
+import { pendingStatus } from '../../shared/migration/types';
+import { migrationSettings } from '../../shared/migration/workflow';
+import { virtualRunner } from '../support/migrationHarness';
 
 /**
  * Review of issue 19 (revB): a retry keeps the migration's cutover window (retryRecord). A window
