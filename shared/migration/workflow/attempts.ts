@@ -1,5 +1,7 @@
 import { type Location, sameLocation } from '../../lock/document';
+import type { RouteView } from '../../lock/view';
 import type {
+  ActivityResult,
   CancelRequest,
   MigrationAttempt,
   MigrationInput,
@@ -13,6 +15,7 @@ import { lockGone, releaseAfterFailure } from './cleanUp';
 import { MAX_ORCHESTRATION_ACTIONS } from './copy';
 import { tryPrelock, prelockRefusal } from './prelock';
 import { cancelMigration, cancelledBeforeStart } from './cancel';
+import { confirmDelayMs } from './confirm';
 import { notifyEnd } from './notify';
 import { type EndJob, type Ending, type Failure, type Prelocked, cancelled } from './state';
 import { windowShutBeforePrelock } from './window';
@@ -176,6 +179,7 @@ function* attemptsToTheEnd(
         attempts: patched,
         ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
       });
+      if (gate.unconfirmed) return { status, job: undefined };
       const landed = gate.cleanUpSourceAfter;
       return { status, job: lastJob && landed ? { ...lastJob, cleanUpSourceAfter: landed } : lastJob };
     }
@@ -302,6 +306,8 @@ type Gate =
       reason: string;
       /** Completed: the retired-source window's end, while the route shows one (the completed notice). */
       cleanUpSourceAfter?: string;
+      /** Completed in the write region, never shown on a replica: no end notice. */
+      unconfirmed?: true;
     };
 
 /**
@@ -315,6 +321,7 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
   const attempt = input.lock.attempt ?? 1;
   // The last round only looks: the one before it waited out the lease.
   const rounds = Math.max(2, s.retryAttempts);
+  let sawSwap = false;
   for (let round = 1; round <= rounds; round += 1) {
     let seen;
     try {
@@ -326,6 +333,19 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
     if (!seen.ok)
       return { kind: 'ended', outcome: 'Failed', reason: `read the route: ${seen.code}: ${seen.message}` };
     if (atTarget(seen.value.location, target)) {
+      // Version 4: a swap whose answer was lost is Completed (and its source cleaned up on the notice)
+      // only once a replica shows it after the replication bound, as confirmSwap asks of any swap: the
+      // write region's copy alone may be one a failover drops. Not shown yet: look again next round.
+      if (swapUnknown && workflowVersionOf(input) >= 4) {
+        sawSwap = true;
+        yield* sleepUntil((yield* now()) + confirmDelayMs(s));
+        const replica = yield* readOrNull(resourceId, 'replica');
+        const shown =
+          replica?.ok === true &&
+          atTarget(replica.value.location, target) &&
+          replica.value.lock?.migrationId !== migrationId;
+        if (!shown) continue;
+      }
       return swapUnknown
         ? {
             kind: 'ended',
@@ -348,11 +368,32 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
     if (round < rounds - 1) yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (round - 1));
     else yield* sleepUntil(Date.parse(lock.expiresAt) + ((s.clockSkewSeconds ?? 0) + 1) * 1000);
   }
+  // Version 4: the write region showed the swap but no replica confirmed it: never Failed (its notice
+  // would have the live target dropped), and no completed notice either (the source must stay).
+  if (sawSwap)
+    return {
+      kind: 'ended',
+      outcome: 'Completed',
+      reason: `attempt ${attempt}'s swap landed in the write region; its answer was lost and no replica showed it: no completed notice`,
+      unconfirmed: true,
+    };
   return {
     kind: 'ended',
     outcome: 'Failed',
     reason: `could not see attempt ${attempt}'s lock gone from the write region; no further attempt`,
   };
+}
+
+/** A read the runner gave up on (a store outage through its retries) is no answer. */
+function* readOrNull(
+  resourceId: string,
+  from: 'replica' | 'writeRegion',
+): Generator<Step, ActivityResult<RouteView> | null, unknown> {
+  try {
+    return yield* activity('readRoute', { resourceId, from });
+  } catch {
+    return null;
+  }
 }
 
 const atTarget = (location: Location, target: Location): boolean => sameLocation(location, target);
