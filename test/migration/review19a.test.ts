@@ -13,7 +13,7 @@ import { virtualRunner } from '../support/migrationHarness';
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };
 const TARGET = { region: 'eastus', account: 'chatuse01' };
 
-async function lostAnswer(afterMs: number) {
+async function lostAnswer(afterMs: number, env: Record<string, string> = {}) {
   const clock = new ManualClock(Date.UTC(2026, 4, 1));
   const store = new FailoverStore(new SqliteStore(':memory:'), clock.now, afterMs);
   const posts: { step: string; at: number; body: HttpCall['body'] }[] = [];
@@ -25,6 +25,7 @@ async function lostAnswer(afterMs: number) {
       ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]),
       ROUTELOCK_REPLICATION_BOUND_SECONDS: '30',
       ROUTELOCK_SAFETY_BUFFER_SECONDS: '2',
+      ...env,
     },
     http: (call) => {
       posts.push({ step: call.body.step, at: clock.now(), body: call.body });
@@ -111,4 +112,16 @@ test('a swap whose answer was lost and that a failover then drops: no completed 
   for (const notice of completed) expect(notice.at).toBeGreaterThanOrEqual(committedAt! + 32_000);
   if (status.status === 'Completed') expect(doc.location).toEqual(TARGET);
   if (completed.length > 0) expect(doc.location).toEqual(TARGET);
+});
+
+test('the last attempt: a swap whose answer was lost is never Failed with a failed notice while it landed', async () => {
+  // one attempt only: no gate between attempts runs
+  const r = await lostAnswer(3_600_000, { ROUTELOCK_MIGRATION_ATTEMPTS: '1' });
+  expect(r.doc.location).toEqual(TARGET);
+  // a failed notice would have the participant drop the target the route now points to
+  expect(r.posts.map((p) => p.step)).not.toContain('failed');
+  expect(r.status).toMatchObject({ status: 'Completed', attempt: 1 });
+  const completed = r.posts.filter((p) => p.step === 'completed');
+  expect(completed).toHaveLength(1);
+  expect(completed[0]!.at).toBeGreaterThanOrEqual(r.committedAt + 32_000);
 });

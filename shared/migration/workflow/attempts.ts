@@ -19,7 +19,7 @@ import { confirmDelayMs } from './confirm';
 import { notifyEnd } from './notify';
 import { type EndJob, type Ending, type Failure, type Prelocked, cancelled } from './state';
 import { windowShutBeforePrelock } from './window';
-import { CancelRequested, activity, now, publish, sleep, sleepUntil } from './steps';
+import { CancelRequested, activity, cancelRequested, now, publish, sleep, sleepUntil } from './steps';
 
 /**
  * Automatic retry with a fresh lock (workflow version 3, issue 18 §1; docs/design.md §6.3). An attempt
@@ -104,6 +104,7 @@ function* attemptsToTheEnd(
   const first = ended.length + 1;
   const last = ended.length + Math.max(1, input.settings.migrationAttempts ?? 1);
   const history = { actions: 0 };
+  const v4 = workflowVersionOf(input) >= 4;
   let verifications: Verification[] = [];
   for (let n = first; ; n += 1) {
     const attemptInput: MigrationInput = { ...input, lock: { ...input.lock, attempt: n } };
@@ -145,6 +146,34 @@ function* attemptsToTheEnd(
       attempt: n,
       attempts: ended,
     };
+    const swapUnknown = end.code === 'SwapUnknown';
+    // The gate's verdict on a swap whose answer was lost: the route decides, not the attempts left.
+    const endAtGate = function* (
+      gate: Extract<Gate, { kind: 'ended' }>,
+      cancel?: CancelRequest,
+    ): Generator<Step, MigrationEnd, unknown> {
+      const patched = gate.outcome === 'Completed' ? relabelLast(ended, 'Completed', gate.reason) : ended;
+      const status = yield* publish(failedStatus, {
+        status: gate.outcome,
+        phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
+        error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
+        attempts: patched,
+        ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
+      });
+      // Version 4: no notice on a swap the gate could not settle (a failed one could drop a live target)
+      if (gate.unconfirmed || (swapUnknown && v4 && gate.outcome === 'Failed'))
+        return { status, job: undefined };
+      const landed = gate.cleanUpSourceAfter;
+      return { status, job: lastJob && landed ? { ...lastJob, cleanUpSourceAfter: landed } : lastJob };
+    };
+    // Version 4: a swap whose answer was lost goes to the gate even with no attempt left: it may have
+    // landed, and a Failed migration's notice has the participants drop the target.
+    // Still Running meanwhile; a cancel requested by the time it ends is recorded (too late after a swap).
+    if (swapUnknown && v4) {
+      yield* publish(failedStatus);
+      const gate = yield* previousLockGone(attemptInput, true);
+      if (gate.kind !== 'free') return yield* endAtGate(gate, (yield* cancelRequested(input)) ?? undefined);
+    }
     // Another attempt only while the history can hold one more at its worst (the Durable extension stops
     // an orchestration at MAX_ORCHESTRATION_ACTIONS; config.ts holds one attempt's worst case under it).
     const room = history.actions + (input.settings.attemptActionsBound ?? 0) <= MAX_ORCHESTRATION_ACTIONS;
@@ -157,7 +186,7 @@ function* attemptsToTheEnd(
       return { status, job: lastJob };
     }
     // Still Running: the reason is kept in `attempts`, the migration goes on.
-    yield* publish(failedStatus);
+    if (!(swapUnknown && v4)) yield* publish(failedStatus);
     let cancel: CancelRequest | undefined;
     try {
       // a cancel ends the wait for the next attempt
@@ -169,20 +198,8 @@ function* attemptsToTheEnd(
     // Before another attempt, or before calling a cancel done: attempt n's lock must be gone (its
     // release may have failed, or a pre-lock committed unseen), and a swap whose answer was lost ends
     // the migration Completed, a cancel then too late (review of issue 18).
-    const gate = yield* previousLockGone(attemptInput, end.code === 'SwapUnknown');
-    if (gate.kind !== 'free') {
-      const patched = gate.outcome === 'Completed' ? relabelLast(ended, 'Completed', gate.reason) : ended;
-      const status = yield* publish(failedStatus, {
-        status: gate.outcome,
-        phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
-        error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
-        attempts: patched,
-        ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
-      });
-      if (gate.unconfirmed) return { status, job: undefined };
-      const landed = gate.cleanUpSourceAfter;
-      return { status, job: lastJob && landed ? { ...lastJob, cleanUpSourceAfter: landed } : lastJob };
-    }
+    const gate = yield* previousLockGone(attemptInput, swapUnknown);
+    if (gate.kind !== 'free') return yield* endAtGate(gate, cancel);
     if (cancel) {
       // attempt n's lock is seen gone: nothing left to release
       const ending = cancelled({ input, status: failedStatus, etag: '' }, cancel, false);
