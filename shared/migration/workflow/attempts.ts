@@ -85,8 +85,13 @@ export function* attemptingMigration(
   input: MigrationInput,
   withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
 ): Generator<Step, MigrationStatus, unknown> {
-  const { status, job } = yield* attemptsToTheEnd(input, withPrelock);
-  return workflowVersionOf(input) >= 4 ? yield* notifyEnd(input, status, job) : status;
+  const seen = { swapLost: false };
+  const { status, job } = yield* attemptsToTheEnd(input, withPrelock, seen);
+  if (workflowVersionOf(input) < 4) return status;
+  // A swap a failover dropped was live a while: the target may hold writes the source lacks, so no
+  // `failed` / `cancelled` notice (drop the target's copy) after one; only a later swap's `completed`.
+  const told = seen.swapLost && status.status !== 'Completed' ? undefined : job;
+  return yield* notifyEnd(input, status, told);
 }
 
 /** The final status (published), and the job of the last attempt that read the route (the notices'). */
@@ -98,6 +103,7 @@ interface MigrationEnd {
 function* attemptsToTheEnd(
   input: MigrationInput,
   withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+  seen: { swapLost: boolean },
 ): Generator<Step, MigrationEnd, unknown> {
   let ended: MigrationAttempt[] = [...(input.earlierAttempts ?? [])];
   let lastJob: EndJob | undefined;
@@ -133,6 +139,7 @@ function* attemptsToTheEnd(
       history,
     );
     lastJob = end.job ?? lastJob;
+    if (end.kind === 'failed' && end.code === 'SwapLost') seen.swapLost = true;
     if (end.kind === 'done') return { status: final ?? end.status, job: lastJob };
     // version 4: the next attempt's status keeps this one's verifications
     verifications = end.status.verifications ?? verifications;
