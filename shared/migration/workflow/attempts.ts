@@ -179,6 +179,7 @@ function* attemptsToTheEnd(
     if (swapUnknown && v4) {
       yield* publish(failedStatus);
       const gate = yield* previousLockGone(attemptInput, true);
+      if (gate.kind === 'free' && gate.sawSwap) seen.swapLost = true;
       if (gate.kind !== 'free') return yield* endAtGate(gate, (yield* cancelRequested(input)) ?? undefined);
     }
     // Another attempt only while the history can hold one more at its worst (the Durable extension stops
@@ -206,6 +207,7 @@ function* attemptsToTheEnd(
     // release may have failed, or a pre-lock committed unseen), and a swap whose answer was lost ends
     // the migration Completed, a cancel then too late (review of issue 18).
     const gate = yield* previousLockGone(attemptInput, swapUnknown);
+    if (gate.kind === 'free' && gate.sawSwap) seen.swapLost = true;
     if (gate.kind !== 'free') return yield* endAtGate(gate, cancel);
     if (cancel) {
       // attempt n's lock is seen gone: nothing left to release
@@ -323,7 +325,8 @@ export function historyActions(step: Step): number {
 }
 
 type Gate =
-  | { kind: 'free' }
+  /** `sawSwap`: the write region showed the swap, gone since (a failover dropped it). */
+  | { kind: 'free'; sawSwap?: true }
   | {
       kind: 'ended';
       outcome: 'Completed' | 'NoOp' | 'Failed';
@@ -382,7 +385,7 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
         : { kind: 'ended', outcome: 'NoOp', reason: 'the resource already sits at the target' };
     }
     const lock = seen.value.lock;
-    if (!lock || lock.migrationId !== migrationId) return { kind: 'free' };
+    if (!lock || lock.migrationId !== migrationId) return { kind: 'free', ...(sawSwap ? { sawSwap } : {}) };
     try {
       const released = yield* activity('release', { resourceId, lock: input.lock });
       if (lockGone(released)) continue;
