@@ -1,5 +1,7 @@
 import { type Location, sameLocation } from '../../lock/document';
+import type { RouteView } from '../../lock/view';
 import type {
+  ActivityResult,
   CancelRequest,
   MigrationAttempt,
   MigrationInput,
@@ -13,10 +15,11 @@ import { lockGone, releaseAfterFailure } from './cleanUp';
 import { MAX_ORCHESTRATION_ACTIONS } from './copy';
 import { tryPrelock, prelockRefusal } from './prelock';
 import { cancelMigration, cancelledBeforeStart } from './cancel';
+import { confirmDelayMs } from './confirm';
 import { notifyEnd } from './notify';
 import { type EndJob, type Ending, type Failure, type Prelocked, cancelled } from './state';
 import { windowShutBeforePrelock } from './window';
-import { CancelRequested, activity, now, publish, sleep, sleepUntil } from './steps';
+import { CancelRequested, activity, cancelRequested, now, publish, sleep, sleepUntil } from './steps';
 
 /**
  * Automatic retry with a fresh lock (workflow version 3, issue 18 §1; docs/design.md §6.3). An attempt
@@ -82,8 +85,13 @@ export function* attemptingMigration(
   input: MigrationInput,
   withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
 ): Generator<Step, MigrationStatus, unknown> {
-  const { status, job } = yield* attemptsToTheEnd(input, withPrelock);
-  return workflowVersionOf(input) >= 4 ? yield* notifyEnd(input, status, job) : status;
+  const seen = { swapLost: false };
+  const { status, job } = yield* attemptsToTheEnd(input, withPrelock, seen);
+  if (workflowVersionOf(input) < 4) return status;
+  // A swap a failover dropped was live a while: the target may hold writes the source lacks, so no
+  // `failed` / `cancelled` notice (drop the target's copy) after one; only a later swap's `completed`.
+  const told = seen.swapLost && status.status !== 'Completed' ? undefined : job;
+  return yield* notifyEnd(input, status, told);
 }
 
 /** The final status (published), and the job of the last attempt that read the route (the notices'). */
@@ -95,12 +103,14 @@ interface MigrationEnd {
 function* attemptsToTheEnd(
   input: MigrationInput,
   withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+  seen: { swapLost: boolean },
 ): Generator<Step, MigrationEnd, unknown> {
   let ended: MigrationAttempt[] = [...(input.earlierAttempts ?? [])];
   let lastJob: EndJob | undefined;
   const first = ended.length + 1;
   const last = ended.length + Math.max(1, input.settings.migrationAttempts ?? 1);
   const history = { actions: 0 };
+  const v4 = workflowVersionOf(input) >= 4;
   let verifications: Verification[] = [];
   for (let n = first; ; n += 1) {
     const attemptInput: MigrationInput = { ...input, lock: { ...input.lock, attempt: n } };
@@ -129,6 +139,7 @@ function* attemptsToTheEnd(
       history,
     );
     lastJob = end.job ?? lastJob;
+    if (end.kind === 'failed' && end.code === 'SwapLost') seen.swapLost = true;
     if (end.kind === 'done') return { status: final ?? end.status, job: lastJob };
     // version 4: the next attempt's status keeps this one's verifications
     verifications = end.status.verifications ?? verifications;
@@ -142,6 +153,35 @@ function* attemptsToTheEnd(
       attempt: n,
       attempts: ended,
     };
+    const swapUnknown = end.code === 'SwapUnknown';
+    // The gate's verdict on a swap whose answer was lost: the route decides, not the attempts left.
+    const endAtGate = function* (
+      gate: Extract<Gate, { kind: 'ended' }>,
+      cancel?: CancelRequest,
+    ): Generator<Step, MigrationEnd, unknown> {
+      const patched = gate.outcome === 'Completed' ? relabelLast(ended, 'Completed', gate.reason) : ended;
+      const status = yield* publish(failedStatus, {
+        status: gate.outcome,
+        phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
+        error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
+        attempts: patched,
+        ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
+      });
+      // Version 4: no notice on a swap the gate could not settle (a failed one could drop a live target)
+      if (gate.unconfirmed || (swapUnknown && v4 && gate.outcome === 'Failed'))
+        return { status, job: undefined };
+      const landed = gate.cleanUpSourceAfter;
+      return { status, job: lastJob && landed ? { ...lastJob, cleanUpSourceAfter: landed } : lastJob };
+    };
+    // Version 4: a swap whose answer was lost goes to the gate even with no attempt left: it may have
+    // landed, and a Failed migration's notice has the participants drop the target.
+    // Still Running meanwhile; a cancel requested by the time it ends is recorded (too late after a swap).
+    if (swapUnknown && v4) {
+      yield* publish(failedStatus);
+      const gate = yield* previousLockGone(attemptInput, true);
+      if (gate.kind === 'free' && gate.sawSwap) seen.swapLost = true;
+      if (gate.kind !== 'free') return yield* endAtGate(gate, (yield* cancelRequested(input)) ?? undefined);
+    }
     // Another attempt only while the history can hold one more at its worst (the Durable extension stops
     // an orchestration at MAX_ORCHESTRATION_ACTIONS; config.ts holds one attempt's worst case under it).
     const room = history.actions + (input.settings.attemptActionsBound ?? 0) <= MAX_ORCHESTRATION_ACTIONS;
@@ -154,7 +194,7 @@ function* attemptsToTheEnd(
       return { status, job: lastJob };
     }
     // Still Running: the reason is kept in `attempts`, the migration goes on.
-    yield* publish(failedStatus);
+    if (!(swapUnknown && v4)) yield* publish(failedStatus);
     let cancel: CancelRequest | undefined;
     try {
       // a cancel ends the wait for the next attempt
@@ -166,19 +206,9 @@ function* attemptsToTheEnd(
     // Before another attempt, or before calling a cancel done: attempt n's lock must be gone (its
     // release may have failed, or a pre-lock committed unseen), and a swap whose answer was lost ends
     // the migration Completed, a cancel then too late (review of issue 18).
-    const gate = yield* previousLockGone(attemptInput, end.code === 'SwapUnknown');
-    if (gate.kind !== 'free') {
-      const patched = gate.outcome === 'Completed' ? relabelLast(ended, 'Completed', gate.reason) : ended;
-      const status = yield* publish(failedStatus, {
-        status: gate.outcome,
-        phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
-        error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
-        attempts: patched,
-        ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
-      });
-      const landed = gate.cleanUpSourceAfter;
-      return { status, job: lastJob && landed ? { ...lastJob, cleanUpSourceAfter: landed } : lastJob };
-    }
+    const gate = yield* previousLockGone(attemptInput, swapUnknown);
+    if (gate.kind === 'free' && gate.sawSwap) seen.swapLost = true;
+    if (gate.kind !== 'free') return yield* endAtGate(gate, cancel);
     if (cancel) {
       // attempt n's lock is seen gone: nothing left to release
       const ending = cancelled({ input, status: failedStatus, etag: '' }, cancel, false);
@@ -295,13 +325,16 @@ export function historyActions(step: Step): number {
 }
 
 type Gate =
-  | { kind: 'free' }
+  /** `sawSwap`: the write region showed the swap, gone since (a failover dropped it). */
+  | { kind: 'free'; sawSwap?: true }
   | {
       kind: 'ended';
       outcome: 'Completed' | 'NoOp' | 'Failed';
       reason: string;
       /** Completed: the retired-source window's end, while the route shows one (the completed notice). */
       cleanUpSourceAfter?: string;
+      /** Completed in the write region, never shown on a replica: no end notice. */
+      unconfirmed?: true;
     };
 
 /**
@@ -315,6 +348,7 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
   const attempt = input.lock.attempt ?? 1;
   // The last round only looks: the one before it waited out the lease.
   const rounds = Math.max(2, s.retryAttempts);
+  let sawSwap = false;
   for (let round = 1; round <= rounds; round += 1) {
     let seen;
     try {
@@ -326,6 +360,19 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
     if (!seen.ok)
       return { kind: 'ended', outcome: 'Failed', reason: `read the route: ${seen.code}: ${seen.message}` };
     if (atTarget(seen.value.location, target)) {
+      // Version 4: a swap whose answer was lost is Completed (and its source cleaned up on the notice)
+      // only once a replica shows it after the replication bound, as confirmSwap asks of any swap: the
+      // write region's copy alone may be one a failover drops. Not shown yet: look again next round.
+      if (swapUnknown && workflowVersionOf(input) >= 4) {
+        sawSwap = true;
+        yield* sleepUntil((yield* now()) + confirmDelayMs(s));
+        const replica = yield* readOrNull(resourceId, 'replica');
+        const shown =
+          replica?.ok === true &&
+          atTarget(replica.value.location, target) &&
+          replica.value.lock?.migrationId !== migrationId;
+        if (!shown) continue;
+      }
       return swapUnknown
         ? {
             kind: 'ended',
@@ -338,7 +385,7 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
         : { kind: 'ended', outcome: 'NoOp', reason: 'the resource already sits at the target' };
     }
     const lock = seen.value.lock;
-    if (!lock || lock.migrationId !== migrationId) return { kind: 'free' };
+    if (!lock || lock.migrationId !== migrationId) return { kind: 'free', ...(sawSwap ? { sawSwap } : {}) };
     try {
       const released = yield* activity('release', { resourceId, lock: input.lock });
       if (lockGone(released)) continue;
@@ -348,11 +395,32 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
     if (round < rounds - 1) yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (round - 1));
     else yield* sleepUntil(Date.parse(lock.expiresAt) + ((s.clockSkewSeconds ?? 0) + 1) * 1000);
   }
+  // Version 4: the write region showed the swap but no replica confirmed it: never Failed (its notice
+  // would have the live target dropped), and no completed notice either (the source must stay).
+  if (sawSwap)
+    return {
+      kind: 'ended',
+      outcome: 'Completed',
+      reason: `attempt ${attempt}'s swap landed in the write region; its answer was lost and no replica showed it: no completed notice`,
+      unconfirmed: true,
+    };
   return {
     kind: 'ended',
     outcome: 'Failed',
     reason: `could not see attempt ${attempt}'s lock gone from the write region; no further attempt`,
   };
+}
+
+/** A read the runner gave up on (a store outage through its retries) is no answer. */
+function* readOrNull(
+  resourceId: string,
+  from: 'replica' | 'writeRegion',
+): Generator<Step, ActivityResult<RouteView> | null, unknown> {
+  try {
+    return yield* activity('readRoute', { resourceId, from });
+  } catch {
+    return null;
+  }
 }
 
 const atTarget = (location: Location, target: Location): boolean => sameLocation(location, target);

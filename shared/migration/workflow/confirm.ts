@@ -2,7 +2,7 @@ import { sameLocation } from '../../lock/document';
 import type { RouteView } from '../../lock/view';
 import type { ActivityResult, MigrationSettings, Step, SwapOutcome } from '../types';
 import { lateCancel } from './cancel';
-import { type Ending, type Escalated, endJobOf, failed, refused } from './state';
+import { type Ending, type Escalated, endJobOf, failed } from './state';
 import { activity, now, publish, sleep, sleepUntil } from './steps';
 
 /**
@@ -34,7 +34,12 @@ export function* confirmSwap(state: Escalated, swapped: SwapOutcome): Generator<
     };
     yield* sleepUntil(Date.parse(swappedAt) + confirmDelayMs(s));
     const seen = yield* replicaVerdict(current);
-    if (seen.kind === 'refused') return refused(current, 'read the route', seen.result);
+    // After a swap the write region acknowledged, a refused read settles nothing: the gate between
+    // attempts decides on the route (SwapUnknown), never a final failure whose notice drops the target.
+    if (seen.kind === 'refused') {
+      const { code, message } = seen.result;
+      return failed(current, `the swap unconfirmed: read the route: ${code}: ${message}`, 'SwapUnknown');
+    }
     if (seen.kind === 'confirmed') {
       const status = yield* publish(current.status, {
         status: 'Completed',

@@ -81,7 +81,9 @@ export function judgeVerifyRound(
         reason: `participant ${a.participant} answered 200 to verify (attempt ${key.deltaAttempt}): ${parsed.reason}`,
       };
     const { match, ...rest } = parsed.answer;
-    rows.push({ participant: a.participant, ...key, outcome: match ? 'match' : 'mismatch', ...rest });
+    // a match whose own counts differ is no match (a participant's bug, or a lie): never a swap on it
+    const matched = match && rest.sourceCount === rest.targetCount;
+    rows.push({ participant: a.participant, ...key, outcome: matched ? 'match' : 'mismatch', ...rest });
   }
   const unverified = rows.filter((r) => r.outcome === 'notImplemented');
   if (requireVerify && unverified.length > 0)
