@@ -168,6 +168,17 @@ describe('the history bound: a whole attempt must fit under the Durable extensio
     expect(whole).toBeLessThanOrEqual(100_000);
   });
 
+  test('negative control: a config whose copies fit but whose window waits do not is refused (the copies alone passed it)', () => {
+    const env = {
+      ROUTELOCK_PROFILE: 'dev',
+      ROUTELOCK_PRELOCK_MAX_SECONDS: '1000000',
+      ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '120',
+    };
+    expect(problemsOf(env)).toEqual([
+      expect.stringMatching(/could record 1\d{5} orchestration actions in one attempt/),
+    ]);
+  });
+
   test('a longer poll cap or a shorter pre-lock cap lets them fit', () => {
     const six = { ROUTELOCK_PARTICIPANTS: participants(6) };
     expect(() => parseConfig({ ...six, ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: '60' })).not.toThrow();
