@@ -1,7 +1,6 @@
-import type { HttpCall } from '../../shared/migration/types';
+import { SOURCE, TARGET, failoverMigration } from '../support/failoverMigration';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
-import { FailoverStore } from '../../testkit/failoverStore';
 import { LaggingStore } from '../../testkit/laggingStore';
 import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
 import { virtualRunner } from '../support/migrationHarness';
@@ -14,31 +13,11 @@ import { virtualRunner } from '../support/migrationHarness';
  * with confirmation switched off, the same fault ends Completed with the route back at the source.
  */
 
-const SOURCE = { region: 'westeurope', account: 'chatweu01' };
-const TARGET = { region: 'eastus', account: 'chatuse01' };
-
 async function migrate(env: Record<string, string>, options: { plant?: boolean } = {}) {
-  const clock = new ManualClock(Date.UTC(2026, 4, 1));
   // the failover comes 1 s after the swap: inside the replication window
-  const store = new FailoverStore(new SqliteStore(':memory:'), clock.now, 1000);
-  const posts: { step: string; at: number; body: HttpCall['body'] }[] = [];
-  const h = virtualRunner({
-    clock,
-    store,
-    env: {
-      ROUTELOCK_PROFILE: 'dev',
-      ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]),
-      ROUTELOCK_REPLICATION_BOUND_SECONDS: '5',
-      ROUTELOCK_SAFETY_BUFFER_SECONDS: '2',
-      ...env,
-    },
-    http: (call) => {
-      posts.push({ step: call.body.step, at: clock.now(), body: call.body });
-      // verify (an optional step) not implemented: the copies are all this test needs
-      return Promise.resolve(
-        call.body.step === 'verify' ? { status: 404, body: null } : { status: 200, body: null },
-      );
-    },
+  const { clock, store, posts, h } = failoverMigration({
+    failoverAfterMs: 1000,
+    env: { ROUTELOCK_REPLICATION_BOUND_SECONDS: '5', ...env },
   });
   if (options.plant) plantUnconfirmedSwap(h.activities);
   const swaps: { at: number; writeAt: string | undefined; ok: boolean }[] = [];

@@ -1,8 +1,4 @@
-import type { HttpCall } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { ManualClock } from '../../testkit/clock';
-import { FailoverStore } from '../../testkit/failoverStore';
-import { virtualRunner } from '../support/migrationHarness';
+import { SOURCE, TARGET, failoverMigration } from '../support/failoverMigration';
 
 /**
  * Review of issue 19 §4: a swap a failover dropped (SwapLost) was live for a while: clients routed to
@@ -10,31 +6,16 @@ import { virtualRunner } from '../support/migrationHarness';
  * the target's copy may be dropped: those writes with it. No such notice after a lost swap.
  */
 
-const SOURCE = { region: 'westeurope', account: 'chatweu01' };
-const TARGET = { region: 'eastus', account: 'chatuse01' };
-
 test('a swap lost to a failover, no attempt left: Failed, and no notice telling participants to drop the target', async () => {
-  const clock = new ManualClock(Date.UTC(2026, 4, 1));
-  const store = new FailoverStore(new SqliteStore(':memory:'), clock.now, 1000);
-  const posts: { step: string; body: HttpCall['body'] }[] = [];
-  const h = virtualRunner({
-    clock,
-    store,
+  const { store, posts, h } = failoverMigration({
+    failoverAfterMs: 1000,
     env: {
-      ROUTELOCK_PROFILE: 'dev',
-      ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]),
       ROUTELOCK_REPLICATION_BOUND_SECONDS: '10',
       ROUTELOCK_SAFETY_BUFFER_SECONDS: '2',
       // the write lease ends before the confirmation read: no swap again, SwapLost
       ROUTELOCK_WRITE_LEASE_SECONDS: '10',
       ROUTELOCK_WRITE_BUDGET_SECONDS: '10',
       ROUTELOCK_MIGRATION_ATTEMPTS: '1',
-    },
-    http: (call) => {
-      posts.push({ step: call.body.step, body: call.body });
-      return Promise.resolve(
-        call.body.step === 'verify' ? { status: 404, body: null } : { status: 200, body: null },
-      );
     },
   });
   await h.router.createRoute('r-1', SOURCE);

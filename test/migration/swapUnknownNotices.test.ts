@@ -1,3 +1,4 @@
+import { SOURCE, TARGET, failoverMigration } from '../support/failoverMigration';
 import type { HttpCall } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
@@ -10,29 +11,10 @@ import { virtualRunner } from '../support/migrationHarness';
  * source on it) only once the replication bound has passed and a replica shows the swap.
  */
 
-const SOURCE = { region: 'westeurope', account: 'chatweu01' };
-const TARGET = { region: 'eastus', account: 'chatuse01' };
-
 async function lostAnswer(afterMs: number, env: Record<string, string> = {}) {
-  const clock = new ManualClock(Date.UTC(2026, 4, 1));
-  const store = new FailoverStore(new SqliteStore(':memory:'), clock.now, afterMs);
-  const posts: { step: string; at: number; body: HttpCall['body'] }[] = [];
-  const h = virtualRunner({
-    clock,
-    store,
-    env: {
-      ROUTELOCK_PROFILE: 'dev',
-      ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]),
-      ROUTELOCK_REPLICATION_BOUND_SECONDS: '30',
-      ROUTELOCK_SAFETY_BUFFER_SECONDS: '2',
-      ...env,
-    },
-    http: (call) => {
-      posts.push({ step: call.body.step, at: clock.now(), body: call.body });
-      return Promise.resolve(
-        call.body.step === 'verify' ? { status: 404, body: null } : { status: 200, body: null },
-      );
-    },
+  const { clock, store, posts, h } = failoverMigration({
+    failoverAfterMs: afterMs,
+    env: { ROUTELOCK_REPLICATION_BOUND_SECONDS: '30', ...env },
   });
   const swap = h.activities.swap;
   let committedAt: number | undefined;

@@ -1,7 +1,5 @@
 import { type Location, sameLocation } from '../../lock/document';
-import type { RouteView } from '../../lock/view';
 import type {
-  ActivityResult,
   CancelRequest,
   MigrationAttempt,
   MigrationInput,
@@ -19,7 +17,16 @@ import { confirmDelayMs } from './confirm';
 import { notifyEnd } from './notify';
 import { type EndJob, type Ending, type Failure, type Prelocked, cancelled } from './state';
 import { windowShutBeforePrelock } from './window';
-import { CancelRequested, activity, cancelRequested, now, publish, sleep, sleepUntil } from './steps';
+import {
+  CancelRequested,
+  activity,
+  cancelRequested,
+  now,
+  publish,
+  readRouteOrNull,
+  sleep,
+  sleepUntil,
+} from './steps';
 
 /**
  * Automatic retry with a fresh lock (workflow version 3, issue 18 §1; docs/design.md §6.3). An attempt
@@ -366,7 +373,7 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
       if (swapUnknown && workflowVersionOf(input) >= 4) {
         sawSwap = true;
         yield* sleepUntil((yield* now()) + confirmDelayMs(s));
-        const replica = yield* readOrNull(resourceId, 'replica');
+        const replica = yield* readRouteOrNull(resourceId, 'replica');
         const shown =
           replica?.ok === true &&
           atTarget(replica.value.location, target) &&
@@ -409,18 +416,6 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
     outcome: 'Failed',
     reason: `could not see attempt ${attempt}'s lock gone from the write region; no further attempt`,
   };
-}
-
-/** A read the runner gave up on (a store outage through its retries) is no answer. */
-function* readOrNull(
-  resourceId: string,
-  from: 'replica' | 'writeRegion',
-): Generator<Step, ActivityResult<RouteView> | null, unknown> {
-  try {
-    return yield* activity('readRoute', { resourceId, from });
-  } catch {
-    return null;
-  }
 }
 
 const atTarget = (location: Location, target: Location): boolean => sameLocation(location, target);

@@ -1,5 +1,5 @@
 import { worstCaseConfirmActions } from './confirm';
-import { worstCaseCopyActions } from './copy';
+import { type CopyShape, worstCaseCopyActions } from './copy';
 import { worstCaseNoticeActions } from './notify';
 import { worstCaseWindowActions } from './window';
 
@@ -9,15 +9,8 @@ import { worstCaseWindowActions } from './window';
  * leaves room for one more attempt only when a whole one still fits. Plain numbers, so config.ts can
  * ask before a Config exists.
  */
-export interface AttemptShape {
-  participants: number;
-  prelockMaxSeconds: number;
-  hardDeleteLeaseSeconds: number;
-  writeLeaseSeconds: number;
-  writeBudgetSeconds: number;
-  deltaAttempts: number;
-  pollMinSeconds: number;
-  pollMaxSeconds: number;
+export interface AttemptShape extends CopyShape {
+  /** Transient answers asked again (ROUTELOCK_RETRY_ATTEMPTS): the confirmation's and notices' rounds. */
   retryAttempts: number;
 }
 

@@ -3,7 +3,7 @@ import type { RouteView } from '../../lock/view';
 import type { ActivityResult, MigrationSettings, Step, SwapOutcome } from '../types';
 import { lateCancel } from './cancel';
 import { type Ending, type Escalated, endJobOf, failed } from './state';
-import { activity, now, publish, sleep, sleepUntil } from './steps';
+import { activity, now, publish, readRouteOrNull, sleep, sleepUntil } from './steps';
 
 /**
  * The swap confirmed durable (workflow version 4, issue 19 §4; docs/design.md §6.11). Under bounded
@@ -110,28 +110,16 @@ function* replicaVerdict(state: Escalated): Generator<Step, ReplicaVerdict, unkn
   const { resourceId, settings: s } = state.input;
   for (let round = 1; round <= s.retryAttempts; round += 1) {
     if (round > 1) yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (round - 2));
-    const replica = yield* readOrNull(resourceId, 'replica');
+    const replica = yield* readRouteOrNull(resourceId, 'replica');
     if (replica && !replica.ok) return { kind: 'refused', result: replica };
     if (replica?.ok && showsSwap(replica.value, state)) return { kind: 'confirmed' };
-    const writeRegion = yield* readOrNull(resourceId, 'writeRegion');
+    const writeRegion = yield* readRouteOrNull(resourceId, 'writeRegion');
     if (writeRegion && !writeRegion.ok) return { kind: 'refused', result: writeRegion };
     // the write region has it: replication is behind (or a read failed), ask again
     if (!writeRegion || showsSwap(writeRegion.value, state)) continue;
     return { kind: 'lost', writeRegion: writeRegion.value };
   }
   return { kind: 'behind' };
-}
-
-/** A read the runner gave up on (a store outage through its retries) is no answer: asked again. */
-function* readOrNull(
-  resourceId: string,
-  from: 'replica' | 'writeRegion',
-): Generator<Step, ActivityResult<RouteView> | null, unknown> {
-  try {
-    return yield* activity('readRoute', { resourceId, from });
-  } catch {
-    return null;
-  }
 }
 
 const lostReason = (view: RouteView): string =>

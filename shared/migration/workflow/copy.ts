@@ -49,14 +49,8 @@ export const renewEveryMs = (leaseSeconds: number): number =>
 /** The Durable extension's default cap on one orchestration's actions (host.json `maxOrchestrationActions`). */
 export const MAX_ORCHESTRATION_ACTIONS = 100_000;
 
-/**
- * The most history actions a migration's copies can record (version 2): every copy running as long as
- * it may (the bulk copy to the pre-lock cap, each delta attempt its write budget), every participant
- * polled at the poll cap after its backoff from the poll minimum. A poll is one activity and one timer, a POST one activity and its race timer,
- * a renewal one activity after the race timer that ended the round. Past the extension's cap an
- * orchestration stops scheduling and hangs (docs/design.md §6.5): config refuses settings that reach it.
- */
-export function worstCaseCopyActions(t: {
+/** What bounds a migration's copies: its participants, leases and budgets, and the poll cadence. */
+export interface CopyShape {
   participants: number;
   prelockMaxSeconds: number;
   hardDeleteLeaseSeconds: number;
@@ -65,7 +59,16 @@ export function worstCaseCopyActions(t: {
   deltaAttempts: number;
   pollMinSeconds: number;
   pollMaxSeconds: number;
-}): number {
+}
+
+/**
+ * The most history actions a migration's copies can record (version 2): every copy running as long as
+ * it may (the bulk copy to the pre-lock cap, each delta attempt its write budget), every participant
+ * polled at the poll cap after its backoff from the poll minimum. A poll is one activity and one timer, a POST one activity and its race timer,
+ * a renewal one activity after the race timer that ended the round. Past the extension's cap an
+ * orchestration stops scheduling and hangs (docs/design.md §6.5): config refuses settings that reach it.
+ */
+export function worstCaseCopyActions(t: CopyShape): number {
   // the polls before the backoff reaches the cap (1, 2, 4 … s), then one per cap
   const rampPolls = Math.ceil(Math.log2(t.pollMaxSeconds / t.pollMinSeconds));
   const copy = (seconds: number, leaseSeconds: number) =>

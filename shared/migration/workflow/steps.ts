@@ -1,3 +1,4 @@
+import type { RouteView } from '../../lock/view';
 import {
   type ActivityInputs,
   type ActivityName,
@@ -105,4 +106,19 @@ export function* waitingOutConvergence<K extends ActivityName>(
     result = yield* activity(name, input);
   }
   return result;
+}
+
+/**
+ * The route as the write region or a replica holds it; null for a read the runner gave up on (a store
+ * outage through its retries): no answer, so the caller asks again or decides without it.
+ */
+export function* readRouteOrNull(
+  resourceId: string,
+  from: 'replica' | 'writeRegion',
+): Generator<Step, ActivityResult<RouteView> | null, unknown> {
+  try {
+    return yield* activity('readRoute', { resourceId, from });
+  } catch {
+    return null;
+  }
 }
