@@ -10,4 +10,6 @@ module.exports = {
     ],
   },
   testTimeout: 30000,
+  // the protocol search first, on a fresh heap (see the file)
+  testSequencer: '<rootDir>/test/support/sequencer.js',
 };
