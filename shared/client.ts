@@ -52,7 +52,7 @@ export class RoutingServiceError extends Error {
   override readonly name = 'RoutingServiceError';
   constructor(
     readonly status: number,
-    /** The problem's code; `RoutingUnreachable` (status 0) when no HTTP answer came at all. */
+    /** The problem's code; `Unreachable` (status 0) when no HTTP answer came at all. */
     readonly code: ErrorCode | ClientErrorCode | string,
     message: string,
     readonly retryAfterSeconds: number | undefined,
@@ -184,7 +184,7 @@ export class RoutingClient {
     } catch (error) {
       throw new RoutingServiceError(
         0,
-        'RoutingUnreachable',
+        'Unreachable',
         `Routing service unreachable: ${(error as Error).message}`,
         1,
       );

@@ -114,6 +114,26 @@ const errorKinds = {
     title: 'The campaign holds as many resources as it can',
   },
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
+  /**
+   * A mutation of a document whose `schemaVersion` is newer than this library knows: writing it would
+   * drop fields it does not understand. Reads of it still route and enforce (docs/design.md §2.3).
+   */
+  UnsupportedSchemaVersion: {
+    raisedBy: 'library',
+    status: 409,
+    retriable: false,
+    title: 'The document has a newer schema version than this library writes',
+  },
+  /**
+   * A mutation through a router made read-only (the library's default: a service linking the library
+   * resolves and enforces; only routelock itself, or a caller that opts in, writes).
+   */
+  ReadOnlyRouter: {
+    raisedBy: 'library',
+    status: 403,
+    retriable: false,
+    title: 'This router is read-only',
+  },
   /** A cancel of a migration started before workflow version 3, which never listens for one. */
   MigrationNotCancellable: {
     raisedBy: 'library',
@@ -207,10 +227,10 @@ const errorKinds = {
   },
 
   /**
-   * RoutingClient got no HTTP answer at all (connection refused, DNS, reset): its RoutingServiceError has
-   * status 0. A service that passes it on answers 503: its own dependency is down, not a bad gateway reply.
+   * RoutingClient got no HTTP answer at all (connection refused, DNS, reset, its request timeout): its
+   * RoutingServiceError has status 0. A service that passes it on answers 503: its own dependency is down, not a bad gateway reply.
    */
-  RoutingUnreachable: {
+  Unreachable: {
     raisedBy: 'client',
     status: 503,
     retriable: true,

@@ -17,23 +17,23 @@ import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
  */
 
 test('retriable codes, written out: transient faults only', () => {
-  const all = [...problemCodes, 'RoutingUnreachable' as const];
+  const all = [...problemCodes, 'Unreachable' as const];
   expect(all.filter((code) => errorKind(code).retriable).sort()).toEqual([
     'AuthUnavailable',
     'OrchestrationStatusUnavailable',
     'PreconditionFailed',
-    'RoutingUnreachable',
     'StoreUnavailable',
+    'Unreachable',
   ]);
   expect(new RouteLockError('StoreUnavailable', 'x').retriable).toBe(true);
   expect(new RouteLockError('Locked', 'x').retriable).toBe(false);
 });
 
-test('every code is listed once; the API never sends the client-side RoutingUnreachable', () => {
+test('every code is listed once; the API never sends the client-side Unreachable', () => {
   expect(new Set(problemCodes).size).toBe(problemCodes.length);
   expect(errorCodes).toContain('MigrationInProgress');
   expect(statusByCode.MigrationInProgress).toBe(409);
-  expect(Object.keys(statusByCode)).not.toContain('RoutingUnreachable');
+  expect(Object.keys(statusByCode)).not.toContain('Unreachable');
   expect(errorCodes).not.toContain('PayloadTooLarge');
 });
 
@@ -68,12 +68,12 @@ test('a task hub that does not answer is OrchestrationStatusUnavailable, not Sto
   });
 });
 
-test('a routing service that cannot be reached is RoutingUnreachable (status 0, retry after 1 s)', async () => {
+test('a routing service that cannot be reached is Unreachable (status 0, retry after 1 s)', async () => {
   const client = new RoutingClient({
     baseUrl: 'http://127.0.0.1:9/api',
     fetch: () => Promise.reject(new TypeError('fetch failed')),
   });
   const error: unknown = await client.resolve('conv-1').catch((e: unknown) => e);
   expect(error).toBeInstanceOf(RoutingServiceError);
-  expect(error).toMatchObject({ status: 0, code: 'RoutingUnreachable', retryAfterSeconds: 1 });
+  expect(error).toMatchObject({ status: 0, code: 'Unreachable', retryAfterSeconds: 1 });
 });
