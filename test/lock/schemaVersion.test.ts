@@ -138,6 +138,20 @@ describe('reads never break: the next version routes and enforces as the current
     for (const path of v2.unknown) expect(text).not.toContain(`"${path.split('.').pop()!}"`);
   });
 
+  test('a field the next version adds inside a location stays out of the view (its Location is closed)', () => {
+    const c = v2.cases.prelock;
+    const zoned = (l: Location) => ({ ...l, zone: '2' });
+    const doc = {
+      ...c.doc,
+      location: zoned(c.doc.location),
+      lock: { ...c.doc.lock!, target: zoned(c.doc.lock!.target) },
+      secondary: { ...c.doc.secondary!, location: zoned(c.doc.secondary!.location) },
+    };
+    const view = routeView({ doc, etag: 'e' }, c.at, cfg);
+    expect(JSON.stringify(view)).not.toContain('zone');
+    expect(view).toEqual(routeView({ doc: c.doc, etag: 'e' }, c.at, cfg));
+  });
+
   test('the change feed handler takes the next version as it takes the current one', async () => {
     const sink = (): TelemetrySink & { seen: string[] } => {
       const seen: string[] = [];
