@@ -17,6 +17,7 @@ import {
   withoutPaths,
 } from '../fixtures/schema/fixtures';
 import { useCosmosServers } from '../support/cosmosServers';
+import { virtualRunner } from '../support/migrationHarness';
 import { type Called, call, handlerServices } from '../support/handlers';
 import { productionTiming as timing } from '../support/timing';
 
@@ -287,4 +288,25 @@ describe('the HTTP API', () => {
     expect(after.doc.lock?.phase).toBe('hardDelete');
     expect(lostUnknownFields(seedDoc(v2, 'prelock', id), after.doc, 'keepsLock', v2.unknown)).toEqual([]);
   });
+});
+
+test('a migration of a version-2 route fails its pre-lock, once (final), and writes nothing', async () => {
+  const h = virtualRunner({
+    env: {
+      ROUTELOCK_PROFILE: 'dev',
+      ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/m' }]),
+    },
+  });
+  const id = nextId('migrate-v2');
+  await h.store.create(seedDoc(v2, 'unlocked', id));
+  const before = await h.store.read(id, { from: 'writeRegion' });
+  const { record } = h.runner.start({ resourceId: id, target: v2.target });
+  await h.settle();
+  const status = await h.runner.status(record.migrationId);
+  expect(status).toMatchObject({
+    status: 'Failed',
+    error: expect.stringMatching(/^prelock: UnsupportedSchemaVersion: /),
+  });
+  expect(status.attempts ?? [{}]).toHaveLength(1);
+  expect(changes(before, await readOrUndefined(h.store, id))).toEqual([]);
 });
