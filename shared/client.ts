@@ -218,13 +218,11 @@ export class RoutingClient {
       options.whenUnreachable === 'serveStaleReads'
         ? nonNegative('staleForMs', options.staleForMs ?? DEFAULT_STALE_FOR_MS)
         : 0;
-    const clock = this.clock;
-    this.cache = new LRUCache<string, CacheEntry>({
-      max: options.cacheMax ?? 10_000,
-      ttlResolution: clock === systemClock ? 1 : 0,
-      perf: { now: clock },
-    });
-    this.reads = new SharedReads({ joinBoundMs: this.coalesceJoinMs, clock });
+    // Least recently used entries go first. Freshness is this client's own check (freshUntil), so
+    // lru-cache keeps no TTLs: a get reads no clock, and an expired entry stays for an outage to serve
+    // (serveStaleReads) until it is replaced, forgotten or evicted.
+    this.cache = new LRUCache<string, CacheEntry>({ max: options.cacheMax ?? 10_000 });
+    this.reads = new SharedReads({ joinBoundMs: this.coalesceJoinMs, clock: this.clock });
   }
 
   /** Resolves that shared a request already in flight instead of sending their own. */
@@ -233,21 +231,34 @@ export class RoutingClient {
   }
 
   async resolve(id: string): Promise<ResolvedView> {
-    return (await this.resolveForWrite(id)).view;
+    const hit = this.servable(id, this.clock());
+    if (hit !== undefined) {
+      if (hit instanceof RoutingServiceError) throw hit;
+      return hit; // the hot path: no allocation
+    }
+    return (await this.reads.run(id, () => this.fetchRoute(id))).view;
   }
 
   /**
    * `resolve`, with `resolvedAt`: what a service that writes needs to keep the in-flight grace
    * (`withinGrace(resolvedAt, client.inFlightGraceSeconds, now)` before it commits the write).
    */
-  resolveForWrite(id: string): Promise<ResolvedRoute> {
+  async resolveForWrite(id: string): Promise<ResolvedRoute> {
     const now = this.clock();
-    const hit = this.cache.get(id);
-    if (hit !== undefined && now < hit.freshUntil) {
-      if (hit.kind === 'notFound') return Promise.reject(hit.error);
-      if (!this.lockMayBeInForce(hit.view, now)) return Promise.resolve({ view: hit.view, resolvedAt: now });
+    const hit = this.servable(id, now);
+    if (hit !== undefined) {
+      if (hit instanceof RoutingServiceError) throw hit;
+      return { view: hit, resolvedAt: now };
     }
     return this.reads.run(id, () => this.fetchRoute(id));
+  }
+
+  /** What the cache may answer at `now` without a request: a fresh view with no started lock, or a 404. */
+  private servable(id: string, now: number): RouteView | RoutingServiceError | undefined {
+    const hit = this.cache.get(id);
+    if (hit === undefined || now >= hit.freshUntil) return undefined;
+    if (hit.kind === 'notFound') return hit.error;
+    return this.lockMayBeInForce(hit.view, now) ? undefined : hit.view;
   }
 
   /**
@@ -373,13 +384,16 @@ export class RoutingClient {
     return { view, resolvedAt: startedAt };
   }
 
-  /** Cache an entry for its freshness (and the stale window); an older answer never replaces a newer one. */
+  /**
+   * Cache an entry while it is fresh or (a view, under serveStaleReads) within its stale window; an
+   * older answer never replaces a newer one.
+   */
   private remember(id: string, entry: CacheEntry): void {
     const held = this.cache.peek(id);
     if (held !== undefined && held.fetchedAt > entry.fetchedAt) return;
-    const keepMs = entry.freshUntil + (entry.kind === 'view' ? this.staleForMs : 0) - this.clock();
-    if (keepMs < 1) this.cache.delete(id);
-    else this.cache.set(id, entry, { ttl: Math.ceil(keepMs) });
+    const keepUntil = entry.freshUntil + (entry.kind === 'view' ? this.staleForMs : 0);
+    if (keepUntil <= this.clock()) this.cache.delete(id);
+    else this.cache.set(id, entry);
   }
 
   /** Under `serveStaleReads`, during an outage: the last view held, for reads only, if not too old. */
