@@ -262,8 +262,9 @@ export class RoutingClient {
   }
 
   /**
-   * Resolve and decide in one call, with the missing route and the outage as decisions (`notFound`,
-   * `unavailable`) rather than errors. `resolvedAt` is null when there is no view.
+   * Resolve and decide in one call, with the missing route and an outage (no answer, a timeout, a 502,
+   * 503 or 504) as decisions (`notFound`, `unavailable`) rather than errors; any other error (a 401, a
+   * wrong base URL) is thrown. `resolvedAt` is null when there is no view.
    */
   async decideFor(
     id: string,
@@ -275,7 +276,7 @@ export class RoutingClient {
       return { decision: decide(view, operation, serving), view, resolvedAt };
     } catch (error) {
       if (isNotFound(error)) return { decision: { kind: 'notFound' }, view: null, resolvedAt: null };
-      if (error instanceof RoutingServiceError && error.code === 'Unreachable')
+      if (isOutage(error))
         return {
           decision: { kind: 'unavailable', retryAfterSeconds: error.retryAfterSeconds ?? 1 },
           view: null,
@@ -437,8 +438,8 @@ export class RoutingClient {
       if (response.ok)
         throw new RoutingServiceError(
           response.status,
-          'BadResponse',
-          'The routing service answered with a body that is not JSON',
+          `HTTP${response.status}`, // no code of its own: what the service sent is all there is
+          `HTTP ${response.status} with a body that is not JSON`,
           undefined,
         );
     }
