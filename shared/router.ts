@@ -101,6 +101,11 @@ export interface RouterOptions {
    * `(doc, now, cfg) => cacheHeaders(doc, now, cfg, 0)`); production always uses the real one.
    */
   cacheHeaders?: typeof cacheHeaders;
+  /**
+   * Whether concurrent resolves share store reads (docs/design.md §5.8). Only the read-path benchmark
+   * turns it off, to measure the read path as it was side by side; production always coalesces.
+   */
+  coalesceReads?: boolean;
 }
 
 export interface MutationOptions {
@@ -310,9 +315,10 @@ export class Router {
   ): Promise<CacheEntry> {
     if (cached) return this.sharedWriteRegionRead(id, priority);
 
-    const nearest = await this.sharedReads.nearest.run(`nearest ${priority} ${id}`, () =>
-      this.store.read(id, { from: 'nearest', priority }),
-    );
+    const readNearest = () => this.store.read(id, { from: 'nearest', priority });
+    const nearest = await (this.options.coalesceReads === false
+      ? readNearest()
+      : this.sharedReads.nearest.run(`nearest ${priority} ${id}`, readNearest));
     if (now >= this.readThroughFrom(nearest, now, false)) return this.sharedWriteRegionRead(id, priority);
     // Callers that shared the read share its entry: one cache write, one `cachedAt`.
     const entry = this.cache.peek(id);
@@ -322,9 +328,9 @@ export class Router {
 
   /** A write-region read for the read path, shared; the reader caches it (and records its version). */
   private sharedWriteRegionRead(id: string, priority: RequestPriority): Promise<CacheEntry> {
-    return this.sharedReads.writeRegion.run(`writeRegion ${priority} ${id}`, () =>
-      this.readEntry(id, 'writeRegion', priority),
-    );
+    const read = () => this.readEntry(id, 'writeRegion', priority);
+    if (this.options.coalesceReads === false) return read();
+    return this.sharedReads.writeRegion.run(`writeRegion ${priority} ${id}`, read);
   }
 
   /** No read begun before a write of `id` answers a request made after it. */
