@@ -6,6 +6,7 @@ import {
   type Location,
   type LocationDocument,
   type StoredDocument,
+  assertWritableSchema,
   newLocationDocument,
   sameEtag,
   sameLocation,
@@ -357,6 +358,8 @@ export class Router {
     } catch (error) {
       if (!isRouteLockError(error, 'AlreadyExists')) throw error;
       const existing = await this.readAndCache(id, 'writeRegion', priority);
+      // Even an identical route's 200 is a mutation's answer: never given for a schema this library cannot judge.
+      assertWritableSchema(existing.doc);
       if (sameLocation(existing.doc.location, location)) return { stored: existing, created: false };
       throw new RouteLockError('AlreadyExists', `Route ${id} already exists with another location.`, {
         resourceId: id,
@@ -370,6 +373,7 @@ export class Router {
     const priority = operationPriority.routeChange;
     let current = (await this.readForMutation(id, options.ifMatch, priority)).stored;
     for (let attempt = 0; ; attempt += 1) {
+      assertWritableSchema(current.doc);
       assertDeletable(current.doc, this.clock());
       try {
         await this.write(id, () => this.store.delete(id, current.etag, { priority }));
@@ -486,6 +490,8 @@ export class Router {
     const copy = await this.readForMutation(id, options.ifMatch, priority);
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
+      // Before the rule, so no rule (a planted one included) decides on, or writes, a newer schema.
+      assertWritableSchema(current.doc);
       const { doc, changed } = rule(current.doc, this.clock());
       // Any write that moves the route (a swap, or any rule the `rules` seam plants) lands in a declared region.
       if (changed && !sameLocation(doc.location, current.doc.location))
