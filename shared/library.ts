@@ -58,8 +58,8 @@ export async function openRouter(options: OpenRouterOptions = {}): Promise<Route
 
 export { Router, operationPriority } from './router';
 export type { RouterOptions, RoutedView, MutationOptions, SwapOutcome } from './router';
-export { decide, freshnessSeconds, cacheLifetimeSeconds } from './client';
-export type { Decision } from './client';
+export { decide, decisionStatus, withinGrace, freshnessSeconds, cacheLifetimeSeconds } from './client';
+export type { Decision, DecisionStatus } from './client';
 export { RouteLockError, isRouteLockError, errorKind, errorCodes, problemCodes } from './errors';
 export type { ErrorCode, ErrorKind, AnyErrorCode, ProblemCode } from './errors';
 export { ConfigError, parseConfig } from './config';

@@ -186,6 +186,12 @@ ${loadedReport}
     cold: { write: decide(cold, 'write', ${JSON.stringify(SOURCE)}), elsewhere: decide(cold, 'write', ${JSON.stringify(TARGET)}) },
     hot: { read: decide(hot, 'read', ${JSON.stringify(SOURCE)}), write: decide(hot, 'write', ${JSON.stringify(SOURCE)}) },
     missing,
+    statuses: {
+      allow: decisionStatus(decide(cold, 'write', ${JSON.stringify(SOURCE)})),
+      notHere: decisionStatus(decide(cold, 'write', ${JSON.stringify(TARGET)})),
+      deny: decisionStatus(decide(hot, 'write', ${JSON.stringify(SOURCE)})),
+      notFound: decisionStatus(decide(null, 'read', ${JSON.stringify(SOURCE)})),
+    },
     ...loaded(${cache}),
   }));
 })().catch((e) => { console.error(e); process.exit(1); });
@@ -272,13 +278,13 @@ describe('@routelock/client', () => {
     [
       'require',
       'resolve.cjs',
-      "const { RoutingClient, RoutingServiceError, decide } = require('@routelock/client');",
+      "const { RoutingClient, RoutingServiceError, decide, decisionStatus } = require('@routelock/client');",
       'require.cache',
     ],
     [
       'import',
       'resolve.mjs',
-      "import { RoutingClient, RoutingServiceError, decide } from '@routelock/client';\nimport { createRequire } from 'node:module';",
+      "import { RoutingClient, RoutingServiceError, decide, decisionStatus } from '@routelock/client';\nimport { createRequire } from 'node:module';",
       'createRequire(import.meta.url).cache',
     ],
   ])(
