@@ -165,6 +165,37 @@ async function runIn(
   return JSON.parse(stdout.trim().split('\n').pop() as string) as Record<string, unknown>;
 }
 
+/**
+ * Type-check `files` (name → source) in `project` as a consumer would: strict, `module: node16` (so a
+ * `.cts` file resolves the `require` condition of the exports map and a `.mts` file the `import` one),
+ * skipLibCheck as `tsc --init` sets it. Each file holds a `@ts-expect-error`, so types that resolved
+ * to `any` fail the check too. The compiler's diagnostics, or '' when clean.
+ */
+function typeCheck(project: string, files: Record<string, string>): string {
+  for (const [name, source] of Object.entries(files)) writeFileSync(join(project, name), source);
+  writeFileSync(
+    join(project, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        strict: true,
+        module: 'node16',
+        moduleResolution: 'node16',
+        target: 'es2022',
+        noEmit: true,
+        skipLibCheck: true,
+        types: ['node'],
+        typeRoots: [join(root, 'node_modules/@types')],
+      },
+      files: Object.keys(files),
+    }),
+  );
+  const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', project], {
+    cwd: project,
+    encoding: 'utf8',
+  });
+  return tsc.status === 0 ? '' : `${tsc.stdout}${tsc.stderr}`;
+}
+
 /** The loaded-module report every child prints: node_modules packages it loaded, module count, heap. */
 const loadedReport = `
 function loaded(cache) {
@@ -274,6 +305,34 @@ describe('@routelock/client', () => {
     expect(Object.keys(pkg.dependencies)).toEqual(['lru-cache']);
   });
 
+  test('typed through both conditions of the exports map (.cts: require, .mts: import)', () => {
+    const source = (load: string) => `${load}
+const client = new RoutingClient({ baseUrl: 'http://127.0.0.1:7071/api', timeoutMs: 500 });
+const decision: Decision = decide(null, 'read', 'westeurope');
+const status: number = decisionStatus(decision).status;
+export const checked = [client, status];
+// @ts-expect-error not an option
+new RoutingClient({ baseUrl: 'x', noSuchOption: true });
+`;
+    expect(
+      typeCheck(project, {
+        'types.cts': source(
+          "import { RoutingClient, decide, decisionStatus, type Decision } from '@routelock/client';",
+        ),
+        'types.mts': source(
+          "import { RoutingClient, decide, decisionStatus, type Decision } from '@routelock/client';",
+        ),
+      }),
+    ).toBe('');
+    // the check can fail: a misspelt export is an error
+    expect(
+      typeCheck(project, {
+        'wrong.mts':
+          "import { RoutingKlient } from '@routelock/client';\nexport const x = RoutingKlient;\n// @ts-expect-error\nconst y: number = 'a';\n",
+      }),
+    ).toMatch(/RoutingKlient/);
+  });
+
   test.each([
     [
       'require',
@@ -333,6 +392,17 @@ console.log(JSON.stringify({ createRouter: typeof lib.createRouter, CosmosStore:
     });
     expect(out.packages).toContain('@azure/cosmos');
     expect(out.packages).not.toContain('better-sqlite3');
+  });
+
+  test('typed through both conditions, the /sqlite subpath included', () => {
+    const source = `import { createRouter, parseConfig, type Router } from '@routelock/library';
+import { SqliteStore } from '@routelock/library/sqlite';
+const router: Router = createRouter({ store: new SqliteStore(':memory:'), timing: parseConfig({}).timing });
+export const checked = router;
+// @ts-expect-error allowMutations is a boolean
+createRouter({ store: new SqliteStore(':memory:'), timing: parseConfig({}).timing, allowMutations: 'yes' });
+`;
+    expect(typeCheck(project, { 'types.cts': source, 'types.mts': source })).toBe('');
   });
 
   describe('with better-sqlite3 installed beside it (the optional peer)', () => {
