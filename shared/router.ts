@@ -400,7 +400,6 @@ export class Router {
     req: Omit<PrelockRequest, 'newToken'>,
     options: MutationOptions & { token?: string } = {},
   ): Promise<LockGrant> {
-    this.refuseIfReadOnly(id, 'a lock mutation');
     assertAllowedRegion(this.allowedRegions, req.target, 'the pre-lock', id);
     const token = options.token ?? this.newToken();
     const stored = await this.mutate(
