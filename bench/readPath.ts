@@ -8,12 +8,19 @@ import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { heapMiB, median, percentileOf, table } from './lib';
 import { prng } from '../testkit/prng';
+import { HeldReadStore } from '../testkit/heldReadStore';
 
 /**
  * Lock-check cost on the read path. routelock (the lock inside the routing document; a store read only
  * for a resource whose lock has started) against a dedicated lock record read on every operation that
  * could touch a migrating resource (the DynamoDB Lock Client pattern), on the same SQLite store, for a
  * fraction f of operations on locked resources. The physical limit: a bare lru-cache get loop.
+ *
+ * Coalescing (docs/design.md §5.8), side by side with the read path as it was (`coalesceReads: false`):
+ *  - a burst: N concurrent resolves of one resource whose lock has started, on a store whose reads take
+ *    5 ms, production timing on a clock that moves (50 ms join bound): write-region reads counted;
+ *  - f = 100 % with requests in flight together (a service's normal state), not one at a time: the
+ *    dedicated lock record still reads once per operation, routelock once per in-flight read of an id.
  */
 
 const SOURCE = { region: 'westeurope' };
@@ -24,6 +31,12 @@ export interface ReadPathOptions {
   fractions: number[];
   ops: number;
   repeats: number;
+  /** The burst: this many concurrent resolves of one started-locked resource (2,000). */
+  burst?: number;
+  /** Store latency for the burst, ms (5). */
+  burstLatencyMs?: number;
+  /** Requests in flight together for the concurrent f = 100 % rows (100). */
+  inFlight?: number;
 }
 
 interface Contender {
@@ -65,13 +78,18 @@ export async function setupReadPath(resources: number, lockedCount: number) {
   const clock = new ManualClock();
   const store = new SqliteStore(':memory:');
   // The production cache setting (1 ms TTL resolution); the bench's clock does not move during a run.
-  const router = new Router({
-    store,
-    timing,
-    clock: clock.now,
-    cacheMax: resources + 10,
-    ttlResolutionMs: 1,
-  });
+  const routerOver = (coalesceReads: boolean) =>
+    new Router({
+      store,
+      timing,
+      clock: clock.now,
+      cacheMax: resources + 10,
+      ttlResolutionMs: 1,
+      coalesceReads,
+    });
+  const router = routerOver(true);
+  // The read path as it was: one store read per resolve that needs one.
+  const uncoalesced = routerOver(false);
   const ids = Array.from({ length: resources }, (_, i) => `res-${i}`);
   const insert = store.database.transaction((docs: LocationDocument[]) => {
     const statement = store.database.prepare(
@@ -93,7 +111,42 @@ export async function setupReadPath(resources: number, lockedCount: number) {
   // Every lock has started (and is live): the case that costs routelock a read.
   clock.advanceSeconds(timing.convergenceDelaySeconds + 1);
   const baseline = new DedicatedLockRecordRouter(store, timing, clock.now, resources + 10);
-  return { timing, clock, store, router, baseline, ids, locked };
+  return { timing, clock, store, router, uncoalesced, baseline, ids, locked };
+}
+
+/**
+ * The burst: `count` concurrent resolves of one resource whose lock has started, reads taking
+ * `latencyMs`, production timing on a clock that moves with real time. Cached (the copy is one the
+ * router read before: a read-through) and a miss (nearest, then the write region).
+ */
+export async function burst(count: number, latencyMs: number, coalesceReads: boolean) {
+  const timing = parseConfig({}).timing;
+  const sqlite = new SqliteStore(':memory:');
+  let offsetMs = 0;
+  const clock = () => Date.now() + offsetMs;
+  const store = new HeldReadStore(sqlite, () => new Promise((r) => setTimeout(r, latencyMs)));
+  const router = new Router({ store, timing, clock, coalesceReads });
+  const results: Record<'cached' | 'miss', { nearest: number; writeRegion: number; ms: number }> = {
+    cached: { nearest: 0, writeRegion: 0, ms: 0 },
+    miss: { nearest: 0, writeRegion: 0, ms: 0 },
+  };
+  await router.createRoute('hot', SOURCE);
+  await router.prelock('hot', { migrationId: 'm-hot', owner: 'bench', target: TARGET });
+  offsetMs = (timing.convergenceDelaySeconds + 1) * 1000; // the lock has started
+  for (const kind of ['miss', 'cached'] as const) {
+    if (kind === 'miss') router.forget('hot');
+    else await router.resolve('hot');
+    resetCounters(sqlite.counters);
+    const started = process.hrtime.bigint();
+    await Promise.all(Array.from({ length: count }, () => router.resolve('hot')));
+    results[kind] = {
+      nearest: sqlite.counters.nearestReads,
+      writeRegion: sqlite.counters.writeRegionReads,
+      ms: Number(process.hrtime.bigint() - started) / 1e6,
+    };
+  }
+  await sqlite.close();
+  return results;
 }
 
 function operations(
@@ -110,6 +163,26 @@ function operations(
       ? (locked[Math.floor(random() * locked.length)] as string)
       : (unlocked[Math.floor(random() * unlocked.length)] as string),
   );
+}
+
+/** Throughput with `inFlight` operations in flight together (windows of that many), medians of `repeats`. */
+async function measureInFlight(contender: Contender, ops: string[], inFlight: number) {
+  const run = async () => {
+    for (let i = 0; i < ops.length; i += inFlight) {
+      const window: unknown[] = [];
+      for (let j = i; j < Math.min(ops.length, i + inFlight); j += 1)
+        window.push(contender.op(ops[j] as string));
+      await Promise.all(window);
+    }
+  };
+  await run(); // warm-up
+  const before = contender.lockReads();
+  const started = process.hrtime.bigint();
+  await run();
+  return {
+    opsPerSecond: ops.length / (Number(process.hrtime.bigint() - started) / 1e9),
+    lockReadsPerOp: (contender.lockReads() - before) / ops.length,
+  };
 }
 
 async function measure(contender: Contender, ops: string[], repeats: number) {
@@ -198,6 +271,41 @@ export async function runReadPath(options: ReadPathOptions) {
       speedRatio: a.opsPerSecond / b.opsPerSecond,
     });
   }
+  // f = 100 %, one at a time and `inFlight` together: routelock coalescing, as it was, the baseline.
+  const uncoalesced: Contender = {
+    name: 'routelock, no coalescing (as it was)',
+    op: (id) => h.uncoalesced.resolve(id).then((stored) => enforcement(stored.doc, h.clock.now(), h.timing)),
+    lockReads: () => h.store.counters.writeRegionReads,
+  };
+  const inFlight = options.inFlight ?? 100;
+  const lockedOps = operations(h.ids, h.locked, 1, options.ops, 42);
+  const concurrentRows: { name: string; oneAtATime: number; together: number; readsPerOp: number }[] = [];
+  {
+    const samples = new Map<string, { one: number[]; together: number[]; reads: number[] }>();
+    for (let r = 0; r < options.repeats; r += 1) {
+      for (const c of [routelock, uncoalesced, baseline]) {
+        const sample = samples.get(c.name) ?? { one: [], together: [], reads: [] };
+        sample.one.push((await measure(c, lockedOps, 1)).opsPerSecond);
+        const t = await measureInFlight(c, lockedOps, inFlight);
+        sample.together.push(t.opsPerSecond);
+        sample.reads.push(t.lockReadsPerOp);
+        samples.set(c.name, sample);
+      }
+    }
+    for (const [name, sample] of samples)
+      concurrentRows.push({
+        name,
+        oneAtATime: median(sample.one),
+        together: median(sample.together),
+        readsPerOp: median(sample.reads),
+      });
+  }
+  const baselineRow = concurrentRows.find((r) => r.name === baseline.name) as (typeof concurrentRows)[number];
+  const burstCount = options.burst ?? 2000;
+  const burstLatencyMs = options.burstLatencyMs ?? 5;
+  const burstAfter = await burst(burstCount, burstLatencyMs, true);
+  const burstBefore = await burst(burstCount, burstLatencyMs, false);
+
   // The physical limit: a bare lru-cache get loop on the same keys (f = 0, everything cached).
   const keys = operations(h.ids, h.locked, 0, options.ops, 42);
   const lru = new LRUCache<string, StoredDocument>({ max: options.resources + 10 });
@@ -247,6 +355,46 @@ export async function runReadPath(options: ReadPathOptions) {
         ],
       ],
     ),
+    '',
+    table(
+      [
+        `${burstCount} concurrent resolves, lock started, ${burstLatencyMs} ms reads`,
+        'write-region reads (cached)',
+        'reads (miss: nearest + write region)',
+        'ms (cached / miss)',
+      ],
+      [
+        ['as it was (no coalescing)', burstBefore],
+        ['coalescing (50 ms join bound)', burstAfter],
+      ].map(([name, b]) => {
+        const r = b as Awaited<ReturnType<typeof burst>>;
+        return [
+          name as string,
+          r.cached.writeRegion,
+          `${r.miss.nearest} + ${r.miss.writeRegion}`,
+          `${Math.round(r.cached.ms)} / ${Math.round(r.miss.ms)}`,
+        ];
+      }),
+    ),
+    '',
+    table(
+      [
+        'f = 100 % (all ops on locked resources)',
+        'ops/s one at a time',
+        'vs baseline',
+        `ops/s ${inFlight} in flight`,
+        'vs baseline',
+        `lock reads/op (${inFlight} in flight)`,
+      ],
+      concurrentRows.map((r) => [
+        r.name,
+        Math.round(r.oneAtATime),
+        r.oneAtATime / baselineRow.oneAtATime,
+        Math.round(r.together),
+        r.together / baselineRow.together,
+        r.readsPerOp,
+      ]),
+    ),
   ].join('\n');
   return {
     table: text,
@@ -260,6 +408,8 @@ export async function runReadPath(options: ReadPathOptions) {
       unlockedCached,
       unlockedAwait,
       speedVsLru,
+      burst: { count: burstCount, latencyMs: burstLatencyMs, before: burstBefore, after: burstAfter },
+      lockedConcurrent: { inFlight, rows: concurrentRows },
       heapMiB: heapMiB(),
     },
   };

@@ -43,6 +43,14 @@ export const DEFAULT_INFLIGHT_GRACE_SECONDS = 5;
 export const DEFAULT_TIMEOUT_MS = 2_000;
 /** `coalesceJoinMs`'s default (1 % of the production grace). */
 export const DEFAULT_COALESCE_JOIN_MS = 50;
+/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (shared/profiles.ts; a test keeps them equal). */
+export const DEFAULT_SERVER_COALESCE_JOIN_MS = 50;
+/**
+ * The share of the grace the join bounds may take together, as config.ts's COALESCE_GRACE_SHARE (a
+ * test keeps them equal; config.ts is too heavy for the client to import): joins take at most a tenth,
+ * and the request keeps nine tenths for its own in-flight time (docs/design.md §5.6).
+ */
+export const CLIENT_COALESCE_GRACE_SHARE = 10;
 /** `notFoundTtlMs`'s default. */
 export const DEFAULT_NOT_FOUND_TTL_MS = 1_000;
 /** `staleForMs`'s default. */
@@ -77,7 +85,7 @@ export interface RoutingClientOptions {
   timeoutMs?: number;
   /**
    * The server's ROUTELOCK_INFLIGHT_GRACE_SECONDS: the most a request may take from resolving its route
-   * to landing its write (docs/design.md §6.3). Bounds `coalesceJoinMs`; `withinGrace` takes it too.
+   * to landing its write (docs/design.md §6.3). Bounds the join bounds; `withinGrace` takes it too.
    * Default: the production profile's, DEFAULT_INFLIGHT_GRACE_SECONDS (5 s).
    */
   inFlightGraceSeconds?: number;
@@ -85,11 +93,19 @@ export interface RoutingClientOptions {
    * How long after a request for an id left a concurrent resolve of that id may still share it instead
    * of sending its own (shared/inflight.ts's join bound). A joined answer is as old as the request it
    * joined, so its `resolvedAt` is that request's and the bound is spent from the grace exactly like the
-   * request's own time (docs/design.md §5.4). Default 50 ms (1 % of the production grace; a burst of
-   * concurrent requests arrives within a few ms), clamped to the declared grace; more than the grace is
-   * refused. A view whose lock has started is never served from the cache: only joined.
+   * request's own time (docs/design.md §5.4). This join and the server's (`serverCoalesceJoinMs`)
+   * together may take at most a tenth of the grace (the server's own rule, config.ts inequality 5): more
+   * is refused. Default 50 ms (1 % of the production grace; a burst of concurrent requests arrives within
+   * a few ms), lowered to what the grace leaves. A view whose lock has started is never served from the
+   * cache: only joined.
    */
   coalesceJoinMs?: number;
+  /**
+   * The server's ROUTELOCK_COALESCE_JOIN_MS: its router may answer a request with a store read that
+   * began up to this long before the request arrived, so a fetched view's `resolvedAt` is the request's
+   * start less this. Default: the production profile's, DEFAULT_SERVER_COALESCE_JOIN_MS (50 ms).
+   */
+  serverCoalesceJoinMs?: number;
   /**
    * How long a 404 (`NotFound`) for an id is remembered, so a storm of lookups of a missing id costs
    * one request per this long. Default 1,000 ms; 0 turns it off. Safe because a 404 allows nothing (its
@@ -134,7 +150,8 @@ export interface ResolvedRoute {
   view: ResolvedView;
   /**
    * When the view was last known true (ms, this client's clock): when the request that fetched it left
-   * (the request a coalesced resolve joined, if so), or, for a view served from the cache, the moment
+   * (the request a coalesced resolve joined, if so) less `serverCoalesceJoinMs` (the server's router may
+   * have answered it with a read begun that much earlier), or, for a view served from the cache, the moment
    * it was served (a cached view without a started lock is true until its lock can start, by the
    * convergence wait). A write must land within the grace of this: `withinGrace`.
    */
@@ -189,8 +206,10 @@ export class RoutingClient {
   private readonly staleForMs: number;
   /** The declared in-flight grace, in seconds (`inFlightGraceSeconds`). */
   readonly inFlightGraceSeconds: number;
-  /** The join bound in force (`coalesceJoinMs`, clamped to the grace). */
+  /** The join bound in force (`coalesceJoinMs`, lowered to what the grace leaves). */
   readonly coalesceJoinMs: number;
+  /** The server's declared join bound (`serverCoalesceJoinMs`). */
+  readonly serverCoalesceJoinMs: number;
   /** Requests made to the routing service, for tests and benchmarks. */
   requests = 0;
 
@@ -204,15 +223,22 @@ export class RoutingClient {
       'inFlightGraceSeconds',
       options.inFlightGraceSeconds ?? DEFAULT_INFLIGHT_GRACE_SECONDS,
     );
-    const graceMs = this.inFlightGraceSeconds * 1000;
+    this.serverCoalesceJoinMs = nonNegative(
+      'serverCoalesceJoinMs',
+      options.serverCoalesceJoinMs ?? DEFAULT_SERVER_COALESCE_JOIN_MS,
+    );
+    // What the joins may take together: a tenth of the grace (the request keeps nine tenths).
+    const joinBudgetMs = (this.inFlightGraceSeconds * 1000) / CLIENT_COALESCE_GRACE_SHARE;
+    const joinLeftMs = Math.max(0, joinBudgetMs - this.serverCoalesceJoinMs);
     if (
-      options.coalesceJoinMs !== undefined &&
-      nonNegative('coalesceJoinMs', options.coalesceJoinMs) > graceMs
+      (options.coalesceJoinMs !== undefined &&
+        nonNegative('coalesceJoinMs', options.coalesceJoinMs) > joinLeftMs) ||
+      this.serverCoalesceJoinMs > joinBudgetMs
     )
       throw new RangeError(
-        `RoutingClient: coalesceJoinMs (${options.coalesceJoinMs} ms) must not exceed the in-flight grace (${graceMs} ms): a joined view is as old as the request it joined`,
+        `RoutingClient: coalesceJoinMs (${options.coalesceJoinMs ?? DEFAULT_COALESCE_JOIN_MS} ms) and serverCoalesceJoinMs (${this.serverCoalesceJoinMs} ms) together must not exceed a tenth of the in-flight grace (${joinBudgetMs} ms): a joined view is as old as the read it joined`,
       );
-    this.coalesceJoinMs = Math.min(options.coalesceJoinMs ?? DEFAULT_COALESCE_JOIN_MS, graceMs);
+    this.coalesceJoinMs = Math.min(options.coalesceJoinMs ?? DEFAULT_COALESCE_JOIN_MS, joinLeftMs);
     this.notFoundTtlMs = nonNegative('notFoundTtlMs', options.notFoundTtlMs ?? DEFAULT_NOT_FOUND_TTL_MS);
     this.staleForMs =
       options.whenUnreachable === 'serveStaleReads'
@@ -262,8 +288,9 @@ export class RoutingClient {
   }
 
   /**
-   * Resolve and decide in one call, with the missing route and the outage as decisions (`notFound`,
-   * `unavailable`) rather than errors. `resolvedAt` is null when there is no view.
+   * Resolve and decide in one call, with the missing route and an outage (no answer, a timeout, a 502,
+   * 503 or 504) as decisions (`notFound`, `unavailable`) rather than errors; any other error (a 401, a
+   * wrong base URL) is thrown. `resolvedAt` is null when there is no view.
    */
   async decideFor(
     id: string,
@@ -275,7 +302,7 @@ export class RoutingClient {
       return { decision: decide(view, operation, serving), view, resolvedAt };
     } catch (error) {
       if (isNotFound(error)) return { decision: { kind: 'notFound' }, view: null, resolvedAt: null };
-      if (error instanceof RoutingServiceError && error.code === 'Unreachable')
+      if (isOutage(error))
         return {
           decision: { kind: 'unavailable', retryAfterSeconds: error.retryAfterSeconds ?? 1 },
           view: null,
@@ -381,7 +408,8 @@ export class RoutingClient {
     // A view not to be cached (no-store: its lock has started) is still the newest one an outage could
     // serve reads from: kept with no freshness, under serveStaleReads only.
     this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil: startedAt + fresh * 1000 });
-    return { view, resolvedAt: startedAt };
+    // The server may have answered with a store read begun up to its join bound before the request.
+    return { view, resolvedAt: startedAt - this.serverCoalesceJoinMs };
   }
 
   /**
@@ -406,7 +434,7 @@ export class RoutingClient {
       enforcement: STALE_ENFORCEMENT,
       stale: { code: error.code, freshUntil: held.freshUntil },
     };
-    return { view, resolvedAt: held.fetchedAt };
+    return { view, resolvedAt: held.fetchedAt - this.serverCoalesceJoinMs };
   }
 
   private async call(
@@ -437,8 +465,8 @@ export class RoutingClient {
       if (response.ok)
         throw new RoutingServiceError(
           response.status,
-          'BadResponse',
-          'The routing service answered with a body that is not JSON',
+          `HTTP${response.status}`, // no code of its own: what the service sent is all there is
+          `HTTP ${response.status} with a body that is not JSON`,
           undefined,
         );
     }

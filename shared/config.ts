@@ -40,6 +40,11 @@ export interface TimingConfig {
   convergenceDelaySeconds: number;
   /** TTL of the service-local tier: what a route view may be cached for, and the router's own cache. */
   localCacheTtlSeconds: number;
+  /**
+   * ROUTELOCK_COALESCE_JOIN_MS: how long after a store read began a concurrent resolve of the same id may
+   * still join it (shared/inflight.ts; docs/design.md §5.8). At most a tenth of the in-flight grace.
+   */
+  coalesceJoinMs: number;
 }
 
 export type StoreConfig =
@@ -212,6 +217,7 @@ const wholeNumber = (min: number, expected: string) =>
       message: `expected ${expected}, at least ${min}`,
     });
 const seconds = (min: number) => wholeNumber(min, 'a whole number of seconds');
+const milliseconds = (min: number) => wholeNumber(min, 'a whole number of milliseconds');
 /** How many times something is tried (ROUTELOCK_*_ATTEMPTS): a count, not a duration. */
 const count = (min: number) => wholeNumber(min, 'a whole number of attempts');
 
@@ -266,6 +272,7 @@ export type TimingNumbers = Pick<
   | 'ROUTELOCK_DELTA_ATTEMPTS'
   | 'ROUTELOCK_DELTA_RETRY_DELAY_SECONDS'
   | 'ROUTELOCK_INFLIGHT_GRACE_SECONDS'
+  | 'ROUTELOCK_COALESCE_JOIN_MS'
 >;
 
 /** The write lock's window: it is renewed up to its budget, a lease at a time. */
@@ -285,7 +292,12 @@ const writeWindowOf = (
  * 4. with more than one delta attempt, the hard-delete lease outlives an overrun delta attempt: after
  *    the bulk copy's last renewal (a third of the lease before its end at worst) the lease must still
  *    cover the in-flight grace, the write budget, the retry delay and the skew until the renewal
- *    between attempts (workflow/write.ts) — else it lapses and every later attempt is refused.
+ *    between attempts (workflow/write.ts) — else it lapses and every later attempt is refused;
+ * 5. the coalescing join bound is at most a tenth of the in-flight grace (docs/design.md §5.8): a request
+ *    that joins a read begun `join` ago decides on the store as it was then, so its time from that
+ *    answer to landing its write is `join` + its own in-flight time, and the copies only wait out the
+ *    grace. The request keeps nine tenths of the grace (what services are told to land within, §5.6):
+ *    join + 0.9 × grace ≤ grace, i.e. 10 × join ≤ grace (in ms). A grace of 0 allows only 0.
  */
 export function timingInequalities(t: TimingNumbers, earliestEscalationSeconds: number): string[] {
   const problems: string[] = [];
@@ -318,8 +330,20 @@ export function timingInequalities(t: TimingNumbers, earliestEscalationSeconds: 
       `ROUTELOCK_HARD_DELETE_LEASE_SECONDS: two thirds of it (${leaseLeft} s, what is left after the last renewal) must outlast an overrun delta attempt, ROUTELOCK_INFLIGHT_GRACE_SECONDS + ROUTELOCK_WRITE_BUDGET_SECONDS + ROUTELOCK_DELTA_RETRY_DELAY_SECONDS + ROUTELOCK_CLOCK_SKEW_SECONDS (${overrun} s), or the hard-delete lock lapses between delta attempts: raise the lease, or lower the budget or the delay`,
     );
   }
+  const graceMs = t.ROUTELOCK_INFLIGHT_GRACE_SECONDS * 1000;
+  if (t.ROUTELOCK_COALESCE_JOIN_MS * COALESCE_GRACE_SHARE > graceMs) {
+    problems.push(
+      `ROUTELOCK_COALESCE_JOIN_MS: must be at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS (${graceMs / COALESCE_GRACE_SHARE} ms), so that a request that joins a read and then takes its own in-flight time (nine tenths of the grace) still lands before the copies start; got ${t.ROUTELOCK_COALESCE_JOIN_MS}`,
+    );
+  }
   return problems;
 }
+
+/**
+ * The grace is shared 1 : 9 between the join bound and the request's own in-flight time (inequality 5):
+ * the join bound may take at most 1/COALESCE_GRACE_SHARE of it.
+ */
+export const COALESCE_GRACE_SHARE = 10;
 
 /** A migration's attempts with a fresh lock (issue 18): each one may record a whole copy's history. */
 export const MAX_MIGRATION_ATTEMPTS = 10;
@@ -338,6 +362,7 @@ const timingSchema = z.object({
   ROUTELOCK_DELTA_ATTEMPTS: count(1),
   ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: seconds(0),
   ROUTELOCK_INFLIGHT_GRACE_SECONDS: seconds(0),
+  ROUTELOCK_COALESCE_JOIN_MS: milliseconds(0),
   ROUTELOCK_RETRY_ATTEMPTS: count(1),
   ROUTELOCK_RETRY_INTERVAL_SECONDS: seconds(1),
   ROUTELOCK_MIGRATION_ATTEMPTS: count(1).refine((n) => n <= MAX_MIGRATION_ATTEMPTS, {
@@ -731,6 +756,7 @@ export function parseConfig(env: Env = process.env): Config {
       retryAfterMaxSeconds: t.ROUTELOCK_RETRY_AFTER_MAX_SECONDS,
       convergenceDelaySeconds,
       localCacheTtlSeconds: localTier.ttlSeconds,
+      coalesceJoinMs: t.ROUTELOCK_COALESCE_JOIN_MS,
     },
     store: storeConfig,
     migration: {

@@ -1,10 +1,11 @@
 import type { Clock } from './clock';
 
 /**
- * Concurrent reads of one key share one in-flight read (docs/design.md §5, "coalescing"): a caller may
+ * Concurrent reads of one key share one in-flight read (docs/design.md §5.8, "coalescing"): a caller may
  * join a read only if that read began no earlier than `joinBoundMs` ago. A joined answer is as old as the
  * read it joined, so the bound counts against the in-flight grace exactly like the time a request spends
- * between resolving its route and writing (the copies wait that grace out).
+ * between resolving its route and writing (the copies wait that grace out): ROUTELOCK_COALESCE_JOIN_MS,
+ * bounded by config.ts `timingInequalities` (at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS).
  *
  * The one home of the join rule: Router (store reads) and RoutingClient (HTTP reads) both use it.
  */
@@ -26,14 +27,24 @@ export class SharedReads<K, V> {
   /** Callers that joined a read already in flight. */
   joined = 0;
 
-  constructor(private readonly options: SharedReadsOptions) {}
+  constructor(private readonly options: SharedReadsOptions) {
+    if (!Number.isFinite(options.joinBoundMs) || options.joinBoundMs < 0)
+      throw new RangeError(`joinBoundMs must be a finite number ≥ 0, got ${options.joinBoundMs}`);
+  }
 
-  /** Whether a read that began at `startedAt` may be joined at `now` (the rule, for tests). */
+  /**
+   * Whether a read that began at `startedAt` may be joined at `now` (the rule, for tests). A read dated
+   * after `now` (a clock that stepped back) is joinable: its answer is no older than the caller.
+   */
   static mayJoin(startedAt: number, now: number, joinBoundMs: number): boolean {
     return now - startedAt <= joinBoundMs;
   }
 
-  /** `read()`'s answer, or the answer of a joinable read of `key` already in flight. */
+  /**
+   * `read()`'s answer, or the answer of a joinable read of `key` already in flight. A read too old to
+   * join is replaced by a fresh one (later callers join the fresh one); the old one still answers its own
+   * callers. A rejection is shared by the callers of that read only: once it settles, the next call reads.
+   */
   run(key: K, read: () => Promise<V>): Promise<V> {
     const now = this.options.clock();
     const current = this.inFlight.get(key);
@@ -42,14 +53,37 @@ export class SharedReads<K, V> {
       return current.promise;
     }
     this.started += 1;
-    const entry: InFlight<V> = { startedAt: now, promise: read() };
+    let promise: Promise<V>;
+    try {
+      promise = read();
+    } catch (error) {
+      // A read that throws before its promise exists is nobody else's: not shared.
+      return Promise.reject(error);
+    }
+    const entry: InFlight<V> = { startedAt: now, promise };
     this.inFlight.set(key, entry);
     const settle = (): void => {
       // A newer read of the key may have replaced this one: leave it.
       if (this.inFlight.get(key) === entry) this.inFlight.delete(key);
     };
-    entry.promise.then(settle, settle);
-    return entry.promise;
+    promise.then(settle, settle);
+    return promise;
+  }
+
+  /**
+   * When the read of `key` in flight began (undefined: none): how old a joined answer may be, for
+   * callers that date their answer (the in-flight grace counts from the read, not from the call).
+   */
+  startedAt(key: K): number | undefined {
+    return this.inFlight.get(key)?.startedAt;
+  }
+
+  /**
+   * Let no later caller join the read of `key` in flight (its callers still get its answer): after a
+   * write of `key`, a read begun before it must not answer a request made after it.
+   */
+  forget(key: K): void {
+    this.inFlight.delete(key);
   }
 
   get size(): number {

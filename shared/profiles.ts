@@ -4,7 +4,7 @@
  * variable overrides it), and the tests hold the rest to it: the Bicep parameters (production),
  * local.settings.sample.json (dev) and the README's configuration table (test/infra.test.ts).
  *
- * Units are in the names: `_SECONDS` are whole seconds, `_ATTEMPTS` are counts, `ROUTELOCK_CACHE_TIERS`
+ * Units are in the names: `_SECONDS` are whole seconds, `_MS` whole milliseconds, `_ATTEMPTS` are counts, `ROUTELOCK_CACHE_TIERS`
  * is `name=seconds` pairs.
  */
 
@@ -22,6 +22,8 @@ const production = {
   ROUTELOCK_DELTA_ATTEMPTS: '3',
   ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '60',
   ROUTELOCK_INFLIGHT_GRACE_SECONDS: '5',
+  // A tenth of the grace at most (config.ts timingInequalities); 50 ms is ten 5 ms reads.
+  ROUTELOCK_COALESCE_JOIN_MS: '50',
   ROUTELOCK_RETRY_ATTEMPTS: '5',
   ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
   ROUTELOCK_MIGRATION_ATTEMPTS: '3',
@@ -50,6 +52,8 @@ export const profiles = {
     ROUTELOCK_DELTA_ATTEMPTS: '3',
     ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
     ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0',
+    // No grace, so no time to join within: only reads begun in the same instant are shared.
+    ROUTELOCK_COALESCE_JOIN_MS: '0',
     ROUTELOCK_RETRY_ATTEMPTS: '5',
     ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
     ROUTELOCK_MIGRATION_ATTEMPTS: '3',

@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { type Clock, systemClock } from './clock';
 import type { TimingConfig } from './config';
 import { RouteLockError, isRouteLockError } from './errors';
+import { SharedReads } from './inflight';
 import {
   type Location,
   type LocationDocument,
@@ -41,6 +42,8 @@ import type { ListOptions, ListPage, LocationStore, RequestPriority } from './st
  *  - cache hit whose document has no lock that may be in force → returned, zero store reads;
  *  - cache hit whose document carries a started lock → read from the write region, every time;
  *  - miss → nearest replica; if that copy carries a started lock → read again from the write region.
+ * Concurrent resolves of one id share each of those store reads while it is in flight, joining only a
+ * read begun no more than `timing.coalesceJoinMs` ago (shared/inflight.ts; docs/design.md §5.8).
  */
 
 /**
@@ -106,6 +109,11 @@ export interface RouterOptions {
    * `(doc, now, cfg) => cacheHeaders(doc, now, cfg, 0)`); production always uses the real one.
    */
   cacheHeaders?: typeof cacheHeaders;
+  /**
+   * Whether concurrent resolves share store reads (docs/design.md §5.8). Only the read-path benchmark
+   * turns it off, to measure the read path as it was side by side; production always coalesces.
+   */
+  coalesceReads?: boolean;
 }
 
 export interface MutationOptions {
@@ -156,6 +164,9 @@ interface CacheEntry {
   cachedAt: number;
 }
 
+/** Which store read of the read path a coalesced read is (the two never answer for each other). */
+type ReadPathKey = `${'nearest' | 'writeRegion'} ${RequestPriority} ${string}`;
+
 export class Router {
   readonly store: LocationStore;
   readonly timing: TimingConfig;
@@ -179,6 +190,14 @@ export class Router {
   private readonly newToken: () => string;
   private readonly options: RouterOptions;
   private readonly rules: LockRules;
+  /**
+   * The read path's store reads in flight (never a mutation's: those must begin after their decision),
+   * by source, priority and id. Public for tests and benchmarks: `started` counts the reads made.
+   */
+  readonly sharedReads: {
+    nearest: SharedReads<ReadPathKey, StoredDocument>;
+    writeRegion: SharedReads<ReadPathKey, CacheEntry>;
+  };
 
   constructor(options: RouterOptions) {
     this.options = options;
@@ -198,6 +217,8 @@ export class Router {
       perf: { now: clock },
     });
     this.versions = new LRUCache<string, StoredDocument>({ max: options.cacheMax ?? 100_000 });
+    const joining = { joinBoundMs: options.timing.coalesceJoinMs, clock };
+    this.sharedReads = { nearest: new SharedReads(joining), writeRegion: new SharedReads(joining) };
   }
 
   now(): number {
@@ -260,9 +281,13 @@ export class Router {
     return { view: routeView(entry.stored, now, this.timing), ...headers };
   }
 
-  /** Drop a cached copy (tests, and callers that know the document changed elsewhere). */
+  /**
+   * Drop a cached copy, and let no later resolve join a read of it already in flight (tests, and callers
+   * that know the document changed elsewhere: the probe's writes, §5.2).
+   */
   forget(id: string): void {
     this.cache.delete(id);
+    this.forgetReadsInFlight(id);
   }
 
   /**
@@ -284,18 +309,44 @@ export class Router {
     return hit !== undefined && now < hit.readThroughFrom;
   }
 
-  /** The read path past the cache: the entry made by the read it takes (`cached`: a copy too old to serve). */
+  /**
+   * The read path past the cache: the entry made by the read it takes (`cached`: a copy too old to
+   * serve). Both store reads are shared with concurrent resolves of the id (§5.8); each caller decides
+   * the escalation to the write region on its own clock reading `now`, so a caller that came after the
+   * lock's start never takes a nearest copy that an earlier caller could still use.
+   */
   private async readPath(
     id: string,
     cached: boolean,
     now: number,
     priority: RequestPriority,
   ): Promise<CacheEntry> {
-    if (cached) return this.readEntry(id, 'writeRegion', priority);
+    if (cached) return this.sharedWriteRegionRead(id, priority);
 
-    const nearest = await this.store.read(id, { from: 'nearest', priority });
-    if (now >= this.readThroughFrom(nearest, now, false)) return this.readEntry(id, 'writeRegion', priority);
+    const readNearest = () => this.store.read(id, { from: 'nearest', priority });
+    const nearest = await (this.options.coalesceReads === false
+      ? readNearest()
+      : this.sharedReads.nearest.run(`nearest ${priority} ${id}`, readNearest));
+    if (now >= this.readThroughFrom(nearest, now, false)) return this.sharedWriteRegionRead(id, priority);
+    // Callers that shared the read share its entry: one cache write, one `cachedAt`.
+    const entry = this.cache.peek(id);
+    if (entry !== undefined && entry.stored === nearest) return entry;
     return this.remember(nearest, now, false);
+  }
+
+  /** A write-region read for the read path, shared; the reader caches it (and records its version). */
+  private sharedWriteRegionRead(id: string, priority: RequestPriority): Promise<CacheEntry> {
+    const read = () => this.readEntry(id, 'writeRegion', priority);
+    if (this.options.coalesceReads === false) return read();
+    return this.sharedReads.writeRegion.run(`writeRegion ${priority} ${id}`, read);
+  }
+
+  /** No read begun before a write of `id` answers a request made after it. */
+  private forgetReadsInFlight(id: string): void {
+    for (const priority of new Set(Object.values(operationPriority))) {
+      this.sharedReads.nearest.forget(`nearest ${priority} ${id}`);
+      this.sharedReads.writeRegion.forget(`writeRegion ${priority} ${id}`);
+    }
   }
 
   private async readAndCache(
@@ -326,11 +377,17 @@ export class Router {
     return entry;
   }
 
-  /** One store write, and `onWrite` told of it however it ended (a lost answer may have committed). */
+  /**
+   * One store write, and `onWrite` told of it however it ended (a lost answer may have committed). Reads
+   * of the id in flight stop being joinable as it starts: a resolve made after this write began must
+   * not take an answer read before it.
+   */
   private async write<T>(id: string, attempt: () => Promise<T>): Promise<T> {
+    this.forgetReadsInFlight(id);
     try {
       return await attempt();
     } finally {
+      this.forgetReadsInFlight(id);
       this.options.onWrite?.(id);
     }
   }

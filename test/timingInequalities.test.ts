@@ -21,6 +21,7 @@ const numbers = (profile: keyof typeof profiles) => {
     ROUTELOCK_DELTA_ATTEMPTS: m.deltaAttempts,
     ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: m.deltaRetryDelaySeconds,
     ROUTELOCK_INFLIGHT_GRACE_SECONDS: m.inFlightGraceSeconds,
+    ROUTELOCK_COALESCE_JOIN_MS: t.coalesceJoinMs,
   };
 };
 
@@ -61,6 +62,38 @@ test('each inequality broken is refused at start-up, the message naming its vari
   );
   expect(refused({ ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: 'soon' })).toMatch(
     /ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: expected a whole number of seconds/,
+  );
+});
+
+test('the coalescing join bound fits in a tenth of the in-flight grace (production: 50 ms of 5 s); a longer one is refused', () => {
+  const refused = (env: Record<string, string>) => {
+    try {
+      parseConfig(env);
+      return '';
+    } catch (error) {
+      return (error as Error).message;
+    }
+  };
+  expect(parseConfig({}).timing.coalesceJoinMs).toBe(50);
+  expect(parseConfig({ ROUTELOCK_PROFILE: 'dev' }).timing.coalesceJoinMs).toBe(0);
+  // production: 5 s of grace leave the join at most 500 ms, the request its own 4.5 s
+  expect(refused({ ROUTELOCK_COALESCE_JOIN_MS: '500' })).toBe('');
+  expect(refused({ ROUTELOCK_COALESCE_JOIN_MS: '501' })).toMatch(
+    /ROUTELOCK_COALESCE_JOIN_MS: must be at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS \(500 ms\).*got 501/,
+  );
+  // the grace shortened under the join bound's tenfold is the same broken inequality
+  expect(refused({ ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0' })).toMatch(
+    /ROUTELOCK_COALESCE_JOIN_MS: must be at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS \(0 ms\).*got 50/,
+  );
+  // dev: no grace, so only same-instant joins (0)
+  expect(refused({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_COALESCE_JOIN_MS: '1' })).toMatch(
+    /ROUTELOCK_COALESCE_JOIN_MS: .*\(0 ms\).*got 1/,
+  );
+  expect(refused({ ROUTELOCK_COALESCE_JOIN_MS: '5ms' })).toMatch(
+    /ROUTELOCK_COALESCE_JOIN_MS: expected a whole number of milliseconds/,
+  );
+  expect(timingInequalities({ ...numbers('production'), ROUTELOCK_COALESCE_JOIN_MS: 5001 }, 0)).toHaveLength(
+    1,
   );
 });
 

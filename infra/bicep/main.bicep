@@ -102,6 +102,8 @@ param deltaAttempts int = 3
 param deltaRetryDelaySeconds int = 60
 @description('Longest a service request takes from resolving its route to landing its write; copies start this long after each lock.')
 param inFlightGraceSeconds int = 5
+@description('Milliseconds after a store read began that a concurrent resolve of the same route may still join it; at most a tenth of inFlightGraceSeconds.')
+param coalesceJoinMs int = 50
 param retryAttempts int = 5
 @description('Attempts of a migration, each with a fresh lock, before it ends Failed (1-10).')
 param migrationAttempts int = 3
@@ -293,6 +295,7 @@ module api 'modules/functionapp.bicep' = {
       ROUTELOCK_DELTA_ATTEMPTS: string(deltaAttempts)
       ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: string(deltaRetryDelaySeconds)
       ROUTELOCK_INFLIGHT_GRACE_SECONDS: string(inFlightGraceSeconds)
+      ROUTELOCK_COALESCE_JOIN_MS: string(coalesceJoinMs)
       ROUTELOCK_RETRY_ATTEMPTS: string(retryAttempts)
       ROUTELOCK_RETRY_INTERVAL_SECONDS: string(retryIntervalSeconds)
       ROUTELOCK_MIGRATION_ATTEMPTS: string(migrationAttempts)

@@ -1,7 +1,17 @@
-import { DEFAULT_INFLIGHT_GRACE_SECONDS, RoutingClient, decide, withinGrace } from '../../shared/client';
-import { parseConfig } from '../../shared/config';
+import {
+  CLIENT_COALESCE_GRACE_SHARE,
+  DEFAULT_INFLIGHT_GRACE_SECONDS,
+  DEFAULT_SERVER_COALESCE_JOIN_MS,
+  RoutingClient,
+  decide,
+  withinGrace,
+} from '../../shared/client';
+import { COALESCE_GRACE_SHARE, parseConfig } from '../../shared/config';
 import type { RouteView } from '../../shared/lock/view';
+import { startLocalHost } from '../../local/host';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
+import { HeldReadStore } from '../../testkit/heldReadStore';
 import { type HostOnClock, SOURCE, T, TARGET, hostOnManualClock, scriptedServer } from './harness';
 
 /**
@@ -85,7 +95,13 @@ describe('the join bound', () => {
   test('a resolve joins a request that left at most coalesceJoinMs ago, and gets its resolvedAt', async () => {
     const server = await slowServer();
     const clock = new ManualClock(T);
-    const client = new RoutingClient({ baseUrl: server.api, clock: clock.now, coalesceJoinMs: 50 });
+    // This server answers each request with its own read: it declares no join of its own.
+    const client = new RoutingClient({
+      baseUrl: server.api,
+      clock: clock.now,
+      coalesceJoinMs: 50,
+      serverCoalesceJoinMs: 0,
+    });
     const first = client.resolveForWrite('conv-j');
     clock.set(T + 50);
     const joined = client.resolveForWrite('conv-j'); // at the bound: joins
@@ -107,32 +123,41 @@ describe('the join bound', () => {
     expect(withinGrace(T + 50, grace, T + 5001)).toBe(true);
   });
 
-  test('a join bound longer than the declared grace is refused; the default never exceeds the grace', () => {
+  test('the joins (client and server) together take at most a tenth of the grace; more is refused', () => {
     const baseUrl = 'http://127.0.0.1:9/api';
-    expect(() => new RoutingClient({ baseUrl, inFlightGraceSeconds: 0.02, coalesceJoinMs: 21 })).toThrow(
-      /must not exceed the in-flight grace/,
-    );
+    const grace = { inFlightGraceSeconds: 0.5 }; // a tenth: 50 ms
+    expect(() => new RoutingClient({ baseUrl, ...grace, coalesceJoinMs: 1 })).toThrow(
+      /together must not exceed a tenth of the in-flight grace \(50 ms\)/,
+    ); // the server's default 50 ms leaves nothing
+    const client = new RoutingClient({ baseUrl, ...grace, serverCoalesceJoinMs: 20, coalesceJoinMs: 30 });
+    expect(client.coalesceJoinMs).toBe(30);
     expect(
-      new RoutingClient({ baseUrl, inFlightGraceSeconds: 0.02, coalesceJoinMs: 20 }).coalesceJoinMs,
-    ).toBe(20);
-    expect(new RoutingClient({ baseUrl }).coalesceJoinMs).toBe(50);
-    expect(new RoutingClient({ baseUrl, inFlightGraceSeconds: 0 }).coalesceJoinMs).toBe(0);
+      () => new RoutingClient({ baseUrl, ...grace, serverCoalesceJoinMs: 20, coalesceJoinMs: 31 }),
+    ).toThrow(RangeError);
+    expect(() => new RoutingClient({ baseUrl, ...grace, serverCoalesceJoinMs: 51 })).toThrow(RangeError);
+    // defaults: 50 ms each, within the production grace's 500 ms; lowered to what a smaller grace leaves
+    expect(new RoutingClient({ baseUrl })).toMatchObject({ coalesceJoinMs: 50, serverCoalesceJoinMs: 50 });
+    expect(new RoutingClient({ baseUrl, inFlightGraceSeconds: 0.6 }).coalesceJoinMs).toBe(10);
+    expect(
+      new RoutingClient({ baseUrl, inFlightGraceSeconds: 0, serverCoalesceJoinMs: 0 }).coalesceJoinMs,
+    ).toBe(0);
     expect(() => new RoutingClient({ baseUrl, coalesceJoinMs: -1 })).toThrow(RangeError);
   });
 
-  test("the default grace is the production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS", () => {
-    expect(parseConfig({ ROUTELOCK_PROFILE: 'production' }).migration.inFlightGraceSeconds).toBe(
-      DEFAULT_INFLIGHT_GRACE_SECONDS,
-    );
+  test("the defaults are the production profile's, and the share is config.ts's", () => {
+    const production = parseConfig({ ROUTELOCK_PROFILE: 'production' });
+    expect(production.migration.inFlightGraceSeconds).toBe(DEFAULT_INFLIGHT_GRACE_SECONDS);
+    expect(production.timing.coalesceJoinMs).toBe(DEFAULT_SERVER_COALESCE_JOIN_MS);
+    expect(CLIENT_COALESCE_GRACE_SHARE).toBe(COALESCE_GRACE_SHARE);
   });
 });
-
 test('resolvedAt for a cached view is when it is served; a service refuses a write older than the grace', async () => {
   h = await hostOnManualClock('production');
   const client = new RoutingClient({ baseUrl: h.api, clock: h.clock.now });
   await client.putRoute('conv-g', SOURCE);
   const fetched = await client.resolveForWrite('conv-g');
-  expect(fetched.resolvedAt).toBe(T);
+  // the host's router may have answered with a store read begun up to its join bound (50 ms) earlier
+  expect(fetched.resolvedAt).toBe(T - 50);
   h.clock.set(T + 30_000);
   const cached = await client.resolveForWrite('conv-g');
   expect(client.requests).toBe(2); // the put and one GET: the second resolve was a cache hit
@@ -144,4 +169,48 @@ test('resolvedAt for a cached view is when it is served; a service refuses a wri
     withinGrace(resolvedAt, client.inFlightGraceSeconds, now);
   expect(commit(cached.resolvedAt, T + 34_000)).toBe(true);
   expect(commit(cached.resolvedAt, T + 35_001)).toBe(false);
+});
+
+test("in series with the server's coalescing: resolvedAt counts the server's join too", async () => {
+  const clock = new ManualClock(T);
+  const held: (() => void)[] = [];
+  let gated = false;
+  const store = new HeldReadStore(new SqliteStore(':memory:'), () =>
+    gated ? new Promise<void>((resolve) => held.push(resolve)) : Promise.resolve(),
+  );
+  const host = await startLocalHost({
+    env: { PORT: '0', ROUTELOCK_PROFILE: 'production' },
+    clock: clock.now,
+    store,
+    log: () => undefined,
+  });
+  closers.push(() => host.close());
+  const api = `${host.url}/api`;
+  const setup = new RoutingClient({ baseUrl: api, clock: clock.now });
+  await setup.putRoute('conv-s', SOURCE);
+  const grant = await setup.prelock('conv-s', { migrationId: 'm-s', owner: 'o', target: TARGET });
+  const readAt = Date.parse(grant.startsAt) + 10_000; // started on every clock
+  clock.set(readAt);
+  gated = true;
+  // Two services' clients (no client-side joining between them): the second request reaches the server
+  // 50 ms after the first, and the server answers it with the store read the first began.
+  const first = new RoutingClient({ baseUrl: api, clock: clock.now }).resolveForWrite('conv-s');
+  while (held.length < 1) await new Promise((r) => setTimeout(r, 5));
+  clock.set(readAt + 50);
+  const second = new RoutingClient({ baseUrl: api, clock: clock.now }).resolveForWrite('conv-s');
+  const unaware = new RoutingClient({
+    baseUrl: api,
+    clock: clock.now,
+    serverCoalesceJoinMs: 0,
+  }).resolveForWrite('conv-s');
+  await new Promise((r) => setTimeout(r, 300));
+  const storeReads = held.length;
+  gated = false;
+  for (const go of held.splice(0)) go();
+  const [a, b, c] = await Promise.all([first, second, unaware]);
+  expect(storeReads).toBe(1); // the later two joined the first's store read
+  expect(a.resolvedAt).toBeLessThanOrEqual(readAt);
+  expect(b.resolvedAt).toBeLessThanOrEqual(readAt); // readAt + 50 − the server's 50 ms
+  // Negative control: a client that did not count the server's join dates the view after its read.
+  expect(c.resolvedAt).toBeGreaterThan(readAt);
 });

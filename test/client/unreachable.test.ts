@@ -209,3 +209,17 @@ describe("whenUnreachable: 'fail' (the default)", () => {
     expect(violations(decisions(lastFresh), await truth('conv-f'))).toEqual(['write', 'delete']);
   });
 });
+
+test("a gateway's HTML error page is a RoutingServiceError with its status, not a JSON SyntaxError", async () => {
+  front = await Front.start();
+  front.mode = 'gateway503';
+  const client = new RoutingClient({ baseUrl: front.api });
+  const error = await failure(client.resolve('conv-g'));
+  expect(error).toBeInstanceOf(RoutingServiceError);
+  expect(error).toMatchObject({ status: 503, code: 'HTTP503' });
+  // an outage all the same: the service answers 503
+  expect((await client.decideFor('conv-g', 'read', SOURCE)).decision).toEqual({
+    kind: 'unavailable',
+    retryAfterSeconds: 1,
+  });
+});
