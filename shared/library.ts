@@ -16,9 +16,10 @@ import { openStore } from './store/open';
  * `@routelock/library/sqlite` (shared/librarySqlite.ts).
  */
 
+/** RouterOptions without the verification and benchmark seams, and with `allowMutations` for `readOnly`. */
 export interface LibraryRouterOptions extends Omit<
   RouterOptions,
-  'readOnly' | 'rules' | 'cacheHeaders' | 'onWrite'
+  'readOnly' | 'rules' | 'cacheHeaders' | 'onWrite' | 'coalesceReads'
 > {
   /**
    * Let this router write (create and delete routes, every lock mutation, reclaim, force-release).
