@@ -251,21 +251,14 @@ export function buildPackage(root: string, outDir: string, spec: PackageSpec): B
     JSON.parse(readFileSync(join(template, 'package.json'), 'utf8')) as Manifest,
     JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Manifest,
   );
-  const declared = new Set([
-    ...Object.keys(manifest.dependencies ?? {}),
-    ...Object.keys(manifest.peerDependencies ?? {}),
-    ...Object.keys(manifest.optionalDependencies ?? {}),
-  ]);
   const requires = [...new Set([...bareRequires].map(packageOf))].sort();
-  const undeclared = requires.filter((m) => !builtins.has(m) && !declared.has(m));
+  const undeclared = undeclaredModules(requires, manifest);
   if (undeclared.length > 0)
     throw new Error(
       `${manifest.name}: its JavaScript requires ${undeclared.join(', ')}, not in its package.json`,
     );
   const tolerated = typeOnlyImports[spec.folder] ?? {};
-  const untyped = [...new Set([...bareTypes].map(packageOf))].filter(
-    (m) => !builtins.has(m) && !declared.has(m) && !tolerated[m],
-  );
+  const untyped = undeclaredModules([...bareTypes], manifest).filter((m) => !tolerated[m]);
   if (untyped.length > 0)
     throw new Error(
       `${manifest.name}: its declarations import ${untyped.join(', ')}, not in its package.json`,
@@ -278,6 +271,23 @@ export function buildPackage(root: string, outDir: string, spec: PackageSpec): B
   const files = filesUnder(dir).sort();
   const bytes = files.reduce((sum, f) => sum + statSync(join(dir, f)).size, 0);
   return { name: manifest.name, version: manifest.version, dir, files, bytes, requires };
+}
+
+/**
+ * The packages among `specifiers` (bare module specifiers a package's files load) that are neither Node
+ * built-ins nor declared by `manifest` (dependencies, peers, optional): the build's one rule for what a
+ * package may load.
+ */
+export function undeclaredModules(
+  specifiers: readonly string[],
+  manifest: Pick<Manifest, 'dependencies' | 'peerDependencies' | 'optionalDependencies'>,
+): string[] {
+  const declared = new Set([
+    ...Object.keys(manifest.dependencies ?? {}),
+    ...Object.keys(manifest.peerDependencies ?? {}),
+    ...Object.keys(manifest.optionalDependencies ?? {}),
+  ]);
+  return [...new Set(specifiers.map(packageOf))].filter((m) => !builtins.has(m) && !declared.has(m)).sort();
 }
 
 /** `npm pack` of a built package into `destination`: the tarball's path. */

@@ -19,7 +19,12 @@ import { type LocalHost, startLocalHost } from '../../local/host';
 import { parseConfig } from '../../shared/config';
 import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { type BuiltPackage, buildPackages, packPackage } from '../../scripts/build-packages';
+import {
+  type BuiltPackage,
+  buildPackages,
+  packPackage,
+  undeclaredModules,
+} from '../../scripts/build-packages';
 import { type LockEntry, dependencyFiles, productionLocations } from '../../scripts/package';
 
 /**
@@ -303,6 +308,19 @@ describe('@routelock/client', () => {
       dependencies: Record<string, string>;
     };
     expect(Object.keys(pkg.dependencies)).toEqual(['lru-cache']);
+  });
+
+  test("the build's rule: the client's JavaScript loads lru-cache alone; an undeclared module is caught", () => {
+    const client = built.find((b) => b.name === '@routelock/client') as BuiltPackage;
+    expect(client.requires).toEqual(['lru-cache']);
+    const manifest = JSON.parse(readFileSync(join(client.dir, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    expect(undeclaredModules(client.requires, manifest)).toEqual([]);
+    // negative control: a client that started to load zod (or a deep @azure path) is refused
+    expect(
+      undeclaredModules([...client.requires, 'zod', '@azure/cosmos/dist/x', 'node:fs'], manifest),
+    ).toEqual(['@azure/cosmos', 'zod']);
   });
 
   test('typed through both conditions of the exports map (.cts: require, .mts: import)', () => {
