@@ -77,6 +77,13 @@ export interface RouterOptions {
    */
   unsafeForLocks?: string | undefined;
   /**
+   * Refuse every write (createRoute, deleteRoute, each lock mutation, reclaim, forceRelease) with
+   * `ReadOnlyRouter`, before any store call: the library's default (shared/library.ts), so a service
+   * that links it resolves and enforces but cannot bypass the API's roles. routelock's own routers
+   * leave it unset.
+   */
+  readOnly?: boolean;
+  /**
    * How long the cache may reuse one reading of the clock for TTL checks (lru-cache's ttlResolution).
    * Default: 1 ms on the system clock, 0 (read every time) on an injected clock.
    */
@@ -395,6 +402,7 @@ export class Router {
     location: Location,
     options: { createdBy?: 'probe' } = {},
   ): Promise<{ stored: StoredDocument; created: boolean }> {
+    this.refuseIfReadOnly(id, 'creating a route');
     assertAllowedRegion(this.allowedRegions, location, 'creating the route', id);
     const priority =
       options.createdBy === 'probe' ? operationPriority.background : operationPriority.routeChange;
@@ -418,6 +426,7 @@ export class Router {
 
   /** DELETE /routes/{id}: refused (423) while a live lock holds the route. */
   async deleteRoute(id: string, options: MutationOptions = {}): Promise<void> {
+    this.refuseIfReadOnly(id, 'deleting a route');
     const priority = operationPriority.routeChange;
     let current = (await this.readForMutation(id, options.ifMatch, priority)).stored;
     for (let attempt = 0; ; attempt += 1) {
@@ -523,6 +532,7 @@ export class Router {
     rule: (doc: LocationDocument, now: number) => RuleResult,
     options: MutationOptions,
   ): Promise<StoredDocument> {
+    this.refuseIfReadOnly(id, 'a lock mutation');
     if (this.options.unsafeForLocks) {
       throw new RouteLockError(
         'UnsafeConfiguration',
@@ -560,6 +570,15 @@ export class Router {
         current = await this.afterConflict(id, error, attempt, options.ifMatch, priority);
       }
     }
+  }
+
+  private refuseIfReadOnly(id: string, what: string): void {
+    if (this.options.readOnly === true)
+      throw new RouteLockError(
+        'ReadOnlyRouter',
+        `This router is read-only (${what} refused); create it with allowMutations: true to write.`,
+        { resourceId: id },
+      );
   }
 
   /** The store stamps whole seconds, so a second of difference is resolution, not skew. */
