@@ -387,6 +387,18 @@ export class Router {
     req: Omit<PrelockRequest, 'newToken'>,
     options: MutationOptions & { token?: string } = {},
   ): Promise<LockGrant> {
+    return (await this.prelockRoute(id, req, options)).grant;
+  }
+
+  /**
+   * The pre-lock, and where the route was as it committed: the copy the rule decided on, under the ETag
+   * the write was conditional on, so the orchestrator need not read the route again (workflow v5).
+   */
+  async prelockRoute(
+    id: string,
+    req: Omit<PrelockRequest, 'newToken'>,
+    options: MutationOptions & { token?: string } = {},
+  ): Promise<{ grant: LockGrant; location: Location }> {
     assertAllowedRegion(this.allowedRegions, req.target, 'the pre-lock', id);
     const token = options.token ?? this.newToken();
     const stored = await this.mutate(
@@ -394,7 +406,21 @@ export class Router {
       (doc, now) => this.rules.prelock(doc, { ...req, newToken: token }, now, this.timing),
       options,
     );
-    return lockGrant(stored, token);
+    return { grant: lockGrant(stored, token), location: stored.doc.location };
+  }
+
+  /**
+   * The ETag of the version of the route this router holds (the last it wrote or read from the write
+   * region, else its read cache's copy): a mutation naming it as If-Match is decided without a read.
+   */
+  heldEtag(id: string): string | undefined {
+    return (this.versions.get(id) ?? this.cache.get(id)?.stored)?.etag;
+  }
+
+  /** Whether this router holds version `etag` of the route (a caller's ETag: `heldEtag`). */
+  holdsVersion(id: string, etag: string): boolean {
+    const held = this.heldEtag(id);
+    return held !== undefined && sameEtag(held, etag);
   }
 
   async escalate(id: string, req: EscalateRequest, options: MutationOptions = {}): Promise<LockGrant> {
@@ -475,7 +501,19 @@ export class Router {
     const copy = await this.readForMutation(id, options.ifMatch, priority);
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
-      const { doc, changed } = rule(current.doc, this.clock());
+      let decided: RuleResult;
+      try {
+        decided = rule(current.doc, this.clock());
+      } catch (error) {
+        // A refusal is answered without a write, so no ETag condition would catch a stale copy either:
+        // confirm it on the write region's (a changed document is the caller's 412: decide again there).
+        if (!copy.fromCache || attempt > 0 || !isRouteLockError(error)) throw error;
+        current = await this.readAndCache(id, 'writeRegion', priority);
+        if (options.ifMatch === undefined || !sameEtag(current.etag, options.ifMatch))
+          throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+        throw error;
+      }
+      const { doc, changed } = decided;
       // Any write that moves the route (a swap, or any rule the `rules` seam plants) lands in a declared region.
       if (changed && !sameLocation(doc.location, current.doc.location))
         assertAllowedRegion(this.allowedRegions, doc.location, 'moving the route', id);
