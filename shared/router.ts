@@ -417,6 +417,16 @@ export class Router {
     return (this.versions.get(id) ?? this.cache.get(id)?.stored)?.etag;
   }
 
+  /**
+   * Hold listed copies as versions a mutation may name (a campaign's selection, whose members' starts
+   * pass the ETags on). Any stored (document, ETag) pair is a version the write region held, and a
+   * mutation decided on one is conditional on that ETag, so a stale copy costs a 412, never a wrong
+   * write (a refusal or no-op on one is confirmed: `mutate`). A version already held is kept.
+   */
+  holdVersions(items: readonly StoredDocument[]): void {
+    for (const item of items) if (!this.versions.has(item.doc.id)) this.versions.set(item.doc.id, item);
+  }
+
   /** Whether this router holds version `etag` of the route (a caller's ETag: `heldEtag`). */
   holdsVersion(id: string, etag: string): boolean {
     const held = this.heldEtag(id);
