@@ -1,3 +1,4 @@
+import { runRouteReads } from '../../bench/migration';
 import { withoutIfMatch } from '../../testkit/withoutIfMatch';
 import { parseConfig } from '../../shared/config';
 import { Router } from '../../shared/router';
@@ -78,3 +79,22 @@ test.each([
     if (participants === 0) expect(withSaving.reads).toBeLessThanOrEqual(held ? 1 : 2);
   },
 );
+
+test('bench/migration.ts counts, version 4 against 5 side by side: a lock-only migration reads its route 5 → 2 times alone, 1 with its version held', async () => {
+  const rows = await runRouteReads(3);
+  const of = (start: string, version: number) =>
+    rows.find((r) => r.start === start && r.version === version) as (typeof rows)[number];
+  const counts = (r: (typeof rows)[number]) => [
+    r.reads,
+    r.nearestReads,
+    r.writeRegionReads,
+    r.writes,
+    r.completed,
+  ];
+  expect(counts(of('alone', 4))).toEqual([5, 2, 3, 4, 3]);
+  expect(counts(of('alone', 5))).toEqual([2, 1, 1, 4, 3]);
+  expect(counts(of('held', 5))).toEqual([1, 1, 0, 4, 3]);
+  expect(counts(of('start path', 4))).toEqual([6, 3, 3, 4, 3]);
+  expect(counts(of('start path', 5))).toEqual([2, 2, 0, 4, 3]);
+  expect(counts(of('start path, ETag passed', 5))).toEqual([1, 1, 0, 4, 3]);
+});
