@@ -163,9 +163,10 @@ export class Router {
   private readonly clock: Clock;
   private readonly cache: LRUCache<string, CacheEntry>;
   /**
-   * The last version this router wrote or read from the write region, by id, kept past the read
-   * cache's TTL. A mutation whose If-Match names it decides on it without a read: the write is
-   * conditional on that same ETag, so a stale copy can only produce a 412, never a wrong write.
+   * The last version this router wrote or read from the write region (or a campaign listed:
+   * `holdVersions`), by id, kept past the read cache's TTL. A mutation whose If-Match names it decides on
+   * it without a read: the write is conditional on that same ETag, so a stale copy can only produce a
+   * 412, never a wrong write (a no-op or refusal decided on it is confirmed with one read).
    */
   private readonly versions: LRUCache<string, StoredDocument>;
   private readonly newToken: () => string;
