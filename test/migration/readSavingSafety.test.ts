@@ -176,3 +176,40 @@ describe("a start passing the route's ETag (a campaign's list)", () => {
     await expect(h.store.read('r-1', { from: 'writeRegion' })).rejects.toMatchObject({ code: 'NotFound' });
   });
 });
+
+describe('Router: a refusal decided on a held version is confirmed on the write region', () => {
+  const setup = async () => {
+    const h = virtualRunner();
+    const rival = new Router({ store: h.store, timing: h.config.timing, clock: h.clock.now });
+    await rival.createRoute('r-1', SOURCE);
+    const grant = await rival.prelock('r-1', { migrationId: 'rival', owner: 'rival', target: TARGET });
+    const held = await h.router.readAuthoritative('r-1');
+    return { h, rival, grant, held };
+  };
+  const prelock = (h: ReturnType<typeof virtualRunner>, ifMatch: string) =>
+    h.router.prelock('r-1', { migrationId: 'mine', owner: 'mine', target: TARGET }, { ifMatch });
+
+  test('the document unchanged: the refusal stands (Locked), after one write-region read', async () => {
+    const { h, held } = await setup();
+    resetCounters(h.store.counters);
+    await expect(prelock(h, held.etag)).rejects.toMatchObject({ code: 'Locked' });
+    expect(h.store.counters).toMatchObject({ writeRegionReads: 1, replaces: 0 });
+  });
+
+  test('the document changed since (the rival released): 412, the caller decides again', async () => {
+    const { h, rival, grant, held } = await setup();
+    await rival.release('r-1', { token: grant.token as string });
+    await expect(prelock(h, held.etag)).rejects.toMatchObject({ code: 'PreconditionFailed' });
+  });
+
+  test('holdVersions keeps a version already held (its own write), adds the others', async () => {
+    const { h, held } = await setup();
+    const other = await h.router.createRoute('r-2', SOURCE);
+    h.router.holdVersions([
+      { ...held, etag: 'listed-older' },
+      { doc: { ...other.stored.doc, id: 'r-3' }, etag: 'listed-r3' },
+    ]);
+    expect(h.router.heldEtag('r-1')).toBe(held.etag);
+    expect(h.router.holdsVersion('r-3', 'listed-r3')).toBe(true);
+  });
+});
