@@ -182,9 +182,10 @@ export class Router {
   private readonly clock: Clock;
   private readonly cache: LRUCache<string, CacheEntry>;
   /**
-   * The last version this router wrote or read from the write region, by id, kept past the read
-   * cache's TTL. A mutation whose If-Match names it decides on it without a read: the write is
-   * conditional on that same ETag, so a stale copy can only produce a 412, never a wrong write.
+   * The last version this router wrote or read from the write region (or a campaign listed:
+   * `holdVersions`), by id, kept past the read cache's TTL. A mutation whose If-Match names it decides on
+   * it without a read: the write is conditional on that same ETag, so a stale copy can only produce a
+   * 412, never a wrong write (a no-op or refusal decided on it is confirmed with one read).
    */
   private readonly versions: LRUCache<string, StoredDocument>;
   private readonly newToken: () => string;
@@ -457,6 +458,18 @@ export class Router {
     req: Omit<PrelockRequest, 'newToken'>,
     options: MutationOptions & { token?: string } = {},
   ): Promise<LockGrant> {
+    return (await this.prelockRoute(id, req, options)).grant;
+  }
+
+  /**
+   * The pre-lock, and where the route was as it committed: the copy the rule decided on, under the ETag
+   * the write was conditional on, so the orchestrator need not read the route again (workflow v5).
+   */
+  async prelockRoute(
+    id: string,
+    req: Omit<PrelockRequest, 'newToken'>,
+    options: MutationOptions & { token?: string } = {},
+  ): Promise<{ grant: LockGrant; location: Location }> {
     assertAllowedRegion(this.allowedRegions, req.target, 'the pre-lock', id);
     const token = options.token ?? this.newToken();
     const stored = await this.mutate(
@@ -464,7 +477,31 @@ export class Router {
       (doc, now) => this.rules.prelock(doc, { ...req, newToken: token }, now, this.timing),
       options,
     );
-    return lockGrant(stored, token);
+    return { grant: lockGrant(stored, token), location: stored.doc.location };
+  }
+
+  /**
+   * The ETag of the version of the route this router holds (the last it wrote or read from the write
+   * region, else its read cache's copy): a mutation naming it as If-Match is decided without a read.
+   */
+  heldEtag(id: string): string | undefined {
+    return (this.versions.get(id) ?? this.cache.get(id)?.stored)?.etag;
+  }
+
+  /**
+   * Hold listed copies as versions a mutation may name (a campaign's selection, whose members' starts
+   * pass the ETags on). Any stored (document, ETag) pair is a version the write region held, and a
+   * mutation decided on one is conditional on that ETag, so a stale copy costs a 412, never a wrong
+   * write (a refusal or no-op on one is confirmed: `mutate`). A version already held is kept.
+   */
+  holdVersions(items: readonly StoredDocument[]): void {
+    for (const item of items) if (!this.versions.has(item.doc.id)) this.versions.set(item.doc.id, item);
+  }
+
+  /** Whether this router holds version `etag` of the route (a caller's ETag: `heldEtag`). */
+  holdsVersion(id: string, etag: string): boolean {
+    const held = this.heldEtag(id);
+    return held !== undefined && sameEtag(held, etag);
   }
 
   async escalate(id: string, req: EscalateRequest, options: MutationOptions = {}): Promise<LockGrant> {
@@ -546,9 +583,21 @@ export class Router {
     const copy = await this.readForMutation(id, options.ifMatch, priority);
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
-      // Before the rule, so no rule (a planted one included) decides on, or writes, a newer schema.
-      assertWritableSchema(current.doc);
-      const { doc, changed } = rule(current.doc, this.clock());
+      let decided: RuleResult;
+      try {
+        // Before the rule, so no rule (a planted one included) decides on, or writes, a newer schema.
+        assertWritableSchema(current.doc);
+        decided = rule(current.doc, this.clock());
+      } catch (error) {
+        // A refusal is answered without a write, so no ETag condition would catch a stale copy either:
+        // confirm it on the write region's (a changed document is the caller's 412: decide again there).
+        if (!copy.fromCache || attempt > 0 || !isRouteLockError(error)) throw error;
+        current = await this.readAndCache(id, 'writeRegion', priority);
+        if (options.ifMatch === undefined || !sameEtag(current.etag, options.ifMatch))
+          throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+        throw error;
+      }
+      const { doc, changed } = decided;
       // Any write that moves the route (a swap, or any rule the `rules` seam plants) lands in a declared region.
       if (changed && !sameLocation(doc.location, current.doc.location))
         assertAllowedRegion(this.allowedRegions, doc.location, 'moving the route', id);
