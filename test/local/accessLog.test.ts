@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -9,6 +10,7 @@ import { spawnHost } from '../support/spawnHost';
 
 /** The embedded host's log (local/log.ts): pino, asynchronous, the same JSON fields, flushed on shutdown. */
 
+const root = join(__dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'routelock-accesslog-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -64,18 +66,33 @@ test('a credential-named field is redacted, at the top or one level down', async
   expect(plain).toContain(secret);
 });
 
-test('the asynchronous destination holds lines until flushed: flush() writes them out', () => {
-  const path = join(dir, 'buffered.log');
-  // minLength keeps every line in memory until a flush, as a busy event loop would.
-  const destination = pino.destination({ dest: path, sync: false, minLength: 16_000 });
-  const { log, flush } = pinoLog(destination, () => destination.flushSync());
-  for (let i = 0; i < 100; i += 1) log('information', `line ${i}`, {});
-  return new Promise<void>((resolve) => destination.once('ready', resolve)).then(() => {
-    expect(readFileSync(path, 'utf8')).toBe(''); // the negative control: nothing written yet
-    flush();
-    expect(readFileSync(path, 'utf8').split('\n').filter(Boolean)).toHaveLength(100);
-    destination.end();
-  });
+/** A process that logs `count` lines through the host's stdout log and then ends as `ending` says. */
+function logThenEnd(count: number, ending: string): Promise<string> {
+  const script = `const { stdoutHostLog } = require('./local/log.ts');
+const { log } = stdoutHostLog();
+for (let i = 0; i < ${count}; i += 1) log('information', 'line ' + i, { i });
+${ending}`;
+  return new Promise((resolve, reject) =>
+    execFile(
+      process.execPath,
+      ['-r', join(root, 'scripts/ts-register.js'), '-e', script],
+      { cwd: root, timeout: 30_000 },
+      (error, stdout) =>
+        error && !error.killed && error.signal !== 'SIGKILL' ? reject(error) : resolve(stdout),
+    ),
+  );
+}
+
+test('lines held within the turn are written at exit; the negative control: a kill loses them', async () => {
+  const lines = (out: string) => out.split('\n').filter(Boolean);
+  // Exiting in the same turn as the logging: only the exit hook can have written them.
+  expect(lines(await logThenEnd(1000, 'process.exit(0);'))).toHaveLength(1000);
+  // So they really were held: killed in that turn, none is on stdout.
+  expect(lines(await logThenEnd(1000, "process.kill(process.pid, 'SIGKILL');"))).toHaveLength(0);
+  // Left to run, the next turn writes them.
+  expect(
+    lines(await logThenEnd(1000, 'setTimeout(() => process.kill(process.pid, "SIGKILL"), 200);')),
+  ).toHaveLength(1000);
 });
 
 test('the host as a process: every request has its access line on stdout, and after SIGTERM all are there', async () => {
