@@ -1,6 +1,6 @@
 import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { median, table } from './lib';
 import type { LoadJob, LoadResult } from './loadgen';
@@ -16,6 +16,10 @@ import type { LoadJob, LoadResult } from './loadgen';
  * The generator is shown not to be the bottleneck two ways: its own CPU (process.cpuUsage in the child;
  * 1 = one core), beside the server's (from /proc), and bare measured again with two generators sharing
  * the connections: if one generator were the limit, two would serve more.
+ *
+ * On a shared machine neither may reach its ceiling (one core: node:http serves on one thread), so the
+ * table also gives each server's CPU per request and bare's ÷ it: the share of bare's throughput the
+ * server reaches when both are held to a core, whatever the other work on the machine left them.
  */
 
 const root = join(__dirname, '..');
@@ -96,6 +100,8 @@ interface Measurement {
   serverCpuUsPerRequest: number;
   /** Cores the load generator(s) used, summed. */
   generatorCores: number;
+  /** The machine's 1-minute load average at the end (others' work shares the cores). */
+  loadAverage: number;
 }
 
 async function measure(server: Server, connections: number, seconds: number, generators = 1) {
@@ -121,6 +127,7 @@ async function measure(server: Server, connections: number, seconds: number, gen
     serverCores: serverCpuMs / wallMs,
     serverCpuUsPerRequest: (serverCpuMs * 1000) / Math.max(1, requests),
     generatorCores: results.reduce((a, r) => a + r.cpuMs / r.wallMs, 0),
+    loadAverage: loadavg()[0] ?? Number.NaN,
   } satisfies Measurement;
 }
 
@@ -141,6 +148,15 @@ export async function runHttp(options: {
     bare2: [],
   };
   const ratios: Record<Mode | 'bare2', number[]> = {
+    host: [],
+    hostSyncLog: [],
+    empty: [],
+    bare: [],
+    bare2: [],
+  };
+  // Bare's CPU per request ÷ this server's, per round: the share of bare's throughput it would reach
+  // with both at their ceiling (one core each), whatever CPU the shared machine left them.
+  const cpuRatios: Record<Mode | 'bare2', number[]> = {
     host: [],
     hostSyncLog: [],
     empty: [],
@@ -172,10 +188,11 @@ export async function runHttp(options: {
             lines: countLines(logFile) - linesBefore,
           });
       }
-      const bareRate = perRound.bare!.requestsPerSecond;
+      const bare = perRound.bare!;
       for (const [mode, m] of Object.entries(perRound) as [Mode | 'bare2', Measurement][]) {
         runs[mode].push(m);
-        ratios[mode].push(m.requestsPerSecond / bareRate);
+        ratios[mode].push(m.requestsPerSecond / bare.requestsPerSecond);
+        cpuRatios[mode].push(bare.serverCpuUsPerRequest / m.serverCpuUsPerRequest);
       }
     }
   } finally {
@@ -188,7 +205,7 @@ export async function runHttp(options: {
       ? `${f(Math.min(...values))}–${f(Math.max(...values))}`
       : f(values[0] ?? Number.NaN);
   };
-  const summarize = (list: Measurement[], ratioList: number[]) => ({
+  const summarize = (list: Measurement[], ratioList: number[], cpuRatioList: number[]) => ({
     requestsPerSecond: median(list.map((r) => r.requestsPerSecond)),
     p99ms: median(list.map((r) => r.p99ms)),
     errors: list.reduce((a, r) => a + r.errors, 0),
@@ -196,9 +213,13 @@ export async function runHttp(options: {
     serverCpuUsPerRequest: median(list.map((r) => r.serverCpuUsPerRequest)),
     generatorCores: median(list.map((r) => r.generatorCores)),
     vsBare: median(ratioList),
+    vsBareByCpu: median(cpuRatioList),
   });
   const summary = Object.fromEntries(
-    (Object.keys(runs) as (Mode | 'bare2')[]).map((mode) => [mode, summarize(runs[mode], ratios[mode])]),
+    (Object.keys(runs) as (Mode | 'bare2')[]).map((mode) => [
+      mode,
+      summarize(runs[mode], ratios[mode], cpuRatios[mode]),
+    ]),
   ) as Record<Mode | 'bare2', ReturnType<typeof summarize>>;
   const labels: Record<Mode | 'bare2', string> = {
     host: 'embedded host (real handler, router, SQLite; pino log)',
@@ -216,6 +237,7 @@ export async function runHttp(options: {
       'p99 ms',
       'server cores',
       'server µs CPU/req',
+      "bare's CPU/req ÷ this (range)",
       'generator cores',
       'errors',
     ],
@@ -229,13 +251,28 @@ export async function runHttp(options: {
         s.p99ms,
         s.serverCores,
         s.serverCpuUsPerRequest,
+        `${s.vsBareByCpu.toFixed(3)} (${range(cpuRatios[mode], 3)})`,
         s.generatorCores,
         s.errors,
       ];
     }),
   );
+  const loads = Object.values(runs).flatMap((list) => list.map((m) => m.loadAverage));
+  const note = `\n\n${options.rounds} round(s) × ${options.seconds} s, ${options.connections} connections, one autocannon process per load generator; machine load average ${range(loads, 1)} on ${cpus().length} cores. Access log lines written by the host ÷ its requests: ${range(
+    logLines.map((l) => l.lines / Math.max(1, l.requests)),
+    3,
+  )}.`;
   return {
-    table: text,
-    data: { ...options, runs, ratios, summary, logLines, hostVsBare: summary.host.vsBare },
+    table: text + note,
+    data: {
+      ...options,
+      runs,
+      ratios,
+      cpuRatios,
+      summary,
+      logLines,
+      hostVsBare: summary.host.vsBare,
+      hostVsBareByCpu: summary.host.vsBareByCpu,
+    },
   };
 }
