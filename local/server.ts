@@ -86,6 +86,10 @@ export function createLocalServer(options: LocalServerOptions): Server {
     endpoint,
     ...compileRoute(endpoint.route),
   }));
+  // The endpoints each method may reach, in declaration order (the last match wins, as before).
+  const byMethod = new Map<string, CompiledEndpoint[]>();
+  for (const entry of compiled)
+    for (const m of entry.endpoint.methods) byMethod.set(m, [...(byMethod.get(m) ?? []), entry]);
   const extras = new Map((options.pages?.routes ?? []).map((r) => [r.path, r]));
 
   const server = createServer((req, res) => {
@@ -148,8 +152,7 @@ export function createLocalServer(options: LocalServerOptions): Server {
     }
     const path = url.pathname.slice('/api/'.length);
     let matched: { entry: CompiledEndpoint; values: string[] } | undefined;
-    for (const entry of compiled) {
-      if (!entry.endpoint.methods.includes(method as never)) continue;
+    for (const entry of byMethod.get(method) ?? []) {
       const match = entry.pattern.exec(path);
       if (match) matched = { entry, values: match.slice(1) };
     }
