@@ -26,6 +26,7 @@ import type { RouterOptions } from '../shared/router';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/ports/locations';
 import { assertHostAuth, parseHostConfig } from './config';
+import { stdoutHostLog } from './log';
 import { metricsEndpoints } from './metrics';
 import { LocalQueueConsumer, type QueueConsumerOptions } from './queueConsumer';
 import { type ExtraRoute, type LogLine, createLocalServer } from './server';
@@ -53,6 +54,7 @@ export interface LocalHost {
 
 export interface LocalHostOptions {
   env?: Record<string, string | undefined>;
+  /** Where log lines go; defaults to the host's JSON lines on stdout (local/log.ts). */
   log?: LogLine;
   clock?: Clock;
   store?: LocationStore;
@@ -80,16 +82,14 @@ export function localEnv(env: Record<string, string | undefined>): Record<string
   };
 }
 
-export const jsonLog: LogLine = (level, message, fields) => {
-  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level, message, ...fields })}\n`);
-};
-
 export async function startLocalHost(options: LocalHostOptions = {}): Promise<LocalHost> {
   const env = localEnv(options.env ?? process.env);
   const config = parseConfig(env);
   const hostConfig = parseHostConfig(env);
   assertHostAuth(hostConfig, config.auth);
-  const log = options.log ?? jsonLog;
+  // Without a log of the caller's, the host's own: pino on stdout, flushed by close().
+  const ownLog = options.log ? undefined : stdoutHostLog();
+  const log = options.log ?? ownLog!.log;
   const scheduler = options.scheduler ?? realScheduler;
   const clock = options.clock ?? (() => scheduler.now());
 
@@ -249,6 +249,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       audit.close();
       forceReleaseRequests.close();
       campaignRecords.close();
+      ownLog?.flush();
     },
   };
 }

@@ -1,10 +1,4 @@
-import {
-  HttpRequest,
-  HttpResponse,
-  type HttpResponseInit,
-  InvocationContext,
-  type LogLevel,
-} from '@azure/functions';
+import { HttpRequest, HttpResponse, type HttpResponseInit, type LogLevel } from '@azure/functions';
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,10 +7,13 @@ import type { HttpEndpoint } from '../functions/http/endpoint';
 import { problemResponse } from '../functions/http/problem';
 import { isJsonMediaType } from '../functions/http/validation';
 import { isLoopbackHostHeader, isLoopbackHostname } from '../shared/loopback';
+import { BodilessHttpRequest, LocalInvocationContext, headersOf } from './request';
 
 /**
  * The embedded host: serves the very handlers Azure runs, on a plain node:http server under `/api`.
- * Each request becomes a real `HttpRequest` and `InvocationContext`, as the Functions worker builds them.
+ * Each request becomes an `HttpRequest` and an `InvocationContext`, as the Functions worker builds them
+ * (a request without a body, and every context, one whose rarely read parts are built on first read:
+ * local/request.ts).
  * Auth levels are not enforced here (as under `func start`); the host binds loopback by default.
  *
  * With no function keys, two browser attacks would otherwise reach it from any web page the developer
@@ -30,6 +27,7 @@ import { isLoopbackHostHeader, isLoopbackHostname } from '../shared/loopback';
 
 /** The host stops reading a body past this; the handlers themselves refuse anything over 64 KiB. */
 const HOST_BODY_LIMIT = 1024 * 1024;
+const noBody = Buffer.alloc(0);
 
 export type { LogLevel };
 export type LogLine = (level: LogLevel, message: string, fields: Record<string, unknown>) => void;
@@ -88,6 +86,10 @@ export function createLocalServer(options: LocalServerOptions): Server {
     endpoint,
     ...compileRoute(endpoint.route),
   }));
+  // The endpoints each method may reach, in declaration order (the last match wins, as before).
+  const byMethod = new Map<string, CompiledEndpoint[]>();
+  for (const entry of compiled)
+    for (const m of entry.endpoint.methods) byMethod.set(m, [...(byMethod.get(m) ?? []), entry]);
   const extras = new Map((options.pages?.routes ?? []).map((r) => [r.path, r]));
 
   const server = createServer((req, res) => {
@@ -132,7 +134,7 @@ export function createLocalServer(options: LocalServerOptions): Server {
     if (extra && options.pages) {
       const refused = await options.pages.refusal(
         extra.role,
-        new HttpRequest({ method, url: url.href, headers: headersOf(req) }),
+        new HttpRequest({ method, url: url.href, headers: headersOf(req.headers) }),
       );
       if (refused) {
         drain(req);
@@ -150,15 +152,16 @@ export function createLocalServer(options: LocalServerOptions): Server {
     }
     const path = url.pathname.slice('/api/'.length);
     let matched: { entry: CompiledEndpoint; values: string[] } | undefined;
-    const allowed = new Set<string>();
-    for (const entry of compiled) {
+    for (const entry of byMethod.get(method) ?? []) {
       const match = entry.pattern.exec(path);
-      if (!match) continue;
-      entry.endpoint.methods.forEach((m) => allowed.add(m));
-      if (entry.endpoint.methods.includes(method as never)) matched = { entry, values: match.slice(1) };
+      if (match) matched = { entry, values: match.slice(1) };
     }
     if (!matched) {
       drain(req);
+      // Only for the answer: the methods the path does allow.
+      const allowed = new Set(
+        compiled.filter((entry) => entry.pattern.test(path)).flatMap((entry) => entry.endpoint.methods),
+      );
       if (allowed.size === 0)
         return send(res, problemResponse('NotFound', `No endpoint at ${url.pathname}.`));
       return send(
@@ -191,31 +194,45 @@ export function createLocalServer(options: LocalServerOptions): Server {
       return send(res, problemResponse('BadRequest', 'The path is not valid percent-encoding.'));
     }
 
-    const body = await readBody(req);
+    // Without Content-Length or Transfer-Encoding a request has no body (RFC 9112 §6.3): nothing to read.
+    const body = carriesBody(req) ? await readBody(req) : noBody;
+    if (body === noBody) drain(req);
     if (body === 'tooLarge')
       return send(res, problemResponse('PayloadTooLarge', `The body exceeds ${HOST_BODY_LIMIT} bytes.`));
 
-    const headers = headersOf(req);
+    // GET and HEAD carry no body (the Request constructor would drop it, with a warning).
+    const bodiless = body.length === 0 || method === 'GET' || method === 'HEAD';
     let request: HttpRequest;
-    try {
-      request = new HttpRequest({
+    if (bodiless && url.username === '' && url.password === '') {
+      // What the real one checks on construction the URL parse above has checked (and a Request refuses
+      // a URL with credentials: those take the path below, to its 400).
+      request = new BodilessHttpRequest({
         method,
         url: url.href,
-        headers,
+        search: url.search,
+        headers: req.headers,
         params,
-        // GET and HEAD carry no body (the Request constructor would drop it, with a warning).
-        ...(body.length > 0 && method !== 'GET' && method !== 'HEAD' ? { body: { bytes: body } } : {}),
       });
-    } catch (error) {
-      return send(
-        res,
-        problemResponse('BadRequest', `The request cannot be parsed: ${(error as Error).message}`),
-      );
+    } else {
+      try {
+        request = new HttpRequest({
+          method,
+          url: url.href,
+          headers: headersOf(req.headers),
+          params,
+          ...(bodiless ? {} : { body: { bytes: body } }),
+        });
+      } catch (error) {
+        return send(
+          res,
+          problemResponse('BadRequest', `The request cannot be parsed: ${(error as Error).message}`),
+        );
+      }
     }
 
     const { endpoint } = matched.entry;
     const invocationId = randomUUID();
-    const context = new InvocationContext({
+    const context = new LocalInvocationContext({
       invocationId,
       functionName: endpoint.name,
       logHandler: (level, ...args) =>
@@ -250,44 +267,51 @@ function readBody(req: IncomingMessage): Promise<Buffer | 'tooLarge'> {
   });
 }
 
-function headersOf(req: IncomingMessage): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
-  }
-  return headers;
-}
-
 function drain(req: IncomingMessage): void {
   req.resume();
 }
 
 async function send(res: ServerResponse, result: HttpResponseInit | HttpResponse): Promise<number> {
-  let status: number;
-  let headers: [string, string][];
-  let payload: string | Buffer;
   if (
     !(result instanceof HttpResponse) &&
     (typeof result.body === 'string' || result.body == null) &&
-    result.jsonBody === undefined
+    result.jsonBody === undefined &&
+    (result.headers === undefined || isPlainRecord(result.headers))
   ) {
-    // The handlers' own shape: a string body and plain headers. Written directly: no copies.
-    status = result.status ?? 200;
-    headers = Object.entries((result.headers ?? {}) as Record<string, string>);
-    payload = result.body ?? '';
-  } else {
-    const response = result instanceof HttpResponse ? result : new HttpResponse(result);
-    status = response.status;
-    headers = [...response.headers.entries()];
-    payload = Buffer.from(await response.arrayBuffer());
+    // The handlers' own shape: a string body and plain headers, written in one writeHead (node:http
+    // still validates every name and value).
+    const status = result.status ?? 200;
+    const payload = result.body ?? '';
+    const flat: string[] = [];
+    for (const [name, value] of Object.entries(result.headers ?? {}))
+      if (name.toLowerCase() !== 'content-length') flat.push(name, value);
+    const empty = status === 204 || status === 304;
+    if (!empty) flat.push('Content-Length', String(Buffer.byteLength(payload)));
+    res.writeHead(status, flat);
+    if (empty) res.end();
+    else res.end(payload);
+    return status;
   }
+  const response = result instanceof HttpResponse ? result : new HttpResponse(result);
+  const status = response.status;
+  const payload = Buffer.from(await response.arrayBuffer());
   res.statusCode = status;
-  for (const [name, value] of headers) res.setHeader(name, value);
+  for (const [name, value] of response.headers.entries()) res.setHeader(name, value);
   if (status === 204 || status === 304) {
     res.end();
   } else {
-    res.setHeader('Content-Length', Buffer.byteLength(payload));
+    res.setHeader('Content-Length', payload.length);
     res.end(payload);
   }
   return status;
+}
+
+/** Headers given as a plain object of strings (not a `Headers` or a list of pairs). */
+function isPlainRecord(headers: HttpResponseInit['headers']): headers is Record<string, string> {
+  return (
+    typeof headers === 'object' &&
+    !Array.isArray(headers) &&
+    !(headers instanceof Headers) &&
+    Object.values(headers).every((v) => typeof v === 'string')
+  );
 }

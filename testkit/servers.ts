@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startLocalHost } from '../local/host';
-import { createLocalServer } from '../local/server';
+import { type LogLine, createLocalServer } from '../local/server';
 
 /**
  * The three HTTP servers the resolve benchmark compares, one per process (`node … servers.ts MODE`):
@@ -9,11 +9,27 @@ import { createLocalServer } from '../local/server';
  *  empty — the same host adapter (HttpRequest/InvocationContext per request) with an empty handler that
  *          answers the same JSON: the framework floor;
  *  bare  — node:http answering the same JSON from memory.
- * Prints `READY <url> <json>` once listening.
+ * Says `READY <url> <json>` once listening: by IPC when started with a channel (bench/http.ts, whose host
+ * logs to stdout), else on stdout. ROUTELOCK_BENCH_LOG picks the host's log: `quiet` (the default: no
+ * log), `host` (the host's own access log, as `npm start` writes it), or `sync` (the synchronous JSON line
+ * per request the host wrote before pino, kept to measure the difference).
  */
 
 const mode = process.argv[2];
 const quiet = () => undefined;
+const syncJsonLine: LogLine = (level, message, fields) => {
+  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level, message, ...fields })}\n`);
+};
+const hostLogs: Record<string, LogLine | undefined> = { quiet, host: undefined, sync: syncJsonLine };
+function logOption(name: string): { log?: LogLine } {
+  if (!(name in hostLogs)) throw new Error(`unknown ROUTELOCK_BENCH_LOG ${name}`);
+  const log = hostLogs[name];
+  return log ? { log } : {};
+}
+const ready = (url: string, body: string) => {
+  if (process.send) process.send(`READY ${url} ${body}`);
+  else process.stdout.write(`READY ${url} ${body}\n`);
+};
 
 async function main(): Promise<void> {
   if (mode === 'host') {
@@ -24,11 +40,11 @@ async function main(): Promise<void> {
         ROUTELOCK_SQLITE_PATH: process.argv[3] ?? ':memory:',
         ROUTELOCK_PROFILE: 'production',
       },
-      log: quiet,
+      ...logOption(process.env.ROUTELOCK_BENCH_LOG ?? 'quiet'),
     });
     await host.services.router.createRoute('bench-1', { region: 'westeurope', account: 'acct01' });
     const body = await (await fetch(`${host.url}/api/routes/bench-1`)).text();
-    process.stdout.write(`READY ${host.url} ${body}\n`);
+    ready(host.url, body);
     return;
   }
   const body = process.argv[3] ?? '{}';
@@ -52,7 +68,7 @@ async function main(): Promise<void> {
       log: quiet,
     });
     server.listen(0, '127.0.0.1', () => {
-      process.stdout.write(`READY http://127.0.0.1:${(server.address() as AddressInfo).port} ${body}\n`);
+      ready(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, body);
     });
     return;
   }
@@ -63,7 +79,7 @@ async function main(): Promise<void> {
       res.end(body);
     });
     server.listen(0, '127.0.0.1', () => {
-      process.stdout.write(`READY http://127.0.0.1:${(server.address() as AddressInfo).port} ${body}\n`);
+      ready(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, body);
     });
     return;
   }

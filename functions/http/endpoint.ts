@@ -61,11 +61,12 @@ export type ServiceHandler<Deps = Services> = (
  */
 export function handle(fn: ServiceHandler, role: EndpointRole, source: ServicesSource): HttpHandler {
   return async (request, context) => {
-    const path = new URL(request.url, 'http://localhost').pathname;
     try {
       const { resolved, caller } = await admit(role, request, source);
       return await fn(request, context, resolved, caller);
     } catch (error) {
+      // Parsed only for a problem's `instance` and the log line: a URL parse per request is not free.
+      const path = new URL(request.url, 'http://localhost').pathname;
       const response = problemFromError(error, path);
       const status = response.status ?? 500;
       const code = (error as { code?: unknown }).code;
