@@ -1,0 +1,247 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  type HoldOverhead,
+  type HoldReport,
+  type LockObservation,
+  type MsDistribution,
+  holdOverhead,
+  holdReport,
+  lockObservation,
+  writeLockHolds,
+} from '../drill/writeLockHold';
+import { MessageStore } from '../examples/message-store/service';
+import { startLocalHost } from '../local/host';
+import type { LocationDocument, StoredDocument } from '../shared/lock/document';
+import type {
+  ListOptions,
+  ListPage,
+  LocationStore,
+  PriorityOption,
+  ReadOptions,
+} from '../shared/store/ports/locations';
+import { SqliteStore } from '../shared/store/sqlite/locations';
+import { table } from './lib';
+
+/**
+ * The write-lock hold minus the participant work inside it (issue 20 §6), on the in-process runner:
+ * the embedded host (its InProcessRunner, SQLite routes, real time) migrating conversations of the
+ * example message store over HTTP, whose delta copy takes `deltaMs`. The hold runs from the commit
+ * escalating to write to the swap's commit (or the write lock's release), seen on the store's change
+ * stream; the work is what the message store reports (its copy runs and verify comparisons); the
+ * rest is routelock's coordination (drill/writeLockHold.ts). Side by side in one run, alternating: the
+ * message store ignoring `Prefer: wait` (202 + Retry-After 1 and a poll, as before) and honouring it
+ * (200 as soon as the delta is done). Also where the overhead sits (before the delta starts, between
+ * the delta and verify, after verify until the swap commits) and the store operations started inside
+ * each hold (a wrapper counting them per route).
+ */
+
+export interface WriteLockHoldOptions {
+  /** Migrations per variant and round. */
+  migrations: number;
+  rounds: number;
+  /** The message store's copy time. */
+  deltaMs: number;
+  /** Between migration starts (0: all at once). */
+  staggerMs: number;
+}
+
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'eastus' };
+
+/** Store operations per route, stamped when they start: which ones ran inside a hold. */
+class CountingStore implements LocationStore {
+  readonly ops: { resourceId: string; at: number; kind: 'read' | 'write' }[] = [];
+  constructor(readonly inner: SqliteStore) {}
+  get kind() {
+    return this.inner.kind;
+  }
+  get counters() {
+    return this.inner.counters;
+  }
+  private note(resourceId: string, kind: 'read' | 'write') {
+    this.ops.push({ resourceId, at: Date.now(), kind });
+  }
+  read(id: string, options: ReadOptions): Promise<StoredDocument> {
+    this.note(id, 'read');
+    return this.inner.read(id, options);
+  }
+  create(doc: LocationDocument, options?: PriorityOption): Promise<StoredDocument> {
+    this.note(doc.id, 'write');
+    return (this.inner as LocationStore).create(doc, options);
+  }
+  replace(doc: LocationDocument, ifMatch: string, options?: PriorityOption): Promise<StoredDocument> {
+    this.note(doc.id, 'write');
+    return (this.inner as LocationStore).replace(doc, ifMatch, options);
+  }
+  delete(id: string, ifMatch: string, options?: PriorityOption): Promise<void> {
+    this.note(id, 'write');
+    return (this.inner as LocationStore).delete(id, ifMatch, options);
+  }
+  list(options: ListOptions): Promise<ListPage> {
+    return this.inner.list(options);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+interface VariantResult {
+  label: string;
+  honoursPreferWait: boolean;
+  holds: HoldOverhead[];
+  readsPerHold: number;
+  writesPerHold: number;
+  completed: number;
+  migrations: number;
+}
+
+async function runVariant(
+  honoursPreferWait: boolean,
+  options: WriteLockHoldOptions,
+  round: number,
+): Promise<VariantResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'routelock-hold-'));
+  const messages = new MessageStore({
+    regions: { westeurope: join(dir, 'westeurope.db'), eastus: join(dir, 'eastus.db') },
+    copyDelayMs: (job) => (job.step === 'deltaCopy' ? options.deltaMs : 50),
+    honoursPreferWait,
+  });
+  const storeUrl = await messages.listen();
+  const routes = new SqliteStore(join(dir, 'routes.db'));
+  const store = new CountingStore(routes);
+  const observations: LockObservation[] = [];
+  routes.onChange((doc) => observations.push(lockObservation(doc, Date.now())));
+  const host = await startLocalHost({
+    store,
+    statePath: join(dir, 'state.db'),
+    env: {
+      PORT: '0',
+      ROUTELOCK_PROFILE: 'dev',
+      ROUTELOCK_SQLITE_PATH: join(dir, 'routes.db'),
+      ROUTELOCK_CACHE_TIERS: 'local=1',
+      ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
+      ROUTELOCK_SAFETY_BUFFER_SECONDS: '1',
+      // the drill's timing: renewed every 3 s, a 2 s participant timeout, `Prefer: wait=1`
+      ROUTELOCK_WRITE_LEASE_SECONDS: '9',
+      ROUTELOCK_WRITE_BUDGET_SECONDS: '10',
+      ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
+      ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'messages', url: `${storeUrl}/migrate` }]),
+    },
+    log: () => undefined,
+  });
+  try {
+    messages.useRouting(`${host.url}/api`);
+    const ids = Array.from(
+      { length: options.migrations },
+      (_, i) => `r${round}-${String(i).padStart(3, '0')}`,
+    );
+    for (const id of ids) {
+      await host.services.router.createRoute(id, SOURCE);
+      for (let m = 0; m < 3; m += 1)
+        messages.stores.get(SOURCE.region)?.put(id, `seed-${m}`, 'hello', Date.now());
+    }
+    const migrationIds: string[] = [];
+    for (const id of ids) {
+      migrationIds.push(host.runner.start({ resourceId: id, target: TARGET }).record.migrationId);
+      if (options.staggerMs > 0) await new Promise((r) => setTimeout(r, options.staggerMs));
+    }
+    await host.runner.idle();
+    const statuses = await Promise.all(migrationIds.map((m) => host.runner.status(m)));
+    const holds = writeLockHolds(observations).map((h) => holdOverhead(h, messages.work));
+    const inside = (kind: 'read' | 'write') =>
+      holds.reduce(
+        (sum, h) =>
+          sum +
+          store.ops.filter(
+            (o) => o.kind === kind && o.resourceId === h.resourceId && o.at >= h.from && o.at <= h.to,
+          ).length,
+        0,
+      ) / Math.max(1, holds.length);
+    return {
+      label: honoursPreferWait
+        ? 'honours Prefer: wait (200 when done)'
+        : 'ignores it (202 + Retry-After 1, polled)',
+      honoursPreferWait,
+      holds,
+      readsPerHold: inside('read'),
+      writesPerHold: inside('write'),
+      completed: statuses.filter((s) => s.status === 'Completed').length,
+      migrations: ids.length,
+    };
+  } finally {
+    await host.close();
+    await messages.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const ms = (d: MsDistribution) =>
+  d.p50 === null ? '—' : `${Math.round(d.p50)} / ${Math.round(d.p99 ?? 0)} / ${Math.round(d.max ?? 0)}`;
+
+export async function runWriteLockHold(
+  options: WriteLockHoldOptions,
+): Promise<{ table: string; data: unknown }> {
+  const results: VariantResult[] = [];
+  for (let round = 0; round < options.rounds; round += 1)
+    for (const honours of round % 2 === 0 ? [false, true] : [true, false])
+      results.push(await runVariant(honours, options, round));
+  const rows = [false, true].map((honours) => {
+    const runs = results.filter((r) => r.honoursPreferWait === honours);
+    const report: HoldReport = holdReport(runs.flatMap((r) => r.holds));
+    const per = (pick: (r: VariantResult) => number) => runs.reduce((s, r) => s + pick(r), 0) / runs.length;
+    return {
+      label: (runs[0] as VariantResult).label,
+      report,
+      completed: runs.reduce((s, r) => s + r.completed, 0),
+      migrations: runs.reduce((s, r) => s + r.migrations, 0),
+      readsPerHold: per((r) => r.readsPerHold),
+      writesPerHold: per((r) => r.writesPerHold),
+    };
+  });
+  const [before, after] = rows as [(typeof rows)[number], (typeof rows)[number]];
+  const ratio = (pick: (r: (typeof rows)[number]) => number | null) => {
+    const b = pick(before);
+    const a = pick(after);
+    return b === null || a === null || a === 0 ? '—' : `${(b / a).toFixed(1)}×`;
+  };
+  const text = [
+    table(
+      [
+        `message store (delta ${options.deltaMs} ms)`,
+        'holds (ended by)',
+        'hold ms p50 / p99 / max',
+        'participant work ms p50',
+        'hold − work ms p50 / p99 / max',
+        'before the delta / between / after verify ms p50 / p99 / max',
+        'store reads / writes started inside',
+      ],
+      rows.map((r) => [
+        r.label,
+        `${r.report.holdMs.count} (${Object.entries(r.report.endedBy)
+          .map(([k, v]) => `${v} ${k}`)
+          .join(', ')}); ${r.completed}/${r.migrations} Completed`,
+        ms(r.report.holdMs),
+        r.report.workMs.p50 === null ? '—' : String(Math.round(r.report.workMs.p50)),
+        ms(r.report.overheadMs),
+        `${ms(r.report.beforeWorkMs)}; ${ms(r.report.betweenWorkMs)}; ${ms(r.report.afterWorkMs)}`,
+        `${r.readsPerHold.toFixed(2)} / ${r.writesPerHold.toFixed(2)}`,
+      ]),
+    ),
+    '',
+    `In-process runner, real time, ${options.migrations} migrations per variant and round (${
+      options.staggerMs > 0 ? `started ${options.staggerMs} ms apart` : 'started at once'
+    }), ${options.rounds} rounds alternating the variants. Overhead p99 ignoring ÷ honouring: ${ratio(
+      (r) => r.report.overheadMs.p99,
+    )}; hold p50: ${ratio((r) => r.report.holdMs.p50)}.`,
+  ].join('\n');
+  return {
+    table: text,
+    data: {
+      options,
+      variants: rows.map((r) => ({ ...r, holds: undefined })),
+      holds: results.map((r) => ({ label: r.label, holds: r.holds })),
+    },
+  };
+}
