@@ -43,6 +43,8 @@ export interface DrillOptions {
   verificationStep?: boolean;
   /** Its negative control: a message store without `verify` (404), so nothing stops that swap. */
   withoutVerify?: boolean;
+  /** The message store's delta copy time (default 150 ms, as every copy). */
+  deltaCopyMs?: number;
   /** Whether the message store honours `Prefer: wait` (default true; false: 202 + polling, as before). */
   honoursPreferWait?: boolean;
   /** Called about twice a second with progress. */
@@ -134,7 +136,7 @@ export async function runDrill(
     messages = new MessageStore({
       regions: { westeurope: join(dir, 'westeurope.db'), eastus: join(dir, 'eastus.db') },
       ignoreWriteLock: options.ignoreWriteLock ?? false,
-      copyDelayMs: 150,
+      copyDelayMs: (job) => (job.step === 'deltaCopy' ? (options.deltaCopyMs ?? 150) : 150),
       implementsVerify: !options.withoutVerify,
       honoursPreferWait: options.honoursPreferWait ?? true,
     });

@@ -117,6 +117,8 @@ export class MessageStore {
     verifications: 0,
     mismatches: 0,
     deltaItemsDropped: 0,
+    /** GETs of a job's Location (a participant call that `Prefer: wait` answered needs none). */
+    polls: 0,
   };
   /** Every clean-up an end notice asked for, by (migrationId, migrationAttempt, resourceId). */
   readonly cleanUps = new Map<string, CleanUp>();
@@ -401,6 +403,7 @@ export class MessageStore {
 
   /** A poll as HTTP answers it: held like the POST while the job runs (`Prefer: wait`). */
   async pollWaiting(jobId: string, waitSeconds: number | undefined): Promise<Answer> {
+    this.counters.polls += 1;
     const job = this.jobs.get(jobId);
     if (job) await this.whileRunning(job, waitSeconds);
     return this.poll(jobId);
