@@ -2,13 +2,18 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  HOLD_STEP_CATEGORIES,
   type HoldOverhead,
   type HoldReport,
+  type HoldSteps,
   type LockObservation,
   type MsDistribution,
+  type TimedStep,
   holdOverhead,
   holdReport,
+  holdSteps,
   lockObservation,
+  msDistribution,
   writeLockHolds,
 } from '../drill/writeLockHold';
 import { MessageStore } from '../examples/message-store/service';
@@ -87,10 +92,42 @@ class CountingStore implements LocationStore {
   }
 }
 
+/** A participant and a timing to run the migrations with. */
+interface Variant {
+  label: string;
+  honoursPreferWait: boolean;
+  env: Record<string, string>;
+}
+
+/** The drill's timing: renewed every 3 s, a 2 s participant timeout (`Prefer: wait=1`). */
+const DRILL_TIMING = { ROUTELOCK_WRITE_LEASE_SECONDS: '9', ROUTELOCK_WRITE_BUDGET_SECONDS: '10' };
+
+const VARIANTS: Variant[] = [
+  {
+    label: 'ignores Prefer: wait (202 + Retry-After 1, polled)',
+    honoursPreferWait: false,
+    env: DRILL_TIMING,
+  },
+  { label: 'honours Prefer: wait=1 (200 when done)', honoursPreferWait: true, env: DRILL_TIMING },
+  {
+    // the copy round renews first when a request could outlast the renewal deadline (copy.ts): with
+    // the default timeout one second under the cadence, after any millisecond; a 2 s timeout under a
+    // 4 s cadence leaves that second free, as production's 30 s under 100 s does
+    label: 'honours it, write lease 12 s (no early renewal)',
+    honoursPreferWait: true,
+    env: {
+      ROUTELOCK_WRITE_LEASE_SECONDS: '12',
+      ROUTELOCK_WRITE_BUDGET_SECONDS: '12',
+      ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: '2',
+    },
+  },
+];
+
 interface VariantResult {
   label: string;
   honoursPreferWait: boolean;
   holds: HoldOverhead[];
+  steps: HoldSteps[];
   readsPerHold: number;
   writesPerHold: number;
   completed: number;
@@ -98,10 +135,11 @@ interface VariantResult {
 }
 
 async function runVariant(
-  honoursPreferWait: boolean,
+  variant: Variant,
   options: WriteLockHoldOptions,
   round: number,
 ): Promise<VariantResult> {
+  const { honoursPreferWait } = variant;
   const dir = mkdtempSync(join(tmpdir(), 'routelock-hold-'));
   const messages = new MessageStore({
     regions: { westeurope: join(dir, 'westeurope.db'), eastus: join(dir, 'eastus.db') },
@@ -112,7 +150,12 @@ async function runVariant(
   const routes = new SqliteStore(join(dir, 'routes.db'));
   const store = new CountingStore(routes);
   const observations: LockObservation[] = [];
-  routes.onChange((doc) => observations.push(lockObservation(doc, Date.now())));
+  const opsAt = new Map<string, number>(); // a commit → how many store operations had started by then
+  routes.onChange((doc) => {
+    const observation = lockObservation(doc, Date.now());
+    observations.push(observation);
+    opsAt.set(`${doc.id}@${observation.at}`, store.ops.length);
+  });
   const host = await startLocalHost({
     store,
     statePath: join(dir, 'state.db'),
@@ -123,10 +166,8 @@ async function runVariant(
       ROUTELOCK_CACHE_TIERS: 'local=1',
       ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
       ROUTELOCK_SAFETY_BUFFER_SECONDS: '1',
-      // the drill's timing: renewed every 3 s, a 2 s participant timeout, `Prefer: wait=1`
-      ROUTELOCK_WRITE_LEASE_SECONDS: '9',
-      ROUTELOCK_WRITE_BUDGET_SECONDS: '10',
       ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
+      ...variant.env,
       ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'messages', url: `${storeUrl}/migrate` }]),
     },
     log: () => undefined,
@@ -143,28 +184,41 @@ async function runVariant(
         messages.stores.get(SOURCE.region)?.put(id, `seed-${m}`, 'hello', Date.now());
     }
     const migrationIds: string[] = [];
+    const resourceOf = new Map<string, string>();
+    const steps: TimedStep[] = [];
+    host.runner.observeSteps((e) =>
+      steps.push({
+        resourceId: resourceOf.get(e.migrationId) ?? '',
+        label: e.label,
+        startedAt: e.startedAt,
+        endedAt: e.endedAt,
+      }),
+    );
     for (const id of ids) {
-      migrationIds.push(host.runner.start({ resourceId: id, target: TARGET }).record.migrationId);
+      const { record } = host.runner.start({ resourceId: id, target: TARGET });
+      resourceOf.set(record.migrationId, id);
+      migrationIds.push(record.migrationId);
       if (options.staggerMs > 0) await new Promise((r) => setTimeout(r, options.staggerMs));
     }
     await host.runner.idle();
     const statuses = await Promise.all(migrationIds.map((m) => host.runner.status(m)));
     const holds = writeLockHolds(observations).map((h) => holdOverhead(h, messages.work));
+    // by position in the store's operations: an op started after the escalate's commit and up to
+    // the commit that ended the hold (the swap's own write included), whatever the clock's resolution
     const inside = (kind: 'read' | 'write') =>
-      holds.reduce(
-        (sum, h) =>
+      holds.reduce((sum, h) => {
+        const from = opsAt.get(`${h.resourceId}@${h.from}`) ?? 0;
+        const to = opsAt.get(`${h.resourceId}@${h.to}`) ?? 0;
+        return (
           sum +
-          store.ops.filter(
-            (o) => o.kind === kind && o.resourceId === h.resourceId && o.at >= h.from && o.at <= h.to,
-          ).length,
-        0,
-      ) / Math.max(1, holds.length);
+          store.ops.slice(from, to).filter((o) => o.kind === kind && o.resourceId === h.resourceId).length
+        );
+      }, 0) / Math.max(1, holds.length);
     return {
-      label: honoursPreferWait
-        ? 'honours Prefer: wait (200 when done)'
-        : 'ignores it (202 + Retry-After 1, polled)',
+      label: variant.label,
       honoursPreferWait,
       holds,
+      steps: holds.map((h) => holdSteps(h, steps, messages.work)),
       readsPerHold: inside('read'),
       writesPerHold: inside('write'),
       completed: statuses.filter((s) => s.status === 'Completed').length,
@@ -185,10 +239,10 @@ export async function runWriteLockHold(
 ): Promise<{ table: string; data: unknown }> {
   const results: VariantResult[] = [];
   for (let round = 0; round < options.rounds; round += 1)
-    for (const honours of round % 2 === 0 ? [false, true] : [true, false])
-      results.push(await runVariant(honours, options, round));
-  const rows = [false, true].map((honours) => {
-    const runs = results.filter((r) => r.honoursPreferWait === honours);
+    for (const variant of round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse())
+      results.push(await runVariant(variant, options, round));
+  const rows = VARIANTS.map((variant) => {
+    const runs = results.filter((r) => r.label === variant.label);
     const report: HoldReport = holdReport(runs.flatMap((r) => r.holds));
     const per = (pick: (r: VariantResult) => number) => runs.reduce((s, r) => s + pick(r), 0) / runs.length;
     return {
@@ -198,9 +252,17 @@ export async function runWriteLockHold(
       migrations: runs.reduce((s, r) => s + r.migrations, 0),
       readsPerHold: per((r) => r.readsPerHold),
       writesPerHold: per((r) => r.writesPerHold),
+      steps: runs.flatMap((r) => r.steps),
     };
   });
   const [before, after] = rows as [(typeof rows)[number], (typeof rows)[number]];
+  const byStep = table(
+    ['where the hold less the work went, ms p50 / p99 / max per hold', ...rows.map((r) => r.label)],
+    HOLD_STEP_CATEGORIES.map((category) => [
+      category,
+      ...rows.map((r) => ms(msDistribution(r.steps.map((s) => s[category])))),
+    ]),
+  );
   const ratio = (pick: (r: (typeof rows)[number]) => number | null) => {
     const b = pick(before);
     const a = pick(after);
@@ -230,6 +292,8 @@ export async function runWriteLockHold(
       ]),
     ),
     '',
+    byStep,
+    '',
     `In-process runner, real time, ${options.migrations} migrations per variant and round (${
       options.staggerMs > 0 ? `started ${options.staggerMs} ms apart` : 'started at once'
     }), ${options.rounds} rounds alternating the variants. Overhead p99 ignoring ÷ honouring: ${ratio(
@@ -240,7 +304,7 @@ export async function runWriteLockHold(
     table: text,
     data: {
       options,
-      variants: rows.map((r) => ({ ...r, holds: undefined })),
+      variants: rows.map((r) => ({ ...r, steps: undefined })),
       holds: results.map((r) => ({ label: r.label, holds: r.holds })),
     },
   };

@@ -154,3 +154,66 @@ export function formatMs(d: MsDistribution): string {
   const f = (n: number | null) => (n === null ? '—' : String(Math.round(n)));
   return `p50 ${f(d.p50)} · p99 ${f(d.p99)} · max ${f(d.max)} ms`;
 }
+
+/** A step the runner performed for the resource (InProcessRunner.observeSteps), epoch ms. */
+export interface TimedStep {
+  resourceId: string;
+  label: string;
+  startedAt: number;
+  endedAt: number;
+}
+
+/** Where a hold's time went, by step category (ms); the participant's work is taken out of the calls. */
+export type HoldSteps = Record<HoldStepCategory, number>;
+
+export const HOLD_STEP_CATEGORIES = [
+  'escalate (after its commit)',
+  'status writes',
+  'lock renewals',
+  'participant calls less work',
+  'poll timers',
+  'swap (to its commit)',
+  'other steps',
+  'between steps',
+] as const;
+export type HoldStepCategory = (typeof HOLD_STEP_CATEGORIES)[number];
+
+function categoryOf(label: string): HoldStepCategory {
+  if (label === 'activity:escalate') return 'escalate (after its commit)';
+  if (label.startsWith('status:')) return 'status writes';
+  if (label === 'activity:renew') return 'lock renewals';
+  if (label.startsWith('race:') || label.startsWith('all:') || label === 'activity:callParticipant')
+    return 'participant calls less work';
+  if (label === 'timer') return 'poll timers';
+  if (label === 'activity:swap') return 'swap (to its commit)';
+  return 'other steps';
+}
+
+/**
+ * A hold's time by the steps inside it (each clipped to the hold), less the participant's work that
+ * ran meanwhile (in a call, or during a poll's timer: that timer's rest is the wait after the work
+ * ended); the rest of the hold less the work is the runner's own time between steps (journal writes,
+ * the workflow's generator). The categories add up to the hold less the work.
+ */
+export function holdSteps(
+  hold: WriteLockHold,
+  steps: readonly TimedStep[],
+  work: readonly WorkInterval[],
+): HoldSteps {
+  const spent = Object.fromEntries(HOLD_STEP_CATEGORIES.map((c) => [c, 0])) as HoldSteps;
+  const mine = work.filter((w) => w.resourceId === hold.resourceId);
+  /** The work inside [start, end], overlaps counted once. */
+  const workIn = (start: number, end: number) => holdOverhead({ ...hold, from: start, to: end }, mine).workMs;
+  let stepsLessWork = 0;
+  for (const step of steps) {
+    if (step.resourceId !== hold.resourceId) continue;
+    const start = Math.max(step.startedAt, hold.from);
+    const end = Math.min(step.endedAt, hold.to);
+    if (end <= start) continue;
+    const ms = end - start - workIn(start, end);
+    spent[categoryOf(step.label)] += ms;
+    stepsLessWork += ms;
+  }
+  spent['between steps'] = hold.to - hold.from - workIn(hold.from, hold.to) - stepsLessWork;
+  return spent;
+}

@@ -1,4 +1,4 @@
-import { holdOverhead, msDistribution, writeLockHolds } from '../drill/writeLockHold';
+import { holdOverhead, holdSteps, msDistribution, writeLockHolds } from '../drill/writeLockHold';
 
 /** The drill's and the bench's hold arithmetic (drill/writeLockHold.ts): pure, one case per rule. */
 
@@ -68,4 +68,38 @@ test('distribution: nearest rank; none is nulls', () => {
   expect(msDistribution([])).toEqual({ count: 0, p50: null, p99: null, max: null });
   const values = Array.from({ length: 100 }, (_, i) => 100 - i);
   expect(msDistribution(values)).toEqual({ count: 100, p50: 50, p99: 99, max: 100 });
+});
+
+test('steps: each clipped to the hold less the work in it; a poll timer keeps only its wait after the work; the rest is between steps', () => {
+  const hold = { resourceId: 'r', from: 0, to: 1100, endedBy: 'swap' };
+  const step = (label: string, startedAt: number, endedAt: number) => ({
+    resourceId: 'r',
+    label,
+    startedAt,
+    endedAt,
+  });
+  const spent = holdSteps(
+    hold,
+    [
+      step('activity:escalate', -5, 1), // its commit at 0: 1 ms after it
+      step('status:write', 1, 2),
+      step('race:callParticipant', 3, 13), // answered 202 at once
+      step('timer', 13, 1013), // the delta ran 100 ms of it
+      step('race:callParticipant', 1014, 1020), // the poll: 200
+      step('activity:renew', 1020, 1022),
+      step('activity:swap', 1090, 1200), // its commit at 1100 ends the hold
+      { ...step('now', 0, 1100), resourceId: 'other' }, // another resource's step
+    ],
+    [{ resourceId: 'r', startedAt: 5, endedAt: 105 }],
+  );
+  expect(spent).toEqual({
+    'escalate (after its commit)': 1,
+    'status writes': 1,
+    'lock renewals': 2,
+    'participant calls less work': 10 - 8 + 6, // the POST's 10 ms less the 8 of work inside it, the poll
+    'poll timers': 1000 - 92,
+    'swap (to its commit)': 10,
+    'other steps': 0,
+    'between steps': 1100 - 100 - (1 + 1 + 2 + 8 + 908 + 10),
+  });
 });
