@@ -128,6 +128,8 @@ interface VariantResult {
   honoursPreferWait: boolean;
   holds: HoldOverhead[];
   steps: HoldSteps[];
+  /** Why each participant request without an answer had none (the journal's status-0 answers). */
+  unanswered: string[];
   readsPerHold: number;
   writesPerHold: number;
   completed: number;
@@ -202,6 +204,14 @@ async function runVariant(
     }
     await host.runner.idle();
     const statuses = await Promise.all(migrationIds.map((m) => host.runner.status(m)));
+    // participant requests that got no answer (status 0: a transient, asked again after a backoff)
+    const unanswered = migrationIds.flatMap((m) =>
+      [...host.state.journal(m).values()].flatMap((entry) =>
+        [...JSON.stringify(entry).matchAll(/"status":0,"body":"((?:[^"\\]|\\.)*)"/g)].map(
+          (x) => x[1] as string,
+        ),
+      ),
+    );
     const holds = writeLockHolds(observations).map((h) => holdOverhead(h, messages.work));
     // by position in the store's operations: an op started after the escalate's commit and up to
     // the commit that ended the hold (the swap's own write included), whatever the clock's resolution
@@ -222,6 +232,7 @@ async function runVariant(
       readsPerHold: inside('read'),
       writesPerHold: inside('write'),
       completed: statuses.filter((s) => s.status === 'Completed').length,
+      unanswered,
       migrations: ids.length,
     };
   } finally {
@@ -253,6 +264,7 @@ export async function runWriteLockHold(
       readsPerHold: per((r) => r.readsPerHold),
       writesPerHold: per((r) => r.writesPerHold),
       steps: runs.flatMap((r) => r.steps),
+      unanswered: runs.flatMap((r) => r.unanswered),
     };
   });
   const [before, after] = rows as [(typeof rows)[number], (typeof rows)[number]];
@@ -278,6 +290,7 @@ export async function runWriteLockHold(
         'hold − work ms p50 / p99 / max',
         'before the delta / between / after verify ms p50 / p99 / max',
         'store reads / writes started inside',
+        'requests unanswered (retried)',
       ],
       rows.map((r) => [
         r.label,
@@ -289,6 +302,7 @@ export async function runWriteLockHold(
         ms(r.report.overheadMs),
         `${ms(r.report.beforeWorkMs)}; ${ms(r.report.betweenWorkMs)}; ${ms(r.report.afterWorkMs)}`,
         `${r.readsPerHold.toFixed(2)} / ${r.writesPerHold.toFixed(2)}`,
+        String(r.unanswered.length),
       ]),
     ),
     '',
