@@ -93,7 +93,7 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
     ),
   'write-lock-hold': () =>
     runWriteLockHold({
-      migrations: tiny ? 2 : quick ? 8 : 30,
+      migrations: tiny ? 1 : quick ? 8 : 30,
       rounds: tiny ? 1 : quick ? 2 : 4,
       deltaMs: 100,
       staggerMs: 150,

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
   HOLD_STEP_CATEGORIES,
   type HoldOverhead,
@@ -130,6 +131,9 @@ interface VariantResult {
   steps: HoldSteps[];
   /** Why each participant request without an answer had none (the journal's status-0 answers). */
   unanswered: string[];
+  /** The process's event-loop delay while the migrations ran (ms): what the tail waits on. */
+  loopDelayP99Ms: number;
+  loopDelayMaxMs: number;
   readsPerHold: number;
   writesPerHold: number;
   completed: number;
@@ -185,6 +189,8 @@ async function runVariant(
       for (let m = 0; m < 3; m += 1)
         messages.stores.get(SOURCE.region)?.put(id, `seed-${m}`, 'hello', Date.now());
     }
+    const loop = monitorEventLoopDelay({ resolution: 10 });
+    loop.enable();
     const migrationIds: string[] = [];
     const resourceOf = new Map<string, string>();
     const steps: TimedStep[] = [];
@@ -203,6 +209,7 @@ async function runVariant(
       if (options.staggerMs > 0) await new Promise((r) => setTimeout(r, options.staggerMs));
     }
     await host.runner.idle();
+    loop.disable();
     const statuses = await Promise.all(migrationIds.map((m) => host.runner.status(m)));
     // participant requests that got no answer (status 0: a transient, asked again after a backoff)
     const unanswered = migrationIds.flatMap((m) =>
@@ -233,6 +240,8 @@ async function runVariant(
       writesPerHold: inside('write'),
       completed: statuses.filter((s) => s.status === 'Completed').length,
       unanswered,
+      loopDelayP99Ms: loop.percentile(99) / 1e6,
+      loopDelayMaxMs: loop.max / 1e6,
       migrations: ids.length,
     };
   } finally {
@@ -265,6 +274,7 @@ export async function runWriteLockHold(
       writesPerHold: per((r) => r.writesPerHold),
       steps: runs.flatMap((r) => r.steps),
       unanswered: runs.flatMap((r) => r.unanswered),
+      loopDelay: `${Math.round(Math.max(...runs.map((r) => r.loopDelayP99Ms)))} / ${Math.round(Math.max(...runs.map((r) => r.loopDelayMaxMs)))}`,
     };
   });
   const [before, after] = rows as [(typeof rows)[number], (typeof rows)[number]];
@@ -291,6 +301,7 @@ export async function runWriteLockHold(
         'before the delta / between / after verify ms p50 / p99 / max',
         'store reads / writes started inside',
         'requests unanswered (retried)',
+        'event-loop delay ms p99 / max (worst round)',
       ],
       rows.map((r) => [
         r.label,
@@ -303,6 +314,7 @@ export async function runWriteLockHold(
         `${ms(r.report.beforeWorkMs)}; ${ms(r.report.betweenWorkMs)}; ${ms(r.report.afterWorkMs)}`,
         `${r.readsPerHold.toFixed(2)} / ${r.writesPerHold.toFixed(2)}`,
         String(r.unanswered.length),
+        r.loopDelay,
       ]),
     ),
     '',
