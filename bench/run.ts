@@ -6,6 +6,7 @@ import { runHttp } from './http';
 import { type Machine, machine, writeResult } from './lib';
 import { runMigration } from './migration';
 import { runReadPath } from './readPath';
+import { runWriteLockHold } from './writeLockHold';
 
 /**
  * `npm run bench` (or `npm run bench -- --quick`): every benchmark, results in bench/results/<name>.json
@@ -90,6 +91,13 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
               ],
             },
     ),
+  'write-lock-hold': () =>
+    runWriteLockHold({
+      migrations: tiny ? 1 : quick ? 8 : 30,
+      rounds: tiny ? 1 : quick ? 2 : 4,
+      deltaMs: 100,
+      staggerMs: 150,
+    }),
 };
 
 async function main(): Promise<void> {

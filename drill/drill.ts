@@ -4,7 +4,16 @@ import { join } from 'node:path';
 import { MessageStore } from '../examples/message-store/service';
 import { type LocalHost, startLocalHost } from '../local/host';
 import type { MigrationStatus } from '../shared/migration/types';
+import { SqliteStore } from '../shared/store/sqlite/locations';
 import type { Distribution, MetricsSnapshot } from '../shared/telemetry/sink';
+import {
+  type HoldReport,
+  type LockObservation,
+  holdOverhead,
+  holdReport,
+  lockObservation,
+  writeLockHolds,
+} from './writeLockHold';
 
 /**
  * The migration drill: the embedded host and a two-region message store, user traffic (reads, writes,
@@ -17,6 +26,8 @@ import type { Distribution, MetricsSnapshot } from '../shared/telemetry/sink';
  * And verification at work (issue 19 §1): the first conversation migrated has a delta that loses an item
  * (the example's seam): `verify` must find the mismatch, the swap be refused, the delta copied again,
  * verified and swapped, and nothing lost. It reports verifications run, mismatches and swaps refused.
+ * And the cost of the write lock (issue 20 §6): each hold, from the commit escalating to write to the
+ * swap's (or the release's) commit, less the work the message store reports inside it (drill/writeLockHold.ts).
  */
 
 export interface DrillOptions {
@@ -32,6 +43,10 @@ export interface DrillOptions {
   verificationStep?: boolean;
   /** Its negative control: a message store without `verify` (404), so nothing stops that swap. */
   withoutVerify?: boolean;
+  /** The message store's delta copy time (default 150 ms, as every copy). */
+  deltaCopyMs?: number;
+  /** Whether the message store honours `Prefer: wait` (default true; false: 202 + polling, as before). */
+  honoursPreferWait?: boolean;
   /** Called about twice a second with progress. */
   onProgress?: (progress: DrillProgress) => void;
   /** A port for the host (0: any free one). */
@@ -57,6 +72,8 @@ export interface DrillSummary {
     running: number;
   };
   writeLockSeconds: Distribution;
+  /** Every write-lock hold, less the message store's work inside it: the coordination overhead. */
+  writeLockHold: HoldReport;
   operations: {
     reads: number;
     writes: number;
@@ -119,12 +136,20 @@ export async function runDrill(
     messages = new MessageStore({
       regions: { westeurope: join(dir, 'westeurope.db'), eastus: join(dir, 'eastus.db') },
       ignoreWriteLock: options.ignoreWriteLock ?? false,
-      copyDelayMs: 150,
+      copyDelayMs: (job) => (job.step === 'deltaCopy' ? (options.deltaCopyMs ?? 150) : 150),
       implementsVerify: !options.withoutVerify,
+      honoursPreferWait: options.honoursPreferWait ?? true,
     });
     const verificationStep = options.verificationStep ?? true;
     const storeUrl = await messages.listen();
+    // The routes' store, opened here as the host would (same file, same state path) to watch its
+    // change stream: every committed route version, stamped as it commits (the write-lock holds' ends).
+    const routes = new SqliteStore(join(dir, 'routes.db'));
+    const observations: LockObservation[] = [];
+    routes.onChange((doc) => observations.push(lockObservation(doc, Date.now())));
     host = await startLocalHost({
+      store: routes,
+      statePath: join(dir, 'routes.db'),
       env: {
         PORT: String(options.port ?? 0),
         ROUTELOCK_SQLITE_PATH: join(dir, 'routes.db'),
@@ -132,7 +157,9 @@ export async function runDrill(
         ROUTELOCK_CACHE_TIERS: 'local=1',
         ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
         ROUTELOCK_SAFETY_BUFFER_SECONDS: '1',
-        ROUTELOCK_WRITE_LEASE_SECONDS: '5',
+        // 9 s: renewed every 3 s, so the participant timeout is 2 s (config: a second under the
+        // renewal cadence) and a request can carry `Prefer: wait=1`; 5 s allowed a 1 s timeout, no wait
+        ROUTELOCK_WRITE_LEASE_SECONDS: '9',
         ROUTELOCK_WRITE_BUDGET_SECONDS: '10',
         ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
         ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'messages', url: `${storeUrl}/migrate` }]),
@@ -344,6 +371,9 @@ export async function runDrill(
         running: count('Running') + count('Pending'),
       },
       writeLockSeconds: metrics.writeLockSeconds,
+      writeLockHold: holdReport(
+        writeLockHolds(observations).map((h) => holdOverhead(h, (messages as MessageStore).work)),
+      ),
       operations: {
         ...ops,
         deletesTombstoned: messages.counters.deletesTombstoned,

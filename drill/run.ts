@@ -1,8 +1,9 @@
 import { type DrillSummary, runDrill } from './drill';
+import { formatMs } from './writeLockHold';
 
 /**
  * `npm run drill [-- --resources N --migrations N --rate N --duration S --json --no-verification-step
- * --without-verify]`:
+ * --without-verify --ignore-prefer-wait]`:
  * migrations under user traffic, then the checks. Exit 1 on any violation.
  */
 
@@ -33,6 +34,13 @@ const stepLine = (s: NonNullable<DrillSummary['verificationStep']>): string =>
     .join(' → ') || 'no verify round') +
   ` → ${s.status} after ${s.deltaAttempts} delta copies · ${s.nothingLost ? 'nothing lost' : 'DATA LOST'}`;
 
+/** Every write-lock hold (swaps and releases), less the message store's work inside it. */
+const holdLine = (h: DrillSummary['writeLockHold']): string =>
+  `write lock hold − participant work (${h.holdMs.count} holds: ${Object.entries(h.endedBy)
+    .map(([k, v]) => `${v} ${k}`)
+    .join(', ')}): ${formatMs(h.overheadMs)} · hold ${formatMs(h.holdMs)} · work ${formatMs(h.workMs)}\n` +
+  `  where: before the first work ${formatMs(h.beforeWorkMs)} · between works ${formatMs(h.betweenWorkMs)} · after the last ${formatMs(h.afterWorkMs)}`;
+
 async function main(): Promise<void> {
   const options = {
     resources: number('resources', 40),
@@ -42,6 +50,7 @@ async function main(): Promise<void> {
     ignoreWriteLock: args.includes('--ignore-write-lock'),
     verificationStep: !args.includes('--no-verification-step'),
     withoutVerify: args.includes('--without-verify'),
+    honoursPreferWait: !args.includes('--ignore-prefer-wait'),
     ...(port ? { port } : {}),
   };
   const tty = process.stdout.isTTY && !json;
@@ -87,6 +96,7 @@ async function main(): Promise<void> {
         '',
         `migrations: ${summary.migrations.completed} completed, ${summary.migrations.failed} failed, ${summary.migrations.conflict} conflict, ${summary.migrations.noop} no-op, ${summary.migrations.running} still running (of ${summary.migrations.requested})`,
         `write lock hold: p50 ${f(w.p50)} · p75 ${f(w.p75)} · p99 ${f(w.p99)} · max ${f(w.max)} (${w.count} swaps)`,
+        holdLine(summary.writeLockHold),
         `user ops: ${summary.operations.reads} reads, ${summary.operations.writes} writes, ${summary.operations.deletes} deletes · ${summary.operations.refusals} refusals (423), ${summary.operations.writesRefusedThenAccepted} writes refused then accepted · ${summary.operations.deletesTombstoned} deletes tombstoned`,
         `verification: ${summary.verification.run} verify calls answered, ${summary.verification.mismatches} mismatches found, ${summary.verification.swapsRefused} swaps refused, ${summary.verification.notVerified} not verified`,
         ...(summary.verificationStep ? [stepLine(summary.verificationStep)] : []),

@@ -12,6 +12,10 @@ test('a small drill: every migration completes under traffic with zero violation
   expect(summary.violations).toEqual([]);
   expect(summary.migrations).toMatchObject({ requested: 4, completed: 4, failed: 0, running: 0 });
   expect(summary.writeLockSeconds.count).toBe(4);
+  // every write-lock hold less the store's work in it (issue 20 §6): the 4 swaps and the refused attempt
+  expect(summary.writeLockHold.endedBy).toEqual({ swap: 4, downgrade: 1 });
+  expect(summary.writeLockHold.workMs.count).toBe(5);
+  expect(summary.writeLockHold.workMs.p50).toBeGreaterThanOrEqual(150); // the store's 150 ms delta
   expect(summary.operations.writes).toBeGreaterThan(20);
   // every write-lock attempt verified once: 4 swaps, and the refused one
   expect(summary.verification).toEqual({ run: 5, mismatches: 1, swapsRefused: 1, notVerified: 0 });
@@ -41,6 +45,9 @@ test('negative control: a message store that ignores the write lock makes the dr
     rate: 120,
     duration: 6,
     ignoreWriteLock: true,
+    // a write lock long enough for writes to land in it past the in-flight bound (250 ms): a 150 ms
+    // delta answered at once (Prefer: wait) ends it before any could
+    deltaCopyMs: 1500,
     // The drill's own checks, alone: with verify, its mismatches refuse most of these swaps (the writes
     // accepted under the write lock are not at the target), and the migrations end Failed instead.
     withoutVerify: true,

@@ -2,6 +2,7 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 import type { AddressInfo } from 'node:net';
 import { RoutingClient, RoutingServiceError, decide } from '../../shared/client';
 import type { Location } from '../../shared/lock/document';
+import { parsePreferWait } from '../../shared/migration/participantContract';
 import type { VerifyAnswer } from '../../shared/migration/types';
 import { type CopyJob, type CopyJobRequest, CopyJobs, parseJobRequest } from './copyJobs';
 import { type EndNoticeRequest, isEndStep, mayDeleteCopy, parseEndNotice } from './notices';
@@ -18,6 +19,9 @@ import { compareRegions } from './verification';
  * It implements every rule of the participant contract (docs/design.md §6.5; the job rules in copyJobs.ts):
  *  - POST /migrate → 202 + an absolute Location and Retry-After while the copy runs, 200 only once it is
  *    done; a repeated POST answers for the same job, a failed job POSTed again runs again;
+ *  - `Prefer: wait=N` (RFC 7240) on the POST or a poll: the answer waits until the job ends or N seconds
+ *    pass, so a copy that ends within N answers 200 with no poll at all (a short delta under the write
+ *    lock); `honoursPreferWait: false` is a build that ignores the header, polled as before;
  *  - a newer job of a resource supersedes an older one (whose copy is then never applied; its poll
  *    answers 409), and a POST of an older job than one seen answers 409;
  *  - `preflight` (a dry run's optional step): 200 with each region's reachability and counts;
@@ -66,6 +70,8 @@ export interface MessageStoreOptions {
   ignoreSupersede?: boolean;
   /** A build without `verify` (default: with): it answers 404, "not implemented". */
   implementsVerify?: boolean;
+  /** Whether `Prefer: wait=N` holds the answer until the job ends (default true; false: 202 at once). */
+  honoursPreferWait?: boolean;
   clock?: () => number;
 }
 
@@ -84,6 +90,20 @@ export interface CleanUp {
   at?: number;
 }
 
+/**
+ * The participant's own work, as it reports it: a copy run from its start to its end, a verify's
+ * comparison. What the drill and bench/writeLockHold.ts subtract from the write-lock hold.
+ */
+export interface ParticipantWork {
+  resourceId: string;
+  migrationId: string;
+  migrationAttempt: number;
+  step: string;
+  stepAttempt: number;
+  startedAt: number;
+  endedAt: number;
+}
+
 /** setTimeout's longest delay (a longer one fires at once). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -97,6 +117,8 @@ export class MessageStore {
     verifications: 0,
     mismatches: 0,
     deltaItemsDropped: 0,
+    /** GETs of a job's Location (a participant call that `Prefer: wait` answered needs none). */
+    polls: 0,
   };
   /** Every clean-up an end notice asked for, by (migrationId, migrationAttempt, resourceId). */
   readonly cleanUps = new Map<string, CleanUp>();
@@ -107,10 +129,15 @@ export class MessageStore {
   readonly jobs = new CopyJobs();
   /** Every copy applied at a target, in order (what a test checks the supersede rule against). */
   readonly copies: { jobId: string; migrationId: string; step: string; stepAttempt: number }[] = [];
+  /** The work of every copy run that ended and every verify, in the order they ended. */
+  readonly work: ParticipantWork[] = [];
+  /** Answers held by `Prefer: wait`, by job id: released when the job's run ends or stops. */
+  private readonly waiting = new Map<string, Set<() => void>>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private copyFailures = 0;
   private readonly clock: () => number;
   private server: Server | undefined;
+  private closed = false;
   url = '';
 
   constructor(private readonly options: MessageStoreOptions) {
@@ -218,32 +245,85 @@ export class MessageStore {
     const { request } = job;
     const { copyDelayMs = 100 } = this.options;
     const delay = typeof copyDelayMs === 'number' ? copyDelayMs : copyDelayMs(request);
+    const startedAt = this.clock();
     const timer = setTimeout(() => {
       this.timers.delete(job.id);
-      if (!this.jobs.mayApply(job, run) && !(this.options.ignoreSupersede && job.state === 'superseded'))
-        return;
       try {
-        if (this.copyFailures > 0) {
-          this.copyFailures -= 1;
-          throw new Error('injected copy failure');
-        }
-        const target = this.store(request.to.region);
-        const source = this.store(request.from.region);
-        target.copyFrom(source, request.resourceId);
-        if (request.step === 'deltaCopy' && this.deltaDrops.delete(request.resourceId))
-          this.dropNewestItem(source, target, request);
-        this.copies.push({
-          jobId: job.id,
-          migrationId: request.migrationId,
-          step: request.step,
-          stepAttempt: request.stepAttempt,
-        });
-        this.jobs.finish(job, run, { ok: true });
-      } catch (error) {
-        this.jobs.finish(job, run, { ok: false, error: (error as Error).message });
+        this.applyCopy(job, run);
+      } finally {
+        this.workDone(request, startedAt);
+        this.release(job.id);
       }
     }, delay);
     this.timers.set(job.id, timer);
+  }
+
+  /** A copy run's work, once it ended. */
+  private workDone(request: CopyJobRequest, startedAt: number): void {
+    const { resourceId, migrationId, migrationAttempt, step, stepAttempt } = request;
+    this.work.push({
+      resourceId,
+      migrationId,
+      migrationAttempt,
+      step,
+      stepAttempt,
+      startedAt,
+      endedAt: this.clock(),
+    });
+  }
+
+  /** The copy itself, unless the run was superseded or rerun meanwhile. */
+  private applyCopy(job: CopyJob, run: number): void {
+    const { request } = job;
+    if (!this.jobs.mayApply(job, run) && !(this.options.ignoreSupersede && job.state === 'superseded'))
+      return;
+    try {
+      if (this.copyFailures > 0) {
+        this.copyFailures -= 1;
+        throw new Error('injected copy failure');
+      }
+      const target = this.store(request.to.region);
+      const source = this.store(request.from.region);
+      target.copyFrom(source, request.resourceId);
+      if (request.step === 'deltaCopy' && this.deltaDrops.delete(request.resourceId))
+        this.dropNewestItem(source, target, request);
+      this.copies.push({
+        jobId: job.id,
+        migrationId: request.migrationId,
+        step: request.step,
+        stepAttempt: request.stepAttempt,
+      });
+      this.jobs.finish(job, run, { ok: true });
+    } catch (error) {
+      this.jobs.finish(job, run, { ok: false, error: (error as Error).message });
+    }
+  }
+
+  /** Answer the requests held for this job (its run ended, or it stopped). */
+  private release(jobId: string): void {
+    const waiters = this.waiting.get(jobId);
+    this.waiting.delete(jobId);
+    for (const wake of waiters ?? []) wake();
+  }
+
+  /**
+   * Hold an answer while the job runs, at most `waitSeconds` (the request's `Prefer: wait`): resolves
+   * when its run ends or stops, or when the wait is over.
+   */
+  private async whileRunning(job: CopyJob, waitSeconds: number | undefined): Promise<void> {
+    if (waitSeconds === undefined || this.options.honoursPreferWait === false || job.state !== 'running')
+      return;
+    await new Promise<void>((resolve) => {
+      let waiters = this.waiting.get(job.id);
+      if (!waiters) this.waiting.set(job.id, (waiters = new Set()));
+      const wake = () => {
+        clearTimeout(timer);
+        waiters.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, waitSeconds * 1000);
+      waiters.add(wake);
+    });
   }
 
   private dropNewestItem(source: RegionStore, target: RegionStore, request: CopyJobRequest): void {
@@ -262,6 +342,7 @@ export class MessageStore {
     if (this.options.ignoreSupersede) return;
     clearTimeout(this.timers.get(job.id));
     this.timers.delete(job.id);
+    this.release(job.id);
   }
 
   /**
@@ -296,41 +377,68 @@ export class MessageStore {
     const [source, target] = [this.stores.get(from.region), this.stores.get(to.region)];
     if (!source || !target)
       return { status: 400, body: { error: `no region ${source ? to.region : from.region} here` } };
+    const startedAt = this.clock();
     const answer: VerifyAnswer = compareRegions(source.list(resourceId), target.list(resourceId));
+    this.workDone(parsed.request, startedAt);
     this.counters.verifications += 1;
     if (!answer.match) this.counters.mismatches += 1;
     return { status: 200, body: answer };
   }
 
   /** The participant contract's POST: the answer for one copy job (starting it when it should run). */
-  migrate(body: unknown): { status: number; body: unknown; headers?: Record<string, string> } {
+  migrate(body: unknown): Answer {
+    return this.post(body).answer;
+  }
+
+  /**
+   * The POST as HTTP answers it: with `Prefer: wait=N`, a job that runs is answered once it ends (200,
+   * or what a poll would answer then), or after N seconds with 202 as before.
+   */
+  async migrateWaiting(body: unknown, waitSeconds: number | undefined): Promise<Answer> {
+    const { answer, job } = this.post(body);
+    if (!job || answer.status !== 202) return answer;
+    await this.whileRunning(job, waitSeconds);
+    return this.poll(job.id);
+  }
+
+  /** A poll as HTTP answers it: held like the POST while the job runs (`Prefer: wait`). */
+  async pollWaiting(jobId: string, waitSeconds: number | undefined): Promise<Answer> {
+    this.counters.polls += 1;
+    const job = this.jobs.get(jobId);
+    if (job) await this.whileRunning(job, waitSeconds);
+    return this.poll(jobId);
+  }
+
+  private post(body: unknown): { answer: Answer; job?: CopyJob } {
     const step = (body as { step?: unknown } | null)?.step;
-    if (step === 'preflight') return this.preflight(body);
-    if (step === 'verify' && this.options.implementsVerify !== false) return this.verify(body);
+    if (step === 'preflight') return { answer: this.preflight(body) };
+    if (step === 'verify' && this.options.implementsVerify !== false) return { answer: this.verify(body) };
     const parsed = parseJobRequest(body);
-    if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
+    if (!parsed.ok) return { answer: { status: 400, body: { error: parsed.error } } };
     const decision = this.jobs.post(parsed.request);
     switch (decision.kind) {
       case 'notImplemented':
-        return { status: 404, body: { error: `step ${decision.step} is not implemented` } };
+        return { answer: { status: 404, body: { error: `step ${decision.step} is not implemented` } } };
       case 'older':
         return {
-          status: 409,
-          body: { error: 'an older job than one already seen', newest: describe(decision.newest) },
+          answer: {
+            status: 409,
+            body: { error: 'an older job than one already seen', newest: describe(decision.newest) },
+          },
         };
       case 'done':
-        return { status: 200, body: { done: true } };
+        return { answer: { status: 200, body: { done: true } } };
       case 'start':
         for (const old of decision.superseded) this.stopCopy(old);
         this.runCopy(decision.job);
-        return this.running(decision.job);
+        return { answer: this.running(decision.job), job: decision.job };
       case 'running':
-        return this.running(decision.job);
+        return { answer: this.running(decision.job), job: decision.job };
     }
   }
 
   /** The participant contract's poll (GET of the Location). */
-  poll(jobId: string): { status: number; body: unknown; headers?: Record<string, string> } {
+  poll(jobId: string): Answer {
     const job = this.jobs.get(jobId);
     if (!job) return { status: 404, body: { error: 'no such job' } };
     switch (job.state) {
@@ -388,6 +496,7 @@ export class MessageStore {
 
   /** Never before `notBefore` (on this store's clock); a routing service that cannot be reached: try again. */
   private scheduleCleanUp(key: string, cleanUp: CleanUp, delayMs = cleanUp.notBefore - this.clock()): void {
+    if (this.closed) return; // a clean-up in flight at close() must not re-arm itself forever
     const timer = setTimeout(
       () => {
         this.cleanUpTimers.delete(key);
@@ -498,12 +607,15 @@ export class MessageStore {
         const answer = await this.endNotice(value);
         return send(answer.status, answer.body);
       }
-      const answer = this.migrate(value);
+      const answer = await this.migrateWaiting(value, parsePreferWait(req.headers.prefer));
       return send(answer.status, answer.body, answer.headers);
     }
     const jobMatch = /^\/jobs\/([^/]+)$/.exec(url.pathname);
     if (req.method === 'GET' && jobMatch?.[1]) {
-      const answer = this.poll(decodeURIComponent(jobMatch[1]));
+      const answer = await this.pollWaiting(
+        decodeURIComponent(jobMatch[1]),
+        parsePreferWait(req.headers.prefer),
+      );
       return send(answer.status, answer.body, answer.headers);
     }
     const messages = /^\/regions\/([a-z0-9-]+)\/conversations\/([^/]+)\/messages(?:\/([^/]+))?$/.exec(
@@ -534,7 +646,9 @@ export class MessageStore {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     for (const timer of [...this.timers.values(), ...this.cleanUpTimers.values()]) clearTimeout(timer);
+    for (const jobId of [...this.waiting.keys()]) this.release(jobId);
     this.timers.clear();
     this.cleanUpTimers.clear();
     await new Promise<void>((resolve) => {
@@ -545,6 +659,9 @@ export class MessageStore {
     for (const store of this.stores.values()) store.close();
   }
 }
+
+/** One HTTP answer of the participant contract. */
+type Answer = { status: number; body: unknown; headers?: Record<string, string> };
 
 /** A job as a 409 names it. */
 function describe(job: CopyJob) {

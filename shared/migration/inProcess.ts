@@ -31,6 +31,15 @@ import {
 } from './types';
 import { migrationWorkflow } from './workflow';
 
+/** A step's kind with what tells its instances apart: an activity's name, a status's phase. */
+function stepLabel(step: Step): string {
+  if (step.kind === 'activity') return `activity:${step.name}`;
+  if (step.kind === 'status') return `status:${step.status.phase}`;
+  if (step.kind === 'race' || step.kind === 'all')
+    return `${step.kind}:${step.tasks.map((t) => (t.kind === 'activity' ? t.name : t.kind)).join(',')}`;
+  return step.kind;
+}
+
 /**
  * The embedded host's runner: the same workflow as Durable Functions, on real (or virtual) timers.
  *
@@ -74,6 +83,16 @@ export interface InProcessRunnerOptions {
   log?: (message: string, fields: Record<string, unknown>) => void;
 }
 
+/** One step the runner performed: which, and when (epoch ms). */
+export interface StepTiming {
+  migrationId: string;
+  seq: number;
+  /** The step's kind, and an activity's name (`activity:swap`), a status's phase (`status:write`). */
+  label: string;
+  startedAt: number;
+  endedAt: number;
+}
+
 type Outcome = JournalEntry;
 
 class RunnerStopped extends Error {}
@@ -97,9 +116,19 @@ export class InProcessRunner {
   private readonly cancels = new Map<string, CancelSignal>();
   private stopped = false;
   private readonly http: (call: HttpCall) => Promise<HttpResult>;
+  private readonly stepListeners = new Set<(event: StepTiming) => void>();
 
   constructor(private readonly options: InProcessRunnerOptions) {
     this.http = options.http ?? ((call) => callParticipant(call, options.scheduler));
+  }
+
+  /**
+   * Be told of every step performed live (not replayed), with when it began and ended on the wall
+   * clock: a seam for bench/writeLockHold.ts, which attributes the write-lock hold to the steps in it.
+   */
+  observeSteps(listener: (event: StepTiming) => void): () => void {
+    this.stepListeners.add(listener);
+    return () => this.stepListeners.delete(listener);
   }
 
   /** Start a migration, or return the one this resource already runs (never a duplicate). */
@@ -264,7 +293,19 @@ export class InProcessRunner {
       if (this.stopped) throw new RunnerStopped();
       const current = seq;
       seq += 1;
-      const outcome = await this.perform(id, current, next.value, journal, current <= replayUntil);
+      const replaying = current <= replayUntil;
+      const startedAt = Date.now();
+      const outcome = await this.perform(id, current, next.value, journal, replaying);
+      if (this.stepListeners.size > 0 && !replaying) {
+        const event = {
+          migrationId: id,
+          seq: current,
+          label: stepLabel(next.value),
+          startedAt,
+          endedAt: Date.now(),
+        };
+        for (const listener of this.stepListeners) listener(event);
+      }
       next =
         'error' in outcome ? workflow.throw(new Error(outcome.error.message)) : workflow.next(outcome.value);
     }

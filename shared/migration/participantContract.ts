@@ -150,3 +150,39 @@ export function transientWaitMs(
 
 /** Transient answers allowed in a row: the n-th is retried while n < ROUTELOCK_RETRY_ATTEMPTS. */
 export const transientExhausted = (n: number, s: MigrationSettings): boolean => n >= s.retryAttempts;
+
+/**
+ * `Prefer: wait=N` (RFC 7240 §4.3) on a participant request: "I will wait N seconds for the answer".
+ * A participant that can finish within N answers 200 with the result instead of 202 (a long poll), so
+ * a short write-lock step costs no poll, whose wait is at least a whole second (pollWaitMs); one that
+ * ignores the header answers 202 + Location as before. N stays inside what is left of the request's own
+ * timeout with half a second to spare for the answer to arrive (RFC 7240 waits are whole seconds, so a
+ * 1 s timeout sends none), and at most PREFER_WAIT_MAX_SECONDS: the write-lock steps are short, and a long job is better
+ * polled than held (a held request keeps an activity running on Durable).
+ */
+export const PREFER_WAIT_MAX_SECONDS = 5;
+export const PREFER_WAIT_HEADROOM_SECONDS = 0.5;
+
+/** The wait a request with this timeout asks for, or undefined (no header). */
+export function preferWaitSeconds(timeoutSeconds: number): number | undefined {
+  const wait = Math.min(PREFER_WAIT_MAX_SECONDS, Math.floor(timeoutSeconds - PREFER_WAIT_HEADROOM_SECONDS));
+  return wait >= 1 ? wait : undefined;
+}
+
+/**
+ * The `wait` preference of a request's Prefer header(s), as a participant reads it (RFC 7240:
+ * comma-separated preferences, names case-insensitive, a value of delta-seconds, possibly quoted;
+ * the first `wait` counts). Undefined when absent or malformed.
+ */
+export function parsePreferWait(header: string | readonly string[] | null | undefined): number | undefined {
+  const values =
+    header === null || header === undefined ? [] : typeof header === 'string' ? [header] : header;
+  for (const value of values)
+    for (const preference of value.split(',')) {
+      const [token = ''] = preference.split(';');
+      const match = /^\s*wait\s*=\s*"?(\d{1,9})"?\s*$/i.exec(token);
+      if (match) return Number(match[1]);
+      if (/^\s*wait\s*(=|$)/i.test(token)) return undefined;
+    }
+  return undefined;
+}

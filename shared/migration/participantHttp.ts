@@ -2,7 +2,7 @@ import { type AccessToken, DefaultAzureCredential, type TokenCredential } from '
 import type { Scheduler } from './scheduler';
 import type { HttpAnswer, HttpCall, HttpResult, ParticipantCall, PreflightCall } from './types';
 import { isLoopbackHostname } from '../loopback';
-import { parseRetryAfter, resolveLocation } from './participantContract';
+import { parseRetryAfter, preferWaitSeconds, resolveLocation } from './participantContract';
 
 /** The OAuth scope for a participant's audience: `<audience>/.default`, unless it already is one. */
 export function audienceScope(audience: string): string {
@@ -117,7 +117,8 @@ async function boundedText(response: Response): Promise<string> {
  * of its poll Location, which must be on the participant's origin (resolveLocation checked it; checked
  * again here, so nothing but the configured origin is ever requested). No redirect is followed (a 3xx
  * is an answer, which the contract fails); the whole request, the token included, is aborted after
- * `timeoutSeconds`; only the first 4 KiB of the answer are read. Never throws: a transport failure, a
+ * `timeoutSeconds`, and it carries `Prefer: wait=N` with N at least half a second inside that timeout
+ * (preferWaitSeconds); only the first 4 KiB of the answer are read. Never throws: a transport failure, a
  * timeout or a token that cannot be had is status 0 with the reason.
  */
 export async function requestParticipant(
@@ -127,6 +128,7 @@ export async function requestParticipant(
   const fetchImpl = options.fetch ?? fetch;
   const url = call.method === 'POST' ? call.participantUrl : call.url;
   const signal = AbortSignal.timeout(call.timeoutSeconds * 1000);
+  const startedAt = Date.now();
   try {
     if (new URL(url).origin !== new URL(call.participantUrl).origin)
       return {
@@ -143,6 +145,10 @@ export async function requestParticipant(
         return { status: 0, body: `no token for audience ${call.audience}: ${(error as Error).message}` };
       }
     }
+    // A participant that finishes within the wait answers 200 at once: no poll (participantContract.ts).
+    // Measured from now, after the token: the wait must end inside what is left of the timeout.
+    const wait = preferWaitSeconds(call.timeoutSeconds - (Date.now() - startedAt) / 1000);
+    if (wait !== undefined) headers.prefer = `wait=${wait}`;
     const response = await fetchImpl(url, {
       method: call.method,
       headers,
