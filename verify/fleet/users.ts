@@ -2,7 +2,7 @@ import { isRouteLockError } from '../../shared/errors';
 import type { Decision } from '../../shared/client';
 import { type LocationDocument, sameLocation } from '../../shared/lock/document';
 import { type Enforcement, type Operation, type RouteView, enforcement } from '../../shared/lock/view';
-import type { Tier } from './controls';
+import { type Tier, controlsWithHotBursts } from './controls';
 import type { Service } from './services';
 import { type Fleet, harnessError, note, regionData, truthOrNull, violation } from './state';
 import { heldReadKey } from './services';
@@ -133,7 +133,7 @@ async function userOp(
  * grace, and land after the copies started.
  */
 export function hotBursts(f: Fleet): void {
-  if (f.inFlightBoundMs <= 0) return;
+  if (f.inFlightBoundMs <= 0 || !controlsWithHotBursts.has(f.control)) return;
   const migrating = [...f.running.keys()];
   for (let b = 0; b < Math.min(4, migrating.length); b += 1) {
     const resourceId = pick(f.random, migrating);
