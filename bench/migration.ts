@@ -8,7 +8,11 @@ import { InProcessRunner } from '../shared/migration/inProcess';
 import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
 import { VirtualScheduler } from '../testkit/virtualScheduler';
 import { withoutIfMatch } from '../testkit/withoutIfMatch';
-import { migrationSettings } from '../shared/migration/workflow';
+import { migrationSettings, migrationWorkflow } from '../shared/migration/workflow';
+import { newMigrationInput } from '../shared/migration/records';
+import { assertRouteExists } from '../shared/migration/service';
+import type { Activities } from '../shared/migration/activities';
+import type { MigrationInput, MigrationStatus } from '../shared/migration/types';
 import { Router } from '../shared/router';
 import { type LocationStore, resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
@@ -82,8 +86,102 @@ async function runMigrations(
   };
 }
 
+/**
+ * One lock-only migration's workflow driven step by step on a virtual clock (the runner's part, without
+ * its journal): a Durable or in-process runner performs the same activities in the same order, so the
+ * store operations counted are the workflow's. Any workflow version, side by side on one store.
+ */
+async function driveLockOnly(input: MigrationInput, activities: Activities, clock: ManualClock) {
+  const workflow = migrationWorkflow(input);
+  let next = workflow.next();
+  while (!next.done) {
+    const step = next.value;
+    let answer: unknown;
+    try {
+      if (step.kind === 'activity') {
+        const run = activities[step.name] as (i: unknown) => Promise<unknown>;
+        answer = await run(step.input);
+      } else if (step.kind === 'timer') {
+        clock.set(Math.max(clock.now(), step.fireAt));
+        answer = step.cancellable ? null : undefined;
+      } else if (step.kind === 'now') answer = clock.now();
+      else if (step.kind === 'cancelRequested') answer = null;
+      else if (step.kind !== 'status') throw new Error(`no ${step.kind} step in a lock-only migration`);
+    } catch (error) {
+      next = workflow.throw(error);
+      continue;
+    }
+    next = workflow.next(answer);
+  }
+  return next.value;
+}
+
+type Start = 'alone' | 'held' | 'start path' | 'start path, ETag passed';
+
+/**
+ * Location-document reads (by region) and writes per lock-only migration, workflow version 4 against 5,
+ * side by side on one SQLite store: `alone`, the routes written by another process (this router holds
+ * no version of them); `held`, written through this router (it holds the version the caller's ETag
+ * names); `start path`, the start's existence read first (`assertRouteExists`, as POST /migrations and
+ * a campaign's member start do), with or without the route's ETag passed (a campaign that listed it).
+ */
+async function routeReads(config: Config, version: 4 | 5, start: Start, count: number) {
+  const clock = new ManualClock();
+  const store = new SqliteStore(':memory:');
+  const router = new Router({ store, timing: config.timing, clock: clock.now, cacheMax: count + 10 });
+  const writer = new Router({ store, timing: config.timing, clock: clock.now, cacheMax: count + 10 });
+  const keyring = TokenKeyring.ephemeral();
+  const activities = createActivities(router, config.timing, { keyring });
+  const settings = migrationSettings(config);
+  const ids = Array.from({ length: count }, (_, i) => `reads-${i}`);
+  const etags = new Map<string, string>();
+  for (const id of ids) {
+    const created = await (start === 'alone' || start === 'start path' ? writer : router).createRoute(
+      id,
+      SOURCE,
+    );
+    etags.set(id, created.stored.etag);
+  }
+  resetCounters(store.counters);
+  const ended: MigrationStatus[] = [];
+  for (const [n, id] of ids.entries()) {
+    if (start === 'start path') await assertRouteExists(router, id);
+    if (start === 'start path, ETag passed') await assertRouteExists(router, id, etags.get(id));
+    const input = newMigrationInput({
+      migrationId: `m-${n}`,
+      instanceId: `migrate-${id}`,
+      resourceId: id,
+      target: TARGET,
+      settings,
+      lock: keyring.newSeed(),
+    });
+    ended.push(await driveLockOnly({ ...input, workflowVersion: version }, activities, clock));
+  }
+  const c = store.counters;
+  const per = (x: number) => Math.round((x / count) * 100) / 100;
+  return {
+    version,
+    start,
+    completed: ended.filter((s) => s.status === 'Completed').length,
+    nearestReads: per(c.nearestReads),
+    writeRegionReads: per(c.writeRegionReads),
+    reads: per(c.nearestReads + c.writeRegionReads),
+    writes: per(c.replaces),
+  };
+}
+
+export async function runRouteReads(count = 100) {
+  const config = parseConfig({});
+  const rows: Awaited<ReturnType<typeof routeReads>>[] = [];
+  for (const start of ['alone', 'held', 'start path', 'start path, ETag passed'] as const)
+    for (const version of [4, 5] as const) rows.push(await routeReads(config, version, start, count));
+  return rows;
+}
+
 export async function runMigration(options: { concurrency: number[]; repeats: number; cosmosCount: number }) {
   const config = parseConfig({});
+  // Issue 20 §5: the location-document reads of version 4 and 5 side by side (100 migrations each).
+  const reads = await runRouteReads();
   // Reads and writes per migration, with and without the saving (SQLite, 100 migrations each).
   const withSaving = await runMigrations(new SqliteStore(':memory:'), 100, {
     saving: true,
@@ -128,9 +226,29 @@ export async function runMigration(options: { concurrency: number[]; repeats: nu
     await server.close();
   }
 
+  const readsTable = table(
+    [
+      'per lock-only migration (workflow version)',
+      'route reads',
+      'nearest / replica',
+      'write region',
+      'writes',
+      'completed',
+    ],
+    reads.map((r) => [
+      `${r.start}, v${r.version}`,
+      r.reads,
+      r.nearestReads,
+      r.writeRegionReads,
+      r.writes,
+      r.completed,
+    ]),
+  );
   const text = [
+    readsTable,
+    '',
     table(
-      ['per lock-only migration', 'store reads', 'write-region reads', 'writes'],
+      ['per lock-only migration (in-process runner, v5)', 'store reads', 'write-region reads', 'writes'],
       [
         [
           'with If-Match (orchestrator passes its ETag)',
@@ -169,5 +287,5 @@ export async function runMigration(options: { concurrency: number[]; repeats: nu
       ],
     ),
   ].join('\n');
-  return { table: text, data: { withSaving, without, sqlite, cosmos } };
+  return { table: text, data: { reads, withSaving, without, sqlite, cosmos } };
 }

@@ -116,7 +116,7 @@ const errorKinds = {
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
   /**
    * A mutation of a document whose `schemaVersion` is newer than this library knows: writing it would
-   * drop fields it does not understand. Reads of it still route and enforce (docs/design.md §2.3).
+   * drop fields it does not understand. Reads of it still route and enforce (docs/design.md §2.8).
    */
   UnsupportedSchemaVersion: {
     raisedBy: 'library',

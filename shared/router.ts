@@ -7,6 +7,7 @@ import {
   type Location,
   type LocationDocument,
   type StoredDocument,
+  assertWritableSchema,
   newLocationDocument,
   sameEtag,
   sameLocation,
@@ -75,6 +76,13 @@ export interface RouterOptions {
    * mutation is then refused with this reason.
    */
   unsafeForLocks?: string | undefined;
+  /**
+   * Refuse every write (createRoute, deleteRoute, each lock mutation, reclaim, forceRelease) with
+   * `ReadOnlyRouter`, before any store call: the library's default (shared/library.ts), so a service
+   * that links it resolves and enforces but cannot bypass the API's roles. routelock's own routers
+   * leave it unset.
+   */
+  readOnly?: boolean;
   /**
    * How long the cache may reuse one reading of the clock for TTL checks (lru-cache's ttlResolution).
    * Default: 1 ms on the system clock, 0 (read every time) on an injected clock.
@@ -174,9 +182,10 @@ export class Router {
   private readonly clock: Clock;
   private readonly cache: LRUCache<string, CacheEntry>;
   /**
-   * The last version this router wrote or read from the write region, by id, kept past the read
-   * cache's TTL. A mutation whose If-Match names it decides on it without a read: the write is
-   * conditional on that same ETag, so a stale copy can only produce a 412, never a wrong write.
+   * The last version this router wrote or read from the write region (or a campaign listed:
+   * `holdVersions`), by id, kept past the read cache's TTL. A mutation whose If-Match names it decides on
+   * it without a read: the write is conditional on that same ETag, so a stale copy can only produce a
+   * 412, never a wrong write (a no-op or refusal decided on it is confirmed with one read).
    */
   private readonly versions: LRUCache<string, StoredDocument>;
   private readonly newToken: () => string;
@@ -394,6 +403,7 @@ export class Router {
     location: Location,
     options: { createdBy?: 'probe' } = {},
   ): Promise<{ stored: StoredDocument; created: boolean }> {
+    this.refuseIfReadOnly(id, 'creating a route');
     assertAllowedRegion(this.allowedRegions, location, 'creating the route', id);
     const priority =
       options.createdBy === 'probe' ? operationPriority.background : operationPriority.routeChange;
@@ -406,6 +416,8 @@ export class Router {
     } catch (error) {
       if (!isRouteLockError(error, 'AlreadyExists')) throw error;
       const existing = await this.readAndCache(id, 'writeRegion', priority);
+      // Even an identical route's 200 is a mutation's answer: never given for a schema this library cannot judge.
+      assertWritableSchema(existing.doc);
       if (sameLocation(existing.doc.location, location)) return { stored: existing, created: false };
       throw new RouteLockError('AlreadyExists', `Route ${id} already exists with another location.`, {
         resourceId: id,
@@ -415,9 +427,11 @@ export class Router {
 
   /** DELETE /routes/{id}: refused (423) while a live lock holds the route. */
   async deleteRoute(id: string, options: MutationOptions = {}): Promise<void> {
+    this.refuseIfReadOnly(id, 'deleting a route');
     const priority = operationPriority.routeChange;
     let current = (await this.readForMutation(id, options.ifMatch, priority)).stored;
     for (let attempt = 0; ; attempt += 1) {
+      assertWritableSchema(current.doc);
       assertDeletable(current.doc, this.clock());
       try {
         await this.write(id, () => this.store.delete(id, current.etag, { priority }));
@@ -444,6 +458,18 @@ export class Router {
     req: Omit<PrelockRequest, 'newToken'>,
     options: MutationOptions & { token?: string } = {},
   ): Promise<LockGrant> {
+    return (await this.prelockRoute(id, req, options)).grant;
+  }
+
+  /**
+   * The pre-lock, and where the route was as it committed: the copy the rule decided on, under the ETag
+   * the write was conditional on, so the orchestrator need not read the route again (workflow v5).
+   */
+  async prelockRoute(
+    id: string,
+    req: Omit<PrelockRequest, 'newToken'>,
+    options: MutationOptions & { token?: string } = {},
+  ): Promise<{ grant: LockGrant; location: Location }> {
     assertAllowedRegion(this.allowedRegions, req.target, 'the pre-lock', id);
     const token = options.token ?? this.newToken();
     const stored = await this.mutate(
@@ -451,7 +477,31 @@ export class Router {
       (doc, now) => this.rules.prelock(doc, { ...req, newToken: token }, now, this.timing),
       options,
     );
-    return lockGrant(stored, token);
+    return { grant: lockGrant(stored, token), location: stored.doc.location };
+  }
+
+  /**
+   * The ETag of the version of the route this router holds (the last it wrote or read from the write
+   * region, else its read cache's copy): a mutation naming it as If-Match is decided without a read.
+   */
+  heldEtag(id: string): string | undefined {
+    return (this.versions.get(id) ?? this.cache.get(id)?.stored)?.etag;
+  }
+
+  /**
+   * Hold listed copies as versions a mutation may name (a campaign's selection, whose members' starts
+   * pass the ETags on). Any stored (document, ETag) pair is a version the write region held, and a
+   * mutation decided on one is conditional on that ETag, so a stale copy costs a 412, never a wrong
+   * write (a refusal or no-op on one is confirmed: `mutate`). A version already held is kept.
+   */
+  holdVersions(items: readonly StoredDocument[]): void {
+    for (const item of items) if (!this.versions.has(item.doc.id)) this.versions.set(item.doc.id, item);
+  }
+
+  /** Whether this router holds version `etag` of the route (a caller's ETag: `heldEtag`). */
+  holdsVersion(id: string, etag: string): boolean {
+    const held = this.heldEtag(id);
+    return held !== undefined && sameEtag(held, etag);
   }
 
   async escalate(id: string, req: EscalateRequest, options: MutationOptions = {}): Promise<LockGrant> {
@@ -519,6 +569,7 @@ export class Router {
     rule: (doc: LocationDocument, now: number) => RuleResult,
     options: MutationOptions,
   ): Promise<StoredDocument> {
+    this.refuseIfReadOnly(id, 'a lock mutation');
     if (this.options.unsafeForLocks) {
       throw new RouteLockError(
         'UnsafeConfiguration',
@@ -532,7 +583,21 @@ export class Router {
     const copy = await this.readForMutation(id, options.ifMatch, priority);
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
-      const { doc, changed } = rule(current.doc, this.clock());
+      let decided: RuleResult;
+      try {
+        // Before the rule, so no rule (a planted one included) decides on, or writes, a newer schema.
+        assertWritableSchema(current.doc);
+        decided = rule(current.doc, this.clock());
+      } catch (error) {
+        // A refusal is answered without a write, so no ETag condition would catch a stale copy either:
+        // confirm it on the write region's (a changed document is the caller's 412: decide again there).
+        if (!copy.fromCache || attempt > 0 || !isRouteLockError(error)) throw error;
+        current = await this.readAndCache(id, 'writeRegion', priority);
+        if (options.ifMatch === undefined || !sameEtag(current.etag, options.ifMatch))
+          throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+        throw error;
+      }
+      const { doc, changed } = decided;
       // Any write that moves the route (a swap, or any rule the `rules` seam plants) lands in a declared region.
       if (changed && !sameLocation(doc.location, current.doc.location))
         assertAllowedRegion(this.allowedRegions, doc.location, 'moving the route', id);
@@ -554,6 +619,15 @@ export class Router {
         current = await this.afterConflict(id, error, attempt, options.ifMatch, priority);
       }
     }
+  }
+
+  private refuseIfReadOnly(id: string, what: string): void {
+    if (this.options.readOnly === true)
+      throw new RouteLockError(
+        'ReadOnlyRouter',
+        `This router is read-only (${what} refused); create it with allowMutations: true to write.`,
+        { resourceId: id },
+      );
   }
 
   /** The store stamps whole seconds, so a second of difference is resolution, not skew. */

@@ -1,7 +1,7 @@
 import type { Clock } from './clock';
 import { isRouteLockError } from './errors';
 import { isLive } from './lock/state';
-import { sameEtag } from './lock/document';
+import { knowsSchemaOf, sameEtag } from './lock/document';
 import type { Router } from './router';
 
 /**
@@ -26,14 +26,20 @@ export async function sweepOrphans(options: {
     });
     for (const { doc, etag } of page.items) {
       scanned += 1;
-      if (!doc.lock || isLive(doc.lock, options.clock())) continue;
+      // A newer schema's orphan is left to a library that knows it (its reclaim would be refused).
+      if (!doc.lock || isLive(doc.lock, options.clock()) || !knowsSchemaOf(doc)) continue;
       try {
         const stored = await options.router.reclaim(doc.id);
         if (sameEtag(stored.etag, etag) || stored.doc.lastChange?.op !== 'reclaim') continue; // nothing written
         reclaimed.push({ resourceId: doc.id, ageSeconds: stored.doc.lastChange.ageSeconds ?? 0 });
       } catch (error) {
-        // Renewed or re-locked since the page was read: not an orphan any more.
-        if (!isRouteLockError(error, 'Locked') && !isRouteLockError(error, 'PreconditionFailed')) throw error;
+        // Renewed or re-locked since the page was read: not an orphan any more (or, since, of a newer schema).
+        if (
+          !isRouteLockError(error, 'Locked') &&
+          !isRouteLockError(error, 'PreconditionFailed') &&
+          !isRouteLockError(error, 'UnsupportedSchemaVersion')
+        )
+          throw error;
       }
     }
     continuation = page.continuation ?? undefined;

@@ -77,3 +77,17 @@ test('a routing service that cannot be reached is Unreachable (status 0, retry a
   expect(error).toBeInstanceOf(RoutingServiceError);
   expect(error).toMatchObject({ status: 0, code: 'Unreachable', retryAfterSeconds: 1 });
 });
+
+test('a routing service that does not answer within timeoutMs is Unreachable too (status 0), and says it timed out', async () => {
+  const client = new RoutingClient({
+    baseUrl: 'http://127.0.0.1:9/api',
+    timeoutMs: 50,
+    fetch: () => new Promise<Response>(() => undefined),
+  });
+  const error: unknown = await client.resolve('conv-1').catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(RoutingServiceError);
+  expect(error).toMatchObject({ status: 0, code: 'Unreachable', retryAfterSeconds: 1 });
+  expect((error as Error).message).toMatch(/timed out/);
+  // what a service passing it on answers: the table's status for the code
+  expect(errorKind('Unreachable').status).toBe(503);
+});

@@ -437,6 +437,70 @@ test('Cosmos DB: bounded staleness with a single write region, and the app ident
   expectCosmosAsDesigned(arm());
 });
 
+const cosmosDataReader = '00000000-0000-0000-0000-000000000001';
+
+/**
+ * Services that link @routelock/library (issue 20 §1): each principal in routeReaderPrincipalIds gets
+ * the built-in Data Reader, on the routelock account's locations container only; none by default.
+ */
+function expectRouteReadersAsDesigned(template: ArmTemplate): void {
+  expect(mainDefaults(template).routeReaderPrincipalIds).toEqual([]);
+  const readers = moduleNamed(template, 'cosmosReaders');
+  expect(readers.parameters.principalIds).toBe("[parameters('routeReaderPrincipalIds')]");
+  // the same account the cosmos module deploys, and its database
+  expect(readers.parameters.accountName).toBe(moduleNamed(template, 'cosmos').parameters.name);
+  expect(moduleOutput(readers.parameters.databaseName)).toEqual({ module: 'cosmos', output: 'databaseName' });
+  expect(readers.parameters.containerName).toBeUndefined();
+  expect(readers.template.parameters?.containerName?.defaultValue).toBe('locations');
+
+  const grant = resourceIn(readers.template, 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments');
+  const grantProps = props(grant);
+  const [pattern, accountId, role, ...rest] = callArgs(String(grantProps.roleDefinitionId), 'format');
+  expect(pattern).toEqual({ kind: 'string', value: '{0}/sqlRoleDefinitions/{1}' });
+  expect(rest).toEqual([]);
+  expect(accountId && exprText(accountId)).toBe(
+    "resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('accountName'))",
+  );
+  expect(evaluateNode(role, { template: readers.template })).toBe(cosmosDataReader);
+  // scoped to the container, not the account: the reader sees routes, not the ledger or the migrations
+  const [scopePattern, scopeAccount, database, container, ...more] = callArgs(
+    String(grantProps.scope),
+    'format',
+  );
+  expect(scopePattern).toEqual({ kind: 'string', value: '{0}/dbs/{1}/colls/{2}' });
+  expect(more).toEqual([]);
+  expect(scopeAccount && exprText(scopeAccount)).toBe(accountId && exprText(accountId));
+  expect(database && exprText(database)).toBe("parameters('databaseName')");
+  expect(container && exprText(container)).toBe("parameters('containerName')");
+  // one assignment per listed principal
+  expect(grantProps.principalId).toBe("[parameters('principalIds')[copyIndex()]]");
+  const count = (principalIds: string[]) =>
+    evaluate(grant.copy?.count, { template: readers.template, parameters: { principalIds } });
+  expect(count([])).toBe(0);
+  expect(count(['a', 'b'])).toBe(2);
+}
+
+test('Cosmos DB: the principals in routeReaderPrincipalIds get only Data Reader, on the locations container', () => {
+  expectRouteReadersAsDesigned(arm());
+});
+
+test('negative control: the readers check catches a writer role or an account-wide scope', () => {
+  expect(() => expectRouteReadersAsDesigned(arm())).not.toThrow();
+  const asWriter = structuredClone(arm());
+  const writerTemplate = moduleNamed(asWriter, 'cosmosReaders').template as ArmTemplate & {
+    variables: Record<string, unknown>;
+  };
+  writerTemplate.variables.dataReader = '00000000-0000-0000-0000-000000000002';
+  expect(() => expectRouteReadersAsDesigned(asWriter)).toThrow(/00000000-0000-0000-0000-000000000002/);
+  const accountWide = structuredClone(arm());
+  const grant = resourceIn(
+    moduleNamed(accountWide, 'cosmosReaders').template,
+    'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments',
+  );
+  props(grant).scope = "[resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('accountName'))]";
+  expect(() => expectRouteReadersAsDesigned(accountWide)).toThrow(/expected format/);
+});
+
 test('Flex Consumption, Node, a user-assigned identity, the azd service tag, and the four role assignments', () => {
   const api = moduleNamed(arm(), 'api');
   const plan = resourceIn(api.template, 'Microsoft.Web/serverfarms');

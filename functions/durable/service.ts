@@ -108,7 +108,7 @@ export class DurableMigrationService implements MigrationService {
 
   async start(request: MigrationRequest): Promise<StartedMigration> {
     assertAllowedRegion(this.router.allowedRegions, request.target, 'the migration', request.resourceId);
-    await assertRouteExists(this.router, request.resourceId);
+    await assertRouteExists(this.router, request.resourceId, request.routeEtag);
     const instanceId = instanceIdFor(request.resourceId);
     const joined = await this.joinIfRunning(instanceId, request);
     if (joined) return joined;

@@ -45,6 +45,9 @@ param principalType string = 'User'
 @description('Give the deploying principal data-plane roles on the host storage, for debugging. Off in production.')
 param grantDeveloperDataAccess bool = false
 
+@description('Object ids of services that link @routelock/library and read the routing store directly: each gets only the Cosmos DB Built-in Data Reader role, on the locations container (README "Use it from your service").')
+param routeReaderPrincipalIds array = []
+
 // Who may call. The API's Entra app registration is created by infra/hooks/entra-app.sh (azd
 // preprovision), which stores its application id as ENTRA_CLIENT_ID.
 @minLength(36)
@@ -165,11 +168,14 @@ module storage 'modules/storage.bicep' = {
   }
 }
 
+// Known before deployment: the readers' role assignments (cosmosReaders) name the account by it too.
+var cosmosAccountName = '${abbrs.documentDBDatabaseAccounts}${resourceToken}'
+
 module cosmos 'modules/cosmos.bicep' = {
   name: 'cosmos'
   scope: rg
   params: {
-    name: '${abbrs.documentDBDatabaseAccounts}${resourceToken}'
+    name: cosmosAccountName
     tags: tags
     locations: cosmosLocations
     maxStalenessIntervalSeconds: maxStalenessIntervalSeconds
@@ -177,6 +183,17 @@ module cosmos 'modules/cosmos.bicep' = {
     principalId: identity.outputs.principalId
     principalKey: identityName
     logAnalyticsWorkspaceId: monitoring.outputs.workspaceId
+  }
+}
+
+// Services resolving from Cosmos DB directly (@routelock/library): read-only on the locations container.
+module cosmosReaders 'modules/cosmosReaders.bicep' = {
+  name: 'cosmosReaders'
+  scope: rg
+  params: {
+    accountName: cosmosAccountName
+    databaseName: cosmos.outputs.databaseName
+    principalIds: routeReaderPrincipalIds
   }
 }
 

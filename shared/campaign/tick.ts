@@ -4,7 +4,7 @@ import type { Config } from '../config';
 import { RouteLockError, isRouteLockError } from '../errors';
 import { claimedAtOf, type MigrationRecord } from '../migration/records';
 import { type MigrationStatus, terminalStates } from '../migration/types';
-import type { LocationDocument } from '../lock/document';
+import type { LocationDocument, StoredDocument } from '../lock/document';
 import { isProbeId } from '../probe';
 import type { VersionedCampaign } from '../store/ports/campaigns';
 import {
@@ -412,16 +412,15 @@ export async function selectionPage(
   store: Pick<TickDeps['store'], 'list'>,
   region: string,
   continuation: string | undefined,
-): Promise<{ routes: LocationDocument[]; continuation: string | null }> {
+): Promise<{ routes: LocationDocument[]; versions: StoredDocument[]; continuation: string | null }> {
   const page = await store.list({
     lockedOnly: false,
     limit: PAGE,
     ...(continuation === undefined ? {} : { continuation }),
   });
-  const routes = page.items
-    .map((item) => item.doc)
-    .filter((doc) => doc.location.region === region && !isProbeId(doc.id));
-  return { routes, continuation: page.continuation };
+  // the listed copies with their ETags: the members' starts pass them on (issue 20 §5)
+  const versions = page.items.filter(({ doc }) => doc.location.region === region && !isProbeId(doc.id));
+  return { routes: versions.map((item) => item.doc), versions, continuation: page.continuation };
 }
 
 /**
@@ -455,6 +454,9 @@ async function selectPage(
     return none;
   }
   const matching = page.routes.map((doc) => doc.id);
+  const etagOf = new Map(page.versions.map((item) => [item.doc.id, item.etag]));
+  // this process's router holds them: a member started here decides its pre-lock on the listed copy
+  deps.router.holdVersions(page.versions);
   const record = versioned.record;
   const limitRoom = source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected;
   const capacityRoom = MAX_CAMPAIGN_RESOURCES - record.reserved;
@@ -490,7 +492,7 @@ async function selectPage(
     };
     added = await deps.campaigns.addMembers(
       record.campaignId,
-      taken.map((resourceId, i) => ({ seq: first + i, resourceId })),
+      taken.map((resourceId, i) => ({ seq: first + i, resourceId, routeEtag: etagOf.get(resourceId) })),
     );
   }
   const advanced = await casLoop(deps, current, (r) => {
@@ -582,6 +584,7 @@ async function startMembers(
           ? {}
           : { migrationAttempts: record.limits.migrationAttempts }),
         ...(record.window === undefined ? {} : { window: record.window }),
+        ...(member.routeEtag === undefined ? {} : { routeEtag: member.routeEtag }),
       });
       findings.firstStartAt ??= now;
       const { startFailures: _f, ...ok } = member;

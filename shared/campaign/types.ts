@@ -166,6 +166,11 @@ export interface CampaignMember {
   writeLockMs?: number;
   /** A cancel was sent to its migration. */
   cancelSent?: boolean;
+  /**
+   * The route's ETag as the selection listed it (issue 20 §5): its start passes it on, which saves the
+   * start's and the pre-lock's reads where the router holds that version; never trusted for safety.
+   */
+  routeEtag?: string;
 }
 
 /** GET /campaigns/{id}: what an operator watches. */

@@ -1,4 +1,12 @@
+import { RouteLockError } from '../errors';
+
 /** The location document (docs/design.md §2): routing and lock state in one item per resource. */
+
+/**
+ * The schema version this library writes, and the newest it understands (docs/design.md §2.8). A
+ * document of a newer one is read from the fields this version knows and never written.
+ */
+export const SCHEMA_VERSION = 1;
 
 export interface Location {
   region: string;
@@ -104,7 +112,8 @@ export interface LastChange {
 
 export interface LocationDocument {
   id: string;
-  schemaVersion: 1;
+  /** Which library version's schema wrote it: SCHEMA_VERSION here; a later library may write a higher one. */
+  schemaVersion: number;
   location: Location;
   lock: Lock | null;
   secondary: Secondary | null;
@@ -164,7 +173,7 @@ export function newLocationDocument(
 ): LocationDocument {
   return {
     id,
-    schemaVersion: 1,
+    schemaVersion: SCHEMA_VERSION,
     location: normalizeLocation(location),
     lock: null,
     secondary: null,
@@ -179,4 +188,29 @@ export function normalizeLocation(location: Location): Location {
   return location.account === undefined
     ? { region: location.region }
     : { region: location.region, account: location.account };
+}
+
+/**
+ * Whether this library understands `doc`'s schema: a version from 1 to SCHEMA_VERSION. The one home of
+ * "is this version newer than I know"; anything else (a later version, or no version at all) is read
+ * from the fields this version knows and never written.
+ */
+export function knowsSchemaOf(doc: Pick<LocationDocument, 'schemaVersion'>): boolean {
+  const version: unknown = doc.schemaVersion;
+  return (
+    typeof version === 'number' && Number.isInteger(version) && version >= 1 && version <= SCHEMA_VERSION
+  );
+}
+
+/**
+ * Refuse a mutation of a document this library does not understand, before anything is decided or
+ * written: a write built from the fields it knows would drop (or contradict) the ones it does not.
+ */
+export function assertWritableSchema(doc: Pick<LocationDocument, 'id' | 'schemaVersion'>): void {
+  if (knowsSchemaOf(doc)) return;
+  throw new RouteLockError(
+    'UnsupportedSchemaVersion',
+    `Route ${doc.id} has schemaVersion ${JSON.stringify(doc.schemaVersion ?? null)}; this library writes version ${SCHEMA_VERSION} and changes no document of a newer one. It still reads and enforces it; upgrade this service to change it.`,
+    { resourceId: doc.id },
+  );
 }

@@ -28,7 +28,9 @@ import { hashesEqual, sha256Hex, tokenMatches } from './token';
  * next document, or `changed: false` when the request is an idempotent replay that needs no write,
  * or throws a RouteLockError. No I/O, no clock, no randomness: the caller supplies `now` (epoch ms)
  * and, for a pre-lock, the freshly generated token. What a lock means at `now`, clock-skew margins
- * included, is asked of `./state`.
+ * included, is asked of `./state`. Each next document is built from the stored one (`{...doc}`,
+ * `{...lock}`), never from a list of known fields, so fields this version does not know survive; a
+ * document of a newer schema never reaches them (the router refuses it first: docs/design.md §2.8).
  */
 
 export interface RuleResult {

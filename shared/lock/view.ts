@@ -8,6 +8,7 @@ import {
   type Secondary,
   type StoredDocument,
   bareEtag,
+  normalizeLocation,
 } from './document';
 import {
   enforcedFrom,
@@ -97,7 +98,7 @@ export function lockView(lock: Lock): LockView {
   return {
     migrationId: lock.migrationId,
     phase: lock.phase,
-    target: lock.target,
+    target: normalizeLocation(lock.target),
     startsAt: lock.startsAt,
     expiresAt: lock.expiresAt,
     ...(lock.hardDeleteExpiresAt === undefined ? {} : { hardDeleteExpiresAt: lock.hardDeleteExpiresAt }),
@@ -108,10 +109,16 @@ export function lockView(lock: Lock): LockView {
 export function routeView(stored: StoredDocument, now: number, cfg: TimingConfig): RouteView {
   const { doc } = stored;
   const lock = liveLock(doc, now);
+  const secondary = secondaryInForce(doc, now);
+  // Only the fields this version knows: a newer schema's additions never reach a view (docs/design.md §2.8).
   return {
     resourceId: doc.id,
-    location: doc.location,
-    secondary: secondaryInForce(doc, now),
+    location: normalizeLocation(doc.location),
+    secondary: secondary && {
+      location: normalizeLocation(secondary.location),
+      role: secondary.role,
+      writesBlockedUntil: secondary.writesBlockedUntil,
+    },
     lock: lock ? lockView(lock) : null,
     enforcement: enforcement(doc, now, cfg),
     etag: bareEtag(stored.etag),

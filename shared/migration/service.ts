@@ -34,6 +34,13 @@ export interface MigrationRequest {
   migrationAttempts?: number | undefined;
   /** Issue 19 §3: the write lock only inside this window (validated by shared/migration/window.ts). */
   window?: CutoverWindow | undefined;
+  /**
+   * Issue 20 §5: the route's ETag as the caller saw it (a campaign's list). Never trusted for safety:
+   * when this process's router holds that version the start skips its existence read, and the pre-lock
+   * is decided on it under If-Match (a stale one costs a 412 and a read, a deleted route fails the
+   * migration NotFound instead of the start's 404); otherwise the start reads the route as always.
+   */
+  routeEtag?: string | undefined;
 }
 
 /**
@@ -198,7 +205,13 @@ export const withCancelRequest = (status: MigrationStatus, request: CancelReques
 });
 
 /** The route must exist before a migration is accepted (404 otherwise). */
-export async function assertRouteExists(router: Router, resourceId: string): Promise<void> {
+export async function assertRouteExists(
+  router: Router,
+  resourceId: string,
+  routeEtag?: string | undefined,
+): Promise<void> {
+  // The caller's version held here: the route existed at it, and the pre-lock decides on it (If-Match).
+  if (routeEtag !== undefined && router.holdsVersion(resourceId, routeEtag)) return;
   await router.backgroundView(resourceId);
 }
 
@@ -233,7 +246,7 @@ export class InProcessMigrationService implements MigrationService {
 
   async start(request: MigrationRequest): Promise<StartedMigration> {
     assertAllowedRegion(this.router.allowedRegions, request.target, 'the migration', request.resourceId);
-    await assertRouteExists(this.router, request.resourceId);
+    await assertRouteExists(this.router, request.resourceId, request.routeEtag);
     const { record, created } = this.runner.start(request);
     if (created) return { migrationId: record.migrationId, instanceId: record.instanceId, created };
     if (

@@ -72,7 +72,7 @@ export interface MigrationSettings {
  *   durable (a replica read after the replication bound) before Completed, and end notices to every
  *   participant (`completed` | `failed` | `cancelled`, best effort, never blocking).
  */
-export const WORKFLOW_VERSION = 4;
+export const WORKFLOW_VERSION = 5;
 
 /** An input's workflow version: one without `workflowVersion` was started by version 1. */
 export const workflowVersionOf = (input: Pick<MigrationInput, 'workflowVersion'>): number =>
@@ -269,6 +269,11 @@ export interface ActivityInputs {
     owner: string;
     target: Location;
     lock: AttemptLockSeed;
+    /**
+     * Version 5: answer where the route was (`PrelockGrant.location`), and decide on the version of the
+     * route the router holds, conditional on its ETag (a read saved; a stale one costs a 412 and a read).
+     */
+    withLocation?: true;
   };
   escalate: { resourceId: string; lock: AttemptLockSeed; phase: 'hardDelete' | 'write'; ifMatch?: string };
   renew: {
@@ -308,8 +313,14 @@ export interface SwapOutcome {
 /** A lock grant as an activity returns it: never with the token. */
 export type SeededGrant = Omit<LockGrant, 'token'>;
 
+/**
+ * The pre-lock's grant and (since version 5) where the route was when the pre-lock committed: the
+ * write region's copy it was decided on, under that copy's ETag, so version 5 does not read it again.
+ */
+export type PrelockGrant = SeededGrant & { location?: Location };
+
 export interface ActivityOutputs {
-  prelock: SeededGrant;
+  prelock: PrelockGrant;
   escalate: SeededGrant;
   renew: SeededGrant;
   swap: SwapOutcome;

@@ -41,9 +41,10 @@ export { writePhase } from './workflow/write';
  *
  * 1. pre-lock. Its token and Idempotency-Key derive from the input's random `lock` seed under a key
  *    only the activities hold, so a retried activity replays its own lock and no one else can
- * 2. re-read the route; already at the target → release, NoOp
+ * 2. re-read the route; already at the target → release, NoOp (version 5: the pre-lock's answer says
+ *    where the route was; one already at the target was refused there)
  * 3. durable timer until max(startsAt, acquiredAt + replication bound) + safety buffer
- * 4. confirm the lock is visible on the read path
+ * 4. confirm the lock is visible on the read path (version 5: on a replica; lock-only, not at all)
  * 5. hard-delete lock; every participant's bulkCopy, renewing the hard-delete lease on a timer
  * 6. write lock; deltaCopy, renewing the write lock; swap. A delta that overruns the write budget:
  *    release the write lock (writes resume), wait, try again; after the last attempt, abort

@@ -20,6 +20,7 @@ import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import { ManualClock } from '../../testkit/clock';
 import type { CosmosTestServer } from '../../testkit/cosmosServer';
+import { campaignRecord } from '../support/campaignRecord';
 import { useCosmosServers } from '../support/cosmosServers';
 
 /**
@@ -154,31 +155,14 @@ describe.each(backends)('%s', (_name, open) => {
     const writing = async (request: CampaignRequest) => {
       const report = await runCampaignPreflight(deps, request);
       const at = new Date(clock.now()).toISOString();
-      await stores.campaigns.create({
-        campaignId: 'c-same',
-        target: TARGET,
-        limits: report.limits,
-        status: 'Running',
-        source: { kind: 'ids' },
-        createdAt: at,
-        updatedAt: at,
-        createdBy: 'a planted bug',
-        pages: 0,
-        reserved: 0,
-        counts: {
-          pending: 0,
-          running: 0,
-          completed: 0,
-          noOp: 0,
-          failed: 0,
-          conflict: 0,
-          cancelled: 0,
-          skipped: 0,
-          total: 0,
-        },
-        recentStarts: [],
-        writeLockHistogram: [],
-      });
+      await stores.campaigns.create(
+        campaignRecord('c-same', {
+          target: TARGET,
+          limits: report.limits,
+          createdAt: at,
+          createdBy: 'a planted bug',
+        }),
+      );
       return report;
     };
     await writing(byIds);

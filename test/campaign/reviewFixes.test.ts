@@ -38,7 +38,8 @@ function setup(startImpl?: BeforeStart) {
   let now = Date.parse('2025-01-01T00:00:00Z');
   const clock = () => now;
   const migrations = new Map<string, MigrationRecord>();
-  const router = { allowedRegions: null } as unknown as TickDeps['router'];
+  // the tick hands the router the listed versions (issue 20 §5): nothing to hold in this stub
+  const router = { allowedRegions: null, holdVersions: () => undefined } as unknown as TickDeps['router'];
   const hooks: { beforeReplace?: () => Promise<void>; beforeAddMembers?: () => Promise<void> } = {};
   let counted = 0;
   // the records with seams: a hook runs once, just before the write it names

@@ -120,9 +120,8 @@ describe('Durable orchestrator replayed through the real engine', () => {
     expect(names(result.actions)).toEqual([
       'timer', // version 3: the first cancel check, due at once (docs/design.md §6.8)
       'migrationPrelock',
-      'migrationReadRoute',
+      // version 5: no re-read (the pre-lock answers where the route was) and, lock-only, no read-path check
       'timer',
-      'migrationReadRoute',
       'migrationEscalate',
       'migrationEscalate',
       'migrationSwap',

@@ -78,6 +78,8 @@ const VERSIONS: VersionRow[] = [
     resumes: { method: 'GET', postsAgain: false },
     extraScenarios: ['window-wait'],
   },
+  // version 5: the pre-lock's answer instead of a re-read, the read-path check on a replica (none lock-only)
+  { prefix: 'v5', workflowVersion: 5, resumes: { method: 'GET', postsAgain: false } },
 ];
 
 const scenariosOf = (prefix: string) => SCENARIOS.filter((s) => s.name.startsWith(`${prefix}-`));

@@ -58,23 +58,35 @@ test.each(['dev', 'production'])(
   },
 );
 
-describe('the re-read after pre-lock', () => {
-  test('a route already at the target (a stale read upstream) is released and reported NoOp', async () => {
+describe('a route already at the target (version 5: no re-read after the pre-lock)', () => {
+  test('the pre-lock decides on the write region and refuses it: NoOp, no lock taken, no read after it', async () => {
     const h = virtualRunner();
-    await h.router.createRoute('r-2', SOURCE);
+    await h.router.createRoute('r-2', TARGET);
+    const reads: string[] = [];
     const readRoute = h.activities.readRoute;
-    // The write region shows the resource at the target, as after another instance's swap.
     h.activities.readRoute = async (input) => {
-      const result = await readRoute(input);
-      return result.ok && input.from === 'writeRegion'
-        ? { ok: true, value: { ...result.value, location: TARGET } }
-        : result;
+      reads.push(input.from);
+      return readRoute(input);
     };
     const { record } = h.runner.start({ resourceId: 'r-2', target: TARGET });
     await h.settle();
-    expect(await h.runner.status(record.migrationId)).toMatchObject({ status: 'NoOp', phase: 'released' });
+    expect(await h.runner.status(record.migrationId)).toMatchObject({ status: 'NoOp' });
+    expect(reads).toEqual([]);
     const doc = (await h.store.read('r-2', { from: 'writeRegion' })).doc;
-    expect(doc).toMatchObject({ location: SOURCE, lock: null, lastMigration: { outcome: 'released' } });
+    expect(doc).toMatchObject({ location: TARGET, lock: null, lastMigration: null });
+  });
+
+  test('negative control: the router holds a stale version (at the source) of a route another instance moved: the pre-lock names its ETag, gets a 412, decides again on the write region: NoOp', async () => {
+    const h = virtualRunner();
+    const { stored } = await h.router.createRoute('r-3', SOURCE);
+    // another instance moved it meanwhile (a raw write, past this router): its copy is stale
+    await h.store.replace({ ...stored.doc, location: TARGET }, stored.etag);
+    expect(h.router.holdsVersion('r-3', stored.etag)).toBe(true);
+    const { record } = h.runner.start({ resourceId: 'r-3', target: TARGET });
+    await h.settle();
+    expect(await h.runner.status(record.migrationId)).toMatchObject({ status: 'NoOp' });
+    const doc = (await h.store.read('r-3', { from: 'writeRegion' })).doc;
+    expect(doc).toMatchObject({ location: TARGET, lock: null });
   });
 });
 

@@ -143,8 +143,9 @@ test('two participants answering 202: POST once, poll on durable timers, renew t
     renewals: sequence.filter((n) => n === 'migrationRenew').length,
     // version 3: one more timer, the first cancel check's (before the pre-lock; docs/design.md §6.8);
     // version 4: the verify round, a POST each (404: not implemented) and its race timer; the
-    // confirmation's timer and replica read; the two end notices and their race timer
-  }).toEqual({ actions: 58, callParticipant: 23, timers: 22, renewals: 5 });
+    // confirmation's timer and replica read; the two end notices and their race timer; version 5: no
+    // re-read after the pre-lock
+  }).toEqual({ actions: 57, callParticipant: 23, timers: 22, renewals: 5 });
 });
 
 test('crash mid-copy: a fresh orchestrator process replays the polls from history and finishes the same way', async () => {

@@ -24,6 +24,7 @@ import {
   swapPhase,
   writePhase,
 } from '../../shared/migration/workflow';
+import { visibilityRead } from '../../shared/migration/workflow/converge';
 import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 
 /**
@@ -266,6 +267,54 @@ describe('releaseUnseenPrelock (the pre-lock clean-up)', () => {
     const release = driveGivingUp(releaseUnseenPrelock(input), { readRoute: [ok(route())], release: [down] });
     for (const { output } of [read, release])
       expect(output).toBe('a pre-lock that committed unseen lapses with its lease');
+  });
+});
+
+describe('convergencePhase, version 5: no re-read; the read-path check on a replica, none lock-only', () => {
+  const waitUntil = START + 30_000;
+  const v5 = (participants: MigrationSettings['participants']): Prelocked => {
+    const i = { ...input, workflowVersion: 5, settings: { ...settings, participants } };
+    return { ...prelocked, input: i, grant: { ...grant(), location: SOURCE } };
+  };
+
+  const none: MigrationSettings['participants'] = [];
+  test.each([
+    [1, none, 'readPath'],
+    [4, none, 'readPath'],
+    [4, settings.participants, 'readPath'],
+    [5, settings.participants, 'replica'],
+    [5, none, null],
+  ])('version %i, participants %j: the check reads %s', (version, participants, expected) => {
+    expect(
+      visibilityRead({ ...input, workflowVersion: version, settings: { ...settings, participants } }),
+    ).toBe(expected);
+  });
+
+  test("with a participant: where the route was comes from the pre-lock's answer; the wait, then a replica", async () => {
+    const state = v5(settings.participants);
+    const { output, calls, steps } = await drive(() => convergencePhase(state, waitUntil), {
+      readRoute: [ok(route(SOURCE, null)), ok(route())],
+    });
+    // (timer@0: version 3's cancel check before the phase)
+    expect(steps).toEqual(['timer@0', 'timer@30000', 'readRoute', 'timer@31000', 'readRoute']);
+    expect(calls.map((c) => (c.input as { from: string }).from)).toEqual(['replica', 'replica']);
+    expect(output).toEqual({ kind: 'next', state: { ...moving, input: state.input } });
+  });
+
+  test('lock-only: the convergence wait and nothing read', async () => {
+    const state = v5([]);
+    const { output, calls, steps } = await drive(() => convergencePhase(state, waitUntil), {});
+    expect(steps).toEqual(['timer@0', 'timer@30000']);
+    expect(calls).toEqual([]);
+    expect(output).toEqual({ kind: 'next', state: { ...moving, input: state.input } });
+  });
+
+  test('a version-5 grant without a location (never answered so): the route is read, as before', async () => {
+    const state = { ...v5([]), grant: grant() };
+    const { calls } = await drive(() => convergencePhase(state, waitUntil), {
+      readRoute: [ok(route())],
+    });
+    expect(calls.map((c) => (c.input as { from: string }).from)).toEqual(['writeRegion']);
   });
 });
 

@@ -1,9 +1,4 @@
 import { SOURCE, TARGET, failoverMigration } from '../support/failoverMigration';
-import type { HttpCall } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { ManualClock } from '../../testkit/clock';
-import { FailoverStore } from '../../testkit/failoverStore';
-import { virtualRunner } from '../support/migrationHarness';
 
 /**
  * Review of issue 19: a swap whose answer was lost (SwapUnknown) is judged by the gate between attempts
@@ -48,50 +43,13 @@ test('a swap whose answer was lost and that stays: Completed, its completed noti
 });
 
 test('a swap whose answer was lost and that a failover then drops: no completed notice, the route not left at the source', async () => {
-  const clock = new ManualClock(Date.UTC(2026, 4, 1));
   // the failover drops the swap 28 s after it committed: inside a 30 s replication bound
-  const store = new FailoverStore(new SqliteStore(':memory:'), clock.now, 28_000);
-  const posts: { step: string; at: number; body: HttpCall['body'] }[] = [];
-  const h = virtualRunner({
-    clock,
-    store,
-    env: {
-      ROUTELOCK_PROFILE: 'dev',
-      ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/migrate' }]),
-      ROUTELOCK_REPLICATION_BOUND_SECONDS: '30',
-      ROUTELOCK_SAFETY_BUFFER_SECONDS: '2',
-    },
-    http: (call) => {
-      posts.push({ step: call.body.step, at: clock.now(), body: call.body });
-      return Promise.resolve(
-        call.body.step === 'verify' ? { status: 404, body: null } : { status: 200, body: null },
-      );
-    },
-  });
-  // the first swap commits and its answer is lost; every try after it meets the store out
-  const swap = h.activities.swap;
-  let committedAt: number | undefined;
-  h.activities.swap = async (input) => {
-    if (committedAt === undefined) {
-      const result = await swap(input);
-      if (result.ok) committedAt = clock.now();
-      else return result;
-    }
-    throw new Error('store unavailable: the answer was lost');
-  };
-  await h.router.createRoute('r-1', SOURCE);
-  clock.advance(60_000);
-  const { record } = h.runner.start({ resourceId: 'r-1', target: TARGET });
-  await h.settle();
-  const status = await h.runner.status(record.migrationId);
-  // later, the failover due: the store as everyone sees it from then on
-  clock.advance(60_000);
-  const doc = (await store.read('r-1', { from: 'writeRegion' })).doc;
+  const { status, doc, posts, committedAt, store } = await lostAnswer(28_000);
   expect(committedAt).toBeDefined();
   expect(store.dropped).toHaveLength(1);
   const completed = posts.filter((p) => p.step === 'completed');
   // a completed notice only for a swap that is there, after its replication bound and buffer
-  for (const notice of completed) expect(notice.at).toBeGreaterThanOrEqual(committedAt! + 32_000);
+  for (const notice of completed) expect(notice.at).toBeGreaterThanOrEqual(committedAt + 32_000);
   if (status.status === 'Completed') expect(doc.location).toEqual(TARGET);
   if (completed.length > 0) expect(doc.location).toEqual(TARGET);
   // the swap was live a while (writes at the target the source lacks): no notice to drop the target

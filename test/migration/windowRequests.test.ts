@@ -1,7 +1,6 @@
 import type { Container } from '@azure/cosmos';
 import { handleMigrationMessage } from '../../functions/migrationQueue';
 import type { Services } from '../../functions/services';
-import type { CampaignRecord } from '../../shared/campaign/types';
 import type { PreflightReport } from '../../shared/migration/preflight';
 import {
   InProcessMigrationService,
@@ -18,6 +17,7 @@ import {
 } from '../../shared/store/cosmos/campaigns';
 import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
 import { SOURCE, TARGET, campaignHarness, operator } from '../campaign/harness';
+import { campaignRecord } from '../support/campaignRecord';
 import { useCosmosServers } from '../support/cosmosServers';
 import { call, handlerServices } from '../support/handlers';
 import { watchLocks, writeLocks, writeLocksOutside } from './windowSupport';
@@ -179,32 +179,7 @@ describe('a campaign keeps its window and passes it to every member', () => {
     ['cosmos', async () => new CosmosCampaignRecords(await cosmosContainer())],
   ] as const)('the record round-trips with its window (%s)', async (_name, open) => {
     const records = await open();
-    const record: CampaignRecord = {
-      campaignId: 'c-w',
-      target: TARGET,
-      limits: { maxConcurrent: 10 },
-      status: 'Running',
-      source: { kind: 'ids' },
-      createdAt: '2026-01-01T00:00:00.000Z',
-      updatedAt: '2026-01-01T00:00:00.000Z',
-      createdBy: 'operator-1',
-      pages: 0,
-      reserved: 0,
-      counts: {
-        pending: 0,
-        running: 0,
-        completed: 0,
-        noOp: 0,
-        failed: 0,
-        conflict: 0,
-        cancelled: 0,
-        skipped: 0,
-        total: 0,
-      },
-      recentStarts: [],
-      writeLockHistogram: [],
-      window,
-    };
+    const record = campaignRecord('c-w', { target: TARGET, createdBy: 'operator-1', window });
     await records.create(record);
     expect((await records.get('c-w'))?.record.window).toEqual(window);
   });

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { RouteLockError } from '../../shared/errors';
 import type { CampaignRecord, CampaignState } from '../../shared/campaign/types';
 import type { CampaignRecords, VersionedCampaign } from '../../shared/store/ports/campaigns';
+import { countsFrom } from '../../shared/campaign/plan';
 import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
 import {
   CosmosCampaignRecords,
@@ -14,6 +15,7 @@ import {
 } from '../../shared/store/cosmos/campaigns';
 import type { CosmosTestServer } from '../../testkit/cosmosServer';
 import { type ArmTemplate, evaluate, loadArmTemplate, moduleNamed, resourceIn } from '../support/arm';
+import { campaignRecord } from '../support/campaignRecord';
 import { useCosmosServers } from '../support/cosmosServers';
 
 /**
@@ -50,40 +52,6 @@ async function failure(promise: Promise<unknown>): Promise<RouteLockError> {
   );
   if (!(error instanceof RouteLockError)) throw new Error(`expected a RouteLockError, got ${String(error)}`);
   return error;
-}
-
-const zeroCounts = {
-  pending: 0,
-  running: 0,
-  completed: 0,
-  noOp: 0,
-  failed: 0,
-  conflict: 0,
-  cancelled: 0,
-  skipped: 0,
-  total: 0,
-};
-
-export function campaignRecord(
-  campaignId: string,
-  createdAt = '2026-01-01T00:00:00.000Z',
-  status: CampaignState = 'Running',
-): CampaignRecord {
-  return {
-    campaignId,
-    target: { region: 'eastus' },
-    limits: { maxConcurrent: 10 },
-    status,
-    source: { kind: 'ids' },
-    createdAt,
-    updatedAt: createdAt,
-    createdBy: 'oid-alice',
-    pages: 0,
-    reserved: 0,
-    counts: zeroCounts,
-    recentStarts: [],
-    writeLockHistogram: [],
-  };
 }
 
 /** Seconds after 2026-01-01, as ISO instants (the list's sort key). */
@@ -175,7 +143,8 @@ describe.each(backends)('campaigns contract: %s', (_name, open) => {
         ['c-c', 3, 'Running'],
         ['c-e', 4, 'Cancelled'],
       ];
-      for (const [id, second, status] of rows) await campaigns.create(campaignRecord(id, at(second), status));
+      for (const [id, second, status] of rows)
+        await campaigns.create(campaignRecord(id, { createdAt: at(second), status }));
     }
 
     test('newest first (createdAt, then campaignId, descending), paged by its continuation', async () => {
@@ -318,8 +287,8 @@ describe.each(backends)('campaigns contract: %s', (_name, open) => {
       ]);
       await campaigns.saveMembers('c-m', [{ ...m0!, state: 'completed', endedAt: 2000, writeLockMs: 40 }]);
       const counts = await campaigns.countMembers('c-m');
-      expect({ ...zeroCounts, total: undefined, ...counts }).toEqual({
-        ...zeroCounts,
+      expect({ ...countsFrom({}), total: undefined, ...counts }).toEqual({
+        ...countsFrom({}),
         total: undefined,
         pending: 1,
         running: 1,

@@ -10,7 +10,16 @@ import {
   type WireEvent,
 } from '../../testkit/durableReplay';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
-import { type InputVersion, V1, V2, V3, V4, durableMigration, participantJobs } from './durableMigrations';
+import {
+  type InputVersion,
+  V1,
+  V2,
+  V3,
+  V4,
+  V5,
+  durableMigration,
+  participantJobs,
+} from './durableMigrations';
 
 /**
  * Durable histories recorded with the orchestrator of the day through the faithful harness, kept as
@@ -167,6 +176,40 @@ export const SCENARIOS: HistoryScenario[] = [
   {
     name: 'v4-mid-bulk-copy',
     version: V4,
+    description:
+      'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
+    participants: MESSAGES,
+    env: SHORT_LEASES,
+    jobMs: 230_000,
+    verify: { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' },
+    stopWhen: ({ actions }) => {
+      const copy = actions.findIndex(isParticipantCall);
+      const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
+      return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
+    },
+  },
+  {
+    name: 'v5-no-participants',
+    version: V5,
+    description:
+      'a migration without participants: no re-read, no read-path check, the swap confirmed on a replica, completed',
+    participants: [],
+    env: {},
+    jobMs: 0,
+  },
+  {
+    name: 'v5-one-participant',
+    version: V5,
+    description:
+      'one participant answering 202 + Location to each copy, polled until its 200 after 110 s; 300 s leases (renewed every 100 s); no re-read, the read-path check on a replica; verify answers a match; the swap confirmed on a replica; the completed notice delivered',
+    participants: MESSAGES,
+    env: SHORT_LEASES,
+    jobMs: 110_000,
+    verify: { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' },
+  },
+  {
+    name: 'v5-mid-bulk-copy',
+    version: V5,
     description:
       'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
     participants: MESSAGES,

@@ -159,6 +159,16 @@ export const V4: InputVersion = {
   toInput: (i) => ({ ...i, workflowVersion: 4 }),
 };
 
+/**
+ * Version 5 (issue 20 §5): the pre-lock answers where the route was (no re-read), the read-path check
+ * reads a replica, and a lock-only migration skips it.
+ */
+export const V5: InputVersion = {
+  ...V2,
+  label: 'v5 (workflowVersion 5, fewer route reads)',
+  toInput: (i) => ({ ...i, workflowVersion: 5 }),
+};
+
 export interface Job {
   host: string;
   step: string;

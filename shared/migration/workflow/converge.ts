@@ -1,5 +1,5 @@
-import { sameLocation } from '../../lock/document';
-import type { Step } from '../types';
+import { type Location, sameLocation } from '../../lock/document';
+import { type MigrationInput, type Step, workflowVersionOf } from '../types';
 import { type Moving, type PhaseResult, type Prelocked, done, failed, guarded, next, refused } from './state';
 import { activity, publish, sleep, sleepUntil, stopIfCancelled } from './steps';
 
@@ -18,6 +18,12 @@ export function* convergencePhase(
 function* reread(state: Prelocked, waitUntil: number): Generator<Step, PhaseResult<Moving>, unknown> {
   const { resourceId, lock, target } = state.input;
   yield* stopIfCancelled(state.input);
+  // Version 5: the pre-lock's answer says where the route was: the write region's copy it was decided
+  // on, conditional on its ETag (a route already at the target was refused there: AlreadyAtTarget).
+  // Whatever changes it later (an operator's force-release, a delete) changes the ETag the next
+  // escalation names: a 412, decided again on the write region's copy, where the lock is not ours.
+  const known = workflowVersionOf(state.input) >= 5 ? state.grant.location : undefined;
+  if (known !== undefined) return yield* converging(state, known, waitUntil);
   const route = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
   if (!route.ok) return refused(state, 'read the route', route);
   if (sameLocation(route.value.location, target)) {
@@ -31,20 +37,42 @@ function* reread(state: Prelocked, waitUntil: number): Generator<Step, PhaseResu
       }),
     );
   }
-  const converging: Moving = {
+  return yield* converging(state, route.value.location, waitUntil);
+}
+
+function* converging(
+  state: Prelocked,
+  from: Location,
+  waitUntil: number,
+): Generator<Step, PhaseResult<Moving>, unknown> {
+  const moving: Moving = {
     input: state.input,
     status: yield* publish(state.status, { phase: 'converging' }),
     etag: state.etag,
-    from: route.value.location,
+    from,
   };
-  return yield* guarded(converging, (moving) => awaitVisibility(moving, waitUntil));
+  return yield* guarded(moving, (held) => awaitVisibility(held, waitUntil));
+}
+
+/**
+ * Where version 5 looks for the lock after the wait: a replica (what a service's cache miss reads; the
+ * write region's read-through adds nothing a conditional escalation does not catch), and for a
+ * lock-only migration nowhere. The check exists so the copies may rely on every service enforcing the
+ * lock, as the in-flight grace does; with no participant nothing is copied, and the lock-only swap
+ * is still confirmed on a replica after the replication bound (confirm.ts).
+ */
+export function visibilityRead(input: MigrationInput): 'readPath' | 'replica' | null {
+  if (workflowVersionOf(input) < 5) return 'readPath';
+  return input.settings.participants.length === 0 ? null : 'replica';
 }
 
 function* awaitVisibility(state: Moving, waitUntil: number): Generator<Step, PhaseResult<Moving>, unknown> {
   const { resourceId, migrationId, settings: s } = state.input;
   yield* sleepUntil(waitUntil, state.input);
+  const from = visibilityRead(state.input);
+  if (from === null) return next(state);
   for (let attempt = 1; attempt <= s.retryAttempts; attempt += 1) {
-    const seen = yield* activity('readRoute', { resourceId, from: 'readPath' });
+    const seen = yield* activity('readRoute', { resourceId, from });
     if (!seen.ok) return refused(state, 'read the route', seen);
     if (seen.value.lock?.migrationId === migrationId) return next(state);
     yield* sleep(s.retryIntervalSeconds * 1000, state.input);

@@ -3,9 +3,10 @@ import type {
   MigrationInput,
   MigrationState,
   MigrationStatus,
-  SeededGrant,
+  PrelockGrant,
   Step,
 } from '../types';
+import { workflowVersionOf } from '../types';
 import { type Cancelled, type PhaseResult, type Prelocked, cancelled, done, messageOf } from './state';
 import { CancelRequested, activity, publish, waitingOutConvergence } from './steps';
 
@@ -52,8 +53,15 @@ export function* tryPrelock(
   status: MigrationStatus,
 ): Generator<Step, PrelockTried, unknown> {
   const { resourceId, migrationId, lock } = input;
-  const request = { resourceId, migrationId, owner: input.instanceId, target: input.target, lock };
-  let pre: ActivityResult<SeededGrant>;
+  const request = {
+    resourceId,
+    migrationId,
+    owner: input.instanceId,
+    target: input.target,
+    lock,
+    ...prelockSaving(input),
+  };
+  let pre: ActivityResult<PrelockGrant>;
   try {
     pre = yield* waitingOutConvergence('prelock', request, input.settings, input);
   } catch (error) {
@@ -69,6 +77,14 @@ export function* tryPrelock(
   });
   return { kind: 'next', state: { input, status: prelocked, etag: pre.value.etag, grant: pre.value } };
 }
+
+/**
+ * Version 5: the pre-lock answers where the route was, so the route is not read again (converge.ts), and
+ * its activity decides on the version the router holds (activities.ts): the read it saves, a 412 and a
+ * re-read when that version is stale.
+ */
+export const prelockSaving = (input: MigrationInput): { withLocation?: true } =>
+  workflowVersionOf(input) >= 5 ? { withLocation: true } : {};
 
 /**
  * The clean-up after a pre-lock that failed unanswered. A timed-out pre-lock may have committed

@@ -1,5 +1,12 @@
 import type { Location } from '../../lock/document';
-import type { CancelRequest, MigrationInput, MigrationStatus, SeededGrant, Step } from '../types';
+import type {
+  CancelRequest,
+  MigrationInput,
+  MigrationStatus,
+  PrelockGrant,
+  SeededGrant,
+  Step,
+} from '../types';
 import { CancelRequested } from './steps';
 
 /**
@@ -15,9 +22,12 @@ export interface WorkflowState {
   readonly etag: string;
 }
 
-/** After the pre-lock: its grant, from which the convergence wait is counted. */
+/**
+ * After the pre-lock: its grant, from which the convergence wait is counted, and (version 5) where the
+ * route was when it committed.
+ */
 export interface Prelocked extends WorkflowState {
-  readonly grant: SeededGrant;
+  readonly grant: PrelockGrant;
 }
 
 /** After the route was re-read: where the resource moves from. */

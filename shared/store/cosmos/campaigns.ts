@@ -207,13 +207,20 @@ export class CosmosCampaignRecords implements CampaignRecords {
    */
   async addMembers(
     campaignId: string,
-    members: readonly Pick<CampaignMember, 'seq' | 'resourceId'>[],
+    members: readonly (Pick<CampaignMember, 'seq' | 'resourceId'> & { routeEtag?: string | undefined })[],
   ): Promise<number> {
     const subject = campaignSubject(campaignId);
     if (!(await this.get(campaignId))) throw notFound(subject);
     const firsts = new Map<string, CampaignMember>();
-    for (const { seq, resourceId } of members) {
-      if (!firsts.has(resourceId)) firsts.set(resourceId, { campaignId, seq, resourceId, state: 'pending' });
+    for (const { seq, resourceId, routeEtag } of members) {
+      if (!firsts.has(resourceId))
+        firsts.set(resourceId, {
+          campaignId,
+          seq,
+          resourceId,
+          state: 'pending',
+          ...(routeEtag === undefined ? {} : { routeEtag }),
+        });
     }
     const statuses = await this.writeMembers(
       [...firsts.values()].map((member) => ({

@@ -172,7 +172,7 @@ export class SqliteCampaignRecords extends SqliteTables implements CampaignRecor
 
   async addMembers(
     campaignId: string,
-    members: readonly Pick<CampaignMember, 'seq' | 'resourceId'>[],
+    members: readonly (Pick<CampaignMember, 'seq' | 'resourceId'> & { routeEtag?: string | undefined })[],
   ): Promise<number> {
     const subject = campaignSubject(campaignId);
     return guarded(subject, () =>
@@ -180,8 +180,14 @@ export class SqliteCampaignRecords extends SqliteTables implements CampaignRecor
         .transaction(() => {
           if (!this.statements.exists.get(campaignId)) throw notFound(subject);
           let added = 0;
-          for (const { seq, resourceId } of members) {
-            const member: CampaignMember = { campaignId, seq, resourceId, state: 'pending' };
+          for (const { seq, resourceId, routeEtag } of members) {
+            const member: CampaignMember = {
+              campaignId,
+              seq,
+              resourceId,
+              state: 'pending',
+              ...(routeEtag === undefined ? {} : { routeEtag }),
+            };
             added += this.statements.addMember.run(
               campaignId,
               resourceId,

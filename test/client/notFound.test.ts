@@ -1,0 +1,70 @@
+import { DEFAULT_NOT_FOUND_TTL_MS, RoutingClient, RoutingServiceError } from '../../shared/client';
+import { type HostOnClock, SOURCE, T, hostOnManualClock, scriptedServer } from './harness';
+
+/**
+ * Issue 20 §1: a short negative cache for 404. A storm of lookups of a missing id costs one request per
+ * `notFoundTtlMs`; a route created elsewhere meanwhile is seen at most that long late (safe: a 404
+ * allows nothing), and one this client creates is seen at once.
+ */
+
+let h: HostOnClock | undefined;
+afterEach(async () => {
+  await h?.host.close();
+  h = undefined;
+});
+
+const failure = (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved',
+    (e: unknown) => e,
+  );
+
+test('1,000 lookups of a missing id, concurrent and then one by one within the TTL, cost one request', async () => {
+  h = await hostOnManualClock('dev');
+  const client = new RoutingClient({ baseUrl: h.api, clock: h.clock.now });
+  const errors = await Promise.all(Array.from({ length: 500 }, () => failure(client.resolve('conv-none'))));
+  for (let i = 0; i < 500; i += 1) errors.push(await failure(client.resolve('conv-none')));
+  expect(
+    errors.every((e) => e instanceof RoutingServiceError && e.status === 404 && e.code === 'NotFound'),
+  ).toBe(true);
+  expect(client.requests).toBe(1);
+  expect(DEFAULT_NOT_FOUND_TTL_MS).toBeLessThanOrEqual(5_000); // "a few seconds at most"
+});
+
+test('a route created elsewhere is seen at most notFoundTtlMs after the 404; one created here at once', async () => {
+  h = await hostOnManualClock('dev');
+  const client = new RoutingClient({ baseUrl: h.api, clock: h.clock.now, notFoundTtlMs: 1000 });
+  const elsewhere = new RoutingClient({ baseUrl: h.api, clock: h.clock.now });
+  expect(await failure(client.resolve('conv-new'))).toMatchObject({ status: 404 });
+  await elsewhere.putRoute('conv-new', SOURCE);
+  h.clock.set(T + 999);
+  expect(await failure(client.resolve('conv-new'))).toMatchObject({ status: 404 }); // remembered
+  h.clock.set(T + 1000);
+  expect(await client.resolve('conv-new')).toMatchObject({ resourceId: 'conv-new', location: SOURCE });
+
+  expect(await failure(client.resolve('conv-mine'))).toMatchObject({ status: 404 });
+  await client.putRoute('conv-mine', SOURCE);
+  expect(await client.resolve('conv-mine')).toMatchObject({ resourceId: 'conv-mine' });
+});
+
+test('negative control: with notFoundTtlMs 0 every lookup of a missing id is a request', async () => {
+  h = await hostOnManualClock('dev');
+  const client = new RoutingClient({ baseUrl: h.api, clock: h.clock.now, notFoundTtlMs: 0 });
+  for (let i = 0; i < 20; i += 1) await failure(client.resolve('conv-none'));
+  expect(client.requests).toBe(20);
+});
+
+test('a 404 that is not NotFound (a wrong base URL) is not remembered', async () => {
+  const server = await scriptedServer(() => ({ status: 404, body: { title: 'no such path' } }));
+  try {
+    const client = new RoutingClient({ baseUrl: server.api });
+    for (let i = 0; i < 3; i += 1)
+      expect(await failure(client.resolve('conv-1'))).toMatchObject({ status: 404, code: 'HTTP404' });
+    expect(server.requests()).toBe(3);
+    expect(await client.decideFor('conv-1', 'write', SOURCE).catch((e: unknown) => e)).toMatchObject({
+      code: 'HTTP404',
+    });
+  } finally {
+    await server.close();
+  }
+});

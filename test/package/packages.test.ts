@@ -1,0 +1,459 @@
+import { execFile, spawnSync } from 'node:child_process';
+import {
+  copyFileSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { type LocalHost, startLocalHost } from '../../local/host';
+import { parseConfig } from '../../shared/config';
+import { Router } from '../../shared/router';
+import { SqliteStore } from '../../shared/store/sqlite/locations';
+import {
+  type BuiltPackage,
+  buildPackages,
+  packPackage,
+  undeclaredModules,
+} from '../../scripts/build-packages';
+import { type LockEntry, dependencyFiles, productionLocations } from '../../scripts/package';
+
+/**
+ * The two packages as a service gets them (issue 20 §1): built (`npm run packages`), packed (`npm pack`),
+ * installed from the tarballs into scratch projects in the OS temporary folder, outside this project
+ * (so Node cannot fall back to its node_modules), with `npm install --offline` and an empty npm cache:
+ * every dependency must come from this project's own install, copied into the scratch project's
+ * node_modules beforehand (npm keeps an installed package that satisfies the range and fetches nothing).
+ * Then, from there, in child processes, through both `require` and `import`:
+ * - the client resolves routes from the embedded host's handlers over real HTTP and decides;
+ * - the library resolves and decides from the same SQLite file, and refuses to write;
+ * - a Cosmos-only library install (no better-sqlite3) loads its main entry.
+ */
+
+jest.setTimeout(120_000);
+
+const execFileAsync = promisify(execFile);
+const root = resolve(__dirname, '../..');
+const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
+  packages: Record<string, LockEntry>;
+};
+const temp = mkdtempSync(join(tmpdir(), 'routelock-packages-'));
+const dbPath = join(temp, 'routes.db');
+const SOURCE = { region: 'westeurope' };
+const TARGET = { region: 'northeurope' };
+// The dev profile with production's write lease: the seeded write lock stays in force for the whole test.
+const timingEnv = {
+  ROUTELOCK_PROFILE: 'dev',
+  ROUTELOCK_WRITE_LEASE_SECONDS: '300',
+  ROUTELOCK_WRITE_BUDGET_SECONDS: '900',
+  ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '21600',
+};
+const libraryEnv = { ...timingEnv, ROUTELOCK_STORE: 'sqlite', ROUTELOCK_SQLITE_PATH: dbPath };
+/** What neither package may bring along (the client: not even the library's own dependencies). */
+const heavy = ['@azure/functions', 'durable-functions', 'applicationinsights', 'better-sqlite3'];
+const notInClient = [...heavy, '@azure/cosmos', '@azure/identity', 'zod', 'luxon'];
+
+let built: BuiltPackage[];
+let tarballs: Record<string, string>;
+let host: LocalHost;
+
+/**
+ * Copy (hard-link when it can) `names` and everything they need from this project's node_modules, with
+ * their `.bin` links as npm makes them (npm re-fetches an installed package whose bin link is missing).
+ */
+function prelink(project: string, names: string[]): void {
+  const locations = productionLocations(
+    { packages: { ...lock.packages, '': { dependencies: Object.fromEntries(names.map((n) => [n, '*'])) } } },
+    {},
+  );
+  for (const file of dependencyFiles(root, locations)) {
+    const target = join(project, file);
+    mkdirSync(dirname(target), { recursive: true });
+    const source = realpathSync(join(root, file));
+    try {
+      linkSync(source, target);
+    } catch {
+      copyFileSync(source, target);
+    }
+  }
+  for (const location of locations) {
+    const manifest = JSON.parse(readFileSync(join(project, location, 'package.json'), 'utf8')) as {
+      name: string;
+      bin?: string | Record<string, string>;
+    };
+    const bins =
+      typeof manifest.bin === 'string'
+        ? { [manifest.name.replace(/^@[^/]+\//, '')]: manifest.bin }
+        : (manifest.bin ?? {});
+    const binDir = join(project, dirname(location), '.bin');
+    for (const [name, file] of Object.entries(bins)) {
+      mkdirSync(binDir, { recursive: true });
+      rmSync(join(binDir, name), { force: true });
+      symlinkSync(relative(binDir, join(project, location, file)), join(binDir, name));
+    }
+  }
+}
+
+function npm(project: string, args: string[]): string {
+  const run = spawnSync('npm', args, {
+    cwd: project,
+    encoding: 'utf8',
+    // An empty cache of its own: nothing may come from a cache (or the network).
+    env: { ...process.env, npm_config_cache: join(temp, 'npm-cache'), npm_config_update_notifier: 'false' },
+  });
+  if (run.status !== 0)
+    throw new Error(`npm ${args.join(' ')} failed in ${project}:\n${run.stdout}${run.stderr}`);
+  return run.stdout;
+}
+
+/** A scratch project with `deps` pre-linked and `tarball` installed offline. */
+function scratchProject(name: string, tarball: string, deps: string[]): string {
+  const project = join(temp, name);
+  mkdirSync(project);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }));
+  prelink(project, deps);
+  npm(project, ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball]);
+  return project;
+}
+
+/** Package names installed anywhere under `project`'s node_modules. */
+function installed(project: string): string[] {
+  const names: string[] = [];
+  const walk = (dir: string): void => {
+    if (!existsSync(dir)) return;
+    for (const entry of readdirSync(dir)) {
+      if (entry.startsWith('.')) continue;
+      const path = join(dir, entry);
+      if (entry.startsWith('@')) {
+        for (const scoped of readdirSync(path)) {
+          names.push(`${entry}/${scoped}`);
+          walk(join(path, scoped, 'node_modules'));
+        }
+      } else {
+        names.push(entry);
+        walk(join(path, 'node_modules'));
+      }
+    }
+  };
+  walk(join(project, 'node_modules'));
+  return [...new Set(names)].sort();
+}
+
+/**
+ * Run `source` as a module of `project` (.cjs or .mjs), its stdout's last line parsed as JSON. Asynchronous:
+ * the host answering the child runs in this process.
+ */
+async function runIn(
+  project: string,
+  file: string,
+  source: string,
+  env: Record<string, string> = {},
+): Promise<Record<string, unknown>> {
+  writeFileSync(join(project, file), source);
+  const { stdout } = await execFileAsync(process.execPath, ['--expose-gc', join(project, file)], {
+    cwd: project,
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH ?? '', ...env },
+    timeout: 60_000,
+  }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
+    throw new Error(`${file} failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`);
+  });
+  return JSON.parse(stdout.trim().split('\n').pop() as string) as Record<string, unknown>;
+}
+
+/**
+ * Type-check `files` (name → source) in `project` as a consumer would: strict, `module: node16` (so a
+ * `.cts` file resolves the `require` condition of the exports map and a `.mts` file the `import` one),
+ * skipLibCheck as `tsc --init` sets it. Each file holds a `@ts-expect-error`, so types that resolved
+ * to `any` fail the check too. The compiler's diagnostics, or '' when clean.
+ */
+function typeCheck(project: string, files: Record<string, string>): string {
+  for (const [name, source] of Object.entries(files)) writeFileSync(join(project, name), source);
+  writeFileSync(
+    join(project, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        strict: true,
+        module: 'node16',
+        moduleResolution: 'node16',
+        target: 'es2022',
+        noEmit: true,
+        skipLibCheck: true,
+        types: ['node'],
+        typeRoots: [join(root, 'node_modules/@types')],
+      },
+      files: Object.keys(files),
+    }),
+  );
+  const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', project], {
+    cwd: project,
+    encoding: 'utf8',
+  });
+  return tsc.status === 0 ? '' : `${tsc.stdout}${tsc.stderr}`;
+}
+
+/** The loaded-module report every child prints: node_modules packages it loaded, module count, heap. */
+const loadedReport = `
+function loaded(cache) {
+  const files = Object.keys(cache);
+  const packages = [...new Set(files.map((f) => /node_modules\\/((?:@[^/]+\\/)?[^/]+)\\//.exec(f)?.[1]).filter(Boolean))].sort();
+  globalThis.gc();
+  return { modules: files.length, packages, heapMiB: Math.round(process.memoryUsage().heapUsed / 1048576 * 10) / 10 };
+}`;
+
+/** One program for both module systems: the client resolves, decides and meets a missing route. */
+const clientProgram = (load: string, cache: string) => `${load}
+${loadedReport}
+(async () => {
+  const client = new RoutingClient({ baseUrl: process.env.API });
+  const cold = await client.resolve('cold');
+  const hot = await client.resolve('hot');
+  const missing = await client.resolve('nope').catch((e) => ({ isError: e instanceof RoutingServiceError, status: e.status, code: e.code }));
+  console.log(JSON.stringify({
+    cold: { write: decide(cold, 'write', ${JSON.stringify(SOURCE)}), elsewhere: decide(cold, 'write', ${JSON.stringify(TARGET)}) },
+    hot: { read: decide(hot, 'read', ${JSON.stringify(SOURCE)}), write: decide(hot, 'write', ${JSON.stringify(SOURCE)}) },
+    missing,
+    statuses: {
+      allow: decisionStatus(decide(cold, 'write', ${JSON.stringify(SOURCE)})),
+      notHere: decisionStatus(decide(cold, 'write', ${JSON.stringify(TARGET)})),
+      deny: decisionStatus(decide(hot, 'write', ${JSON.stringify(SOURCE)})),
+      notFound: decisionStatus(decide(null, 'read', ${JSON.stringify(SOURCE)})),
+    },
+    ...loaded(${cache}),
+  }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+/** The library from the SQLite file: resolves, decides, refuses to write. */
+const libraryProgram = (load: string, cache: string) => `${load}
+${loadedReport}
+(async () => {
+  const router = await lib.openRouter();
+  const cold = (await router.view('cold')).view;
+  const hot = (await router.view('hot')).view;
+  const missing = await router.resolve('nope').catch((e) => ({ isError: e instanceof lib.RouteLockError, code: e.code, status: lib.errorKind(e.code).status }));
+  const refusal = (e) => ({ isError: e instanceof lib.RouteLockError, code: e.code, status: lib.errorKind(e.code).status });
+  const create = await router.createRoute('new', ${JSON.stringify(SOURCE)}).then(() => 'written', refusal);
+  const prelock = await router.prelock('cold', { migrationId: 'm', owner: 'o', target: ${JSON.stringify(TARGET)} }).then(() => 'written', refusal);
+  const direct = lib.createRouter({ store: new SqliteStore(process.env.ROUTELOCK_SQLITE_PATH), timing: lib.parseConfig(process.env).timing });
+  const hotDirect = (await direct.view('hot')).view;
+  console.log(JSON.stringify({
+    cold: { write: lib.decide(cold, 'write', ${JSON.stringify(SOURCE)}), elsewhere: lib.decide(cold, 'write', ${JSON.stringify(TARGET)}) },
+    hot: { read: lib.decide(hot, 'read', ${JSON.stringify(SOURCE)}), write: lib.decide(hot, 'write', ${JSON.stringify(SOURCE)}), direct: lib.decide(hotDirect, 'write', ${JSON.stringify(SOURCE)}) },
+    missing, create, prelock,
+    ...loaded(${cache}),
+  }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+const expectedDecisions = {
+  cold: { write: { kind: 'allow' }, elsewhere: { kind: 'notHere', location: SOURCE } },
+  hot: { read: { kind: 'allow' }, write: { kind: 'deny', retryAfterSeconds: expect.any(Number) } },
+};
+
+beforeAll(async () => {
+  built = buildPackages(root, join(temp, 'built'));
+  tarballs = Object.fromEntries(built.map((b) => [b.name, packPackage(b, join(temp, 'tarballs'))]));
+
+  // Seed the SQLite file as routelock would have written it: an unlocked route and one under a
+  // write lock (taken on a clock set back, so the lock is in force now).
+  const timing = parseConfig(timingEnv).timing;
+  let now = Date.now() - 30_000;
+  const seed = new SqliteStore(dbPath);
+  const writer = new Router({ store: seed, timing, clock: () => now });
+  await writer.createRoute('cold', SOURCE);
+  await writer.createRoute('hot', SOURCE);
+  const grant = await writer.prelock('hot', { migrationId: 'm-hot', owner: 'test', target: TARGET });
+  now = Date.parse(grant.startsAt) + (timing.clockSkewSeconds + timing.safetyBufferSeconds + 1) * 1000;
+  await writer.escalate('hot', { token: grant.token as string, phase: 'hardDelete' });
+  now = Date.now() - 1000;
+  await writer.escalate('hot', { token: grant.token as string, phase: 'write' });
+
+  host = await startLocalHost({
+    env: { PORT: '0', ...timingEnv },
+    store: seed,
+    statePath: ':memory:',
+    log: () => undefined,
+  });
+}, 300_000);
+
+afterAll(async () => {
+  await host?.close();
+  rmSync(temp, { recursive: true, force: true });
+});
+
+describe('@routelock/client', () => {
+  let project: string;
+  beforeAll(() => {
+    project = scratchProject('client-service', tarballs['@routelock/client'] as string, ['lru-cache']);
+  }, 120_000);
+
+  test('installs offline with nothing heavy: no @azure/*, Durable Functions, telemetry SDK, SQLite, zod', () => {
+    const tree = installed(project);
+    expect(tree).toContain('@routelock/client');
+    for (const name of notInClient) expect(tree).not.toContain(name);
+    expect(tree.filter((n) => n.startsWith('@azure/'))).toEqual([]);
+    const pkg = JSON.parse(
+      readFileSync(join(project, 'node_modules/@routelock/client/package.json'), 'utf8'),
+    ) as {
+      dependencies: Record<string, string>;
+    };
+    expect(Object.keys(pkg.dependencies)).toEqual(['lru-cache']);
+  });
+
+  test("the build's rule: the client's JavaScript loads lru-cache alone; an undeclared module is caught", () => {
+    const client = built.find((b) => b.name === '@routelock/client') as BuiltPackage;
+    expect(client.requires).toEqual(['lru-cache']);
+    const manifest = JSON.parse(readFileSync(join(client.dir, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    expect(undeclaredModules(client.requires, manifest)).toEqual([]);
+    // negative control: a client that started to load zod (or a deep @azure path) is refused
+    expect(
+      undeclaredModules([...client.requires, 'zod', '@azure/cosmos/dist/x', 'node:fs'], manifest),
+    ).toEqual(['@azure/cosmos', 'zod']);
+  });
+
+  test('typed through both conditions of the exports map (.cts: require, .mts: import)', () => {
+    const source = (load: string) => `${load}
+const client = new RoutingClient({ baseUrl: 'http://127.0.0.1:7071/api', timeoutMs: 500 });
+const decision: Decision = decide(null, 'read', 'westeurope');
+const status: number = decisionStatus(decision).status;
+export const checked = [client, status];
+// @ts-expect-error not an option
+new RoutingClient({ baseUrl: 'x', noSuchOption: true });
+`;
+    expect(
+      typeCheck(project, {
+        'types.cts': source(
+          "import { RoutingClient, decide, decisionStatus, type Decision } from '@routelock/client';",
+        ),
+        'types.mts': source(
+          "import { RoutingClient, decide, decisionStatus, type Decision } from '@routelock/client';",
+        ),
+      }),
+    ).toBe('');
+    // the check can fail: a misspelt export is an error
+    expect(
+      typeCheck(project, {
+        'wrong.mts':
+          "import { RoutingKlient } from '@routelock/client';\nexport const x = RoutingKlient;\n// @ts-expect-error\nconst y: number = 'a';\n",
+      }),
+    ).toMatch(/RoutingKlient/);
+  });
+
+  test.each([
+    [
+      'require',
+      'resolve.cjs',
+      "const { RoutingClient, RoutingServiceError, decide, decisionStatus } = require('@routelock/client');",
+      'require.cache',
+    ],
+    [
+      'import',
+      'resolve.mjs',
+      "import { RoutingClient, RoutingServiceError, decide, decisionStatus } from '@routelock/client';\nimport { createRequire } from 'node:module';",
+      'createRequire(import.meta.url).cache',
+    ],
+  ])(
+    'through %s: resolves from the host over HTTP and decides every case',
+    async (_how, file, load, cache) => {
+      const out = await runIn(project, file, clientProgram(load, cache), { API: `${host.url}/api` });
+      expect(out).toMatchObject({
+        ...expectedDecisions,
+        missing: { isError: true, status: 404, code: 'NotFound' },
+      });
+      for (const name of notInClient) expect(out.packages).not.toContain(name);
+    },
+  );
+});
+
+describe('@routelock/library', () => {
+  let project: string;
+  beforeAll(() => {
+    const manifest = JSON.parse(readFileSync(join(temp, 'built/library/package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    project = scratchProject(
+      'library-service',
+      tarballs['@routelock/library'] as string,
+      Object.keys(manifest.dependencies),
+    );
+  }, 120_000);
+
+  test('a Cosmos-only install: no native SQLite, Functions, Durable or telemetry SDK; the main entry loads', async () => {
+    const tree = installed(project);
+    expect(tree).toEqual(expect.arrayContaining(['@routelock/library', '@azure/cosmos']));
+    for (const name of heavy) expect(tree).not.toContain(name);
+    const out = await runIn(
+      project,
+      'cosmos-only.cjs',
+      `const lib = require('@routelock/library');
+${loadedReport}
+let sqlite;
+try { require('@routelock/library/sqlite'); sqlite = 'loaded'; } catch (e) { sqlite = { code: e.code, names: /better-sqlite3/.test(e.message) }; }
+console.log(JSON.stringify({ createRouter: typeof lib.createRouter, CosmosStore: typeof lib.CosmosStore, sqlite, ...loaded(require.cache) }));`,
+    );
+    expect(out).toMatchObject({
+      createRouter: 'function',
+      CosmosStore: 'function',
+      sqlite: { code: 'MODULE_NOT_FOUND', names: true },
+    });
+    expect(out.packages).toContain('@azure/cosmos');
+    expect(out.packages).not.toContain('better-sqlite3');
+  });
+
+  test('typed through both conditions, the /sqlite subpath included', () => {
+    const source = `import { createRouter, parseConfig, type Router } from '@routelock/library';
+import { SqliteStore } from '@routelock/library/sqlite';
+const router: Router = createRouter({ store: new SqliteStore(':memory:'), timing: parseConfig({}).timing });
+export const checked = router;
+// @ts-expect-error allowMutations is a boolean
+createRouter({ store: new SqliteStore(':memory:'), timing: parseConfig({}).timing, allowMutations: 'yes' });
+`;
+    expect(typeCheck(project, { 'types.cts': source, 'types.mts': source })).toBe('');
+  });
+
+  describe('with better-sqlite3 installed beside it (the optional peer)', () => {
+    beforeAll(() => prelink(project, ['better-sqlite3']), 60_000);
+
+    test.each([
+      [
+        'require',
+        'enforce.cjs',
+        "const lib = require('@routelock/library');\nconst { SqliteStore } = require('@routelock/library/sqlite');",
+        'require.cache',
+      ],
+      [
+        'import',
+        'enforce.mjs',
+        "import * as lib from '@routelock/library';\nimport { SqliteStore } from '@routelock/library/sqlite';\nimport { createRequire } from 'node:module';",
+        'createRequire(import.meta.url).cache',
+      ],
+    ])(
+      'through %s: resolves and enforces from the SQLite file, and refuses to write',
+      async (_how, file, load, cache) => {
+        const out = await runIn(project, file, libraryProgram(load, cache), libraryEnv);
+        const refused = { isError: true, code: 'ReadOnlyRouter', status: 403 };
+        expect(out).toMatchObject({
+          cold: expectedDecisions.cold,
+          hot: { ...expectedDecisions.hot, direct: expectedDecisions.hot.write },
+          missing: { isError: true, code: 'NotFound', status: 404 },
+          create: refused,
+          prelock: refused,
+        });
+        for (const name of ['@azure/functions', 'durable-functions', 'applicationinsights'])
+          expect(out.packages).not.toContain(name);
+      },
+    );
+  });
+});
