@@ -10,7 +10,7 @@ import { report, verify } from '../verify/run';
  * rules without clock-skew margins on skewed clocks, a route DELETE that ignores the retired-source
  * window, an edge tier that sends a client in series the old headers: full max-age, Age 0; participants
  * cleaning up the source on a `completed` notice sent without the swap's confirmation, under failovers
- * that drop swaps) — each caught.
+ * that drop swaps; coalesced reads joined for longer than the in-flight grace) — each caught.
  */
 test('the lock protocol holds under racing orchestrators, and every planted bug is caught', async () => {
   const results = await verify({ quick: true, seed: 20261130, soakSeconds: 0 });
@@ -36,6 +36,7 @@ test('the lock protocol holds under racing orchestrators, and every planted bug 
     true,
     true,
     true, // cleanUpAtOnce (issue 19 §4)
+    true, // joinLongerThanGrace (issue 20 §3)
   ]);
   // Verification on (issue 19 §1): the participants answer it. A mismatch is possible without a bug (a
   // write lock that lapsed in an outage before its verify: writes resumed), never a refusal without one.

@@ -40,6 +40,8 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
     'deltaDropsItem',
     'deltaDropsItemUnverified',
     'cleanUpAtOnce',
+    // Issue 20 §3: coalescing with a join bound longer than the in-flight grace.
+    'joinLongerThanGrace',
   ] as const) {
     results.push(
       await fleet({ ...fleetSize, faultRate: 0.2, seed: options.seed, control, stopAtFirstViolation: true }),

@@ -52,6 +52,9 @@ export type { FleetControl, FleetOptions, FleetResult, FleetStats } from './type
  *   dies after its journal step i mod 30) and restarted after a pause, sometimes past a lease, sometimes
  *   around the end of a phase lease; that now and then stalls (its timers held) until around the end
  *   of a write lease it holds; and a rival orchestrator that now and then starts a migration of its own;
+ * - every service router coalescing its reads (the configured join bound), and hot resources: for
+ *   resources being migrated, a slow write-region read (a tenth of the grace to twice it) with writes
+ *   arriving while it is in flight, judged as the read they joined began (users.ts hotBursts);
  * - a user or operator who, shortly after some swaps, DELETEs the route through a router (409
  *   ConvergencePending during the retired-source window; Retry-After honoured) and re-creates it at
  *   the same location.

@@ -162,6 +162,9 @@ function summarize(s: FleetStats): string {
       `every write and delete lands 0.5–4.5 s after its decision: ${n(u.landedUnderLock)} landed under a lock ` +
       `that committed meanwhile; ${n(u.raced)} requests raced a commit while resolving their route; ` +
       `${n(u.noRoute)} found no route (deleted for a moment)`,
+    `coalescing (hot resources): ${n(u.bursts)} slow write-region reads with writes arriving during them; ` +
+      `${n(u.joined)} requests joined a slow read in flight (judged as it began), ${n(u.gaveUp)} of them ` +
+      `gave up, their in-flight budget spent before it answered`,
     verificationLine(s),
     `accounts: ${n(s.accountMoves.started)} migrations between two accounts of one region started, ` +
       `${n(s.accountMoves.swapped)} swapped`,

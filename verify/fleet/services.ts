@@ -4,8 +4,9 @@ import type { Location, LocationDocument } from '../../shared/lock/document';
 import { cacheHeaders } from '../../shared/lock/view';
 import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/ports/locations';
+import { HeldReadStore } from '../../testkit/heldReadStore';
 import { ClientTier } from '../clientTier';
-import { NoReadThroughTier, type Tier, regionOnlyDecide } from './controls';
+import { NoReadThroughTier, type Tier, controlJoinBoundMs, regionOnlyDecide } from './controls';
 import { type FleetEnv, drawOffset } from './state';
 import { LOCATIONS, declaredLocation, edgeTtlSeconds, locationKey } from './world';
 
@@ -23,7 +24,15 @@ export interface Service {
   client: ClientTier;
 }
 
-/** The services, one per location, each drawing its clock offset in `LOCATIONS` order. */
+/** Which router a slow read is planted on (FleetEnv.heldReads): a service's tier, and the id. */
+export const heldReadKey = (serving: string, tierIndex: number, id: string): string =>
+  `${serving} ${tierIndex} ${id}`;
+
+/**
+ * The services, one per location, each drawing its clock offset in `LOCATIONS` order. Every router
+ * coalesces its reads (the configured join bound; the control's, twice the grace), and reads through a
+ * store whose write-region reads take virtual time when a hot resource's burst planted a slow one.
+ */
 export function createServices(env: FleetEnv, store: LocationStore) {
   const { timing, ruleTiming, control, clock } = env;
   const edge = edgeTtlSeconds(timing);
@@ -39,12 +48,24 @@ export function createServices(env: FleetEnv, store: LocationStore) {
     serviceOffsets.push(offsetMs);
     const serviceClock = () => clock.now() + offsetMs;
     const routers = timing.cacheTiers.map((tier, index) => {
-      const tierTiming = { ...ruleTiming, localCacheTtlSeconds: tier.ttlSeconds };
+      const tierTiming = {
+        ...ruleTiming,
+        localCacheTtlSeconds: tier.ttlSeconds,
+        coalesceJoinMs: controlJoinBoundMs(control, env.config),
+      };
+      const serving = locationKey(location);
+      const heldStore = new HeldReadStore(store, (read) => {
+        const key = heldReadKey(serving, index, read.id);
+        const heldMs = read.from === 'writeRegion' ? env.heldReads.get(key) : undefined;
+        if (heldMs === undefined) return undefined;
+        env.heldReads.delete(key);
+        return env.scheduler.timer(clock.now() + heldMs).promise.then(() => undefined);
+      });
       // Control: the tier feeding the client sends the old headers (a full max-age, Age 0, however
       // long its cache has held the copy).
       const oldHeaders = control === 'serverCacheNoAge' && index === behindTier;
       return new Router({
-        store,
+        store: heldStore,
         timing: tierTiming,
         clock: serviceClock,
         ...(oldHeaders

@@ -1,6 +1,6 @@
 import { type Config, type TimingConfig, parseConfig } from '../../shared/config';
 import { isRouteLockError } from '../../shared/errors';
-import type { Location, LocationDocument } from '../../shared/lock/document';
+import type { Location, LocationDocument, StoredDocument } from '../../shared/lock/document';
 import type { Decision } from '../../shared/client';
 import type { Operation, RouteView } from '../../shared/lock/view';
 import type { InProcessRunner } from '../../shared/migration/inProcess';
@@ -42,6 +42,13 @@ export interface FleetEnv {
   violations: { kind: ViolationKind; text: string }[];
   /** The latest events of each resource, for the counterexample. */
   trail: Map<string, string[]>;
+  /**
+   * Slow reads planted by a hot resource's burst (users.ts hotBursts): router key and id → how long the
+   * next write-region read of that id by that router takes. Taken by that read (services.ts).
+   */
+  heldReads: Map<string, number>;
+  /** The burst whose slow read is in flight, by service and resource: when it began and what it read. */
+  bursts: Map<string, { at: number; before: StoredDocument }>;
 }
 
 /** The run's state: the environment, the stores and services, the actors' bookkeeping, and the stats. */
@@ -111,6 +118,8 @@ export function fleetEnv(options: FleetOptions): FleetEnv {
     scheduler: new VirtualScheduler(clock),
     violations: [],
     trail: new Map(),
+    heldReads: new Map(),
+    bursts: new Map(),
   };
 }
 
@@ -177,6 +186,9 @@ export function newStats(
     attempts: { firstAttempt: 0, afterRetry: 0, failedAfterAll: 0, failedEarly: 0, max: 0 },
     virtualHours: 0,
     userOps: {
+      joined: 0,
+      gaveUp: 0,
+      bursts: 0,
       reads: 0,
       writes: 0,
       deletes: 0,

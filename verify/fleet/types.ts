@@ -21,7 +21,12 @@ export type FleetControl =
    * Confirmation switched off (issue 19 §4): the swap's own answer taken for the replica's, so the
    * `completed` notice (and the participants' clean-up of the source) follows a swap a failover dropped.
    */
-  | 'cleanUpAtOnce';
+  | 'cleanUpAtOnce'
+  /**
+   * Coalescing with a join bound longer than the in-flight grace (2 × grace, which config refuses): a
+   * request joins a slow read begun before a lock committed, and lands after the copies started.
+   */
+  | 'joinLongerThanGrace';
 
 export interface FleetOptions {
   migrations: number;
@@ -88,7 +93,13 @@ export interface FleetStats {
     | 'unavailable'
     | 'raced'
     | 'landedUnderLock'
-    | 'noRoute',
+    | 'noRoute'
+    /** Requests whose resolve joined a slow read in flight (a hot resource's burst), judged as it began. */
+    | 'joined'
+    /** Requests that gave up: their resolve outlasted their in-flight budget (nine tenths of the grace). */
+    | 'gaveUp'
+    /** Slow reads of hot resources that the bursts' requests arrived during. */
+    | 'bursts',
     number
   >;
   faults: Record<
