@@ -1,9 +1,10 @@
 import { LRUCache } from 'lru-cache';
 import { type Clock, systemClock } from './clock';
 import { type AnyErrorCode, type ClientErrorCode, type ErrorCode, errorKind } from './errors';
-import { SharedReads } from './inflight';
+import { COALESCE_GRACE_SHARE, SharedReads } from './inflight';
 import { type Location, entityTag, sameLocation } from './lock/document';
 import { DEFAULT_CLOCK_SKEW_SECONDS, hasStarted } from './lock/state';
+import { profiles } from './profiles';
 import type { Enforcement, LockGrant, Operation, RouteView } from './lock/view';
 
 /**
@@ -37,20 +38,14 @@ export type Decision =
    */
   | { kind: 'unavailable'; retryAfterSeconds: number };
 
-/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (shared/profiles.ts; a test keeps them equal). */
-export const DEFAULT_INFLIGHT_GRACE_SECONDS = 5;
+/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (shared/profiles.ts). */
+export const DEFAULT_INFLIGHT_GRACE_SECONDS = Number(profiles.production.ROUTELOCK_INFLIGHT_GRACE_SECONDS);
 /** `timeoutMs`'s default. */
 export const DEFAULT_TIMEOUT_MS = 2_000;
 /** `coalesceJoinMs`'s default (1 % of the production grace). */
 export const DEFAULT_COALESCE_JOIN_MS = 50;
-/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (shared/profiles.ts; a test keeps them equal). */
-export const DEFAULT_SERVER_COALESCE_JOIN_MS = 50;
-/**
- * The share of the grace the join bounds may take together, as config.ts's COALESCE_GRACE_SHARE (a
- * test keeps them equal; config.ts is too heavy for the client to import): joins take at most a tenth,
- * and the request keeps nine tenths for its own in-flight time (docs/design.md §5.6).
- */
-export const CLIENT_COALESCE_GRACE_SHARE = 10;
+/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (shared/profiles.ts). */
+export const DEFAULT_SERVER_COALESCE_JOIN_MS = Number(profiles.production.ROUTELOCK_COALESCE_JOIN_MS);
 /** `notFoundTtlMs`'s default. */
 export const DEFAULT_NOT_FOUND_TTL_MS = 1_000;
 /** `staleForMs`'s default. */
@@ -228,7 +223,7 @@ export class RoutingClient {
       options.serverCoalesceJoinMs ?? DEFAULT_SERVER_COALESCE_JOIN_MS,
     );
     // What the joins may take together: a tenth of the grace (the request keeps nine tenths).
-    const joinBudgetMs = (this.inFlightGraceSeconds * 1000) / CLIENT_COALESCE_GRACE_SHARE;
+    const joinBudgetMs = (this.inFlightGraceSeconds * 1000) / COALESCE_GRACE_SHARE;
     const joinLeftMs = Math.max(0, joinBudgetMs - this.serverCoalesceJoinMs);
     if (
       (options.coalesceJoinMs !== undefined &&

@@ -1,6 +1,7 @@
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { earliestEscalationAt } from './lock/state';
+import { COALESCE_GRACE_SHARE } from './inflight';
 import { isLoopbackHostname } from './loopback';
 import { MAX_ORCHESTRATION_ACTIONS, renewEveryMs } from './migration/workflow/copy';
 import { worstCaseAttemptActions } from './migration/workflow/bound';
@@ -19,33 +20,9 @@ import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
  * and the expected form.
  */
 
-export interface CacheTier {
-  name: string;
-  ttlSeconds: number;
-}
+import type { CacheTier, TimingConfig } from './timing';
 
-export interface TimingConfig {
-  profile: ServingProfile;
-  cacheTiers: CacheTier[];
-  replicationBoundSeconds: number;
-  safetyBufferSeconds: number;
-  clockSkewSeconds: number;
-  prelockLeaseSeconds: number;
-  prelockMaxSeconds: number;
-  hardDeleteLeaseSeconds: number;
-  writeLeaseSeconds: number;
-  writeBudgetSeconds: number;
-  retryAfterMaxSeconds: number;
-  /** max cache TTL across the declared tiers + replication bound. */
-  convergenceDelaySeconds: number;
-  /** TTL of the service-local tier: what a route view may be cached for, and the router's own cache. */
-  localCacheTtlSeconds: number;
-  /**
-   * ROUTELOCK_COALESCE_JOIN_MS: how long after a store read began a concurrent resolve of the same id may
-   * still join it (shared/inflight.ts; docs/design.md §5.8). At most a tenth of the in-flight grace.
-   */
-  coalesceJoinMs: number;
-}
+export type { CacheTier, TimingConfig };
 
 export type StoreConfig =
   | { kind: 'sqlite'; path: string }
@@ -339,11 +316,7 @@ export function timingInequalities(t: TimingNumbers, earliestEscalationSeconds: 
   return problems;
 }
 
-/**
- * The grace is shared 1 : 9 between the join bound and the request's own in-flight time (inequality 5):
- * the join bound may take at most 1/COALESCE_GRACE_SHARE of it.
- */
-export const COALESCE_GRACE_SHARE = 10;
+export { COALESCE_GRACE_SHARE };
 
 /** A migration's attempts with a fresh lock (issue 18): each one may record a whole copy's history. */
 export const MAX_MIGRATION_ATTEMPTS = 10;

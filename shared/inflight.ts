@@ -9,6 +9,13 @@ import type { Clock } from './clock';
  *
  * The one home of the join rule: Router (store reads) and RoutingClient (HTTP reads) both use it.
  */
+/**
+ * The grace is shared 1 : 9 between the join bounds and a request's own in-flight time (docs/design.md §5.8,
+ * inequality 5): joins may take at most 1/COALESCE_GRACE_SHARE of it. Config checks the server's bound
+ * against it, RoutingClient its own and the server's together.
+ */
+export const COALESCE_GRACE_SHARE = 10;
+
 export interface SharedReadsOptions {
   /** How long after a read began it may still be joined; 0 joins only reads begun in the same instant. */
   joinBoundMs: number;

@@ -1,4 +1,4 @@
-import type { TimingConfig } from '../config';
+import type { TimingConfig } from '../timing';
 import { retryAfterFromMs } from '../errors';
 import {
   type Location,

@@ -1,12 +1,11 @@
 import {
-  CLIENT_COALESCE_GRACE_SHARE,
   DEFAULT_INFLIGHT_GRACE_SECONDS,
   DEFAULT_SERVER_COALESCE_JOIN_MS,
   RoutingClient,
   decide,
   withinGrace,
 } from '../../shared/client';
-import { COALESCE_GRACE_SHARE, parseConfig } from '../../shared/config';
+import { parseConfig } from '../../shared/config';
 import type { RouteView } from '../../shared/lock/view';
 import { startLocalHost } from '../../local/host';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
@@ -144,11 +143,10 @@ describe('the join bound', () => {
     expect(() => new RoutingClient({ baseUrl, coalesceJoinMs: -1 })).toThrow(RangeError);
   });
 
-  test("the defaults are the production profile's, and the share is config.ts's", () => {
+  test("the defaults are what the production profile's config parses to", () => {
     const production = parseConfig({ ROUTELOCK_PROFILE: 'production' });
     expect(production.migration.inFlightGraceSeconds).toBe(DEFAULT_INFLIGHT_GRACE_SECONDS);
     expect(production.timing.coalesceJoinMs).toBe(DEFAULT_SERVER_COALESCE_JOIN_MS);
-    expect(CLIENT_COALESCE_GRACE_SHARE).toBe(COALESCE_GRACE_SHARE);
   });
 });
 test('resolvedAt for a cached view is when it is served; a service refuses a write older than the grace', async () => {
