@@ -40,8 +40,9 @@ export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, CaughtBy> = 
   campaignIgnoresStartsPerMinute: ['campaign'],
   // The source cleaned up while the route is back on it: acknowledged writes gone from where it is.
   cleanUpAtOnce: ['data'],
-  // Joined answers older than the grace: writes decided before the write lock land after the copies.
-  joinLongerThanGrace: ['data'],
+  // Joined answers older than the grace: writes decided before the write lock land after the copies,
+  // or a decision made on a copy older than the request (the late answer cached and served again).
+  joinLongerThanGrace: ['data', 'decision'],
 };
 
 /**
