@@ -156,6 +156,12 @@ interface VersionedCopy {
   fromCache: boolean;
 }
 
+/** A store read's answer with when the read began (what the answer's age counts from). */
+interface TimedRead {
+  stored: StoredDocument;
+  startedAt: number;
+}
+
 interface CacheEntry {
   stored: StoredDocument;
   /** From this instant on, the cached copy may show stale lock state: read through to the write region. */
@@ -196,7 +202,7 @@ export class Router {
    * by source, priority and id. Public for tests and benchmarks: `started` counts the reads made.
    */
   readonly sharedReads: {
-    nearest: SharedReads<ReadPathKey, StoredDocument>;
+    nearest: SharedReads<ReadPathKey, TimedRead>;
     writeRegion: SharedReads<ReadPathKey, CacheEntry>;
   };
 
@@ -276,8 +282,9 @@ export class Router {
       ? hit
       : await this.readPath(id, hit !== undefined, requestedAt, priority);
     const now = this.clock();
-    // A copy cached during this request was read for it (or alongside it): held 0.
-    const heldMs = Math.max(0, requestedAt - entry.cachedAt);
+    // A copy's age counts from when the read that fetched it began (a slow or joined read's answer is
+    // that old already), so a cache downstream never holds it past the one local TTL.
+    const heldMs = Math.max(0, now - entry.cachedAt);
     const headers = (this.options.cacheHeaders ?? cacheHeaders)(entry.stored.doc, now, this.timing, heldMs);
     return { view: routeView(entry.stored, now, this.timing), ...headers };
   }
@@ -324,15 +331,19 @@ export class Router {
   ): Promise<CacheEntry> {
     if (cached) return this.sharedWriteRegionRead(id, priority);
 
-    const readNearest = () => this.store.read(id, { from: 'nearest', priority });
+    const readNearest = async (): Promise<TimedRead> => {
+      const startedAt = this.clock();
+      return { stored: await this.store.read(id, { from: 'nearest', priority }), startedAt };
+    };
     const nearest = await (this.options.coalesceReads === false
       ? readNearest()
       : this.sharedReads.nearest.run(`nearest ${priority} ${id}`, readNearest));
-    if (now >= this.readThroughFrom(nearest, now, false)) return this.sharedWriteRegionRead(id, priority);
+    if (now >= this.readThroughFrom(nearest.stored, now, false))
+      return this.sharedWriteRegionRead(id, priority);
     // Callers that shared the read share its entry: one cache write, one `cachedAt`.
     const entry = this.cache.peek(id);
-    if (entry !== undefined && entry.stored === nearest) return entry;
-    return this.remember(nearest, now, false);
+    if (entry !== undefined && entry.stored === nearest.stored) return entry;
+    return this.remember(nearest.stored, now, false, nearest.startedAt);
   }
 
   /** A write-region read for the read path, shared; the reader caches it (and records its version). */
@@ -363,17 +374,29 @@ export class Router {
     from: 'nearest' | 'writeRegion',
     priority: RequestPriority,
   ): Promise<CacheEntry> {
+    const startedAt = this.clock();
     const stored = await this.store.read(id, { from, priority });
-    return this.remember(stored, this.clock(), from === 'writeRegion');
+    return this.remember(stored, startedAt, from === 'writeRegion', startedAt);
   }
 
-  private remember(stored: StoredDocument, fetchedAt: number, fromWriteRegion: boolean): CacheEntry {
+  /**
+   * Cache a copy. `readStartedAt`: when the read that fetched it began (for a write's answer, now). The
+   * copy is dated from then, not from when its answer came: a slow read (throttling, a joined read) hands
+   * back a document as old as its start, and the local TTL the convergence delay counts must run from
+   * there, or a copy would outlive it by the read's duration.
+   */
+  private remember(
+    stored: StoredDocument,
+    fetchedAt: number,
+    fromWriteRegion: boolean,
+    readStartedAt: number = this.clock(),
+  ): CacheEntry {
     const entry: CacheEntry = {
       stored,
       readThroughFrom: this.readThroughFrom(stored, fetchedAt, fromWriteRegion),
-      cachedAt: this.clock(),
+      cachedAt: readStartedAt,
     };
-    this.cache.set(stored.doc.id, entry);
+    this.cache.set(stored.doc.id, entry, { start: readStartedAt });
     if (fromWriteRegion) this.versions.set(stored.doc.id, stored);
     return entry;
   }

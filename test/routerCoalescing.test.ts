@@ -245,3 +245,24 @@ describe('writes and mutations', () => {
     expect(h.reads().writeRegion).toBe(2);
   });
 });
+
+describe('a slow read', () => {
+  // Review of issue 20: a copy was dated from when its read answered, so a read that took 30 s kept its
+  // (30 s old) copy 30 s past the local TTL the convergence delay counts.
+  test('its copy is dated from when the read began: gone one local TTL after that, however long the read took', async () => {
+    const h = setup();
+    await h.router.createRoute('r', SOURCE);
+    h.router.forget('r');
+    h.reset();
+    h.hold();
+    const slow = h.router.view('r');
+    h.clock.advance(seconds(30));
+    await h.release();
+    // the answer is 30 s old when it comes: its Age says so, and max-age is what is left of the TTL
+    expect(await slow).toMatchObject({ ageSeconds: 30, cacheControl: 'private, max-age=30' });
+    h.clock.advance(seconds(productionTiming.localCacheTtlSeconds - 30) + 1);
+    // one local TTL after the read began: the copy is gone, the next resolve reads again
+    await h.router.resolve('r');
+    expect(h.reads()).toEqual({ nearest: 2, writeRegion: 0 });
+  });
+});
