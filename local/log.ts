@@ -17,16 +17,27 @@ const levels = { trace: 10, debug: 20, information: 30, warning: 40, error: 50, 
 type Level = keyof typeof levels;
 
 // Exact paths only: a wildcard (`*.token`) made every line cost four times as much.
+// A name with a dash is bracketed (`["x-functions-key"]`): quoted alone it matches nothing (review of #20).
 export const redactedPaths = [
   'token',
+  'fencingToken',
+  'accessToken',
+  'idempotencyKey',
   'authorization',
   'cookie',
-  '"x-functions-key"',
-  'accessToken',
+  '["x-functions-key"]',
+  '["idempotency-key"]',
   'headers.authorization',
   'headers.cookie',
   'headers["x-functions-key"]',
+  'headers["idempotency-key"]',
 ];
+
+/**
+ * The most log bytes held for stdout. Past it lines are dropped (counted on stderr at exit) rather than
+ * memory growing without bound behind a reader that has stopped reading: a log must never take the host down.
+ */
+export const MAX_HELD_LOG_BYTES = 16 * 1024 * 1024;
 
 export interface HostLog {
   log: LogLine;
@@ -67,7 +78,9 @@ let stdoutLog: HostLog | undefined;
  */
 export function stdoutHostLog(): HostLog {
   if (stdoutLog) return stdoutLog;
-  const destination = pino.destination({ dest: 1, sync: false });
+  const destination = pino.destination({ dest: 1, sync: false, maxLength: MAX_HELD_LOG_BYTES });
+  let dropped = 0;
+  destination.on('drop', () => (dropped += 1));
   let batch = '';
   const writeBatch = () => {
     if (batch === '') return;
@@ -78,6 +91,8 @@ export function stdoutHostLog(): HostLog {
   const flush = () => {
     writeBatch();
     destination.flushSync();
+    if (dropped > 0) process.stderr.write(`routelock: ${dropped} log writes dropped (stdout not read)\n`);
+    dropped = 0;
   };
   process.once('exit', flush);
   const batching = {

@@ -132,10 +132,15 @@ export function createLocalServer(options: LocalServerOptions): Server {
     }
     const extra = extras.get(url.pathname);
     if (extra && options.pages) {
-      const refused = await options.pages.refusal(
-        extra.role,
-        new HttpRequest({ method, url: url.href, headers: headersOf(req.headers) }),
-      );
+      let pageRequest: HttpRequest;
+      try {
+        pageRequest = new HttpRequest({ method, url: url.href, headers: headersOf(req.headers) });
+      } catch {
+        // e.g. a URL with credentials in it (review of issue 20: it was a 500, its error logged the URL)
+        drain(req);
+        return send(res, problemResponse('BadRequest', 'The request target is not valid.'));
+      }
+      const refused = await options.pages.refusal(extra.role, pageRequest);
       if (refused) {
         drain(req);
         return send(res, refused);

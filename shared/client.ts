@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { type Clock, systemClock } from './clock';
 import { type AnyErrorCode, type ClientErrorCode, type ErrorCode, errorKind } from './errors';
 import { COALESCE_GRACE_SHARE, SharedReads } from './inflight';
+import { parseRetryAfter } from './migration/participantContract';
 import { type Location, entityTag, sameLocation } from './lock/document';
 import { DEFAULT_CLOCK_SKEW_SECONDS, hasStarted } from './lock/state';
 import { profiles } from './profiles';
@@ -192,6 +193,8 @@ function nonNegative(name: string, value: number): number {
 
 export class RoutingClient {
   private readonly cache: LRUCache<string, CacheEntry>;
+  /** Times each id was forgotten (or written by this client): a request begun before one never caches. */
+  private readonly forgets: LRUCache<string, number>;
   private readonly reads: SharedReads<string, ResolvedRoute>;
   private readonly clock: Clock;
   private readonly skewSeconds: number;
@@ -243,6 +246,7 @@ export class RoutingClient {
     // lru-cache keeps no TTLs: a get reads no clock, and an expired entry stays for an outage to serve
     // (serveStaleReads) until it is replaced, forgotten or evicted.
     this.cache = new LRUCache<string, CacheEntry>({ max: options.cacheMax ?? 10_000 });
+    this.forgets = new LRUCache<string, number>({ max: options.cacheMax ?? 10_000 });
     this.reads = new SharedReads({ joinBoundMs: this.coalesceJoinMs, clock: this.clock });
   }
 
@@ -307,14 +311,24 @@ export class RoutingClient {
     }
   }
 
-  /** Forget a cached view or 404 (after this service wrote through a lock error, for instance). */
+  /**
+   * Forget a cached view or 404 (after this service wrote through a lock error, for instance), and stop
+   * later resolves joining a request already in flight for it (its answer may be older than the write).
+   */
   forget(id: string): void {
     this.cache.delete(id);
+    this.reads.forget(id);
+    this.forgets.set(id, (this.forgets.get(id) ?? 0) + 1);
   }
 
   async putRoute(id: string, location: Location): Promise<RouteView> {
-    this.cache.delete(id); // a remembered 404 must not hide the route this client just created
-    return (await this.call('PUT', `/routes/${encodeURIComponent(id)}`, { location })).body as RouteView;
+    this.forget(id); // a remembered 404 must not hide the route this client just created
+    try {
+      return (await this.call('PUT', `/routes/${encodeURIComponent(id)}`, { location })).body as RouteView;
+    } finally {
+      // a resolve in flight across the PUT may have answered (and cached) the 404 from before it
+      this.forget(id);
+    }
   }
 
   async prelock(
@@ -378,11 +392,13 @@ export class RoutingClient {
   /** One GET of the route (shared by the resolves that join it), its answer cached as its headers allow. */
   private async fetchRoute(id: string): Promise<ResolvedRoute> {
     const startedAt = this.clock();
+    const forgets = this.forgets.get(id) ?? 0;
     let answer: { body: unknown; headers: Headers };
     try {
       answer = await this.call('GET', `/routes/${encodeURIComponent(id)}`);
     } catch (error) {
       if (isNotFound(error)) {
+        if (this.forgottenSince(id, forgets)) throw error;
         this.cache.delete(id);
         if (this.notFoundTtlMs > 0)
           this.remember(id, {
@@ -398,6 +414,8 @@ export class RoutingClient {
       throw error;
     }
     const view = answer.body as RouteView;
+    // Forgotten (or written by this client) while the request was out: the answer may predate that.
+    if (this.forgottenSince(id, forgets)) return { view, resolvedAt: startedAt - this.serverCoalesceJoinMs };
     const fresh = freshnessSeconds(answer.headers.get('cache-control'), answer.headers.get('age'));
     // Counted from when the request left: the time the answer took is age too (RFC 9111 §4.2.3).
     // A view not to be cached (no-store: its lock has started) is still the newest one an outage could
@@ -405,6 +423,11 @@ export class RoutingClient {
     this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil: startedAt + fresh * 1000 });
     // The server may have answered with a store read begun up to its join bound before the request.
     return { view, resolvedAt: startedAt - this.serverCoalesceJoinMs };
+  }
+
+  /** Whether `id` was forgotten since `forgets` was read (an evicted count reads 0: not cached either). */
+  private forgottenSince(id: string, forgets: number): boolean {
+    return (this.forgets.get(id) ?? 0) !== forgets;
   }
 
   /**
@@ -441,7 +464,6 @@ export class RoutingClient {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.options.functionKey) headers['x-functions-key'] = this.options.functionKey;
-    if (this.options.accessToken) headers.authorization = `Bearer ${await this.options.accessToken()}`;
     if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
     if (options.ifMatch) headers['if-match'] = entityTag(options.ifMatch);
     this.requests += 1;
@@ -472,10 +494,23 @@ export class RoutingClient {
         response.status,
         problem.code ?? `HTTP${response.status}`,
         problem.detail ?? `HTTP ${response.status}`,
-        retryAfter === null ? undefined : Number(retryAfter),
+        parseRetryAfter(retryAfter), // delta-seconds; an HTTP-date (a gateway's) is ignored
       );
     }
     return { body: parsed, headers: response.headers };
+  }
+
+  private async accessToken(): Promise<string> {
+    try {
+      return await (this.options.accessToken as () => Promise<string>)();
+    } catch (error) {
+      throw new RoutingServiceError(
+        0,
+        'Unreachable',
+        `No access token for the routing service: ${(error as Error).message}`,
+        1,
+      );
+    }
   }
 
   /**
@@ -504,7 +539,10 @@ export class RoutingClient {
       }, this.timeoutMs);
     });
     const exchange = (async () => {
-      const response = await this.fetchImpl(url, { ...init, signal: controller.signal });
+      // The token inside the deadline too: a hung credential (a slow metadata endpoint) must not hang us.
+      const headers = { ...(init.headers as Record<string, string>) };
+      if (this.options.accessToken) headers.authorization = `Bearer ${await this.accessToken()}`;
+      const response = await this.fetchImpl(url, { ...init, headers, signal: controller.signal });
       return { response, text: await response.text() };
     })();
     try {

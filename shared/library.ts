@@ -57,8 +57,10 @@ export async function openRouter(options: OpenRouterOptions = {}): Promise<Route
   });
 }
 
-export { Router, operationPriority } from './router';
-export type { RouterOptions, RoutedView, MutationOptions, SwapOutcome } from './router';
+// The class as a type only: a library user gets a router through createRouter/openRouter, read-only unless
+// it opts in (review of issue 20: an exported constructor made a writable router by default).
+export { operationPriority } from './router';
+export type { Router, RouterOptions, RoutedView, MutationOptions, SwapOutcome } from './router';
 export { decide, decisionStatus, withinGrace, freshnessSeconds, cacheLifetimeSeconds } from './client';
 export type { Decision, DecisionStatus } from './client';
 export { RouteLockError, isRouteLockError, errorKind, errorCodes, problemCodes } from './errors';

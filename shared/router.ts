@@ -142,6 +142,13 @@ export interface RoutedView {
   view: RouteView;
   cacheControl: string;
   ageSeconds: number;
+  /**
+   * What the view's knowledge dates from, for the in-flight grace (docs/design.md §5.6): when the store
+   * read it came from began — a read this request joined may have begun up to ROUTELOCK_COALESCE_JOIN_MS
+   * before it (§5.8) — or, for a copy served from the cache, the request's own time (a cached copy is true
+   * until its lock can start). A library-mode service checks `withinGrace(resolvedAt, …)` before it commits.
+   */
+  resolvedAt: number;
 }
 
 /** The swap's answer for the workflow: the view, and when the swap landed (a replay: the first swap's time). */
@@ -278,15 +285,15 @@ export class Router {
   private async viewWith(id: string, priority: RequestPriority): Promise<RoutedView> {
     const requestedAt = this.clock();
     const hit = this.cache.get(id);
-    const entry = this.servable(hit, requestedAt)
-      ? hit
-      : await this.readPath(id, hit !== undefined, requestedAt, priority);
+    const served = this.servable(hit, requestedAt);
+    const entry = served ? hit : await this.readPath(id, hit !== undefined, requestedAt, priority);
     const now = this.clock();
     // A copy's age counts from when the read that fetched it began (a slow or joined read's answer is
     // that old already), so a cache downstream never holds it past the one local TTL.
     const heldMs = Math.max(0, now - entry.cachedAt);
     const headers = (this.options.cacheHeaders ?? cacheHeaders)(entry.stored.doc, now, this.timing, heldMs);
-    return { view: routeView(entry.stored, now, this.timing), ...headers };
+    const resolvedAt = served ? requestedAt : Math.min(requestedAt, entry.cachedAt);
+    return { view: routeView(entry.stored, now, this.timing), ...headers, resolvedAt };
   }
 
   /**
@@ -452,10 +459,21 @@ export class Router {
   async deleteRoute(id: string, options: MutationOptions = {}): Promise<void> {
     this.refuseIfReadOnly(id, 'deleting a route');
     const priority = operationPriority.routeChange;
-    let current = (await this.readForMutation(id, options.ifMatch, priority)).stored;
+    const copy = await this.readForMutation(id, options.ifMatch, priority);
+    let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
-      assertWritableSchema(current.doc);
-      assertDeletable(current.doc, this.clock());
+      try {
+        assertWritableSchema(current.doc);
+        assertDeletable(current.doc, this.clock());
+      } catch (error) {
+        throw await this.confirmedRefusal(
+          id,
+          error,
+          copy.fromCache && attempt === 0,
+          options.ifMatch,
+          priority,
+        );
+      }
       try {
         await this.write(id, () => this.store.delete(id, current.etag, { priority }));
         this.cache.delete(id);
@@ -612,13 +630,13 @@ export class Router {
         assertWritableSchema(current.doc);
         decided = rule(current.doc, this.clock());
       } catch (error) {
-        // A refusal is answered without a write, so no ETag condition would catch a stale copy either:
-        // confirm it on the write region's (a changed document is the caller's 412: decide again there).
-        if (!copy.fromCache || attempt > 0 || !isRouteLockError(error)) throw error;
-        current = await this.readAndCache(id, 'writeRegion', priority);
-        if (options.ifMatch === undefined || !sameEtag(current.etag, options.ifMatch))
-          throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
-        throw error;
+        throw await this.confirmedRefusal(
+          id,
+          error,
+          copy.fromCache && attempt === 0,
+          options.ifMatch,
+          priority,
+        );
       }
       const { doc, changed } = decided;
       // Any write that moves the route (a swap, or any rule the `rules` seam plants) lands in a declared region.
@@ -642,6 +660,25 @@ export class Router {
         current = await this.afterConflict(id, error, attempt, options.ifMatch, priority);
       }
     }
+  }
+
+  /**
+   * The error to answer for a refusal decided on `copy`. A refusal is answered without a write, so no ETag
+   * condition would catch a stale copy: one decided on a held copy (`onHeldCopy`) is confirmed on the
+   * write region's first (a changed document is the caller's 412: it decides again there).
+   */
+  private async confirmedRefusal(
+    id: string,
+    error: unknown,
+    onHeldCopy: boolean,
+    ifMatch: string | undefined,
+    priority: RequestPriority,
+  ): Promise<unknown> {
+    if (!onHeldCopy || !isRouteLockError(error)) return error;
+    const current = await this.readAndCache(id, 'writeRegion', priority);
+    if (ifMatch === undefined || !sameEtag(current.etag, ifMatch))
+      return preconditionFailed(id, 'since the ETag you sent (If-Match)');
+    return error;
   }
 
   private refuseIfReadOnly(id: string, what: string): void {

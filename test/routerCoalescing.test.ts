@@ -1,5 +1,6 @@
 import { ManualClock } from '../testkit/clock';
 import type { TimingConfig } from '../shared/config';
+import { withinGrace } from '../shared/client';
 import { Router } from '../shared/router';
 import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
@@ -265,4 +266,66 @@ describe('a slow read', () => {
     await h.router.resolve('r');
     expect(h.reads()).toEqual({ nearest: 2, writeRegion: 0 });
   });
+});
+
+describe("a view's resolvedAt (the in-flight grace in library mode)", () => {
+  // Review of issue 20: the README had a library-mode service date a view from its own call, but a view
+  // that joined a read begun before a write lock committed shows the route unlocked: dated from the call,
+  // its write passes withinGrace up to the join bound after the delta copy began.
+  test('a view that joined a read dates from that read; a cache hit from the call', async () => {
+    const h = setup();
+    const orchestrator = new Router({ store: h.sqlite, timing: productionTiming, clock: h.clock.now });
+    await orchestrator.createRoute('r', SOURCE);
+    const grant = await orchestrator.prelock('r', { migrationId: 'm', owner: 'o', target: TARGET });
+    h.clock.advance(
+      seconds(productionTiming.convergenceDelaySeconds + productionTiming.clockSkewSeconds + 1),
+    );
+    h.hold((read) => read.from === 'writeRegion');
+    const readBegan = h.clock.now();
+    const first = h.router.view('r'); // the started pre-lock: a write-region read, held open
+    await new Promise((r) => setImmediate(r));
+    h.clock.advance(10);
+    await orchestrator.escalate('r', { token: grant.token!, phase: 'hardDelete' });
+    const write = await orchestrator.escalate('r', { token: grant.token!, phase: 'write' });
+    const lockedAt = h.clock.now();
+    h.clock.advance(30);
+    const calledAt = h.clock.now();
+    const joined = h.router.view('r'); // joins the read begun 40 ms ago, before the write lock
+    await h.release();
+    await first;
+    const answer = await joined;
+    expect(write.phase).toBe('write');
+    expect(answer.view.enforcement.write).toBe('allow');
+    expect(answer.resolvedAt).toBe(readBegan);
+    // the copies start a grace after the lock: a write landing 20 ms after that is refused by the view's
+    // own resolvedAt, and would pass if dated from the call (the check's negative control)
+    const landsAt = lockedAt + seconds(5) + 20;
+    expect(withinGrace(answer.resolvedAt, 5, landsAt)).toBe(false);
+    expect(withinGrace(calledAt, 5, landsAt)).toBe(true);
+  });
+
+  test('a view served from the cache is dated from the call', async () => {
+    const h = setup();
+    await h.router.createRoute('r', SOURCE);
+    await h.router.view('r');
+    h.clock.advance(seconds(20));
+    const calledAt = h.clock.now();
+    expect((await h.router.view('r')).resolvedAt).toBe(calledAt);
+  });
+});
+
+test('a delete refused on a held copy that has gone stale is a 412, not the stale copy’s 423', async () => {
+  const h = setup();
+  const other = new Router({ store: h.sqlite, timing: productionTiming, clock: h.clock.now });
+  await h.router.createRoute('r', SOURCE);
+  const grant = await h.router.prelock('r', { migrationId: 'm', owner: 'o', target: TARGET });
+  h.clock.advance(seconds(productionTiming.convergenceDelaySeconds + productionTiming.clockSkewSeconds + 1));
+  const hardDelete = await h.router.escalate('r', { token: grant.token!, phase: 'hardDelete' });
+  // another router releases the lock: the version this router holds is stale
+  await other.release('r', { token: grant.token! });
+  const error = await h.router.deleteRoute('r', { ifMatch: hardDelete.etag }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toMatchObject({ code: 'PreconditionFailed' });
 });

@@ -53,7 +53,7 @@ test('2,000 concurrent resolves of a started-locked id cost one request; the nex
   expect(client.requests - before).toBe(7);
 });
 
-test('on the system clock: 2,000 concurrent resolves of a started-locked id cost 1–2 requests', async () => {
+test('on the system clock: 2,000 concurrent resolves of a started-locked id cost one request per join bound it took to issue them', async () => {
   h = await hostOnManualClock('dev');
   h.clock.set(Date.now() - 10_000);
   const setup = new RoutingClient({ baseUrl: h.api, clock: h.clock.now, clockSkewSeconds: 0 });
@@ -61,9 +61,14 @@ test('on the system clock: 2,000 concurrent resolves of a started-locked id cost
   await setup.prelock('conv-hot', { migrationId: 'm-hot', owner: 'o', target: TARGET });
   h.clock.set(Date.now()); // the lock (startsAt = 3 s after the pre-lock) has started on every clock
   const client = new RoutingClient({ baseUrl: h.api, clockSkewSeconds: 0 });
-  const views = await Promise.all(Array.from({ length: 2000 }, () => client.resolve('conv-hot')));
+  const issuedFrom = Date.now();
+  const pending = Array.from({ length: 2000 }, () => client.resolve('conv-hot'));
+  const issuingMs = Date.now() - issuedFrom;
+  const views = await Promise.all(pending);
+  // 1–2 on a quiet machine; a loaded one may take longer than the 50 ms bound to issue them, and a
+  // resolve past it starts a request of its own, as the rule says (the exact count: the manual clock above)
   expect(client.requests).toBeGreaterThanOrEqual(1);
-  expect(client.requests).toBeLessThanOrEqual(2);
+  expect(client.requests).toBeLessThanOrEqual(2 + Math.floor(issuingMs / client.coalesceJoinMs));
   expect(views.every((v) => v.lock !== null)).toBe(true);
 });
 

@@ -68,3 +68,34 @@ test('a 404 that is not NotFound (a wrong base URL) is not remembered', async ()
     await server.close();
   }
 });
+
+// Review of issue 20: a resolve in flight across this client's own putRoute cached its 404 after it.
+test('a 404 answered across this client’s own putRoute is not cached: the route is seen at once', async () => {
+  const view = { id: 'conv-race', location: SOURCE };
+  const problem = () =>
+    new Response(JSON.stringify({ status: 404, code: 'NotFound', detail: 'no route' }), {
+      status: 404,
+      headers: { 'content-type': 'application/problem+json' },
+    });
+  let answerHeldGet: (() => void) | undefined;
+  let gets = 0;
+  const client = new RoutingClient({
+    baseUrl: 'http://routing.test/api',
+    fetch: (_url, init) => {
+      if (init?.method === 'PUT') return Promise.resolve(new Response(JSON.stringify(view), { status: 200 }));
+      gets += 1;
+      if (gets === 1) return new Promise<Response>((answer) => (answerHeldGet = () => answer(problem())));
+      return Promise.resolve(
+        new Response(JSON.stringify(view), { status: 200, headers: { 'cache-control': 'no-store' } }),
+      );
+    },
+  });
+  const before = failure(client.resolve('conv-race'));
+  await new Promise((r) => setImmediate(r));
+  await client.putRoute('conv-race', SOURCE);
+  answerHeldGet?.();
+  expect(await before).toMatchObject({ status: 404 });
+  // the PUT came after that request left: its 404 is not remembered, and no later resolve joins it
+  expect(await client.resolve('conv-race')).toMatchObject({ id: 'conv-race' });
+  expect(gets).toBe(2);
+});

@@ -68,3 +68,41 @@ test('the timeout covers lock calls too, and concurrent resolves share the one t
 test('a timeout must be positive', () => {
   expect(() => new RoutingClient({ baseUrl: 'http://x/api', timeoutMs: 0 })).toThrow(RangeError);
 });
+
+// Review of issue 20: the access-token callback ran before the timer started, so a hung credential hung
+// every resolve; one that threw surfaced as a raw error.
+test('a hung access-token callback is inside the deadline; a failing one is Unreachable', async () => {
+  const hung = new RoutingClient({
+    baseUrl: 'http://routing.invalid/api',
+    timeoutMs: 100,
+    accessToken: () => new Promise<string>(() => undefined),
+    fetch: () => Promise.reject(new Error('never reached')),
+  });
+  const error = await failure(hung.resolve('conv-1'));
+  expect(error).toMatchObject({ status: 0, code: 'Unreachable' });
+  expect((error as Error).message).toMatch(/timed out after 100 ms/);
+  const failing = new RoutingClient({
+    baseUrl: 'http://routing.invalid/api',
+    accessToken: () => Promise.reject(new Error('no managed identity')),
+    fetch: () => Promise.reject(new Error('never reached')),
+  });
+  const refused = await failure(failing.resolve('conv-1'));
+  expect(refused).toBeInstanceOf(RoutingServiceError);
+  expect(refused).toMatchObject({ status: 0, code: 'Unreachable' });
+  expect((refused as Error).message).toMatch(/No access token.*no managed identity/);
+});
+
+test("a gateway's HTTP-date Retry-After is ignored, not NaN", async () => {
+  const client = new RoutingClient({
+    baseUrl: 'http://routing.invalid/api',
+    fetch: () =>
+      Promise.resolve(
+        new Response('<html>busy</html>', {
+          status: 503,
+          headers: { 'retry-after': 'Wed, 21 Oct 2026 07:28:00 GMT' },
+        }),
+      ),
+  });
+  const error = await failure(client.resolve('conv-1'));
+  expect(error).toMatchObject({ status: 503, retryAfterSeconds: undefined });
+});

@@ -55,11 +55,21 @@ test('a line is {level, time, message, ...fields} with the Functions level names
 test('a credential-named field is redacted, at the top or one level down', async () => {
   const { log, lines } = captured();
   const secret = 'fencing-token-value-1234';
-  log('information', 'm', { token: secret, headers: { authorization: `Bearer ${secret}` }, status: 200 });
+  log('information', 'm', {
+    token: secret,
+    'x-functions-key': secret,
+    idempotencyKey: secret,
+    headers: { authorization: `Bearer ${secret}`, 'x-functions-key': secret },
+    status: 200,
+  });
   await new Promise((r) => setImmediate(r));
   const text = JSON.stringify(lines());
   expect(text).not.toContain(secret);
-  expect(lines()[0]).toMatchObject({ token: '[redacted]', headers: { authorization: '[redacted]' } });
+  expect(lines()[0]).toMatchObject({
+    token: '[redacted]',
+    'x-functions-key': '[redacted]',
+    headers: { authorization: '[redacted]', 'x-functions-key': '[redacted]' },
+  });
   // Negative control: the same fields through a logger without the redaction keep the secret.
   let plain = '';
   pino({ base: undefined }, { write: (s: string) => (plain += s) }).info({ token: secret }, 'm');

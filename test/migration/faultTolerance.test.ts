@@ -215,7 +215,10 @@ describe('in-flight grace: each copy starts after requests decided before its lo
   });
 
   test('ROUTELOCK_INFLIGHT_GRACE_SECONDS=0: at once (the fleet simulation shows writes lost then)', async () => {
-    expect(await copyStarts({ ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0' })).toEqual({
+    // no grace leaves no room for coalesced reads either (config inequality 5)
+    expect(
+      await copyStarts({ ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0', ROUTELOCK_COALESCE_JOIN_MS: '0' }),
+    ).toEqual({
       afterHardDelete: 0,
       afterWrite: 0,
     });

@@ -1,0 +1,38 @@
+import { connect } from 'node:net';
+import { type LocalHost, startLocalHost } from '../../local/host';
+
+/**
+ * Review of issue 20: an absolute-form request target with credentials in it (`GET http://u:p@host/`) for
+ * the status page was a 500, and the host's error line carried `u:p`. Now a 400, and nothing logged of it.
+ */
+
+let host: LocalHost | undefined;
+afterEach(async () => {
+  await host?.close();
+  host = undefined;
+});
+
+function raw(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.end(request));
+    let answer = '';
+    socket.on('data', (chunk) => (answer += String(chunk)));
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+test('a status-page request whose target carries credentials is a 400 that logs no credential', async () => {
+  const lines: string[] = [];
+  host = await startLocalHost({
+    env: { PORT: '0', ROUTELOCK_PROFILE: 'dev' },
+    log: (level, message, fields) => lines.push(JSON.stringify({ level, message, fields })),
+  });
+  const port = Number(new URL(host.url).port);
+  const answer = await raw(
+    port,
+    'GET http://user:s3cret@127.0.0.1/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n',
+  );
+  expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 400 Bad Request');
+  expect(lines.join('\n')).not.toContain('s3cret');
+});
