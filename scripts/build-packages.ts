@@ -19,17 +19,9 @@
  */
 import { spawnSync } from 'node:child_process';
 import { builtinModules } from 'node:module';
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { filesUnder } from './package';
 
 export const defaultPackagesDir = '.deploy/packages';
 
@@ -126,16 +118,6 @@ function closure(
   };
   for (const start of starts) visit(start);
   return seen;
-}
-
-function filesUnder(dir: string, rel = ''): string[] {
-  const out: string[] = [];
-  for (const entry of readdirSync(join(dir, rel), { withFileTypes: true })) {
-    const path = rel ? `${rel}/${entry.name}` : entry.name;
-    if (entry.isDirectory()) out.push(...filesUnder(dir, path));
-    else out.push(path);
-  }
-  return out;
 }
 
 /** tsc over the entries alone (it follows their imports), CommonJS + declarations, into `dist`. */

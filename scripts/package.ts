@@ -117,7 +117,8 @@ export function dependencyFiles(root: string, locations: readonly string[]): str
   return files;
 }
 
-function filesUnder(dir: string, rel = ''): string[] {
+/** Every file under `dir`, as paths relative to it. */
+export function filesUnder(dir: string, rel = ''): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(join(dir, rel), { withFileTypes: true })) {
     const path = rel ? `${rel}/${entry.name}` : entry.name;
