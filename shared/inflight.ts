@@ -78,8 +78,9 @@ export class SharedReads<K, V> {
   }
 
   /**
-   * When the read of `key` in flight began (undefined: none): how old a joined answer may be, for
-   * callers that date their answer (the in-flight grace counts from the read, not from the call).
+   * When the read of `key` in flight began (undefined: none), for tests and diagnostics. Callers that
+   * date a joined answer carry the start in the answer itself (the Router's TimedRead, the client's
+   * request start): the entry is gone once the read settles.
    */
   startedAt(key: K): number | undefined {
     return this.inFlight.get(key)?.startedAt;
