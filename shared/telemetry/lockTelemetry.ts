@@ -1,4 +1,5 @@
 import { type LocationDocument, describeLocation } from '../lock/document';
+import type { TelemetryEventName, TelemetryMetricName } from './names';
 
 /**
  * Lock telemetry derived from one document version alone (docs/design.md §8): the change feed may coalesce
@@ -8,13 +9,13 @@ import { type LocationDocument, describeLocation } from '../lock/document';
  */
 
 export interface TelemetryEvent {
-  name: string;
+  name: TelemetryEventName;
   properties: Record<string, string>;
   measurements?: Record<string, number>;
 }
 
 export interface TelemetryMetric {
-  name: string;
+  name: TelemetryMetricName;
   value: number;
   properties: Record<string, string>;
 }
@@ -101,7 +102,7 @@ export function lockTelemetry(doc: LocationDocument, declaredConvergenceDelaySec
   }
   if (change.op === 'swap') {
     events.push({ name: 'MigrationSwapped', properties });
-    const metric = (name: string, value: number | undefined) => {
+    const metric = (name: TelemetryMetricName, value: number | undefined) => {
       if (value !== undefined) metrics.push({ name, value, properties });
     };
     metric('writeLockSeconds', seconds(last.writeAt, last.swappedAt));

@@ -1,11 +1,12 @@
 import type { LockTelemetry, TelemetryEvent, TelemetryMetric } from './lockTelemetry';
+import type { AvailabilityName } from './names';
 
 /**
  * Where telemetry goes: Application Insights in Azure (through `applicationinsights` v3), structured log
  * lines and the in-memory recorder behind `GET /api/metrics` on the embedded host.
  */
 export interface Availability {
-  name: string;
+  name: AvailabilityName;
   success: boolean;
   durationMs: number;
   runLocation: string;
