@@ -1,4 +1,5 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
+import { READ_LEAD_HEADER } from '../shared/inflight';
 import { entityTag } from '../shared/lock/document';
 import { isLive } from '../shared/lock/state';
 import { routeView } from '../shared/lock/view';
@@ -35,15 +36,25 @@ export async function putRoute(
 export async function getRoute(
   request: HttpRequest,
   _context: InvocationContext,
-  { router }: Pick<Services, 'router'>,
+  { router, clock }: Pick<Services, 'router' | 'clock'>,
 ): Promise<HttpResponseInit> {
+  const arrivedAt = clock();
   // Age: how long the server's cache had held this copy; max-age already counts it off the TTL.
-  const { view, cacheControl, ageSeconds } = await router.view(routeId(request));
+  const { view, cacheControl, ageSeconds, resolvedAt } = await router.view(routeId(request));
   return json(200, view, {
     ETag: entityTag(view.etag),
     'Cache-Control': cacheControl,
     Age: String(ageSeconds),
+    [READ_LEAD_HEADER]: String(readLeadMs(arrivedAt, resolvedAt)),
   });
+}
+
+/**
+ * Counted from when the handler began, which is no earlier than when the request arrived, so the lead is
+ * never understated; whole milliseconds, rounded up.
+ */
+function readLeadMs(arrivedAt: number, resolvedAt: number): number {
+  return Math.max(0, Math.ceil(arrivedAt - resolvedAt));
 }
 
 export async function deleteRoute(

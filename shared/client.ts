@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { type Clock, systemClock } from './clock';
 import { type AnyErrorCode, type ClientErrorCode, type ErrorCode, errorKind } from './errors';
-import { COALESCE_GRACE_SHARE, SharedReads } from './inflight';
+import { COALESCE_GRACE_SHARE, READ_LEAD_HEADER, SharedReads } from './inflight';
 import { parseRetryAfter } from './migration/participantContract';
 import { type Location, entityTag, sameLocation } from './lock/document';
 import { DEFAULT_CLOCK_SKEW_SECONDS, hasStarted } from './lock/state';
@@ -98,8 +98,10 @@ export interface RoutingClientOptions {
   coalesceJoinMs?: number;
   /**
    * The server's ROUTELOCK_COALESCE_JOIN_MS: its router may answer a request with a store read that
-   * began up to this long before the request arrived, so a fetched view's `resolvedAt` is the request's
-   * start less this. Default: the production profile's, DEFAULT_SERVER_COALESCE_JOIN_MS (50 ms).
+   * began up to this long before the request arrived. A server that says how long (the
+   * `Routelock-Read-Lead-Ms` header, READ_LEAD_HEADER) is believed instead; this is the fallback for one
+   * that does not (an older server), and what the join budget below is checked against. Default: the
+   * production profile's, DEFAULT_SERVER_COALESCE_JOIN_MS (50 ms).
    */
   serverCoalesceJoinMs?: number;
   /**
@@ -146,8 +148,9 @@ export interface ResolvedRoute {
   view: ResolvedView;
   /**
    * When the view was last known true (ms, this client's clock): when the request that fetched it left
-   * (the request a coalesced resolve joined, if so) less `serverCoalesceJoinMs` (the server's router may
-   * have answered it with a read begun that much earlier), or, for a view served from the cache, the moment
+   * (the request a coalesced resolve joined, if so) less the server's read lead (its
+   * `Routelock-Read-Lead-Ms` header, else `serverCoalesceJoinMs`: the server's router may have answered it
+   * with a read begun that much earlier), or, for a view served from the cache, the moment
    * it was served (a cached view without a started lock is true until its lock can start, by the
    * convergence wait). A write must land within the grace of this: `withinGrace`.
    */
@@ -415,14 +418,22 @@ export class RoutingClient {
     }
     const view = answer.body as RouteView;
     // Forgotten (or written by this client) while the request was out: the answer may predate that.
-    if (this.forgottenSince(id, forgets)) return { view, resolvedAt: startedAt - this.serverCoalesceJoinMs };
+    // The server may have answered with a store read begun before the request arrived: by as much as it
+    // says (READ_LEAD_HEADER), or, from a server that does not say, by up to its join bound.
+    const resolvedAt = startedAt - this.readLeadMs(answer.headers);
+    if (this.forgottenSince(id, forgets)) return { view, resolvedAt };
     const fresh = freshnessSeconds(answer.headers.get('cache-control'), answer.headers.get('age'));
     // Counted from when the request left: the time the answer took is age too (RFC 9111 §4.2.3).
     // A view not to be cached (no-store: its lock has started) is still the newest one an outage could
     // serve reads from: kept with no freshness, under serveStaleReads only.
     this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil: startedAt + fresh * 1000 });
-    // The server may have answered with a store read begun up to its join bound before the request.
-    return { view, resolvedAt: startedAt - this.serverCoalesceJoinMs };
+    return { view, resolvedAt };
+  }
+
+  /** How long before the request arrived its answer was last known true (READ_LEAD_HEADER, ms). */
+  private readLeadMs(headers: Headers): number {
+    const said = headers.get(READ_LEAD_HEADER);
+    return said !== null && /^\d{1,12}$/.test(said.trim()) ? Number(said.trim()) : this.serverCoalesceJoinMs;
   }
 
   /** Whether `id` was forgotten since `forgets` was read (an evicted count reads 0: not cached either). */

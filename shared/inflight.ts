@@ -98,3 +98,11 @@ export class SharedReads<K, V> {
     return this.inFlight.size;
   }
 }
+
+/**
+ * The response header of `GET /api/routes/{id}` that says how long before the request arrived its view
+ * was last known true (ms; the start of the store read it joined, 0 for a cached copy or a read begun for
+ * it). A RoutingClient dates the view from its request's start less this, so it needs no copy of the
+ * server's join bound (`serverCoalesceJoinMs` is its fallback when the header is absent: an older server).
+ */
+export const READ_LEAD_HEADER = 'Routelock-Read-Lead-Ms';

@@ -11,7 +11,8 @@ import { startLocalHost } from '../../local/host';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { HeldReadStore } from '../../testkit/heldReadStore';
-import { type HostOnClock, SOURCE, T, TARGET, hostOnManualClock, scriptedServer } from './harness';
+import { READ_LEAD_HEADER } from '../../shared/inflight';
+import { Front, type HostOnClock, SOURCE, T, TARGET, hostOnManualClock, scriptedServer } from './harness';
 
 /**
  * Issue 20 §3: concurrent resolves of one id share one request (shared/inflight.ts), and a joined view
@@ -159,8 +160,8 @@ test('resolvedAt for a cached view is when it is served; a service refuses a wri
   const client = new RoutingClient({ baseUrl: h.api, clock: h.clock.now });
   await client.putRoute('conv-g', SOURCE);
   const fetched = await client.resolveForWrite('conv-g');
-  // the host's router may have answered with a store read begun up to its join bound (50 ms) earlier
-  expect(fetched.resolvedAt).toBe(T - 50);
+  // the host's router read the store for this request, and says so (Routelock-Read-Lead-Ms: 0)
+  expect(fetched.resolvedAt).toBe(T);
   h.clock.set(T + 30_000);
   const cached = await client.resolveForWrite('conv-g');
   expect(client.requests).toBe(2); // the put and one GET: the second resolve was a cache hit
@@ -193,6 +194,10 @@ test("in series with the server's coalescing: resolvedAt counts the server's joi
   await setup.putRoute('conv-s', SOURCE);
   const grant = await setup.prelock('conv-s', { migrationId: 'm-s', owner: 'o', target: TARGET });
   const readAt = Date.parse(grant.startsAt) + 10_000; // started on every clock
+  // The server's router holds a copy from a second earlier, so at readAt it goes straight to the write
+  // region: one read, begun at readAt, that the later requests join.
+  clock.set(readAt - 1000);
+  await setup.resolve('conv-s');
   clock.set(readAt);
   gated = true;
   // Two services' clients (no client-side joining between them): the second request reaches the server
@@ -201,19 +206,34 @@ test("in series with the server's coalescing: resolvedAt counts the server's joi
   while (held.length < 1) await new Promise((r) => setTimeout(r, 5));
   clock.set(readAt + 50);
   const second = new RoutingClient({ baseUrl: api, clock: clock.now }).resolveForWrite('conv-s');
-  const unaware = new RoutingClient({
+  // Told the server joins nothing: the server's Routelock-Read-Lead-Ms (50) dates the view all the same.
+  const misinformed = new RoutingClient({
     baseUrl: api,
     clock: clock.now,
     serverCoalesceJoinMs: 0,
   }).resolveForWrite('conv-s');
+  // Behind a proxy that drops the header (as from an older server): the declared bound is the fallback.
+  const proxy = await Front.start(api);
+  proxy.dropHeaders = [READ_LEAD_HEADER.toLowerCase()];
+  closers.push(() => proxy.kill());
+  const fallback = new RoutingClient({ baseUrl: proxy.api, clock: clock.now }).resolveForWrite('conv-s');
+  // Negative control: no header and told the server joins nothing.
+  const unaware = new RoutingClient({
+    baseUrl: proxy.api,
+    clock: clock.now,
+    serverCoalesceJoinMs: 0,
+  }).resolveForWrite('conv-s');
+  while (proxy.requests < 2) await new Promise((r) => setTimeout(r, 5));
   await new Promise((r) => setTimeout(r, 300));
   const storeReads = held.length;
   gated = false;
   for (const go of held.splice(0)) go();
-  const [a, b, c] = await Promise.all([first, second, unaware]);
-  expect(storeReads).toBe(1); // the later two joined the first's store read
-  expect(a.resolvedAt).toBeLessThanOrEqual(readAt);
-  expect(b.resolvedAt).toBeLessThanOrEqual(readAt); // readAt + 50 − the server's 50 ms
-  // Negative control: a client that did not count the server's join dates the view after its read.
-  expect(c.resolvedAt).toBeGreaterThan(readAt);
+  const [a, b, m, f, u] = await Promise.all([first, second, misinformed, fallback, unaware]);
+  expect(storeReads).toBe(1); // the later four joined the first's store read
+  expect(a.resolvedAt).toBe(readAt);
+  expect(b.resolvedAt).toBe(readAt); // readAt + 50 − the lead the server said (50)
+  expect(m.resolvedAt).toBe(readAt);
+  expect(f.resolvedAt).toBeLessThanOrEqual(readAt); // readAt + 50 − the declared 50 ms
+  // The control dates the view after the read that answered it: the check above would catch it.
+  expect(u.resolvedAt).toBeGreaterThan(readAt);
 });

@@ -37,6 +37,8 @@ export type FrontMode = 'forward' | 'hang' | 'hangBody' | 'gateway503';
 /** A server in front of `upstream` (or of nothing): what the client's requests meet, switchable. */
 export class Front {
   mode: FrontMode = 'forward';
+  /** Response headers (lower case) the front drops when it forwards: an older server, or a proxy. */
+  dropHeaders: string[] = [];
   /** Requests that reached the front, whatever it did with them. */
   requests = 0;
   private readonly hung = new Set<ServerResponse>();
@@ -84,7 +86,12 @@ export class Front {
     });
     const headers: Record<string, string> = {};
     answer.headers.forEach((value, name) => {
-      if (name !== 'content-length' && name !== 'transfer-encoding' && name !== 'connection')
+      if (
+        name !== 'content-length' &&
+        name !== 'transfer-encoding' &&
+        name !== 'connection' &&
+        !this.dropHeaders.includes(name)
+      )
         headers[name] = value;
     });
     res.writeHead(answer.status, headers).end(Buffer.from(await answer.arrayBuffer()));
