@@ -1,6 +1,6 @@
 // The operations workbook on Application Insights: migrations by outcome and phase, the write-lock hold
 // against the configured lease and budget, convergence waits against the declared delay, the request path
-// (refusals, tombstones, throttling), the probe and campaigns. Queries live in infra/monitoring/workbook/
+// (refusals, tombstones, throttling), the probe, campaigns, and whether the telemetry can be trusted. Queries live in infra/monitoring/workbook/
 // (loaded here, so what test/monitoring checks is the text deployed); `{Name}` in them is a parameter of
 // the workbook, set below from the app's own settings.
 param applicationInsightsName string
@@ -28,6 +28,7 @@ var queries = {
   probes: loadTextContent('../../monitoring/workbook/probes.kql')
   probeFailures: loadTextContent('../../monitoring/workbook/probeFailures.kql')
   campaigns: loadTextContent('../../monitoring/workbook/campaigns.kql')
+  telemetryHealth: loadTextContent('../../monitoring/workbook/telemetryHealth.kql')
 }
 
 // What every query item shares: Application Insights logs, over the workbook's time range.
@@ -193,6 +194,15 @@ var workbook = {
         title: 'Campaigns: progress by their migrations\' last attempts'
         query: queries.campaigns
         visualization: 'table'
+      })
+    }
+    {
+      type: 3
+      name: 'telemetryHealth'
+      content: union(query, {
+        title: 'Telemetry health: gaps found by the reconciliation, change feed lag, clock skew, deferred audit'
+        query: queries.telemetryHealth
+        visualization: 'timechart'
       })
     }
   ]
