@@ -415,3 +415,34 @@ test('the write-lock hold chart draws the configured write lease and budget (and
     "[resourceId('Microsoft.Insights/components', parameters('applicationInsightsName'))]",
   );
 });
+
+test('the workbook: unique panels over its time range, every configured figure used by a panel', () => {
+  const { items, parameters } = workbookOf(arm());
+  const names = items.map((i) => i.name);
+  expect(new Set(names).size).toBe(names.length);
+  const panels = items.filter((i) => i.type === 3);
+  for (const panel of panels)
+    expect({ panel: panel.name, content: panel.content }).toMatchObject({
+      panel: panel.name,
+      content: {
+        version: 'KqlItem/1.0',
+        queryType: 0,
+        resourceType: 'microsoft.insights/components',
+        timeContextFromParameter: 'TimeRange',
+      },
+    });
+  const declared = items.flatMap((i) =>
+    i.type === 9 ? (i.content.parameters ?? []).map((p) => p.name) : [],
+  );
+  expect(declared).toContain('TimeRange');
+  // every setting passed from Bicep is drawn somewhere, and every placeholder a panel uses is declared
+  const placeholders = new Set(
+    panels.flatMap((p) =>
+      [...String(p.content.query).matchAll(/\{([A-Za-z]\w*)(?::grain)?\}/g)].map((m) => m[1]),
+    ),
+  );
+  expect([...placeholders].sort()).toEqual(declared.slice().sort());
+  expect(Object.keys(parameters).sort()).toEqual(
+    ['WriteBudgetSeconds', 'WriteLeaseSeconds', 'WriteLockP99ThresholdSeconds'].sort(),
+  );
+});

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServices } from '../../functions/services';
 import { type Decision, type ResolvedView, decide } from '../../shared/client';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
@@ -26,14 +27,15 @@ const metrics = () => {
   return { seen, sink: { metric: (m: TelemetryMetric) => seen.push(m) } };
 };
 
-test.each<[Decision['kind'], string | undefined, Decision]>([
-  ['allow', undefined, { kind: 'allow' }],
-  ['notFound', undefined, { kind: 'notFound' }],
+test.each<[Decision['kind'], string, Decision]>([
+  ['allow', 'nothing', { kind: 'allow' }],
+  ['notFound', 'nothing', { kind: 'notFound' }],
   ['deny', 'writesRefused', { kind: 'deny', retryAfterSeconds: 3 }],
   ['tombstone', 'deletesTombstoned', { kind: 'tombstone' }],
   ['notHere', 'requestsMisdirected', { kind: 'notHere', location: { region: 'eastus' } }],
   ['unavailable', 'routingUnavailable', { kind: 'unavailable', retryAfterSeconds: 1 }],
-])('a %s decision is counted as %s', (_kind, metric, decision) => {
+])('a %s decision is counted as %s', (_kind, label, decision) => {
+  const metric = label === 'nothing' ? undefined : label;
   expect(decisionMetric(decision)).toBe(metric);
   const { seen, sink } = metrics();
   recordDecision(sink, decision, { service: 'orders', operation: 'write', region: 'westeurope' });
@@ -184,4 +186,30 @@ test('the sweeper reports each orphan it finds, keyed on the version it read', a
   events.length = 0;
   await sweepOrphans({ router, clock: clock.now, sink: { event: (e) => events.push(e) } });
   expect(events).toEqual([]);
+});
+
+test('the app counts the throttling its Cosmos DB adapters see (and only with Cosmos DB as its store)', async () => {
+  const sinkOf = (seen: { metric: (m: TelemetryMetric) => void }) => ({
+    event() {},
+    availability() {},
+    flush: async () => undefined,
+    ...seen,
+  });
+  const onSqlite = metrics();
+  await createServices(parseConfig({}), { store: new SqliteStore(':memory:'), sink: sinkOf(onSqlite.sink) });
+  storeError({ statusCode: 429 }, 'conv-1');
+  expect(onSqlite.seen).toEqual([]);
+
+  const onCosmos = metrics();
+  const config = parseConfig({
+    ROUTELOCK_STORE: 'cosmos',
+    COSMOS_ENDPOINT: 'https://routelock.documents.azure.com',
+  });
+  expect(config.store.kind).toBe('cosmos');
+  // the store itself is given (no account is reached): what is checked is the wiring to the app's sink
+  await createServices(config, { store: new SqliteStore(':memory:'), sink: sinkOf(onCosmos.sink) });
+  storeError({ statusCode: 429 }, 'conv-1');
+  storeError({ statusCode: 503 }, 'conv-1');
+  expect(onCosmos.seen).toEqual([{ name: 'storeThrottled', value: 1, properties: { subject: 'route' } }]);
+  expect(onSqlite.seen).toEqual([]);
 });
