@@ -100,7 +100,7 @@ export const appInsightsTables: Record<string, Record<string, ColumnType>> = {
     valueMax: 'real',
     valueStdDev: 'real',
   },
-  // `success` is a string in the classic schema ("1"/"0"; tobool reads it either way)
+  // `success` is a string in the classic schema ("1"/"0"; the queries compare it as text)
   availabilityResults: {
     ...common,
     id: 'string',
