@@ -110,7 +110,7 @@ var workbook = {
       type: 3
       name: 'migrationsByOutcome'
       content: union(query, {
-        title: 'Migration attempts ended, by outcome'
+        title: 'Migrations ended (each start or retry), by outcome'
         query: queries.migrationsByOutcome
         visualization: 'barchart'
       })
@@ -128,7 +128,7 @@ var workbook = {
       type: 3
       name: 'migrationsStopped'
       content: union(query, {
-        title: 'Where attempts stopped (failed, conflict, cancelled)'
+        title: 'Where migrations stopped (failed, conflict, cancelled)'
         query: queries.migrationsStopped
         visualization: 'table'
       })
