@@ -7,9 +7,10 @@ import { type Services, onServices } from './services';
 export async function orphanSweeperHandler(
   _timer: Timer,
   context: InvocationContext,
-  { router, clock }: Pick<Services, 'router' | 'clock'>,
+  { router, clock, sink }: Pick<Services, 'router' | 'clock' | 'sink'>,
 ): Promise<void> {
-  const { scanned, reclaimed } = await sweepOrphans({ router, clock });
+  const { scanned, reclaimed } = await sweepOrphans({ router, clock, sink });
+  await sink.flush();
   context.log(`sweeper: ${scanned} locked route(s) scanned, ${reclaimed.length} orphan(s) reclaimed`);
 }
 

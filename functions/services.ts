@@ -11,7 +11,9 @@ import type { MigrationService } from '../shared/migration/service';
 import { migrationSettings } from '../shared/migration/workflow';
 import { type TokenKeyring, openTokenKeyring } from '../shared/security/tokenKeys';
 import { Router, type RouterOptions } from '../shared/router';
+import { observeStoreThrottling } from '../shared/store/cosmos/common';
 import { CosmosStore } from '../shared/store/cosmos/locations';
+import { recordStoreThrottled } from '../shared/telemetry/decisions';
 import { openStores } from '../shared/store/open';
 import type { AuditLedger } from '../shared/store/ports/audit';
 import type { CampaignRecords } from '../shared/store/ports/campaigns';
@@ -142,6 +144,8 @@ export async function createCoreServices(
   });
   const guards = accountGuards(locations, config.store.kind === 'cosmos' ? config.store.endpoint : undefined);
   const sink = overrides.sink ?? (await applicationInsightsSink(process.env)) ?? nullSink;
+  // Cosmos DB throttling that reached an adapter, counted for the workbook and the throttling alert.
+  if (config.store.kind === 'cosmos') observeStoreThrottling((about) => recordStoreThrottled(sink, about));
   // Audit on the write path: every router over `store` appends a committed version's record; the change
   // feed (lockTelemetry) is the backstop. `audit` itself stays the plain ledger (reads, the backstop).
   const trail = new AuditTrail({ ledger: audit, sink });

@@ -63,6 +63,9 @@ export { operationPriority } from './router';
 export type { Router, RouterOptions, RoutedView, MutationOptions, SwapOutcome } from './router';
 export { decide, decisionStatus, withinGrace, freshnessSeconds, cacheLifetimeSeconds } from './client';
 export type { Decision, DecisionStatus } from './client';
+// A service's request-path counters (the workbook's refusals panel): count each decision it acts on.
+export { recordDecision, decisionMetric } from './telemetry/decisions';
+export type { DecisionContext } from './telemetry/decisions';
 export { RouteLockError, isRouteLockError, errorKind, errorCodes, problemCodes } from './errors';
 export type { ErrorCode, ErrorKind, AnyErrorCode, ProblemCode } from './errors';
 export { ConfigError, parseConfig } from './config';

@@ -1,18 +1,22 @@
 import type { Clock } from './clock';
 import { isRouteLockError } from './errors';
-import { isLive } from './lock/state';
-import { knowsSchemaOf, sameEtag } from './lock/document';
+import { liveLock } from './lock/state';
+import { bareEtag, knowsSchemaOf, sameEtag } from './lock/document';
 import type { Router } from './router';
+import type { TelemetrySink } from './telemetry/sink';
 
 /**
  * The orphan sweeper: finds locks whose parent lease has expired and clears them with a conditional
  * write (`lastChange: reclaim`, which the change feed turns into OrphanedLockReclaimed and an audit
  * record). Expired locks already restrict nothing; this keeps the documents and dashboards honest.
+ * Each orphan found is reported (`OrphanedLockFound`, keyed on the version read, so two sweeps of the
+ * same version count once) before the reclaim is tried: a reclaim that keeps failing still shows.
  */
 export async function sweepOrphans(options: {
   router: Router;
   clock: Clock;
   pageSize?: number;
+  sink?: Pick<TelemetrySink, 'event'>;
 }): Promise<{ scanned: number; reclaimed: { resourceId: string; ageSeconds: number }[] }> {
   let scanned = 0;
   const reclaimed: { resourceId: string; ageSeconds: number }[] = [];
@@ -27,7 +31,19 @@ export async function sweepOrphans(options: {
     for (const { doc, etag } of page.items) {
       scanned += 1;
       // A newer schema's orphan is left to a library that knows it (its reclaim would be refused).
-      if (!doc.lock || isLive(doc.lock, options.clock()) || !knowsSchemaOf(doc)) continue;
+      const now = options.clock();
+      if (!doc.lock || liveLock(doc, now) || !knowsSchemaOf(doc)) continue;
+      options.sink?.event({
+        name: 'OrphanedLockFound',
+        properties: {
+          eventKey: `OrphanedLockFound:${doc.id}:${bareEtag(etag)}`,
+          resourceId: doc.id,
+          migrationId: doc.lock.migrationId,
+          phase: doc.lock.phase,
+          expiredAt: doc.lock.expiresAt,
+        },
+        measurements: { ageSeconds: Math.max(0, Math.floor((now - Date.parse(doc.lock.expiresAt)) / 1000)) },
+      });
       try {
         const stored = await options.router.reclaim(doc.id);
         if (sameEtag(stored.etag, etag) || stored.doc.lastChange?.op !== 'reclaim') continue; // nothing written

@@ -1,8 +1,11 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { RoutingClient, RoutingServiceError, decide } from '../../shared/client';
+import { type Decision, RoutingClient, RoutingServiceError, decide } from '../../shared/client';
 import type { Location } from '../../shared/lock/document';
+import type { Operation } from '../../shared/lock/view';
 import { parsePreferWait } from '../../shared/migration/participantContract';
+import { recordDecision } from '../../shared/telemetry/decisions';
+import type { TelemetrySink } from '../../shared/telemetry/sink';
 import type { VerifyAnswer } from '../../shared/migration/types';
 import { type CopyJob, type CopyJobRequest, CopyJobs, parseJobRequest } from './copyJobs';
 import { type EndNoticeRequest, isEndStep, mayDeleteCopy, parseEndNotice } from './notices';
@@ -73,6 +76,8 @@ export interface MessageStoreOptions {
   /** Whether `Prefer: wait=N` holds the answer until the job ends (default true; false: 202 at once). */
   honoursPreferWait?: boolean;
   clock?: () => number;
+  /** Where the request-path counters go (refusals, tombstones, misdirected; shared/telemetry/decisions.ts). */
+  telemetry?: Pick<TelemetrySink, 'metric'>;
 }
 
 /** One clean-up an end notice asked for, and what became of it. */
@@ -168,9 +173,16 @@ export class MessageStore {
     return this.routing.resolve(conversationId);
   }
 
+  /** The decision as a request-path counter (the workbook's refusals panel); a build that ignores the lock did not refuse. */
+  private count(decision: Decision, operation: Operation, region: string): void {
+    if (!this.options.telemetry || (decision.kind === 'deny' && this.options.ignoreWriteLock)) return;
+    recordDecision(this.options.telemetry, decision, { service: 'message-store', operation, region });
+  }
+
   /** Resolve and decide a mutation; a refusal comes back as the outcome to answer with. */
   private async gate(region: string, conversationId: string, operation: 'write' | 'delete') {
     const decision = decide(await this.resolve(conversationId), operation, region);
+    this.count(decision, operation, region);
     if (decision.kind === 'notHere') {
       this.counters.misdirected += 1;
       return { refused: { status: 'notHere', location: decision.location } as Outcome, decision };
@@ -210,6 +222,7 @@ export class MessageStore {
 
   async read(region: string, conversationId: string): Promise<Outcome & { messages?: string[] }> {
     const decision = decide(await this.resolve(conversationId), 'read', region);
+    this.count(decision, 'read', region);
     if (decision.kind === 'notHere') return { status: 'notHere', location: decision.location };
     return {
       status: 'ok',

@@ -87,6 +87,17 @@ param durableTaskSchedulerIpAllowlist array = ['0.0.0.0/0']
 @description('Email address the alerts go to; empty: the action group has no receiver yet.')
 param alertEmail string = ''
 
+@description('Where the README is published: every alert\'s description links its Runbook section there.')
+param runbookUrl string = 'README.md'
+
+@minValue(1)
+@description('Alert when the write-lock hold p99 over an hour exceeds this many seconds (the write lease is writeLeaseSeconds).')
+param writeLockP99ThresholdSeconds int = 60
+
+@minValue(0)
+@description('Alert when more Cosmos DB requests than this are throttled (429 after the SDK\'s retries) in 15 minutes.')
+param storeThrottledPerWindow int = 10
+
 // ROUTELOCK_* settings, production defaults of docs/design.md §3. The convergence delay is the largest cache
 // tier TTL plus the replication bound: declare every tier your services really run.
 param cacheTiers string = 'edge=7200,regional=1800,local=60'
@@ -206,8 +217,31 @@ module monitoring 'modules/monitoring.bicep' = {
     alertNamePrefix: '${abbrs.insightsScheduledQueryRules}routelock-'
     actionGroupName: '${abbrs.insightsActionGroups}routelock-${resourceToken}'
     alertEmail: alertEmail
+    runbookUrl: runbookUrl
+    writeLockP99ThresholdSeconds: writeLockP99ThresholdSeconds
+    storeThrottledPerWindow: storeThrottledPerWindow
+    prelockLeaseSeconds: prelockLeaseSeconds
+    hardDeleteLeaseSeconds: hardDeleteLeaseSeconds
+    writeLeaseSeconds: writeLeaseSeconds
+    writeBudgetSeconds: writeBudgetSeconds
     location: location
     tags: tags
+  }
+}
+
+// The operations workbook, drawing the app's own write lease and budget (the settings ROUTELOCK_* gets).
+// It names Application Insights by its known name (what-if-short-circuiting), so the order is stated.
+module workbook 'modules/workbook.bicep' = {
+  name: 'workbook'
+  scope: rg
+  dependsOn: [monitoring]
+  params: {
+    applicationInsightsName: applicationInsightsName
+    location: location
+    tags: tags
+    writeLeaseSeconds: writeLeaseSeconds
+    writeBudgetSeconds: writeBudgetSeconds
+    writeLockP99ThresholdSeconds: writeLockP99ThresholdSeconds
   }
 }
 

@@ -33,6 +33,9 @@ export const telemetryEventNames = [
   'MigrationEnded',
   // Issue 21: the reconciliation found a document change the telemetry did not see.
   'TelemetryGap',
+  // Issue 21 (ops): the sweeper found a lock whose lease has expired, before it tries to reclaim it
+  // (shared/sweeper.ts; eventKey `OrphanedLockFound:${resourceId}:${version}` of the version it read).
+  'OrphanedLockFound',
 ] as const;
 export type TelemetryEventName = (typeof telemetryEventNames)[number];
 
@@ -45,6 +48,14 @@ export const telemetryMetricNames = [
   'changeFeedLagSeconds',
   // Issue 21: changes the reconciliation found missing from the telemetry, per run.
   'telemetryGaps',
+  // Issue 21 (ops): request-path decisions a service reports (shared/telemetry/decisions.ts), one per
+  // refused, tombstoned, misdirected or unserved operation; and Cosmos DB throttling (429) that reached
+  // the store adapter after the SDK's own retries (shared/store/cosmos/common.ts).
+  'writesRefused',
+  'deletesTombstoned',
+  'requestsMisdirected',
+  'routingUnavailable',
+  'storeThrottled',
 ] as const;
 export type TelemetryMetricName = (typeof telemetryMetricNames)[number];
 

@@ -62,10 +62,21 @@ export function loadArmTemplate(root: string, path = 'infra/arm/main.json'): Arm
   const file = join(root, path);
   if (!existsSync(file)) throw new Error(`${path} is missing: run \`npm run infra:build\``);
   const compiled = statSync(file).mtimeMs;
-  const sources = ['infra/bicep', 'infra/bicep/modules'].flatMap((dir) =>
-    readdirSync(join(root, dir))
+  const sources = [
+    'infra/bicep',
+    'infra/bicep/modules',
+    // the queries the monitoring modules load
+    'infra/monitoring/workbook',
+    'infra/monitoring/alerts',
+  ].flatMap((dir) =>
+    (existsSync(join(root, dir)) ? readdirSync(join(root, dir)) : [])
       // the Bicep and what it loads or is linted with; azd's parameter file is not compiled
-      .filter((f) => f.endsWith('.bicep') || (f.endsWith('.json') && !f.endsWith('.parameters.json')))
+      .filter(
+        (f) =>
+          f.endsWith('.bicep') ||
+          f.endsWith('.kql') ||
+          (f.endsWith('.json') && !f.endsWith('.parameters.json')),
+      )
       .map((f) => join(root, dir, f)),
   );
   const newer = sources.filter((f) => statSync(f).mtimeMs > compiled);
@@ -423,6 +434,24 @@ function evalExpr(e: Expr, scope: Scope): unknown {
           const parts = args();
           if (!parts.every((p) => p !== null && typeof p === 'object' && !Array.isArray(p))) return fail();
           return Object.assign({}, ...(parts as object[]));
+        }
+        // string(), replace() and format() as ARM has them (the monitoring modules build queries and
+        // descriptions with them): string() of a string is itself, of anything else its JSON
+        case 'string': {
+          const [value] = args();
+          return typeof value === 'string' ? value : JSON.stringify(value);
+        }
+        case 'replace': {
+          const [text, from, to] = args();
+          if (typeof text !== 'string' || typeof from !== 'string' || typeof to !== 'string') return fail();
+          return text.split(from).join(to);
+        }
+        case 'format': {
+          const [pattern, ...values] = args();
+          if (typeof pattern !== 'string') return fail();
+          return pattern.replace(/\{\{|\}\}|\{(\d+)\}/g, (whole, i?: string) =>
+            i === undefined ? whole.charAt(0) : String(values[Number(i)]),
+          );
         }
         case 'true':
           return true;

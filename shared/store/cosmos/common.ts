@@ -72,6 +72,15 @@ export function storeError(
     retryAfterFromMs(serviceRetryAfterMs(error) ?? 1000),
     maxStoreRetryAfterSeconds,
   );
+  if (status === 429) {
+    for (const observe of throttleObservers) {
+      try {
+        observe({ kind: subject.kind });
+      } catch {
+        // counting a throttle never changes the error a caller gets
+      }
+    }
+  }
   const reason =
     status ?? (typeof e.code === 'string' && /^[A-Za-z][A-Za-z0-9_]{1,40}$/.test(e.code) ? e.code : 'error');
   const what = subject.kind === 'route' ? id : `${subject.kind} ${id}`;
@@ -80,6 +89,23 @@ export function storeError(
     retryAfterSeconds,
     cause: error,
   });
+}
+
+/**
+ * Who is told of a 429 that reached an adapter (the SDK has retried it already: this is throttling a
+ * caller saw as StoreUnavailable). Process-wide, because every adapter maps its errors here; the app
+ * registers one observer that counts them (storeThrottled, shared/telemetry/decisions.ts).
+ */
+const throttleObservers = new Set<(about: { kind: StoreSubject['kind'] }) => void>();
+
+/** Be told of each Cosmos DB 429 an adapter maps; returns the function that stops it. */
+export function observeStoreThrottling(
+  observer: (about: { kind: StoreSubject['kind'] }) => void,
+): () => void {
+  throttleObservers.add(observer);
+  return () => {
+    throttleObservers.delete(observer);
+  };
 }
 
 /**
