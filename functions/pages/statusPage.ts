@@ -87,7 +87,8 @@ const where = (l) => l ? esc(l.region + (l.account ? '/' + l.account : '')) : ''
 const secs = (a, b) => (Date.parse(b) - Date.parse(a)) / 1000;
 
 // ---- state: filters and the open audit trail live in the hash (#status=Failed&campaign=c&audit=r) ----
-const KEYS = ['status', 'phase', 'region', 'campaign', 'resource', 'audit'];
+const KEYS = ['status', 'phase', 'region', 'campaign', 'resource', 'size', 'audit'];
+const FILTERS = ['status', 'phase', 'region', 'campaign', 'resource'];
 /** A part that does not decode (\`%\`) or a value the API would refuse is no filter, not a stopped page. */
 function readHash() {
   const state = {};
@@ -101,6 +102,7 @@ function readHash() {
     if (!value || value.length > 512) continue;
     if (key === 'status' && !STATES.includes(value)) continue;
     if (key === 'phase' && !PHASES.includes(value)) continue;
+    if (key === 'size' && !(/^[0-9]{1,3}$/.test(value) && +value >= 1 && +value <= 200)) continue;
     state[key] = value;
   }
   return state;
@@ -137,10 +139,21 @@ async function getJson(url, optional) {
 function stoppedOf(m) {
   if (!ENDED_BADLY.includes(m.status)) return null;
   if (m.stopped) return { phase: m.stopped.phase, code: m.stopped.code, reason: m.stopped.reason, at: m.stopped.at };
-  // before MigrationStatus.stopped: the phase it ended in, its error and its last attempt's end
+  // before MigrationStatus.stopped: the phase its timeline reached (a failed one ends "released"), the
+  // code its error starts with (after the step: "deltaCopy: ParticipantFailed: …") and its last attempt's end
+  const t = m.timeline;
+  const reached = t.writeAt ? 'write' : t.hardDeleteAt ? 'hardDelete' : t.prelockAt ? 'prelock' : 'starting';
   const attempts = m.attempts || [];
   const last = attempts[attempts.length - 1];
-  return { phase: m.phase, code: '', reason: m.error || (last && last.reason) || '', at: last ? last.endedAt : null, attempts: attempts.length };
+  const error = m.error || (last && last.reason) || '';
+  const coded = /^(?:[a-z][A-Za-z]*: )?([A-Z][A-Za-z]+): ([\\s\\S]*)$/.exec(error);
+  return {
+    phase: m.phase === 'released' || m.phase === 'swapped' ? reached : m.phase,
+    code: coded ? coded[1] : '',
+    reason: coded ? coded[2] : error,
+    at: last ? last.endedAt : null,
+    attempts: attempts.length,
+  };
 }
 function stoppedText(m, s) {
   const verb = m.status === 'Cancelled' ? 'cancelled' : m.status === 'Conflict' ? 'conflict' : 'failed';
@@ -223,7 +236,7 @@ function holdHistogram(migrations) {
   for (const h of holds) ys[Math.min(buckets - 1, Math.floor(h / step))] += 1;
   holdRange = [0, +(buckets * step).toFixed(2)];
   plot('holdChart', {
-    scales: { x: { time: false, range: () => holdRange } },
+    scales: { x: { time: false, range: () => holdRange }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
     axes: [{ label: 'write-lock hold (s, bucket start)' }, { label: 'migrations' }],
     series: [{ label: 'hold ≥ s' }, { label: 'migrations', stroke: '#e8685a', fill: 'rgba(232,104,90,0.85)', paths: uPlot.paths.bars({ size: [0.9, 80], align: 1 }), points: { show: false } }],
   }, [xs, ys]);
@@ -251,7 +264,7 @@ function overTime(migrations) {
   $('timeBucket').textContent = 'per ' + (bucket >= 60 && bucket % 60 === 0 ? bucket / 60 + ' min' : bucket + ' s');
   const colors = ['#2f9e6e', '#d64545', '#6b7385', '#3b6fd8'];
   plot('timeChart', {
-    scales: { x: { time: true, range: () => timeRange } },
+    scales: { x: { time: true, range: () => timeRange }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
     axes: [{}, { label: 'migrations' }],
     series: [{}, ...Object.keys(groups).map((label, i) => ({ label, stroke: colors[i], width: 2, fill: i === 0 ? 'rgba(47,158,110,0.15)' : undefined, points: { show: true, size: 5 } }))],
   }, [xs, ...series]);
@@ -272,11 +285,11 @@ function migrationQuery(state, limit, continuation) {
 const narrow = (state) => (m) => (!state.phase || m.phase === state.phase) && (!state.region || (m.target && m.target.region === state.region));
 
 function showFilters(state) {
-  for (const key of ['status', 'phase', 'region', 'campaign', 'resource']) {
+  for (const key of [...FILTERS, 'size']) {
     const input = $('f-' + key);
-    if (document.activeElement !== input) input.value = state[key] || '';
+    if (document.activeElement !== input) input.value = state[key] || (key === 'size' ? String(PAGE_SIZE) : '');
   }
-  const active = KEYS.filter((k) => k !== 'audit' && state[k]);
+  const active = FILTERS.filter((k) => state[k]);
   $('migrationFilter').hidden = active.length === 0;
   $('migrationFilter').innerHTML = active.length ? 'Filtered: ' + active.map((k) => k + ' <b class="mono">' + esc(state[k]) + '</b>').join(' · ') + ' · <a href="' + esc(hashWith({ status: '', phase: '', region: '', campaign: '', resource: '' })) + '">show all</a>' : '';
 }
@@ -285,11 +298,11 @@ let chartsAt = 0;
 async function refresh() {
   try {
     const state = readHash();
-    const key = JSON.stringify([state.status, state.campaign, state.resource]);
+    const key = JSON.stringify([state.status, state.campaign, state.resource, state.size]);
     if (key !== pagedFor) { pages = [undefined]; pagedFor = key; }
     showFilters(state);
     const [migrations, routes, campaigns, metrics] = await Promise.all([
-      getJson(migrationQuery(state, PAGE_SIZE, pages[pages.length - 1])),
+      getJson(migrationQuery(state, +(state.size || PAGE_SIZE), pages[pages.length - 1])),
       getJson(API + '/routes?limit=200'),
       getJson(API + '/campaigns?limit=20', true).then((c) => c || { items: [] }),
       getJson(METRICS, true),
@@ -301,7 +314,7 @@ async function refresh() {
     fill('campaigns', campaignRows(campaigns));
     const rows = migrations.items.filter(narrow(state));
     fill('migrations', rows.length ? rows.map(migrationRow).join('')
-      : '<tr><td colspan="9" class="empty">' + (migrations.items.length ? 'No migration on this page matches the phase or region filter.' : 'No migrations' + (KEYS.some((k) => k !== 'audit' && state[k]) ? ' match these filters.' : ' yet: POST /api/migrations')) + '</td></tr>');
+      : '<tr><td colspan="9" class="empty">' + (migrations.items.length ? 'No migration on this page matches the phase or region filter.' : 'No migrations' + (FILTERS.some((k) => state[k]) ? ' match these filters.' : ' yet: POST /api/migrations')) + '</td></tr>');
     const regions = new Set(routes.items.map((r) => r.location && r.location.region).filter(Boolean));
     $('regions').innerHTML = [...regions].sort().map((r) => '<option value="' + esc(r) + '">').join('');
     const shown = routes.items.filter((r) => (!state.resource || r.resourceId.includes(state.resource)) && (!state.region || (r.location && r.location.region === state.region)));
@@ -337,11 +350,12 @@ async function refresh() {
 $('filters').addEventListener('submit', (event) => {
   event.preventDefault();
   const state = readHash();
-  for (const key of ['status', 'phase', 'region', 'campaign', 'resource']) state[key] = $('f-' + key).value.trim();
+  for (const key of [...FILTERS, 'size']) state[key] = $('f-' + key).value.trim();
+  if (state.size === String(PAGE_SIZE)) state.size = '';
   writeHash(state);
 });
 for (const id of ['f-status', 'f-phase']) $(id).addEventListener('change', () => $('filters').requestSubmit());
-$('clear').addEventListener('click', () => writeHash({ audit: readHash().audit }));
+$('clear').addEventListener('click', () => writeHash({ audit: readHash().audit, size: readHash().size }));
 $('closeAudit').addEventListener('click', () => writeHash({ ...readHash(), audit: '' }));
 $('older').addEventListener('click', () => { if (nextContinuation) { pages.push(nextContinuation); refresh(); } });
 $('newer').addEventListener('click', () => { if (pages.length > 1) { pages.pop(); refresh(); } });
@@ -376,6 +390,7 @@ const html = (attributes: string) => `<!doctype html>
       <label>target region<input id="f-region" list="regions" size="12"></label>
       <label>campaign<input id="f-campaign" size="16"></label>
       <label>resource id<input id="f-resource" size="20" placeholder="exact id"></label>
+      <label>per page<input id="f-size" type="number" min="1" max="200" size="4"></label>
       <button type="submit" id="apply">apply</button><button type="button" id="clear">clear</button>
       <datalist id="regions"></datalist>
     </form>
