@@ -950,6 +950,8 @@ test('azd hooks: the app registration and the key set before provisioning, the s
     continueOnError: false,
   });
   expect(read('infra/hooks/postdeploy.sh')).toMatch(/== "401"/);
+  // the status page's excluded path: a forged principal must be stripped there too (302 to sign in)
+  expect(read('infra/hooks/postdeploy.sh')).toMatch(/"\$uri\/api\/status"\)"\n\[\[ "\$page" == "302" \]\]/);
   for (const script of [
     'preprovision',
     'postprovision',
