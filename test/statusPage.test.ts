@@ -1,9 +1,11 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, type Page, chromium } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import { runDrill } from '../drill/drill';
 import { startLocalHost } from '../local/host';
+import { SqliteStore } from '../shared/store/sqlite/locations';
+import { asPrincipal } from './support/principals';
 
 /**
  * The status page as a person sees it: Debian Chromium (headless, driven by playwright-core) opens `/`
@@ -342,3 +344,50 @@ test("the operator's views: filters, paging, search, charts, the audit trail and
     rmSync(dir, { recursive: true, force: true });
   }
 }, 120_000);
+
+test('under App Service authentication: the page signs a browser in, refuses one without Ops.Read, and signs in again on a 401', async () => {
+  const host = await startLocalHost({
+    env: { PORT: '0', ROUTELOCK_AUTH: 'appservice' },
+    store: new SqliteStore(':memory:'),
+    log: () => undefined,
+  });
+  const browser = await launchBrowser();
+  const signIn = '/.auth/login/aad?post_login_redirect_uri=%2Fapi%2Fstatus%3FsignedIn%3D1';
+  // App Service's own sign-in, stood in for: the embedded host has no /.auth routes
+  const stubSignIn = async (context: BrowserContext) =>
+    context.route('**/.auth/login/aad*', (r) =>
+      r.fulfill({ status: 200, contentType: 'text/html', body: '<p>sign in</p>' }),
+    );
+  try {
+    // no identity: the page itself sends the browser to sign in, back to the page
+    const anonymous = await browser.newContext();
+    await stubSignIn(anonymous);
+    const away = await anonymous.newPage();
+    await away.goto(`${host.url}/api/status`);
+    expect(away.url()).toBe(`${host.url}${signIn}`);
+
+    // signed in without Ops.Read (App Service would forward the principal): 403
+    const outsider = await browser.newContext({
+      extraHTTPHeaders: asPrincipal({ oid: '00000000-0000-4000-8000-0000000000c1', roles: ['Routes.Read'] }),
+    });
+    const refused = await (await outsider.newPage()).goto(`${host.url}/api/status`);
+    expect(refused!.status()).toBe(403);
+
+    // with Ops.Read: the page and its reads; once a read answers 401 (the session ended), sign in again
+    const reader = await browser.newContext({
+      extraHTTPHeaders: asPrincipal({ oid: '00000000-0000-4000-8000-0000000000c2', roles: ['Ops.Read'] }),
+    });
+    await stubSignIn(reader);
+    const page = await reader.newPage();
+    const opened = await page.goto(`${host.url}/api/status`);
+    expect(opened!.status()).toBe(200);
+    await until(page, `document.getElementById('updated').textContent.startsWith('updated ')`);
+    await page.route('**/api/ops/view/migrations*', (r) =>
+      r.fulfill({ status: 401, contentType: 'application/problem+json', body: '{"code":"Unauthenticated"}' }),
+    );
+    await page.waitForURL(`${host.url}${signIn}`, { timeout: 10_000 });
+  } finally {
+    await browser.close();
+    await host.close();
+  }
+}, 60_000);

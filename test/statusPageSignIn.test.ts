@@ -254,11 +254,13 @@ describe('credentials in the HTML', () => {
     );
     expect(csp['default-src']).toEqual(["'none'"]);
     expect(csp['frame-ancestors']).toEqual(["'none'"]);
-    expect(contentSecurityPolicy).not.toMatch(/unsafe-|https?:|\*|data:.*script/);
+    expect(contentSecurityPolicy).not.toMatch(/unsafe-|https?:|\*|data:/);
     const hash = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
     const scripts = [...page.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1]!);
     const styles = [...page.matchAll(/<style>([\s\S]*?)<\/style>/g)].map((m) => m[1]!);
     expect(scripts).toHaveLength(1);
+    // it is JavaScript (an escape lost in the TypeScript template would break it, and the page with it)
+    expect(() => new Function(scripts[0]!)).not.toThrow();
     expect(styles).toHaveLength(1);
     expect(csp['script-src']).toEqual(["'self'", hash(scripts[0]!)]);
     expect(csp['style-src']).toEqual(["'self'", hash(styles[0]!)]);

@@ -80,6 +80,7 @@ const PHASES = ['starting', 'prelock', 'converging', 'hardDelete', 'write', 'swa
 const PHASE_TEXT = { starting: 'starting', prelock: 'pre-lock', converging: 'convergence wait', hardDelete: 'hard-delete lock', write: 'write lock', swapped: 'swap', released: 'release' };
 const ENDED_BADLY = ['Failed', 'Conflict', 'Cancelled'];
 const PAGE_SIZE = 25;
+const SIGNED_IN_AT = 'routelock.statusPage.signInAt';
 const CHART_SAMPLE = 500;
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));
@@ -123,7 +124,13 @@ class Refused extends Error {}
 async function getJson(url, optional) {
   const r = await fetch(url, { credentials: 'same-origin', headers: { accept: 'application/json' } });
   if (r.status === 401) {
-    if (SIGN_IN) { location.assign(SIGN_IN); throw new Refused('signing in…'); }
+    // at most one sign-in a minute: a session App Service keeps refusing must not loop the browser
+    if (SIGN_IN && Date.now() - (+sessionStorage.getItem(SIGNED_IN_AT) || 0) > 60000) {
+      sessionStorage.setItem(SIGNED_IN_AT, String(Date.now()));
+      location.assign(SIGN_IN);
+      throw new Refused('signing in…');
+    }
+    if (SIGN_IN) throw new Refused('signed in, but its reads are refused (401): sign in again later, or check App Service authentication');
     throw new Refused('this host wants an identity the browser cannot send (ROUTELOCK_AUTH=entra): use the API with a bearer token');
   }
   if (r.status === 403) throw new Refused('your identity does not hold the app role Ops.Read');
@@ -436,7 +443,7 @@ export const contentSecurityPolicy = [
   "default-src 'none'",
   `script-src 'self' ${sha256(script)}`,
   `style-src 'self' ${sha256(css)}`,
-  "img-src 'self' data:",
+  "img-src 'self'",
   "connect-src 'self'",
   "base-uri 'none'",
   "form-action 'none'",
