@@ -36,6 +36,20 @@ test.each<[string, Partial<MigrationStatus> & Record<string, unknown>, string]>(
     'failed in write lock: ParticipantFailed — delta copy timed out',
   ],
   [
+    'stopped, with a reason that repeats its step and code: said once',
+    {
+      status: 'Failed',
+      phase: 'released',
+      stopped: {
+        phase: 'write',
+        code: 'ParticipantFailed',
+        reason: 'deltaCopy: ParticipantFailed: participant p answered 422; lock released',
+        at: at(9),
+      },
+    },
+    'failed in write lock: ParticipantFailed — participant p answered 422; lock released',
+  ],
+  [
     'a conflict, stopped in the pre-lock',
     {
       status: 'Conflict',

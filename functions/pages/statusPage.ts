@@ -79,6 +79,8 @@ const STATES = ['Pending', 'Running', 'Completed', 'Failed', 'Conflict', 'NoOp',
 const PHASES = ['starting', 'prelock', 'converging', 'hardDelete', 'write', 'swapped', 'released'];
 const PHASE_TEXT = { starting: 'starting', prelock: 'pre-lock', converging: 'convergence wait', hardDelete: 'hard-delete lock', write: 'write lock', swapped: 'swap', released: 'release' };
 const ENDED_BADLY = ['Failed', 'Conflict', 'Cancelled'];
+/** An error as the workflow writes it: an optional step, a stable code, the message. */
+const CODED = /^(?:[a-z][A-Za-z]*: )?([A-Z][A-Za-z]+): ([\\s\\S]*)$/;
 const PAGE_SIZE = 25;
 const SIGNED_IN_AT = 'routelock.statusPage.signInAt';
 const CHART_SAMPLE = 500;
@@ -145,7 +147,12 @@ async function getJson(url, optional) {
 // ---- migrations ----
 function stoppedOf(m) {
   if (!ENDED_BADLY.includes(m.status)) return null;
-  if (m.stopped) return { phase: m.stopped.phase, code: m.stopped.code, reason: m.stopped.reason, at: m.stopped.at };
+  if (m.stopped) {
+    // a reason that repeats its step and code ("deltaCopy: ParticipantFailed: …") says them once
+    const coded = CODED.exec(m.stopped.reason || '');
+    const reason = coded && coded[1] === m.stopped.code ? coded[2] : m.stopped.reason;
+    return { phase: m.stopped.phase, code: m.stopped.code, reason, at: m.stopped.at };
+  }
   // before MigrationStatus.stopped: the phase its timeline reached (a failed one ends "released"), the
   // code its error starts with (after the step: "deltaCopy: ParticipantFailed: …") and its last attempt's end
   const t = m.timeline;
@@ -153,7 +160,7 @@ function stoppedOf(m) {
   const attempts = m.attempts || [];
   const last = attempts[attempts.length - 1];
   const error = m.error || (last && last.reason) || '';
-  const coded = /^(?:[a-z][A-Za-z]*: )?([A-Z][A-Za-z]+): ([\\s\\S]*)$/.exec(error);
+  const coded = CODED.exec(error);
   return {
     phase: m.phase === 'released' || m.phase === 'swapped' ? reached : m.phase,
     code: coded ? coded[1] : '',
