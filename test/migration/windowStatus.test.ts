@@ -4,8 +4,8 @@ import { runStatusPageScript } from '../support/statusPageScript';
 
 /**
  * `waitingForWindow` where operators look (issue 19 §3): the status page's migrations table (its own
- * script run against stubbed reads, test/support/statusPageScript.ts: the browser test is test/statusPage.test.ts) and the command
- * line's `migration show`.
+ * script run against stubbed reads, test/support/statusPageScript.ts; the browser test is
+ * test/statusPage.test.ts) and the command line's `migration show`.
  */
 
 const waitingStatus: MigrationStatus = {
