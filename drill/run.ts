@@ -80,7 +80,7 @@ async function main(): Promise<void> {
       onHost: (host) => {
         if (!json)
           process.stdout.write(
-            `routelock drill: host ${host.url} (status page ${host.url}/) · ${options.resources} conversations, ${options.migrations} migrations, ${options.rate} ops/s for ${options.duration} s\n`,
+            `routelock drill: host ${host.url} (status page ${host.url}/api/status) · ${options.resources} conversations, ${options.migrations} migrations, ${options.rate} ops/s for ${options.duration} s\n`,
           );
       },
     },

@@ -5,6 +5,7 @@ import { lockEndpoints } from './locks';
 import { migrationEndpoints } from './migrations';
 import { operationsEndpoints } from './operations';
 import { routeEndpoints } from './routes';
+import { statusPageEndpoints } from './statusPage';
 
 /**
  * Every HTTP endpoint the Functions app declares: each `functions/*.ts` file declares (and registers) its
@@ -18,4 +19,5 @@ export const functionEndpoints: readonly EndpointDeclaration[] = [
   ...migrationEndpoints,
   ...campaignEndpoints,
   ...operationsEndpoints,
+  ...statusPageEndpoints,
 ];

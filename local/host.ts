@@ -3,6 +3,7 @@ import { functionEndpoints } from '../functions/endpoints';
 import { type EndpointDeclaration, bindEndpoint, refusal } from '../functions/http/endpoint';
 import { CAMPAIGN_POISON_QUEUE, CAMPAIGN_QUEUE, handleCampaignMessage } from '../functions/campaignQueue';
 import { handleMigrationMessage } from '../functions/migrationQueue';
+import { PAGE_PATH } from '../functions/pages/statusPage';
 import { type Services, composeServices, createCoreServices } from '../functions/services';
 import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
 import { SqliteCampaignRecords } from '../shared/store/sqlite/campaigns';
@@ -30,13 +31,24 @@ import { stdoutHostLog } from './log';
 import { metricsEndpoints } from './metrics';
 import { LocalQueueConsumer, type QueueConsumerOptions } from './queueConsumer';
 import { type ExtraRoute, type LogLine, createLocalServer } from './server';
-import { serveStatusPage } from './statusPage';
 
 /** What the embedded host serves: exactly the Functions endpoints, plus its own metrics. */
 export const allEndpoints: readonly EndpointDeclaration[] = [...functionEndpoints, ...metricsEndpoints];
 
-/** Pages outside /api, with the app role each needs (checked like the endpoints' roles). */
-export const extraRoutes: readonly ExtraRoute[] = [{ path: '/', role: 'Ops.Read', handle: serveStatusPage }];
+/**
+ * Pages outside /api, with the app role each needs (checked like the endpoints' roles): `/` is where the
+ * status page used to be, and sends the browser to it (GET /api/status, functions/statusPage.ts).
+ */
+export const extraRoutes: readonly ExtraRoute[] = [
+  {
+    path: '/',
+    role: 'Ops.Read',
+    handle: (_req, res) => {
+      res.writeHead(302, { Location: PAGE_PATH, 'Cache-Control': 'no-store', 'Content-Length': '0' });
+      res.end();
+    },
+  },
+];
 
 export interface LocalHost {
   url: string;

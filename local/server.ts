@@ -148,6 +148,13 @@ export function createLocalServer(options: LocalServerOptions): Server {
       return extra.handle(req, res);
     }
 
+    // A target with user:password in it (absolute form) is refused before anything parses or logs it:
+    // the Request constructor's own error would echo the URL, credentials and all (found by issue 21's
+    // page helper).
+    if (url.username !== '' || url.password !== '') {
+      drain(req);
+      return send(res, problemResponse('BadRequest', 'The request target must not carry credentials.'));
+    }
     if (!url.pathname.startsWith('/api/')) {
       drain(req);
       return send(
@@ -208,9 +215,9 @@ export function createLocalServer(options: LocalServerOptions): Server {
     // GET and HEAD carry no body (the Request constructor would drop it, with a warning).
     const bodiless = body.length === 0 || method === 'GET' || method === 'HEAD';
     let request: HttpRequest;
-    if (bodiless && url.username === '' && url.password === '') {
-      // What the real one checks on construction the URL parse above has checked (and a Request refuses
-      // a URL with credentials: those take the path below, to its 400).
+    if (bodiless) {
+      // What the real one checks on construction the URL parse above has checked (and a URL with
+      // credentials was refused above).
       request = new BodilessHttpRequest({
         method,
         url: url.href,

@@ -12,6 +12,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { functionEndpoints } from '../functions/endpoints';
+import type { EndpointDeclaration } from '../functions/http/endpoint';
 import { appRoles } from '../functions/http/auth';
 import { MAX_BODY_BYTES } from '../functions/http/validation';
 import { configVariables } from '../shared/config';
@@ -811,9 +813,14 @@ test('App Service authentication: Entra ID, 401 without a token, only /api/healt
     globalValidation: {
       requireAuthentication: true,
       unauthenticatedClientAction: 'Return401',
-      excludedPaths: "[parameters('unauthenticatedPaths')]",
+      excludedPaths: "[concat(parameters('unauthenticatedPaths'), parameters('browserPagePaths'))]",
     },
-    login: { tokenStore: { enabled: false } },
+    // browser sign-in for the status page: no token store, no external post_login_redirect_uri
+    login: {
+      tokenStore: { enabled: false },
+      allowedExternalRedirectUrls: [],
+      preserveUrlFragmentsForLogins: true,
+    },
     identityProviders: {
       azureActiveDirectory: {
         enabled: true,
@@ -841,6 +848,34 @@ test('App Service authentication: Entra ID, 401 without a token, only /api/healt
     .filter((e) => e.role === 'anonymous')
     .map((e) => `/api/${e.route}`);
   expect(anonymous).toEqual(['/api/health']);
+  // the pages that send a browser to sign in are excluded from the 401, and nothing else is: the page's
+  // reads, its files and the API keep App Service's 401
+  expect(api.template.parameters?.browserPagePaths?.defaultValue).toEqual(browserPages());
+  expect(api.parameters).not.toHaveProperty('browserPagePaths');
+  expect(browserPages()).toEqual(['/api/status']);
+  const excluded = [...unauthenticatedDefault(api), ...browserPages()];
+  for (const e of functionEndpoints) {
+    const path = `/api/${e.route}`;
+    const isExcluded = excluded.some((p) => path === p || path.startsWith(`${p}/`));
+    expect([path, isExcluded]).toEqual([path, e.role === 'anonymous' || e.browserSignIn !== undefined]);
+  }
+});
+
+/** The pages that send a browser to sign in (`browserSignIn`), as App Service paths. */
+const browserPages = (endpoints: readonly EndpointDeclaration[] = functionEndpoints): string[] =>
+  endpoints.filter((e) => e.browserSignIn).map((e) => `/api/${e.route}`);
+const unauthenticatedDefault = (api: { template: ArmTemplate }): string[] =>
+  api.template.parameters?.unauthenticatedPaths?.defaultValue as string[];
+
+test('negative control: a sign-in page missing from the excluded paths is caught', () => {
+  const extra = {
+    ...functionEndpoints[0]!,
+    route: 'another-page',
+    browserSignIn: { returnTo: '/api/another-page' },
+  };
+  expect(browserPages([...functionEndpoints, extra])).not.toEqual(
+    moduleNamed(arm(), 'api').template.parameters?.browserPagePaths?.defaultValue,
+  );
 });
 
 test('ROUTELOCK_AUTH and the Entra settings the app reads come from the same parameters as Easy Auth', () => {
@@ -915,6 +950,8 @@ test('azd hooks: the app registration and the key set before provisioning, the s
     continueOnError: false,
   });
   expect(read('infra/hooks/postdeploy.sh')).toMatch(/== "401"/);
+  // the status page's excluded path: a forged principal must be stripped there too (302 to sign in)
+  expect(read('infra/hooks/postdeploy.sh')).toMatch(/"\$uri\/api\/status"\)"\n\[\[ "\$page" == "302" \]\]/);
   for (const script of [
     'preprovision',
     'postprovision',

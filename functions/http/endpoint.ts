@@ -10,6 +10,7 @@ import {
 import { type Services, services } from '../services';
 import { type Caller, type EndpointRole, authorize } from './auth';
 import { problemFromError, statusByCode } from './problem';
+import { signInAnswer } from './signIn';
 
 /**
  * One declaration per HTTP route (name, methods, route, auth level, app role, handler), written beside its
@@ -33,6 +34,12 @@ export interface EndpointDeclaration {
   handler: ServiceHandler;
   /** Extra input bindings in Azure (the Durable client for the migration endpoints). */
   extraInputs?: FunctionInput[];
+  /**
+   * A page a person opens (the status page): under ROUTELOCK_AUTH=appservice a request with no identity
+   * at all is sent to sign in and back to `returnTo` (functions/http/signIn.ts) instead of a 401. Its
+   * path is one of App Service authentication's excluded paths (infra/bicep/modules/functionapp.bicep).
+   */
+  browserSignIn?: { returnTo: string };
 }
 
 /** A declaration bound to its services: what `app.http` registers and the embedded host serves. */
@@ -59,12 +66,24 @@ export type ServiceHandler<Deps = Services> = (
  * without the role: the handler never runs), map every thrown error to a problem response in one
  * place, and log one line per failure (code and message only: no bodies, so never a token).
  */
-export function handle(fn: ServiceHandler, role: EndpointRole, source: ServicesSource): HttpHandler {
+export function handle(
+  fn: ServiceHandler,
+  role: EndpointRole,
+  source: ServicesSource,
+  browserSignIn?: EndpointDeclaration['browserSignIn'],
+): HttpHandler {
   return async (request, context) => {
+    let mode: Services['authenticator']['mode'] | undefined;
     try {
-      const { resolved, caller } = await admit(role, request, source);
+      const resolved = await source();
+      mode = resolved.authenticator.mode;
+      const caller = await authorize(role, request, resolved.authenticator);
       return await fn(request, context, resolved, caller);
     } catch (error) {
+      // only App Service has a sign-in to send a browser to; entra and none answer as any endpoint
+      const signIn =
+        browserSignIn && mode === 'appservice' ? signInAnswer(error, request, browserSignIn.returnTo) : null;
+      if (signIn) return signIn;
       // Parsed only for a problem's `instance` and the log line: a URL parse per request is not free.
       const path = new URL(request.url, 'http://localhost').pathname;
       const response = problemFromError(error, path);
@@ -109,7 +128,10 @@ export async function refusal(
 
 /** Bind a declaration to its services: its handler wrapped by `handle` with the role declared beside it. */
 export function bindEndpoint(declaration: EndpointDeclaration, source: ServicesSource): HttpEndpoint {
-  return { ...declaration, handler: handle(declaration.handler, declaration.role, source) };
+  return {
+    ...declaration,
+    handler: handle(declaration.handler, declaration.role, source, declaration.browserSignIn),
+  };
 }
 
 /**

@@ -40,3 +40,18 @@ unauthenticated="$(status_of -H "x-ms-client-principal: $forged" "$uri/api/route
 [[ "$unauthenticated" == "401" ]] ||
   die "GET /api/routes/… without a token answered $unauthenticated, expected 401: App Service authentication is not enforcing. Stop the app (az functionapp stop) until it is."
 log "unauthenticated requests get 401; /api/health is open"
+
+# The status page's path is excluded from the 401 (it signs a browser in itself): there App Service must
+# still strip a forged principal, so the app sees no identity and sends the browser to sign in (302). A 200
+# would mean the forged header reached the app on an excluded path. Its reads keep the 401.
+forged_reader="$(printf '{"auth_typ":"aad","claims":[{"typ":"oid","val":"00000000-0000-0000-0000-000000000000"},{"typ":"roles","val":"Ops.Read"}]}' | base64 | tr -d '\n')"
+page="$(status_of -H "x-ms-client-principal: $forged_reader" "$uri/api/status")"
+[[ "$page" == "302" ]] ||
+  die "GET /api/status with a forged x-ms-client-principal answered $page, expected 302 to /.auth/login/aad: App Service authentication did not strip the header on an excluded path. Stop the app (az functionapp stop) until it does."
+location="$(curl -s -o /dev/null -w '%{redirect_url}' --max-time 20 -H "x-ms-client-principal: $forged_reader" "$uri/api/status" || true)"
+[[ "$location" == "$uri/.auth/login/aad?post_login_redirect_uri=%2Fapi%2Fstatus%3FsignedIn%3D1" ]] ||
+  die "GET /api/status redirected to '$location', expected this app's /.auth/login/aad"
+reads="$(status_of -H "x-ms-client-principal: $forged_reader" "$uri/api/ops/view/migrations")"
+[[ "$reads" == "401" ]] ||
+  die "GET /api/ops/view/migrations without a session answered $reads, expected 401"
+log "the status page sends a caller with no identity to sign in, a forged principal included; its reads get 401"

@@ -4,12 +4,13 @@ import type { HttpEndpoint } from '../../functions/http/endpoint';
 import { type LocalHost, allEndpoints, extraRoutes, startLocalHost } from '../../local/host';
 import { createLocalServer } from '../../local/server';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { signInLocation } from '../../functions/http/signIn';
 import { asPrincipal } from '../support/principals';
 
 /**
  * Every role rule over real HTTP: the embedded host on loopback under ROUTELOCK_AUTH=appservice, so
  * callers are `x-ms-client-principal` headers. For each endpoint (and the status page): no identity →
- * 401, an identity holding every role but the declared one → 403, the declared role alone → neither.
+ * 401 (a page that signs a browser in: 302 to App Service's sign-in), an identity holding every role but the declared one → 403, the declared role alone → neither.
  */
 
 interface Target {
@@ -17,12 +18,14 @@ interface Target {
   method: string;
   path: string;
   role: EndpointRole;
+  /** A page that sends a browser with no identity to sign in (302) instead of a 401. */
+  signIn?: string;
 }
 
 const params: Record<string, string> = { id: 'conv-walk', migrationId: 'm-walk', requestId: 'fr-none' };
 
 function targets(
-  endpoints: readonly Pick<HttpEndpoint, 'methods' | 'route' | 'role'>[],
+  endpoints: readonly Pick<HttpEndpoint, 'methods' | 'route' | 'role' | 'browserSignIn'>[],
   extras: readonly { path: string; role: EndpointRole }[],
 ): Target[] {
   return [
@@ -32,6 +35,7 @@ function targets(
         method,
         path: `/api/${e.route.replace(/\{(\w+)\}/g, (_, p: string) => params[p] ?? 'x')}`,
         role: e.role,
+        ...(e.browserSignIn ? { signIn: signInLocation(e.browserSignIn.returnTo) } : {}),
       })),
     ),
     ...extras.map((r) => ({ label: `GET ${r.path}`, method: 'GET', path: r.path, role: r.role })),
@@ -43,6 +47,7 @@ async function send(base: string, target: Target, headers: Record<string, string
   return fetch(`${base}${target.path}`, {
     method: target.method,
     headers: { ...(withBody ? { 'content-type': 'application/json' } : {}), ...headers },
+    redirect: 'manual',
     ...(withBody ? { body: '{}' } : {}),
   });
 }
@@ -61,7 +66,10 @@ async function walk(base: string, list: Target[]): Promise<string[]> {
     const role: AppRole = target.role;
     const nobody = await send(base, target, {});
     const problem = (await nobody.json().catch(() => null)) as { code?: string } | null;
-    if (nobody.status !== 401 || problem?.code !== 'Unauthenticated') {
+    if (target.signIn) {
+      if (nobody.status !== 302 || nobody.headers.get('location') !== target.signIn)
+        broken.push(`${target.label}: no identity → ${nobody.status}, expected 302 to ${target.signIn}`);
+    } else if (nobody.status !== 401 || problem?.code !== 'Unauthenticated') {
       broken.push(`${target.label}: no identity → ${nobody.status}, expected 401 Unauthenticated`);
     }
     const others = appRoles.filter((r) => r !== role);

@@ -109,6 +109,13 @@ test('registration hands every endpoint to app.http with its auth level', () => 
     approveForceRelease: 'function',
     getForceRelease: 'function',
     runProbe: 'function',
+    // the status page and its reads: a browser holds no function key (functions/statusPage.ts)
+    statusPage: 'anonymous',
+    statusPageAsset: 'anonymous',
+    viewListMigrations: 'anonymous',
+    viewListRoutes: 'anonymous',
+    viewGetAudit: 'anonymous',
+    viewListCampaigns: 'anonymous',
   });
   // The Functions host reserves routes that start with "admin" (azure-functions-host#1781).
   for (const r of registered) {
@@ -149,6 +156,12 @@ const roleTable: Record<string, string> = {
   approveForceRelease: 'Ops.Approver',
   getForceRelease: 'Ops.Read',
   runProbe: 'Ops.Operator',
+  statusPage: 'Ops.Read',
+  statusPageAsset: 'Ops.Read',
+  viewListMigrations: 'Ops.Read',
+  viewListRoutes: 'Ops.Read',
+  viewGetAudit: 'Ops.Read',
+  viewListCampaigns: 'Ops.Read',
 };
 
 test('every endpoint declares an app role; health is the only anonymous one; the table is as documented', () => {

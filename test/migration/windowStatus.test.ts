@@ -1,12 +1,11 @@
-import { runInNewContext } from 'node:vm';
 import { migrationDetails } from '../../cli/format';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { statusPageHtml } from '../../local/statusPage';
+import { runStatusPageScript } from '../support/statusPageScript';
 
 /**
  * `waitingForWindow` where operators look (issue 19 §3): the status page's migrations table (its own
- * script run against stubbed endpoints: the browser test is test/statusPage.test.ts) and the command
- * line's `migration show`.
+ * script run against stubbed reads, test/support/statusPageScript.ts; the browser test is
+ * test/statusPage.test.ts) and the command line's `migration show`.
  */
 
 const waitingStatus: MigrationStatus = {
@@ -20,38 +19,13 @@ const waitingStatus: MigrationStatus = {
 } as MigrationStatus;
 const { waitingForWindow: _w, ...openStatus } = waitingStatus;
 
-/** Run the page's script once against endpoints answering `migrations`; the migrations table's HTML. */
+/** Run the page's script once against reads answering `migrations`; the migrations table's HTML. */
 async function migrationsTable(migrations: MigrationStatus[]): Promise<string> {
-  const script = /<script>([\s\S]*)<\/script>/.exec(statusPageHtml)?.[1] ?? '';
-  const elements = new Map<string, { innerHTML: string; textContent: string; hidden: boolean }>();
-  const element = (id: string) => {
-    if (!elements.has(id)) elements.set(id, { innerHTML: '', textContent: '', hidden: false });
-    return elements.get(id)!;
-  };
-  const bodies: Record<string, unknown> = {
-    '/api/routes': { items: [] },
-    '/api/migrations': { items: migrations },
-    '/api/metrics': {
-      writeLockSeconds: { count: 0 },
-      convergenceWaitSeconds: { count: 0 },
-      migrationSeconds: { count: 0 },
-      events: {},
-    },
-    '/api/campaigns': { items: [] },
-  };
-  const fetch = (url: string) =>
-    Promise.resolve({ ok: true, json: () => Promise.resolve(bodies[url.split('?')[0] ?? '']) });
-  runInNewContext(script, {
-    document: { getElementById: element },
-    fetch,
-    location: { hash: '' },
-    window: { addEventListener: () => undefined },
-    setInterval: () => 0,
-    Date,
-    Promise,
+  const element = await runStatusPageScript({
+    '/api/ops/view/routes': { items: [] },
+    '/api/ops/view/migrations': { items: migrations },
+    '/api/ops/view/campaigns': { items: [] },
   });
-  await new Promise((resolve) => setImmediate(resolve));
-  expect(element('updated').textContent).toMatch(/^updated /);
   return element('migrations').innerHTML;
 }
 

@@ -86,7 +86,9 @@ export async function call(name: string, init: CallInit = {}, logs: string[] = [
     status: response.status,
     headers: response.headers,
     text,
-    body: text ? (JSON.parse(text) as unknown) : null,
+    // (a page's HTML is text only)
+    body:
+      text && /json/.test(response.headers.get('content-type') ?? '') ? (JSON.parse(text) as unknown) : null,
     logs,
   };
 }

@@ -1,7 +1,8 @@
 // The Function App on Flex Consumption (FC1), Node, with the user-assigned identity. Every connection is
 // identity-based (`__credential: managedidentity`, `__clientId`); no key or keyed connection string.
 // App Service authentication (Easy Auth) with Microsoft Entra ID rejects every request without a valid
-// access token for the API (401) before it reaches the Functions host, except the health probe.
+// access token or session for the API (401) before it reaches the Functions host, except the health
+// probe and the status page (which sends a browser to /.auth/login/aad itself).
 param name string
 param planName string
 param location string
@@ -28,6 +29,8 @@ param entraTenantId string
 param entraAudiences array
 @description('Paths served without authentication.')
 param unauthenticatedPaths array = ['/api/health']
+@description('Pages a person opens in a browser: excluded from the 401 so the app can send a caller with no identity to sign in (functions/http/signIn.ts); App Service still validates the session and strips forged principals there.')
+param browserPagePaths array = ['/api/status']
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   name: planName
@@ -115,8 +118,13 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   }
 
   // Built-in authentication: a valid Entra access token for this API (issuer = the tenant, audience =
-  // one of entraAudiences) or 401. Roles in the token decide what the caller may do (the app checks
-  // them on each route). No client secret: the API only validates bearer tokens, it signs no one in.
+  // one of entraAudiences) or a session from a browser sign-in, else 401. Roles in the token decide what
+  // the caller may do (the app checks them on each route). Browser sign-in (the status page) is the
+  // server-directed flow at /.auth/login/aad with no client secret: OpenID Connect returning an ID token
+  // (the app registration needs ID tokens enabled and the /.auth/login/aad/callback redirect URI; see
+  // the README), then App Service's own session cookie. No token store: nothing holds the tokens.
+  // post_login_redirect_uri may name only this app (no external URL is allowed), and the page's #filters
+  // survive the round trip.
   resource auth 'config' = {
     name: 'authsettingsV2'
     properties: {
@@ -124,10 +132,14 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       globalValidation: {
         requireAuthentication: true
         unauthenticatedClientAction: 'Return401'
-        excludedPaths: unauthenticatedPaths
+        excludedPaths: concat(unauthenticatedPaths, browserPagePaths)
       }
       httpSettings: { requireHttps: true }
-      login: { tokenStore: { enabled: false } }
+      login: {
+        tokenStore: { enabled: false }
+        allowedExternalRedirectUrls: []
+        preserveUrlFragmentsForLogins: true
+      }
       identityProviders: {
         azureActiveDirectory: {
           enabled: true
