@@ -1,0 +1,39 @@
+import { type InvocationContext, type Timer, app } from '@azure/functions';
+import { changeListingOf } from '../shared/store/ports/locations';
+import { runReconciliation } from '../shared/telemetry/reconciliation';
+import { inFunctionsHost } from './http/endpoint';
+import { type Services, onServices } from './services';
+
+/**
+ * Timer trigger (`ROUTELOCK_RECONCILE_SCHEDULE`, default every 15 minutes): compare the documents written
+ * in the last window with what the change feed handler recorded as seen, and emit a `TelemetryGap` per
+ * change the telemetry missed and `telemetryGaps` per run (docs/design.md §8).
+ */
+export async function telemetryReconciliationHandler(
+  _timer: Timer,
+  context: InvocationContext,
+  { store, seen, sink, clock, config }: Pick<Services, 'store' | 'seen' | 'sink' | 'clock' | 'config'>,
+): Promise<void> {
+  const listing = changeListingOf(store);
+  if (!listing) {
+    context.log(`reconciliation: the ${store.kind} store cannot list documents by change time; skipped`);
+    return;
+  }
+  const run = await runReconciliation({
+    listing,
+    seen,
+    sink,
+    now: clock,
+    settings: config.operations.reconciliation,
+  });
+  context.log(
+    `reconciliation ${run.since}..${run.until}: ${run.checked} version(s) checked, ${run.gaps.length} gap(s)${run.truncated ? ' (page bound reached)' : ''}`,
+  );
+}
+
+if (inFunctionsHost()) {
+  app.timer('telemetryReconciliation', {
+    schedule: '%ROUTELOCK_RECONCILE_SCHEDULE%',
+    handler: onServices(telemetryReconciliationHandler),
+  });
+}
