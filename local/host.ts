@@ -12,7 +12,11 @@ import { SqliteTelemetry } from '../shared/store/sqlite/telemetry';
 import { bareEtag } from '../shared/lock/document';
 import { changeListingOf } from '../shared/store/ports/locations';
 import { handleVersions } from '../shared/telemetry/changeHandler';
-import { type ReconciliationRun, reconciliationLoop, runReconciliation } from '../shared/telemetry/reconciliation';
+import {
+  type ReconciliationRun,
+  reconciliationLoop,
+  runReconciliation,
+} from '../shared/telemetry/reconciliation';
 import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
 import { Campaigns } from '../shared/campaign/campaigns';
 import { InProcessCampaignRunner } from '../shared/campaign/inProcess';

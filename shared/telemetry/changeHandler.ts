@@ -85,7 +85,10 @@ function withoutHashes(key: string, value: unknown): unknown {
 }
 
 /** The Cosmos DB change feed's batch (raw items). */
-export async function handleDocumentVersions(items: unknown[], deps: ChangeHandlerDeps): Promise<HandledBatch> {
+export async function handleDocumentVersions(
+  items: unknown[],
+  deps: ChangeHandlerDeps,
+): Promise<HandledBatch> {
   const versions: DocumentVersion[] = [];
   for (const item of items) {
     const version = changeFeedVersion(item);
@@ -96,7 +99,10 @@ export async function handleDocumentVersions(items: unknown[], deps: ChangeHandl
 }
 
 /** Versions already typed (the SQLite store's stream passes each with its etag). */
-export async function handleVersions(versions: DocumentVersion[], deps: ChangeHandlerDeps): Promise<HandledBatch> {
+export async function handleVersions(
+  versions: DocumentVersion[],
+  deps: ChangeHandlerDeps,
+): Promise<HandledBatch> {
   let events = 0;
   let metrics = 0;
   let audited = 0;
@@ -117,7 +123,11 @@ export async function handleVersions(versions: DocumentVersion[], deps: ChangeHa
   const lagSeconds =
     deps.now && newestStoredAt !== undefined ? Math.max(0, deps.now() / 1000 - newestStoredAt) : null;
   if (lagSeconds !== null)
-    deps.sink.metric({ name: 'changeFeedLagSeconds', value: Math.round(lagSeconds * 10) / 10, properties: {} });
+    deps.sink.metric({
+      name: 'changeFeedLagSeconds',
+      value: Math.round(lagSeconds * 10) / 10,
+      properties: {},
+    });
   await deps.sink.flush();
   for (const [resourceId, keys] of seenKeys) await deps.seen?.record(resourceId, keys);
   return { events, metrics, audited, skipped: 0, lagSeconds };

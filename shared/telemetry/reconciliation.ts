@@ -46,7 +46,10 @@ export async function runReconciliation(deps: ReconciliationDeps): Promise<Recon
   do {
     const page = await deps.listing.listChanged({ since, until, limit: pageSize, continuation });
     pages += 1;
-    const changed: ChangedVersion[] = page.items.map((item) => ({ doc: item.doc, version: bareEtag(item.etag) }));
+    const changed: ChangedVersion[] = page.items.map((item) => ({
+      doc: item.doc,
+      version: bareEtag(item.etag),
+    }));
     const seen = await deps.seen.seen([...new Set(changed.map((c) => c.doc.id))]);
     gaps.push(...reconcile(changed, seen, endsSince));
     checked += changed.length;

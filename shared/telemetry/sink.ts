@@ -212,7 +212,8 @@ export class MetricsRecorder implements TelemetrySink {
     const state = journal.load();
     for (const key of state.keys) this.keys.add(key);
     for (const [name, count] of Object.entries(state.counts)) this.counts.set(name, count);
-    for (const [name, list] of Object.entries(state.values)) this.values.set(name as DistributionName, [...list]);
+    for (const [name, list] of Object.entries(state.values))
+      this.values.set(name as DistributionName, [...list]);
     this.probes = state.probes;
   }
 
@@ -228,7 +229,8 @@ export class MetricsRecorder implements TelemetrySink {
       if (this.keys.size > DEDUP_WINDOW_KEYS) this.keys.delete(this.keys.values().next().value as string);
     }
     const counts = [`event:${event.name}`];
-    const outcome = event.name === 'MigrationEnded' ? outcomeCounters[event.properties.outcome ?? ''] : undefined;
+    const outcome =
+      event.name === 'MigrationEnded' ? outcomeCounters[event.properties.outcome ?? ''] : undefined;
     if (outcome) counts.push(`outcome:${outcome}`);
     for (const name of counts) this.bump(name);
     const values: RecordedEvent['values'] = [];

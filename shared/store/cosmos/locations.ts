@@ -247,7 +247,11 @@ export class CosmosStore implements LocationStore, ChangeListing {
               { name: '@until', value: Math.floor(until / 1000) },
             ],
           },
-          { maxItemCount: limit, ...(token ? { continuationToken: token } : {}), ...priorityLevel({ priority: 'low' }) },
+          {
+            maxItemCount: limit,
+            ...(token ? { continuationToken: token } : {}),
+            ...priorityLevel({ priority: 'low' }),
+          },
         )
         .fetchNext();
       return {

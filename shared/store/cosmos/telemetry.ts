@@ -43,7 +43,8 @@ export class CosmosSeenVersions implements SeenVersions {
         return;
       } catch (error) {
         const failure = storeError(error, subject);
-        const lostRace = isRouteLockError(failure, 'AlreadyExists') || isRouteLockError(failure, 'PreconditionFailed');
+        const lostRace =
+          isRouteLockError(failure, 'AlreadyExists') || isRouteLockError(failure, 'PreconditionFailed');
         if (!lostRace || attempt >= 3) throw failure;
       }
     }

@@ -87,7 +87,8 @@ export interface ChangedListOptions {
 export function changeListingOf(store: LocationStore): ChangeListing | undefined {
   let current: unknown = store;
   for (let depth = 0; depth < 8 && current; depth += 1) {
-    if (typeof (current as Partial<ChangeListing>).listChanged === 'function') return current as ChangeListing;
+    if (typeof (current as Partial<ChangeListing>).listChanged === 'function')
+      return current as ChangeListing;
     current = (current as { unwrapped?: unknown }).unwrapped;
   }
   return undefined;

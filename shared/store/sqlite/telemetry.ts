@@ -44,7 +44,9 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
         'SELECT name, value FROM telemetry_values ORDER BY seq',
       ),
       probes: db.prepare<[], { state: string }>('SELECT state FROM telemetry_probes WHERE id = 1'),
-      addKey: db.prepare<[string]>('INSERT INTO telemetry_keys (key) VALUES (?) ON CONFLICT (key) DO NOTHING'),
+      addKey: db.prepare<[string]>(
+        'INSERT INTO telemetry_keys (key) VALUES (?) ON CONFLICT (key) DO NOTHING',
+      ),
       trimKeys: db.prepare<[number]>(
         'DELETE FROM telemetry_keys WHERE seq <= (SELECT MAX(seq) FROM telemetry_keys) - ?',
       ),
@@ -106,11 +108,15 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
   }
 
   recordProbes(probes: ProbeCounts): void {
-    guarded(telemetryRecordSubject('(recorder)'), () => this.statements.saveProbes.run(JSON.stringify(probes)));
+    guarded(telemetryRecordSubject('(recorder)'), () =>
+      this.statements.saveProbes.run(JSON.stringify(probes)),
+    );
   }
 
   async record(resourceId: string, keys: readonly string[]): Promise<void> {
-    guarded(telemetryRecordSubject('(seen)', resourceId), () => this.recordSeenInTransaction(resourceId, keys));
+    guarded(telemetryRecordSubject('(seen)', resourceId), () =>
+      this.recordSeenInTransaction(resourceId, keys),
+    );
   }
 
   async seen(resourceIds: readonly string[]): Promise<Set<string>> {
