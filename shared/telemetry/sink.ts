@@ -167,6 +167,13 @@ export const VALUES_PER_DISTRIBUTION = 10_000;
  */
 export const DEDUP_WINDOW_KEYS = 100_000;
 
+/** The recorder's bounds (tests shrink them to see them hold). */
+export interface RecorderLimits {
+  keys: number;
+  values: number;
+}
+export const recorderLimits: RecorderLimits = { keys: DEDUP_WINDOW_KEYS, values: VALUES_PER_DISTRIBUTION };
+
 /** What the recorder has counted: what a journal restores. */
 export interface RecorderState {
   /** Oldest first. */
@@ -187,7 +194,7 @@ export interface RecordedEvent {
 
 /**
  * Where the recorder's counts survive a restart (shared/store/sqlite/telemetry.ts on the embedded host);
- * synchronous, like the sink calls it serves. It trims to DEDUP_WINDOW_KEYS and VALUES_PER_DISTRIBUTION.
+ * synchronous, like the sink calls it serves. It trims to the same limits as the recorder.
  */
 export interface RecorderJournal {
   load(): RecorderState;
@@ -207,7 +214,10 @@ export class MetricsRecorder implements TelemetrySink {
   private readonly counts = new Map<string, number>();
   private probes: ProbeCounts = { runs: 0, failures: 0, last: null };
 
-  constructor(private readonly journal?: RecorderJournal) {
+  constructor(
+    private readonly journal?: RecorderJournal,
+    private readonly limits: RecorderLimits = recorderLimits,
+  ) {
     if (!journal) return;
     const state = journal.load();
     for (const key of state.keys) this.keys.add(key);
@@ -226,7 +236,7 @@ export class MetricsRecorder implements TelemetrySink {
         return;
       }
       this.keys.add(key);
-      if (this.keys.size > DEDUP_WINDOW_KEYS) this.keys.delete(this.keys.values().next().value as string);
+      if (this.keys.size > this.limits.keys) this.keys.delete(this.keys.values().next().value as string);
     }
     const counts = [`event:${event.name}`];
     const outcome =
@@ -239,7 +249,7 @@ export class MetricsRecorder implements TelemetrySink {
       if (source !== event.name || value === undefined) continue;
       const list = this.values.get(name) ?? [];
       list.push(value);
-      if (list.length > VALUES_PER_DISTRIBUTION) list.shift();
+      if (list.length > this.limits.values) list.shift();
       this.values.set(name, list);
       values.push({ name, value });
     }

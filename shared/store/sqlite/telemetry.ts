@@ -1,12 +1,12 @@
 import { telemetryRecordSubject } from '../errors';
 import { type SeenVersions, mergeSeenKeys } from '../../telemetry/seen';
 import {
-  DEDUP_WINDOW_KEYS,
   type ProbeCounts,
   type RecordedEvent,
   type RecorderJournal,
+  type RecorderLimits,
   type RecorderState,
-  VALUES_PER_DISTRIBUTION,
+  recorderLimits,
 } from '../../telemetry/sink';
 import { guarded } from './errors';
 import { SqliteTables } from './open';
@@ -22,7 +22,10 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
   private readonly recordInTransaction: (event: RecordedEvent) => void;
   private readonly recordSeenInTransaction: (resourceId: string, keys: readonly string[]) => void;
 
-  constructor(path: string) {
+  constructor(
+    path: string,
+    private readonly limits: RecorderLimits = recorderLimits,
+  ) {
     super(
       path,
       `
@@ -70,12 +73,12 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
     this.recordInTransaction = db.transaction((event: RecordedEvent) => {
       if (event.key !== undefined) {
         this.statements.addKey.run(event.key);
-        this.statements.trimKeys.run(DEDUP_WINDOW_KEYS);
+        this.statements.trimKeys.run(this.limits.keys);
       }
       for (const name of event.counts) this.statements.bump.run(name);
       for (const { name, value } of event.values) {
         this.statements.addValue.run(name, value);
-        this.statements.trimValues.run({ name, keep: VALUES_PER_DISTRIBUTION });
+        this.statements.trimValues.run({ name, keep: this.limits.values });
       }
     });
     this.recordSeenInTransaction = db.transaction((resourceId: string, keys: readonly string[]) => {
