@@ -120,14 +120,13 @@ export async function handleVersions(
     seenKeys.set(doc.id, [...(seenKeys.get(doc.id) ?? []), ...seenKeysOf(doc, version)]);
     if (storedAtSeconds !== undefined) newestStoredAt = Math.max(newestStoredAt ?? 0, storedAtSeconds);
   }
+  // `_ts` is whole seconds: a tenth is all the precision the lag has.
   const lagSeconds =
-    deps.now && newestStoredAt !== undefined ? Math.max(0, deps.now() / 1000 - newestStoredAt) : null;
+    deps.now && newestStoredAt !== undefined
+      ? Math.round(Math.max(0, deps.now() / 1000 - newestStoredAt) * 10) / 10
+      : null;
   if (lagSeconds !== null)
-    deps.sink.metric({
-      name: 'changeFeedLagSeconds',
-      value: Math.round(lagSeconds * 10) / 10,
-      properties: {},
-    });
+    deps.sink.metric({ name: 'changeFeedLagSeconds', value: lagSeconds, properties: {} });
   await deps.sink.flush();
   for (const [resourceId, keys] of seenKeys) await deps.seen?.record(resourceId, keys);
   return { events, metrics, audited, skipped: 0, lagSeconds };
