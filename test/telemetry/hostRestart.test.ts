@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type LocalHost, startLocalHost } from '../../local/host';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import type { MetricsSnapshot } from '../../shared/telemetry/sink';
+import { parse } from 'yaml';
 
 /**
  * The embedded host end to end: a real migration over HTTP, GET /api/metrics, a restart over the same
@@ -77,8 +78,7 @@ test('/api/metrics survives a restart; a change the handler never saw is a Telem
     await host.close();
 
     host = await start();
-    const restarted = await metricsOf(host);
-    expect(restarted).toEqual({ ...before, events: { ...before.events } });
+    expect(await metricsOf(host)).toEqual(before);
 
     // Another connection to the same file writes: the host's change stream never hears of it.
     const elsewhere = new SqliteStore(join(dir, 'routes.db'));
@@ -104,3 +104,34 @@ test('/api/metrics survives a restart; a change the handler never saw is a Telem
     await host.close();
   }
 }, 60_000);
+
+interface Schema {
+  $ref?: string;
+  required?: string[];
+  properties?: Record<string, Schema>;
+}
+
+/** The keys openapi.yaml requires of an object, and its nested objects', against a live answer. */
+function assertShape(value: Record<string, unknown>, schema: Schema, schemas: Record<string, Schema>): void {
+  const resolved = schema.$ref ? schemas[schema.$ref.split('/').pop()!]! : schema;
+  if (!resolved.properties) return;
+  expect(Object.keys(value).sort()).toEqual([...(resolved.required ?? [])].sort());
+  for (const [key, child] of Object.entries(resolved.properties)) {
+    const nested = value[key];
+    if (nested && typeof nested === 'object' && (child.$ref || child.properties))
+      assertShape(nested as Record<string, unknown>, child, schemas);
+  }
+}
+
+test('GET /api/metrics answers exactly the MetricsSnapshot openapi.yaml declares', async () => {
+  const spec = parse(readFileSync(join(__dirname, '../../openapi.yaml'), 'utf8')) as {
+    components: { schemas: Record<string, Schema> };
+  };
+  const host = await startLocalHost({ env, store: new SqliteStore(':memory:'), log: () => undefined });
+  try {
+    const snapshot = (await metricsOf(host)) as unknown as Record<string, unknown>;
+    assertShape(snapshot, { $ref: '#/components/schemas/MetricsSnapshot' }, spec.components.schemas);
+  } finally {
+    await host.close();
+  }
+});
