@@ -2,6 +2,7 @@ import { type InvocationContext, type Timer, app } from '@azure/functions';
 import { changeListingOf } from '../shared/store/ports/locations';
 import { runReconciliation } from '../shared/telemetry/reconciliation';
 import { inFunctionsHost } from './http/endpoint';
+import { changeFeedConfigured } from './lockTelemetry';
 import { type Services, onServices } from './services';
 
 /**
@@ -31,9 +32,20 @@ export async function telemetryReconciliationHandler(
   );
 }
 
-if (inFunctionsHost()) {
-  app.timer('telemetryReconciliation', {
+/**
+ * Registered with the change-feed trigger only (the same connection check): without the trigger nothing
+ * records what the telemetry saw, and every change would be reported a gap. Returns whether it did.
+ */
+export function registerTelemetryReconciliation(
+  register: typeof app.timer = app.timer,
+  env: Record<string, string | undefined> = process.env,
+): boolean {
+  if (!changeFeedConfigured(env)) return false;
+  register('telemetryReconciliation', {
     schedule: '%ROUTELOCK_RECONCILE_SCHEDULE%',
     handler: onServices(telemetryReconciliationHandler),
   });
+  return true;
 }
+
+if (inFunctionsHost()) registerTelemetryReconciliation();

@@ -194,7 +194,8 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
         })
       : () => undefined;
   // The reconciliation over the same store; its window is on the wall clock, which dates the store's writes.
-  const listing = changeListingOf(store);
+  // Only over the SQLite store whose stream the handler hears: over any other every change would be a gap.
+  const listing = store instanceof SqliteStore ? changeListingOf(store) : undefined;
   const reconcileTelemetry = async (): Promise<ReconciliationRun | undefined> => {
     if (!listing) return undefined;
     const run = await runReconciliation({

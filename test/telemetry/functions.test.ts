@@ -1,7 +1,10 @@
-import { InvocationContext, type Timer } from '@azure/functions';
+import { InvocationContext, type Timer, type app } from '@azure/functions';
 import { lockTelemetryHandler } from '../../functions/lockTelemetry';
 import { createServices } from '../../functions/services';
-import { telemetryReconciliationHandler } from '../../functions/telemetryReconciliation';
+import {
+  registerTelemetryReconciliation,
+  telemetryReconciliationHandler,
+} from '../../functions/telemetryReconciliation';
 import { parseConfig } from '../../shared/config';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import type { TelemetryEvent, TelemetryMetric } from '../../shared/telemetry/lockTelemetry';
@@ -90,4 +93,21 @@ test('negative control: a store that cannot list by change time is skipped, not 
   await telemetryReconciliationHandler(timer, h.context, h.services);
   expect(h.sink.metrics).toEqual([]);
   expect(h.logs.at(-1)).toMatch(/cannot list documents by change time; skipped/);
+});
+
+test('the timer is registered with the change-feed trigger only (nothing records what the telemetry saw without it)', () => {
+  const names = (env: Record<string, string | undefined>) => {
+    const calls: { name: string; schedule: string }[] = [];
+    registerTelemetryReconciliation(
+      ((name: string, options: { schedule: string }) =>
+        void calls.push({ name, schedule: options.schedule })) as unknown as typeof app.timer,
+      env,
+    );
+    return calls;
+  };
+  expect(names({ COSMOS__accountEndpoint: 'https://acct.documents.azure.com:443/' })).toEqual([
+    { name: 'telemetryReconciliation', schedule: '%ROUTELOCK_RECONCILE_SCHEDULE%' },
+  ]);
+  // negative control: on SQLite (the sample settings) there is no trigger, so no reconciliation either
+  expect(names({ COSMOS__accountEndpoint: '' })).toEqual([]);
 });
