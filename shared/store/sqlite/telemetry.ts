@@ -19,7 +19,9 @@ import { SqliteTables } from './open';
  */
 export class SqliteTelemetry extends SqliteTables implements RecorderJournal, SeenVersions {
   private readonly statements;
-  private readonly recordInTransaction: (event: RecordedEvent) => void;
+  /** Each distribution's newest ordinal in the file (a failed transaction leaves it where it was). */
+  private readonly lastOrdinal = new Map<string, number>();
+  private readonly recordInTransaction: (event: RecordedEvent, ordinals: Map<string, number>) => void;
   private readonly recordSeenInTransaction: (resourceId: string, keys: readonly string[]) => void;
 
   constructor(
@@ -32,9 +34,8 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
       CREATE TABLE IF NOT EXISTS telemetry_keys (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE);
       CREATE TABLE IF NOT EXISTS telemetry_counts (name TEXT PRIMARY KEY, count INTEGER NOT NULL);
       CREATE TABLE IF NOT EXISTS telemetry_values (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, value REAL NOT NULL
+        name TEXT NOT NULL, n INTEGER NOT NULL, value REAL NOT NULL, PRIMARY KEY (name, n)
       );
-      CREATE INDEX IF NOT EXISTS telemetry_values_name ON telemetry_values (name, seq);
       CREATE TABLE IF NOT EXISTS telemetry_probes (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS telemetry_seen (resource_id TEXT PRIMARY KEY, keys TEXT NOT NULL);
     `,
@@ -44,7 +45,10 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
       keys: db.prepare<[], { key: string }>('SELECT key FROM telemetry_keys ORDER BY seq'),
       counts: db.prepare<[], { name: string; count: number }>('SELECT name, count FROM telemetry_counts'),
       values: db.prepare<[], { name: string; value: number }>(
-        'SELECT name, value FROM telemetry_values ORDER BY seq',
+        'SELECT name, value FROM telemetry_values ORDER BY name, n',
+      ),
+      lastOrdinals: db.prepare<[], { name: string; n: number }>(
+        'SELECT name, MAX(n) AS n FROM telemetry_values GROUP BY name',
       ),
       probes: db.prepare<[], { state: string }>('SELECT state FROM telemetry_probes WHERE id = 1'),
       addKey: db.prepare<[string]>(
@@ -56,12 +60,11 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
       bump: db.prepare<[string]>(
         'INSERT INTO telemetry_counts (name, count) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET count = count + 1',
       ),
-      addValue: db.prepare<[string, number]>('INSERT INTO telemetry_values (name, value) VALUES (?, ?)'),
-      // The seq of the newest row past the window (NULL while the window is not full: nothing goes).
-      trimValues: db.prepare<{ name: string; keep: number }>(
-        `DELETE FROM telemetry_values WHERE name = @name AND seq <= (
-           SELECT seq FROM telemetry_values WHERE name = @name ORDER BY seq DESC LIMIT 1 OFFSET @keep)`,
+      addValue: db.prepare<[string, number, number]>(
+        'INSERT INTO telemetry_values (name, n, value) VALUES (?, ?, ?)',
       ),
+      // Ordinals are contiguous per name: the window is the last `keep` of them, a range on the key.
+      trimValues: db.prepare<[string, number]>('DELETE FROM telemetry_values WHERE name = ? AND n <= ?'),
       saveProbes: db.prepare<[string]>(
         'INSERT INTO telemetry_probes (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state',
       ),
@@ -70,15 +73,18 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
         'INSERT INTO telemetry_seen (resource_id, keys) VALUES (?, ?) ON CONFLICT (resource_id) DO UPDATE SET keys = excluded.keys',
       ),
     };
-    this.recordInTransaction = db.transaction((event: RecordedEvent) => {
+    for (const { name, n } of this.statements.lastOrdinals.all()) this.lastOrdinal.set(name, n);
+    this.recordInTransaction = db.transaction((event: RecordedEvent, ordinals: Map<string, number>) => {
       if (event.key !== undefined) {
         this.statements.addKey.run(event.key);
         this.statements.trimKeys.run(this.limits.keys);
       }
       for (const name of event.counts) this.statements.bump.run(name);
       for (const { name, value } of event.values) {
-        this.statements.addValue.run(name, value);
-        this.statements.trimValues.run({ name, keep: this.limits.values });
+        const n = (ordinals.get(name) ?? this.lastOrdinal.get(name) ?? 0) + 1;
+        this.statements.addValue.run(name, n, value);
+        this.statements.trimValues.run(name, n - this.limits.values);
+        ordinals.set(name, n);
       }
     });
     this.recordSeenInTransaction = db.transaction((resourceId: string, keys: readonly string[]) => {
@@ -103,7 +109,10 @@ export class SqliteTelemetry extends SqliteTables implements RecorderJournal, Se
   }
 
   recordEvent(event: RecordedEvent): void {
-    guarded(telemetryRecordSubject('(recorder)'), () => this.recordInTransaction(event));
+    const ordinals = new Map<string, number>();
+    guarded(telemetryRecordSubject('(recorder)'), () => this.recordInTransaction(event, ordinals));
+    // only once committed: a rolled-back event takes no ordinal
+    for (const [name, n] of ordinals) this.lastOrdinal.set(name, n);
   }
 
   recordDuplicate(): void {
