@@ -160,10 +160,11 @@ export const VALUES_PER_DISTRIBUTION = 10_000;
 
 /**
  * Event keys remembered for deduplication. A key comes back when the change feed redelivers a batch
- * (the trigger's retries: 10, backed off to 5 minutes, so within about 40 minutes), when the embedded
- * host's handler runs a version again, or when overlapping reconciliation runs find the same gap (a
- * window of an hour). 100 000 keys cover an hour at 25 events a second, far above one host's write
- * rate, in about 18 MB of heap (measured); a key older than that is counted again, which no redelivery reaches.
+ * (the trigger's retries: 10, backed off from 5 s to 5 minutes, so within about 25 minutes), when the
+ * embedded host's handler runs a version again, or when overlapping reconciliation runs find the same
+ * gap (a window of an hour). 100 000 keys cover an hour at 25 events a second, far above one host's
+ * write rate, in about 18 MB of heap (measured); a key older than that is counted again, which no
+ * redelivery reaches.
  */
 export const DEDUP_WINDOW_KEYS = 100_000;
 
