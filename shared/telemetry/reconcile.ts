@@ -1,4 +1,5 @@
 import type { ChangeOp, LocationDocument } from '../lock/document';
+import { versionEventKey } from './lockTelemetry';
 import { EVENT_KEY } from './names';
 
 /**
@@ -98,7 +99,7 @@ export function telemetryGapEvent(gap: TelemetryGapFound) {
   return {
     name: 'TelemetryGap' as const,
     properties: {
-      [EVENT_KEY]: `TelemetryGap:${gap.resourceId}:${gap.version}`,
+      [EVENT_KEY]: versionEventKey('TelemetryGap', gap.resourceId, gap.version),
       resourceId: gap.resourceId,
       op: gap.op,
       at: gap.at,
