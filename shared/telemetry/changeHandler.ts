@@ -17,7 +17,8 @@ import { type TelemetrySink, send } from './sink';
  * skipped) yields only what `auditRecordsRecoverableFrom` can rebuild from one version (see there for what
  * that cannot be). A failed append throws, so the trigger's retry policy runs the batch again. The sink
  * is flushed before the versions are recorded as seen (shared/telemetry/seen.ts, what the reconciliation
- * compares the documents against), so a version is never marked seen with its telemetry still buffered.
+ * compares the documents against), so a version is never marked seen with its telemetry still buffered;
+ * a failed record throws too, and the batch's second run sends the same keys again.
  */
 export interface ChangeHandlerDeps {
   sink: TelemetrySink;
