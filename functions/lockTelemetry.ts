@@ -10,19 +10,25 @@ import { type Services, onServices } from './services';
  * The lease container `leases` is created by Bicep: under a managed identity the data-plane role cannot
  * create containers, so `createLeaseContainerIfNotExists` stays false. Connection `COSMOS` is
  * identity-based (`COSMOS__accountEndpoint`, `COSMOS__credential`, `COSMOS__clientId`).
+ *
+ * Each event is keyed on its version's `_etag` (a redelivered batch yields the same keys), each processed
+ * version is recorded as seen for the reconciliation (functions/telemetryReconciliation.ts), and each
+ * batch reports `changeFeedLagSeconds`: now − the newest `_ts` it carried.
  */
 export async function lockTelemetryHandler(
   documents: unknown[],
   context: InvocationContext,
-  { sink, audit, config }: Pick<Services, 'sink' | 'audit' | 'config'>,
+  { sink, audit, seen, config, clock }: Pick<Services, 'sink' | 'audit' | 'seen' | 'config' | 'clock'>,
 ): Promise<void> {
   const result = await handleDocumentVersions(documents, {
     sink,
     audit,
+    seen,
     declaredConvergenceDelaySeconds: config.timing.convergenceDelaySeconds,
+    now: clock,
   });
   context.log(
-    `change feed: ${documents.length} version(s), ${result.events} event(s), ${result.metrics} metric(s), ${result.audited} audited`,
+    `change feed: ${documents.length} version(s), ${result.events} event(s), ${result.metrics} metric(s), ${result.audited} audited, lag ${result.lagSeconds ?? '?'} s`,
   );
 }
 

@@ -26,6 +26,8 @@ import {
   applicationInsightsSink,
   nullSink,
 } from '../shared/telemetry/sink';
+import { openSeenVersions } from '../shared/telemetry/openSeen';
+import type { SeenVersions } from '../shared/telemetry/seen';
 import { DurableCampaignLauncher } from './durable/campaigns';
 import { DurableMigrationService } from './durable/service';
 import { type Authenticator, createAuthenticator } from './http/auth';
@@ -54,6 +56,8 @@ export interface CoreServices {
   /** Campaigns and their members (issue 18 §3). */
   readonly campaignRecords: CampaignRecords;
   readonly sink: TelemetrySink;
+  /** What the change handler processed, for the telemetry reconciliation (docs/design.md §8). */
+  readonly seen: SeenVersions;
   /** Startup findings worth an operator's attention (e.g. a dedicated-gateway endpoint). */
   readonly warnings: readonly string[];
   /** Who the caller is (ROUTELOCK_AUTH); `handle()` checks each endpoint's app role with it. */
@@ -90,6 +94,7 @@ export interface CoreOverrides {
   forceReleaseRequests?: ForceReleaseRequests;
   campaignRecords?: CampaignRecords;
   sink?: TelemetrySink;
+  seen?: SeenVersions;
   keyring?: TokenKeyring;
   /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
   routerOptions?: Pick<RouterOptions, 'cacheHeaders'>;
@@ -161,6 +166,7 @@ export async function createCoreServices(
     ...overrides.routerOptions,
   });
   const keyring = overrides.keyring ?? openTokenKeyring(config.security.tokenKeys);
+  const seen = overrides.seen ?? (await openSeenVersions(config.store, locations));
   return Object.freeze({
     config,
     store,
@@ -173,6 +179,7 @@ export async function createCoreServices(
     forceRelease: new ForceReleaseService(router, trail.asLedger(), forceReleaseRequests, clock),
     campaignRecords,
     sink,
+    seen,
     warnings: Object.freeze([...guards.warnings]),
     authenticator: createAuthenticator(config.auth),
   });

@@ -9,7 +9,15 @@ import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
 import { SqliteCampaignRecords } from '../shared/store/sqlite/campaigns';
 import { SqliteForceReleaseRequests } from '../shared/store/sqlite/forceRelease';
 import { SqliteStore } from '../shared/store/sqlite/locations';
-import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
+import { SqliteTelemetry } from '../shared/store/sqlite/telemetry';
+import { bareEtag } from '../shared/lock/document';
+import { changeListingOf } from '../shared/store/ports/locations';
+import { handleVersions } from '../shared/telemetry/changeHandler';
+import {
+  type ReconciliationRun,
+  reconciliationLoop,
+  runReconciliation,
+} from '../shared/telemetry/reconciliation';
 import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
 import { Campaigns } from '../shared/campaign/campaigns';
 import { InProcessCampaignRunner } from '../shared/campaign/inProcess';
@@ -61,6 +69,8 @@ export interface LocalHost {
   queue: LocalQueueConsumer | undefined;
   /** The `campaigns` queue's consumer (with AzureWebJobsStorage, as `queue`). */
   campaignQueue: LocalQueueConsumer | undefined;
+  /** One telemetry reconciliation run now (the host also runs one every ROUTELOCK_RECONCILE_INTERVAL_SECONDS). */
+  reconcileTelemetry(): Promise<ReconciliationRun | undefined>;
   close(): Promise<void>;
 }
 
@@ -115,8 +125,10 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
         ? config.store.path
         : env.ROUTELOCK_SQLITE_PATH?.trim() || '.routelock/routelock.db');
   const state = new SqliteMigrationState(statePath, clock);
-  // Telemetry goes to structured log lines and the recorder behind GET /api/metrics.
-  const metrics = new MetricsRecorder();
+  // Telemetry goes to structured log lines and the recorder behind GET /api/metrics, whose counts and
+  // the versions the change handler saw live beside the host's state (they survive a restart).
+  const telemetryState = new SqliteTelemetry(statePath);
+  const metrics = new MetricsRecorder(telemetryState);
   const sink = new FanOutSink([
     new LogSink((message, fields) => log('information', message, fields)),
     metrics,
@@ -132,6 +144,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     forceReleaseRequests,
     campaignRecords,
     sink,
+    seen: telemetryState,
     ...(options.routerOptions ? { routerOptions: options.routerOptions } : {}),
   });
   for (const warning of core.warnings) log('warning', warning, {});
@@ -181,16 +194,37 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   // The embedded store's change stream feeds the same handler as the Cosmos DB change feed in Azure.
   const unsubscribe =
     store instanceof SqliteStore
-      ? store.onChange((doc) => {
-          handleDocumentVersions([doc], {
+      ? store.onChange((doc, etag) => {
+          handleVersions([{ doc, version: bareEtag(etag) }], {
             sink,
             audit,
+            seen: telemetryState,
             declaredConvergenceDelaySeconds: config.timing.convergenceDelaySeconds,
           }).catch((error: unknown) =>
             log('error', 'change handler failed', { error: (error as Error).message }),
           );
         })
       : () => undefined;
+  // The reconciliation over the same store; its window is on the wall clock, which dates the store's writes.
+  // Only over the SQLite store whose stream the handler hears: over any other every change would be a gap.
+  const listing = store instanceof SqliteStore ? changeListingOf(store) : undefined;
+  const reconcileTelemetry = async (): Promise<ReconciliationRun | undefined> => {
+    if (!listing) return undefined;
+    const run = await runReconciliation({
+      listing,
+      seen: telemetryState,
+      sink,
+      now: () => Date.now(),
+      settings: config.operations.reconciliation,
+    });
+    if (run.gaps.length > 0) log('warning', `reconciliation: ${run.gaps.length} telemetry gap(s)`, {});
+    return run;
+  };
+  const stopReconciliation = reconciliationLoop(
+    reconcileTelemetry,
+    config.operations.reconciliation.intervalSeconds,
+    (error) => log('error', 'reconciliation failed', { error: (error as Error).message }),
+  );
 
   // The host's endpoints and pages resolve these services, not the Functions entry points' singleton.
   const resolved = Promise.resolve(services);
@@ -244,9 +278,11 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     state,
     queue,
     campaignQueue,
+    reconcileTelemetry,
     async close() {
       if (closed) return;
       closed = true;
+      stopReconciliation();
       campaignRunner.stop();
       runner.stop();
       unsubscribe();
@@ -261,6 +297,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       audit.close();
       forceReleaseRequests.close();
       campaignRecords.close();
+      telemetryState.close();
       ownLog?.flush();
     },
   };

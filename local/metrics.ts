@@ -4,10 +4,11 @@ import { HttpProblem } from '../functions/http/problem';
 import type { Services } from '../functions/services';
 
 /**
- * GET /api/metrics — the embedded host's lock metrics, from its own change stream:
- * `{writeLockSeconds: {count,p50,p75,p99,max}, convergenceWaitSeconds, migrationSeconds,
- * hardDeleteSeconds, events: {name: count}, convergenceShortfalls, probes}`. Not registered in Azure,
- * where Application Insights holds the same events and metrics.
+ * GET /api/metrics — the embedded host's lock metrics, from its own change stream (openapi.yaml's
+ * MetricsSnapshot): the distributions `{count,p50,p75,p99,max}` from the deduplicated events'
+ * measurements, `events: {name: count}`, `migrations` by outcome, `telemetryGaps`, probes. Persisted
+ * beside the host's state (shared/store/sqlite/telemetry.ts). Not registered in Azure, where Application
+ * Insights holds the same events (the workbook deduplicates them on `eventKey`).
  */
 export async function getMetrics(
   _request: HttpRequest,

@@ -123,6 +123,19 @@ export interface OperationsConfig {
   /** NCRONTAB schedules the Functions host reads (validated here so a typo stops start-up). */
   probeSchedule: string;
   sweepSchedule: string;
+  /** The telemetry reconciliation (docs/design.md §8). */
+  reconciliation: ReconciliationConfig;
+}
+
+export interface ReconciliationConfig {
+  /** ROUTELOCK_RECONCILE_SCHEDULE: the Functions timer's NCRONTAB. */
+  schedule: string;
+  /** ROUTELOCK_RECONCILE_INTERVAL_SECONDS: the embedded host's interval between runs. */
+  intervalSeconds: number;
+  /** ROUTELOCK_RECONCILE_WINDOW_SECONDS: how far back a run looks (runs overlap: a window above the interval). */
+  windowSeconds: number;
+  /** ROUTELOCK_RECONCILE_GRACE_SECONDS: changes younger than this are left to the next run (the feed's lag). */
+  graceSeconds: number;
 }
 
 /** Campaigns (issue 18 §3). */
@@ -490,6 +503,10 @@ const storeSchema = z.object({
     .optional(),
   ROUTELOCK_TOKEN_KEY_FILE: z.string().trim().min(1).optional(),
   ROUTELOCK_SWEEP_SCHEDULE: ncrontab.default('0 */15 * * * *'),
+  ROUTELOCK_RECONCILE_SCHEDULE: ncrontab.default('0 */15 * * * *'),
+  ROUTELOCK_RECONCILE_INTERVAL_SECONDS: seconds(1).default(900),
+  ROUTELOCK_RECONCILE_WINDOW_SECONDS: seconds(60).default(3600),
+  ROUTELOCK_RECONCILE_GRACE_SECONDS: seconds(0).default(300),
 });
 
 const guidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -751,6 +768,12 @@ export function parseConfig(env: Env = process.env): Config {
       probeRegion: s.ROUTELOCK_PROBE_REGION ?? probeRegionFrom(s.REGION_NAME),
       probeSchedule: s.ROUTELOCK_PROBE_SCHEDULE,
       sweepSchedule: s.ROUTELOCK_SWEEP_SCHEDULE,
+      reconciliation: {
+        schedule: s.ROUTELOCK_RECONCILE_SCHEDULE,
+        intervalSeconds: s.ROUTELOCK_RECONCILE_INTERVAL_SECONDS,
+        windowSeconds: s.ROUTELOCK_RECONCILE_WINDOW_SECONDS,
+        graceSeconds: s.ROUTELOCK_RECONCILE_GRACE_SECONDS,
+      },
     },
     security: { tokenKeys },
     auth: access.auth,

@@ -127,6 +127,8 @@ const localOnly = new Set([
   'ROUTELOCK_SQLITE_PATH',
   // the embedded host's key set on disk; Azure uses ROUTELOCK_TOKEN_KEYS from Key Vault
   'ROUTELOCK_TOKEN_KEY_FILE',
+  // the embedded host's reconciliation interval; Azure runs it on ROUTELOCK_RECONCILE_SCHEDULE
+  'ROUTELOCK_RECONCILE_INTERVAL_SECONDS',
 ]);
 // Read in Azure too, but left at the default there (the JWKS is the tenant's, derived from its id).
 // The participant call timing too (the same under every profile; notes/contract17.md).
@@ -137,6 +139,9 @@ const azureDefaults = new Set([
   'ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS',
   // verify stays optional for participants unless an operator sets it (default false)
   'ROUTELOCK_REQUIRE_VERIFY',
+  // the telemetry reconciliation's window and grace (docs/design.md §8.2)
+  'ROUTELOCK_RECONCILE_WINDOW_SECONDS',
+  'ROUTELOCK_RECONCILE_GRACE_SECONDS',
 ]);
 // Read outside shared/config.ts: the telemetry sink, host.json (%ROUTELOCK_TASK_HUB%), the Functions host.
 const readElsewhere = ['APPLICATIONINSIGHTS_CONNECTION_STRING', 'ROUTELOCK_TASK_HUB'];

@@ -127,6 +127,8 @@ param retryIntervalSeconds int = 5
 param participants string = '[]'
 param probeSchedule string = '0 */5 * * * *'
 param sweepSchedule string = '0 */15 * * * *'
+@description('NCRONTAB of the telemetry reconciliation (documents changed against what the change feed handler saw).')
+param reconcileSchedule string = '0 */15 * * * *'
 @description('Region of the probe resource (probe-{region}); empty: the host region.')
 param probeRegion string = ''
 @description('Cosmos region treated as "nearest" by the router; empty: the host region (REGION_NAME).')
@@ -339,6 +341,7 @@ module api 'modules/functionapp.bicep' = {
       ROUTELOCK_PROBE_REGION: probeRegion
       ROUTELOCK_PROBE_SCHEDULE: probeSchedule
       ROUTELOCK_SWEEP_SCHEDULE: sweepSchedule
+      ROUTELOCK_RECONCILE_SCHEDULE: reconcileSchedule
       // Who may call: App Service authentication (authsettingsV2 in the app module) and the roles in
       // the token. The tenant and audiences are set in both modes.
       ROUTELOCK_AUTH: authMode

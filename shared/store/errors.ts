@@ -7,7 +7,13 @@ import { RouteLockError } from '../errors';
 
 /** What a stored item is, as messages name it. */
 export type StoredKind =
-  'route' | 'migration record' | 'audit entry' | 'force-release request' | 'campaign' | 'campaign member';
+  | 'route'
+  | 'migration record'
+  | 'audit entry'
+  | 'force-release request'
+  | 'campaign'
+  | 'campaign member'
+  | 'telemetry record';
 
 export interface StoreSubject {
   kind: StoredKind;
@@ -71,4 +77,9 @@ export function campaignSubject(campaignId: string): StoreSubject {
 /** A member is named with its campaign: "No campaign member r1 of campaign c1." */
 export function campaignMemberSubject(campaignId: string, resourceId: string): StoreSubject {
   return { kind: 'campaign member', id: `${resourceId} of campaign ${campaignId}`, resourceId };
+}
+
+/** What the change handler recorded as seen for a resource, or the metrics recorder's journal. */
+export function telemetryRecordSubject(id: string, resourceId?: string): StoreSubject {
+  return { kind: 'telemetry record', id, resourceId };
 }

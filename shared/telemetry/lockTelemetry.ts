@@ -1,12 +1,22 @@
 import { type LocationDocument, describeLocation } from '../lock/document';
-import type { TelemetryEventName, TelemetryMetricName } from './names';
+import { EVENT_KEY, type TelemetryEventName, type TelemetryMetricName } from './names';
 
 /**
  * Lock telemetry derived from one document version alone (docs/design.md §8): the change feed may coalesce
  * versions, so nothing here looks at a previous one. `lastChange` says what the write did; the phase
  * timestamps and `lastMigration` carry the durations. Properties are an allowlist: never a token,
  * its hash, or the idempotency key's hash.
+ *
+ * Every event carries `eventKey` = `${name}:${resourceId}:${version}` (the version's bare ETag): a batch the
+ * change feed delivers twice yields the same keys, so whatever counts them (the workbook's KQL, the
+ * embedded host's recorder) counts each once. Durations travel as event measurements for the same
+ * reason; the metrics stay for Metrics Explorer, which nothing deduplicates.
  */
+
+/** The dedup key of an event derived from one document version (the contract of issue 21). */
+export function versionEventKey(name: TelemetryEventName, resourceId: string, version: string): string {
+  return `${name}:${resourceId}:${version}`;
+}
 
 export interface TelemetryEvent {
   name: TelemetryEventName;
@@ -34,8 +44,24 @@ const region = (location: { region: string; account?: string } | undefined): str
 /**
  * @param declaredConvergenceDelaySeconds the delay the service declares now (its cache tiers and
  *   replication bound); a wait shorter than this, or than the lock's own, is a shortfall.
+ * @param version the version's bare ETag (Cosmos `_etag`, the SQLite store's etag): the events' key.
  */
-export function lockTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds = 0): LockTelemetry {
+export function lockTelemetry(
+  doc: LocationDocument,
+  declaredConvergenceDelaySeconds: number,
+  version: string,
+): LockTelemetry {
+  const telemetry = unkeyedTelemetry(doc, declaredConvergenceDelaySeconds);
+  return {
+    events: telemetry.events.map((event) => ({
+      ...event,
+      properties: { ...event.properties, [EVENT_KEY]: versionEventKey(event.name, doc.id, version) },
+    })),
+    metrics: telemetry.metrics,
+  };
+}
+
+function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds: number): LockTelemetry {
   const change = doc.lastChange;
   const events: TelemetryEvent[] = [];
   const metrics: TelemetryMetric[] = [];
@@ -69,6 +95,13 @@ export function lockTelemetry(doc: LocationDocument, declaredConvergenceDelaySec
     change.op as 'swap' | 'release' | 'forceRelease' | 'reclaim'
   ];
   if (!reason) return { events, metrics };
+  const convergenceWait = seconds(last.acquiredAt, last.hardDeleteAt);
+  // The delay the wait is judged against: the lock's own, or the one declared now if longer.
+  const declared = Math.max(last.convergenceDelaySeconds, declaredConvergenceDelaySeconds);
+  const convergence = {
+    ...(convergenceWait === undefined ? {} : { convergenceWaitSeconds: convergenceWait }),
+    convergenceDelaySeconds: declared,
+  };
   events.push({
     name: 'LockReleased',
     properties: {
@@ -77,6 +110,7 @@ export function lockTelemetry(doc: LocationDocument, declaredConvergenceDelaySec
       ...(change.actor ? { actor: change.actor } : {}),
       ...(change.reason ? { detail: change.reason } : {}),
     },
+    measurements: convergence,
   });
   if (change.op === 'forceRelease')
     events.push({ name: 'ForceReleased', properties: { ...properties, actor: change.actor ?? '' } });
@@ -88,10 +122,8 @@ export function lockTelemetry(doc: LocationDocument, declaredConvergenceDelaySec
     });
   }
 
-  const convergenceWait = seconds(last.acquiredAt, last.hardDeleteAt);
   if (convergenceWait !== undefined) {
     metrics.push({ name: 'convergenceWaitSeconds', value: convergenceWait, properties });
-    const declared = Math.max(last.convergenceDelaySeconds, declaredConvergenceDelaySeconds);
     if (convergenceWait < declared) {
       events.push({
         name: 'ConvergenceShortfall',
@@ -101,13 +133,16 @@ export function lockTelemetry(doc: LocationDocument, declaredConvergenceDelaySec
     }
   }
   if (change.op === 'swap') {
-    events.push({ name: 'MigrationSwapped', properties });
+    const durations: Partial<Record<TelemetryMetricName, number>> = {};
     const metric = (name: TelemetryMetricName, value: number | undefined) => {
-      if (value !== undefined) metrics.push({ name, value, properties });
+      if (value === undefined) return;
+      durations[name] = value;
+      metrics.push({ name, value, properties });
     };
     metric('writeLockSeconds', seconds(last.writeAt, last.swappedAt));
     metric('hardDeleteSeconds', seconds(last.hardDeleteAt, last.swappedAt));
     metric('migrationSeconds', seconds(last.acquiredAt, last.swappedAt));
+    events.push({ name: 'MigrationSwapped', properties, measurements: { ...durations, ...convergence } });
   }
   return { events, metrics };
 }

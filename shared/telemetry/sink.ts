@@ -1,9 +1,9 @@
 import type { LockTelemetry, TelemetryEvent, TelemetryMetric } from './lockTelemetry';
-import type { AvailabilityName } from './names';
+import { type AvailabilityName, EVENT_KEY } from './names';
 
 /**
  * Where telemetry goes: Application Insights in Azure (through `applicationinsights` v3), structured log
- * lines and the in-memory recorder behind `GET /api/metrics` on the embedded host.
+ * lines and the recorder behind `GET /api/metrics` on the embedded host.
  */
 export interface Availability {
   name: AvailabilityName;
@@ -86,14 +86,35 @@ export interface Distribution {
   max: number | null;
 }
 
+/** How migrations ended (MigrationEnded's `outcome`), each attempt once. */
+export interface MigrationOutcomes {
+  completed: number;
+  failed: number;
+  conflicts: number;
+  cancelled: number;
+  noOps: number;
+}
+
+export interface ProbeCounts {
+  runs: number;
+  failures: number;
+  last: Availability | null;
+}
+
 export interface MetricsSnapshot {
   writeLockSeconds: Distribution;
   convergenceWaitSeconds: Distribution;
   migrationSeconds: Distribution;
   hardDeleteSeconds: Distribution;
+  /** Events by name, each `eventKey` once. */
   events: Record<string, number>;
   convergenceShortfalls: number;
-  probes: { runs: number; failures: number; last: Availability | null };
+  migrations: MigrationOutcomes;
+  /** Changes the reconciliation found the telemetry did not see (TelemetryGap events, each key once). */
+  telemetryGaps: number;
+  /** Events dropped because their `eventKey` was counted already (a redelivered batch). */
+  duplicatesIgnored: number;
+  probes: ProbeCounts;
 }
 
 /** Nearest-rank percentile of sorted values. */
@@ -114,40 +135,169 @@ export function distribution(values: number[]): Distribution {
   };
 }
 
-/** In-memory recorder behind `GET /api/metrics` (bounded: the most recent 10 000 values per metric). */
+/**
+ * The distributions, each fed by one event's measurements (a swap's LockReleased also carries the
+ * convergence wait; counting it from MigrationSwapped too would count a swap twice).
+ */
+const distributionSources = {
+  writeLockSeconds: 'MigrationSwapped',
+  hardDeleteSeconds: 'MigrationSwapped',
+  migrationSeconds: 'MigrationSwapped',
+  convergenceWaitSeconds: 'LockReleased',
+} as const satisfies Record<string, TelemetryEvent['name']>;
+type DistributionName = keyof typeof distributionSources;
+
+const outcomeCounters: Record<string, keyof MigrationOutcomes> = {
+  Completed: 'completed',
+  Failed: 'failed',
+  Conflict: 'conflicts',
+  Cancelled: 'cancelled',
+  NoOp: 'noOps',
+};
+
+/** Values kept per distribution: the most recent 10 000. */
+export const VALUES_PER_DISTRIBUTION = 10_000;
+
+/**
+ * Event keys remembered for deduplication. A key comes back when the change feed redelivers a batch
+ * (the trigger's retries: 10, backed off from 5 s to 5 minutes, so within about 25 minutes), when the
+ * embedded host's handler runs a version again, or when overlapping reconciliation runs find the same
+ * gap (a window of an hour). 100 000 keys cover an hour at 25 events a second, far above one host's
+ * write rate, in about 18 MB of heap (measured); a key older than that is counted again, which no
+ * redelivery reaches.
+ */
+export const DEDUP_WINDOW_KEYS = 100_000;
+
+/** The recorder's bounds (tests shrink them to see them hold). */
+export interface RecorderLimits {
+  keys: number;
+  values: number;
+}
+export const recorderLimits: RecorderLimits = { keys: DEDUP_WINDOW_KEYS, values: VALUES_PER_DISTRIBUTION };
+
+/** What the recorder has counted: what a journal restores. */
+export interface RecorderState {
+  /** Oldest first. */
+  keys: string[];
+  /** `event:<name>`, `outcome:<counter>`, `duplicates`. */
+  counts: Record<string, number>;
+  /** Oldest first. */
+  values: Partial<Record<DistributionName, number[]>>;
+  probes: ProbeCounts;
+}
+
+/** One counted event, as a journal persists it. */
+export interface RecordedEvent {
+  key: string | undefined;
+  counts: string[];
+  values: { name: DistributionName; value: number }[];
+}
+
+/**
+ * Where the recorder's counts survive a restart (shared/store/sqlite/telemetry.ts on the embedded host);
+ * synchronous, like the sink calls it serves. It trims to the same limits as the recorder.
+ */
+export interface RecorderJournal {
+  load(): RecorderState;
+  recordEvent(event: RecordedEvent): void;
+  recordDuplicate(): void;
+  recordProbes(probes: ProbeCounts): void;
+}
+
+/**
+ * The recorder behind `GET /api/metrics`: counts each `eventKey` once (an event without one, such as
+ * AuditRecordDeferred, every time) and derives its distributions from the counted events' measurements,
+ * never from metrics, so a redelivered batch changes nothing. With a journal it resumes where it was.
+ */
 export class MetricsRecorder implements TelemetrySink {
-  private readonly values = new Map<string, number[]>();
-  private readonly events = new Map<string, number>();
-  private probeRuns = 0;
-  private probeFailures = 0;
-  private lastProbe: Availability | null = null;
+  private readonly keys = new Set<string>();
+  private readonly values = new Map<DistributionName, number[]>();
+  private readonly counts = new Map<string, number>();
+  private probes: ProbeCounts = { runs: 0, failures: 0, last: null };
+
+  constructor(
+    private readonly journal?: RecorderJournal,
+    private readonly limits: RecorderLimits = recorderLimits,
+  ) {
+    if (!journal) return;
+    const state = journal.load();
+    for (const key of state.keys) this.keys.add(key);
+    for (const [name, count] of Object.entries(state.counts)) this.counts.set(name, count);
+    for (const [name, list] of Object.entries(state.values))
+      this.values.set(name as DistributionName, [...list]);
+    this.probes = state.probes;
+  }
 
   event(event: TelemetryEvent): void {
-    this.events.set(event.name, (this.events.get(event.name) ?? 0) + 1);
+    const key = event.properties[EVENT_KEY];
+    if (key !== undefined) {
+      if (this.keys.has(key)) {
+        this.bump('duplicates');
+        this.journal?.recordDuplicate();
+        return;
+      }
+      this.keys.add(key);
+      if (this.keys.size > this.limits.keys) this.keys.delete(this.keys.values().next().value as string);
+    }
+    const counts = [`event:${event.name}`];
+    const outcome =
+      event.name === 'MigrationEnded' ? outcomeCounters[event.properties.outcome ?? ''] : undefined;
+    if (outcome) counts.push(`outcome:${outcome}`);
+    for (const name of counts) this.bump(name);
+    const values: RecordedEvent['values'] = [];
+    for (const [name, source] of Object.entries(distributionSources) as [DistributionName, string][]) {
+      const value = event.measurements?.[name];
+      if (source !== event.name || value === undefined) continue;
+      const list = this.values.get(name) ?? [];
+      list.push(value);
+      if (list.length > this.limits.values) list.shift();
+      this.values.set(name, list);
+      values.push({ name, value });
+    }
+    this.journal?.recordEvent({ key, counts, values });
   }
-  metric(metric: TelemetryMetric): void {
-    const list = this.values.get(metric.name) ?? [];
-    list.push(metric.value);
-    if (list.length > 10_000) list.shift();
-    this.values.set(metric.name, list);
-  }
+  /** Metrics are not counted here: the distributions come from the deduplicated events. */
+  metric(_metric: TelemetryMetric): void {}
   availability(a: Availability): void {
-    this.probeRuns += 1;
-    if (!a.success) this.probeFailures += 1;
-    this.lastProbe = a;
+    this.probes = {
+      runs: this.probes.runs + 1,
+      failures: this.probes.failures + (a.success ? 0 : 1),
+      last: a,
+    };
+    this.journal?.recordProbes(this.probes);
   }
   async flush(): Promise<void> {}
 
+  private bump(name: string): void {
+    this.counts.set(name, (this.counts.get(name) ?? 0) + 1);
+  }
+  private count(name: string): number {
+    return this.counts.get(name) ?? 0;
+  }
+
   snapshot(): MetricsSnapshot {
-    const d = (name: string) => distribution(this.values.get(name) ?? []);
+    const d = (name: DistributionName) => distribution(this.values.get(name) ?? []);
+    const events = [...this.counts.entries()]
+      .filter(([name]) => name.startsWith('event:'))
+      .map(([name, count]) => [name.slice('event:'.length), count] as const)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return {
       writeLockSeconds: d('writeLockSeconds'),
       convergenceWaitSeconds: d('convergenceWaitSeconds'),
       migrationSeconds: d('migrationSeconds'),
       hardDeleteSeconds: d('hardDeleteSeconds'),
-      events: Object.fromEntries([...this.events.entries()].sort()),
-      convergenceShortfalls: this.events.get('ConvergenceShortfall') ?? 0,
-      probes: { runs: this.probeRuns, failures: this.probeFailures, last: this.lastProbe },
+      events: Object.fromEntries(events),
+      convergenceShortfalls: this.count('event:ConvergenceShortfall'),
+      migrations: {
+        completed: this.count('outcome:completed'),
+        failed: this.count('outcome:failed'),
+        conflicts: this.count('outcome:conflicts'),
+        cancelled: this.count('outcome:cancelled'),
+        noOps: this.count('outcome:noOps'),
+      },
+      telemetryGaps: this.count('event:TelemetryGap'),
+      duplicatesIgnored: this.count('duplicates'),
+      probes: this.probes,
     };
   }
 }

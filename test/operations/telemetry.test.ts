@@ -196,12 +196,19 @@ test('the recorder behind /api/metrics: nearest-rank percentiles, event counts, 
   expect(distribution([5, 1, 3, 2, 4])).toEqual({ count: 5, p50: 3, p75: 4, p99: 5, max: 5 });
   expect(distribution([])).toEqual({ count: 0, p50: null, p75: null, p99: null, max: null });
   const recorder = new MetricsRecorder();
-  for (const v of [13, 15, 19, 12]) recorder.metric({ name: 'writeLockSeconds', value: v, properties: {} });
+  // From the events' measurements (deduplicable), not from metrics.
+  recorder.metric({ name: 'writeLockSeconds', value: 99, properties: {} });
+  for (const [i, v] of [13, 15, 19, 12].entries())
+    recorder.event({
+      name: 'MigrationSwapped',
+      properties: { eventKey: `MigrationSwapped:r:${i}` },
+      measurements: { writeLockSeconds: v },
+    });
   recorder.event({ name: 'ConvergenceShortfall', properties: {} });
   recorder.event({ name: 'LockAcquired', properties: {} });
   const snapshot = recorder.snapshot();
   expect(snapshot.writeLockSeconds).toEqual({ count: 4, p50: 13, p75: 15, p99: 19, max: 19 });
-  expect(snapshot.events).toEqual({ ConvergenceShortfall: 1, LockAcquired: 1 });
+  expect(snapshot.events).toEqual({ ConvergenceShortfall: 1, LockAcquired: 1, MigrationSwapped: 4 });
   expect(snapshot.convergenceShortfalls).toBe(1);
   expect(sha256Hex('x')).toHaveLength(64);
 });

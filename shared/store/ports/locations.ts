@@ -64,6 +64,36 @@ export interface ListPage {
   continuation: string | null;
 }
 
+/**
+ * Documents by the store's own time of their last write, for the telemetry reconciliation
+ * (docs/design.md §8): SQLite's `updated_at`, Cosmos DB's `_ts` (whole seconds). Both adapters implement
+ * it; it is not on LocationStore because nothing on the request path needs it and wrappers need not
+ * forward it (`changeListingOf` looks through them).
+ */
+export interface ChangeListing {
+  /** Documents last written in [since, until) (epoch ms), oldest write first, a page at a time. */
+  listChanged(options: ChangedListOptions): Promise<ListPage>;
+}
+
+export interface ChangedListOptions {
+  since: number;
+  until: number;
+  limit: number;
+  /** Opaque, from the previous page. */
+  continuation?: string | undefined;
+}
+
+/** The change listing of `store` or of the store it wraps (`unwrapped`), if it has one. */
+export function changeListingOf(store: LocationStore): ChangeListing | undefined {
+  let current: unknown = store;
+  for (let depth = 0; depth < 8 && current; depth += 1) {
+    if (typeof (current as Partial<ChangeListing>).listChanged === 'function')
+      return current as ChangeListing;
+    current = (current as { unwrapped?: unknown }).unwrapped;
+  }
+  return undefined;
+}
+
 export function newCounters(): StoreCounters {
   return { nearestReads: 0, writeRegionReads: 0, creates: 0, replaces: 0, deletes: 0, lists: 0 };
 }

@@ -2,9 +2,11 @@ import type Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import type { RouteLockError } from '../../errors';
 import type { LocationDocument, StoredDocument } from '../../lock/document';
-import { decodeContinuation, encodeContinuation } from '../continuation';
+import { badContinuation, decodeContinuation, encodeContinuation } from '../continuation';
 import { changedSinceRead, notFound, routeSubject } from '../errors';
 import {
+  type ChangeListing,
+  type ChangedListOptions,
   type ListOptions,
   type ListPage,
   type LocationStore,
@@ -20,11 +22,11 @@ import { SqliteTables } from './open';
  * Every mutation is `UPDATE … WHERE id = ? AND etag = ?`, the same compare-and-swap Cosmos DB does.
  * There is one copy, so "nearest" and "writeRegion" reads hit the same row; they are counted apart.
  */
-export class SqliteStore extends SqliteTables implements LocationStore {
+export class SqliteStore extends SqliteTables implements LocationStore, ChangeListing {
   readonly kind = 'sqlite';
   readonly counters = newCounters();
   private readonly statements: ReturnType<SqliteStore['prepare']>;
-  private readonly listeners = new Set<(doc: LocationDocument) => void>();
+  private readonly listeners = new Set<ChangeListener>();
 
   constructor(path: string) {
     super(
@@ -34,24 +36,26 @@ export class SqliteStore extends SqliteTables implements LocationStore {
          etag TEXT NOT NULL,
          doc TEXT NOT NULL,
          updated_at INTEGER NOT NULL
-       )`,
+       );
+       CREATE INDEX IF NOT EXISTS locations_updated ON locations (updated_at, id)`,
     );
     this.statements = this.prepare();
   }
 
   /**
    * The embedded store's change stream: every created or replaced document version, after its write
-   * committed (the embedded host feeds it to the same handler as the Cosmos DB change feed).
+   * committed, with the etag it was stored under (the embedded host feeds it to the same handler as the
+   * Cosmos DB change feed, which keys telemetry on it).
    */
-  onChange(listener: (doc: LocationDocument) => void): () => void {
+  onChange(listener: ChangeListener): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
-  private publish(doc: LocationDocument): void {
+  private publish(doc: LocationDocument, etag: string): void {
     for (const listener of this.listeners) {
       try {
-        listener(doc);
+        listener(doc, etag);
       } catch {
         // a listener's failure never fails the write that already committed
       }
@@ -81,6 +85,14 @@ export class SqliteStore extends SqliteTables implements LocationStore {
           WHERE (? = 0 OR json_extract(doc, '$.lock') IS NOT NULL) AND id > ?
           ORDER BY id LIMIT ?`,
       ),
+      changed: this.db.prepare<
+        { since: number; until: number; afterAt: number; afterId: string; limit: number },
+        { id: string; etag: string; doc: string; updated_at: number }
+      >(
+        `SELECT id, etag, doc, updated_at FROM locations
+          WHERE updated_at >= @since AND updated_at < @until AND (updated_at, id) > (@afterAt, @afterId)
+          ORDER BY updated_at, id LIMIT @limit`,
+      ),
     };
   }
 
@@ -98,7 +110,7 @@ export class SqliteStore extends SqliteTables implements LocationStore {
     guarded(routeSubject(doc.id), () =>
       this.statements.insert.run(doc.id, etag, JSON.stringify(doc), Date.now()),
     );
-    this.publish(doc);
+    this.publish(doc, etag);
     return { doc, etag };
   }
 
@@ -109,7 +121,7 @@ export class SqliteStore extends SqliteTables implements LocationStore {
       this.statements.replace.run(JSON.stringify(doc), etag, Date.now(), doc.id, ifMatch),
     );
     if (result.changes === 0) throw this.missOrConflict(doc.id);
-    this.publish(doc);
+    this.publish(doc, etag);
     return { doc, etag };
   }
 
@@ -133,6 +145,25 @@ export class SqliteStore extends SqliteTables implements LocationStore {
     };
   }
 
+  /** Keyset pages on (updated_at, id), served by the index on both. */
+  async listChanged({ since, until, limit, continuation }: ChangedListOptions): Promise<ListPage> {
+    this.counters.lists += 1;
+    const after = continuation === undefined ? { at: since - 1, id: '' } : changedCursor(continuation);
+    const rows = guarded(routeSubject('(list)'), () =>
+      this.statements.changed.all({ since, until, afterAt: after.at, afterId: after.id, limit: limit + 1 }),
+    );
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      items: page.map((row) => ({
+        doc: JSON.parse(row.doc) as LocationDocument,
+        etag: row.etag,
+        storedAt: row.updated_at,
+      })),
+      continuation: rows.length > limit && last ? encodeContinuation(`${last.updated_at}:${last.id}`) : null,
+    };
+  }
+
   override async close(): Promise<void> {
     super.close();
   }
@@ -140,6 +171,17 @@ export class SqliteStore extends SqliteTables implements LocationStore {
   private missOrConflict(id: string): RouteLockError {
     return this.statements.exists.get(id) ? changedSinceRead(routeSubject(id)) : notFound(routeSubject(id));
   }
+}
+
+/** What a listener of the change stream is handed: the version and the etag it was stored under. */
+export type ChangeListener = (doc: LocationDocument, etag: string) => void;
+
+function changedCursor(continuation: string): { at: number; id: string } {
+  const position = decodeContinuation(continuation);
+  const colon = position.indexOf(':');
+  const at = Number(position.slice(0, colon));
+  if (colon < 1 || !Number.isSafeInteger(at)) throw badContinuation();
+  return { at, id: position.slice(colon + 1) };
 }
 
 function newEtag(): string {
