@@ -3,6 +3,7 @@ import { isRouteLockError } from './errors';
 import { liveLock } from './lock/state';
 import { bareEtag, knowsSchemaOf, sameEtag } from './lock/document';
 import type { Router } from './router';
+import { versionEventKey } from './telemetry/lockTelemetry';
 import type { TelemetrySink } from './telemetry/sink';
 
 /**
@@ -36,7 +37,7 @@ export async function sweepOrphans(options: {
       options.sink?.event({
         name: 'OrphanedLockFound',
         properties: {
-          eventKey: `OrphanedLockFound:${doc.id}:${bareEtag(etag)}`,
+          eventKey: versionEventKey('OrphanedLockFound', doc.id, bareEtag(etag)),
           resourceId: doc.id,
           migrationId: doc.lock.migrationId,
           phase: doc.lock.phase,
