@@ -347,13 +347,14 @@ function swapRule(doc: LocationDocument, req: SwapRequest, now: number, cfg: Tim
 export const MAX_RELEASE_REASON_CHARS = 500;
 
 /**
- * A run that looks like a credential: base64url or base64 of 32+ characters mixing cases and digits (a
- * fencing token, an Idempotency-Key, a function key, a JWT's segments), or 40+ hex digits (a token's
- * hash). A uuid (lowercase hex in short groups) or a resource id in lowercase is left alone.
+ * A run that looks like a credential: base64url or base64 of 32+ characters with capitals among
+ * lowercase letters or digits (a fencing token, an Idempotency-Key, a function key, a JWT's segments),
+ * or 40+ hex digits (a token's hash). A uuid (lowercase hex in short groups) or a lowercase resource id
+ * is left alone.
  */
-const credentialLike = /[A-Za-z0-9+/_=-]{32,}|[0-9a-fA-F]{40,}/g;
+const credentialLike = /[A-Za-z0-9+/_-]{32,}={0,2}/g;
 const looksSecret = (run: string): boolean =>
-  /^[0-9a-fA-F]{40,}$/.test(run) || (/[A-Z]/.test(run) && /[a-z]/.test(run) && /[0-9]/.test(run));
+  /[0-9a-fA-F]{40,}/.test(run) || (/[A-Z]/.test(run) && /[a-z0-9]/.test(run));
 
 /** `text` with every credential-like run replaced by `[redacted]`. */
 export function redactCredentials(text: string): string {
