@@ -45,7 +45,8 @@ export function phaseReached(
   status: Pick<MigrationStatus, 'phase' | 'timeline'>,
   earlier?: MigrationPhase,
 ): MigrationPhase {
-  const t = status.timeline;
+  // a status read back from a store or a task hub may predate a field: never throw on one
+  const t: Partial<MigrationStatus['timeline']> = status.timeline ?? {};
   return furthest([
     status.phase,
     earlier,
@@ -90,7 +91,7 @@ export function endOf(status: MigrationStatus): Stopped | null {
     : status.status === 'Completed'
       ? ''
       : (last?.code ?? leadingCode(status.error) ?? leadingCode(last?.reason) ?? '');
-  const t = status.timeline;
+  const t: Partial<MigrationStatus['timeline']> = status.timeline ?? {};
   const at =
     latest([last?.endedAt, cancelled ? status.cancelRequestedAt : undefined]) ??
     latest([t.prelockAt, t.hardDeleteAt, t.writeAt, t.swappedAt, status.cancelRequestedAt]) ??
