@@ -207,7 +207,8 @@ export interface MigrationStatus {
   /**
    * Issue 21 §4: on a Failed, Conflict or Cancelled migration, where it stopped (the phase it had
    * reached, the stable code, a human reason with no credential, when). Derived when the status is read
-   * (shared/migration/stopped.ts `withStopped`), never stored or published by the workflow.
+   * (shared/migration/stopped.ts `withStopped`): the workflow never publishes it, and a copy saved
+   * with a status read back is derived afresh.
    */
   stopped?: Stopped;
 }

@@ -12,6 +12,8 @@ import { type TelemetrySink, nullSink } from '../../shared/telemetry/sink';
 import { DurableReplay } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import { virtualRunner } from '../support/migrationHarness';
+import { assertNoSecrets } from '../support/secrets';
+import { attemptSeed } from '../../shared/migration/activities';
 
 /**
  * Issue 21 §4: every end of a migration run sends exactly one `MigrationEnded` (keyed
@@ -128,6 +130,12 @@ describe('MigrationEnded and stopped on the in-process runner', () => {
     expect(release).toHaveLength(1);
     expect(release[0]?.reason).toMatch(/^deltaCopy: ParticipantFailed: /);
     expect(release[0]?.phasesReached).toEqual(['prelock', 'hardDelete', 'write']);
+    // none of it carries the lock's credentials
+    const record = await s.h.state.get('m-1');
+    const { token, idempotencyKey } = s.h.keyring.credentials(
+      attemptSeed({ ...record!.input.lock, attempt: 1 }),
+    );
+    assertNoSecrets([status, ended, release], [token, idempotencyKey]);
   });
 
   test('Failed after two attempts: one event for the run (attempt 2, attempts 2), one release record per attempt', async () => {
