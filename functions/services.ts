@@ -173,7 +173,7 @@ export async function createCoreServices(
     router,
     clock,
     records,
-    activities: createActivities(router, config.timing, { keyring, records }),
+    activities: createActivities(router, config.timing, { keyring, records, sink }),
     keyring,
     audit,
     forceRelease: new ForceReleaseService(router, trail.asLedger(), forceReleaseRequests, clock),

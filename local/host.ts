@@ -159,6 +159,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
     settings: migrationSettings(config),
     ...(options.http ? { http: options.http } : {}),
     log: (message, fields) => log('information', message, fields),
+    sink,
   });
   const migrations = new InProcessMigrationService(runner, core.router);
   // Campaigns tick in this process too, starting their members through the same migration service.

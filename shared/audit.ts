@@ -38,6 +38,29 @@ export interface AuditRecord {
   actorName?: string;
   reason: string | null;
   requestId: string | null;
+  /**
+   * A migration's end (swap, release, force-release, reclaim; issue 21 §4): the lock phases it had
+   * reached, in order, from the version's `lastMigration` (`phasesReachedOf`). Absent on a request's
+   * records and on records written before it existed.
+   */
+  phasesReached?: AuditPhase[];
+}
+
+/** A phase a migration's lock reached: `prelock` always, then what its timestamps show. */
+export type AuditPhase = 'prelock' | 'hardDelete' | 'write' | 'swapped';
+
+/**
+ * The phases `last` shows its lock reached. A write lock given up before the end (a downgrade after a
+ * delta overran) leaves no `writeAt` on the lock, so it reads as `hardDelete`: the release's reason
+ * says why.
+ */
+export function phasesReachedOf(last: LastMigration): AuditPhase[] {
+  return [
+    'prelock',
+    ...(last.hardDeleteAt ? (['hardDelete'] as const) : []),
+    ...(last.writeAt ? (['write'] as const) : []),
+    ...(last.swappedAt ? (['swapped'] as const) : []),
+  ];
 }
 
 /** A person or service principal: `id` (the Entra object id) is the identity; `name` is for humans. */
@@ -115,6 +138,7 @@ function migrationEndRecord(
     swappedAt: last.swappedAt,
     releasedAt: last.releasedAt,
     ...by,
+    phasesReached: phasesReachedOf(last),
   };
 }
 
@@ -128,7 +152,8 @@ function auditRecordId(resourceId: string, op: AuditOp, at: string): string {
  * arrives):
  *  - the version's own record (`auditRecordFor`);
  *  - the record of the migration end it carries in `lastMigration`, when that end was a swap or a plain
- *    release: those writes stamp no actor, reason or request id, so `lastMigration` alone rebuilds their
+ *    release: those writes stamp no actor or request id, and a release's reason is kept in
+ *    `lastMigration.reason` as well as `lastChange.reason`, so `lastMigration` alone rebuilds their
  *    record exactly (same id, same content as the write path's). A later prelock, renew or escalate of
  *    the next migration still carries it, so a swap or release version the feed skipped is not lost.
  * It cannot recover a skipped force-release or reclaim (who, why, the request, the lock's age live in
@@ -155,7 +180,11 @@ function lastEndRecord(doc: LocationDocument): AuditRecord | null {
         ? { op: 'release' as const, at: last.releasedAt }
         : null;
   if (!end) return null;
-  return migrationEndRecord(doc.id, end.op, end.at, last, { actor: null, reason: null, requestId: null });
+  return migrationEndRecord(doc.id, end.op, end.at, last, {
+    actor: null,
+    reason: end.op === 'release' ? (last.reason ?? null) : null,
+    requestId: null,
+  });
 }
 
 /**

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
 import { instanceIdFor } from '../../shared/migration/instanceId';
 import { checkedWindow } from '../../shared/migration/window';
+import { withStopped } from '../../shared/migration/stopped';
 import {
   type MigrationRecord,
   claimedAtOf,
@@ -264,15 +265,17 @@ export class DurableMigrationService implements MigrationService {
     return this.statusOf(record);
   }
 
-  /** A record's status: an ended one's own, an unfinished one's from its instance. */
+  /** A record's status: an ended one's own, an unfinished one's from its instance; `stopped` derived. */
   private async statusOf(record: MigrationRecord): Promise<MigrationStatus> {
-    if (record.done) return record.status;
+    if (record.done) return withStopped(record.status);
     const { cancelRequestedAt: requestedAt, cancelRequestedBy: by } = record.status;
     const live = await this.liveStatus(record);
     // a request the workflow has not published yet (or never will: it came after the last check)
-    return requestedAt !== undefined && live.cancelRequestedAt === undefined
-      ? withCancelRequest(live, { requestedAt, by: by ?? '' })
-      : live;
+    return withStopped(
+      requestedAt !== undefined && live.cancelRequestedAt === undefined
+        ? withCancelRequest(live, { requestedAt, by: by ?? '' })
+        : live,
+    );
   }
 
   /** An unfinished record's status from its instance (its custom status), or the record's own. */

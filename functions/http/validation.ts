@@ -50,8 +50,14 @@ export const renewBody = z.strictObject({
 const writeAt = z.iso.datetime({ message: 'must be the writeAt timestamp the write-lock grant carried' });
 /** Over HTTP a swap and a downgrade must name their attempt: a late one never lands on a later attempt. */
 export const swapBody = z.strictObject({ token, writeAt });
+/** A release's `reason` is text here; its length and content are the lock rule's (checkedReleaseReason). */
 export const releaseBody = z
-  .strictObject({ token, phase: z.literal('write').optional(), writeAt: writeAt.optional() })
+  .strictObject({
+    token,
+    phase: z.literal('write').optional(),
+    writeAt: writeAt.optional(),
+    reason: z.string({ message: 'must be text' }).optional(),
+  })
   .refine((b) => (b.writeAt !== undefined) === (b.phase === 'write'), {
     message: 'a downgrade (phase "write") names its attempt with writeAt; a full release takes none',
     path: ['writeAt'],

@@ -78,6 +78,12 @@ export interface ReleaseRequest {
   phase?: 'write';
   /** With `phase: "write"`: the write-lock attempt this downgrade belongs to (as for a swap). */
   writeAt?: string | undefined;
+  /**
+   * Why the lock ends (issue 21 §4): human text, at most MAX_RELEASE_REASON_CHARS, stamped on the
+   * version (`lastChange.reason`, and a full release's `lastMigration.reason`) for the audit ledger.
+   * Checked by `checkedReleaseReason`; the workflow bounds its own with `boundedReleaseReason`.
+   */
+  reason?: string | undefined;
 }
 
 const SECOND = 1000;
@@ -333,7 +339,68 @@ function swapRule(doc: LocationDocument, req: SwapRequest, now: number, cfg: Tim
   };
 }
 
-function releaseRule(doc: LocationDocument, req: ReleaseRequest, now: number): RuleResult {
+// ---------------------------------------------------------------------------------------------
+// A release's reason (issue 21 §4)
+// ---------------------------------------------------------------------------------------------
+
+/** The longest reason a release records (characters, after trimming). */
+export const MAX_RELEASE_REASON_CHARS = 500;
+
+/**
+ * A run that looks like a credential: base64url or base64 of 32+ characters with capitals among
+ * lowercase letters or digits (a fencing token, an Idempotency-Key, a function key, a JWT's segments),
+ * or 40+ hex digits (a token's hash). A uuid (lowercase hex in short groups) or a lowercase resource id
+ * is left alone.
+ */
+const credentialLike = /[A-Za-z0-9+/_-]{32,}={0,2}/g;
+const looksSecret = (run: string): boolean =>
+  /[0-9a-fA-F]{40,}/.test(run) || (/[A-Z]/.test(run) && /[a-z0-9]/.test(run));
+
+/** `text` with every credential-like run replaced by `[redacted]`. */
+export function redactCredentials(text: string): string {
+  return text.replace(credentialLike, (run) => (looksSecret(run) ? '[redacted]' : run));
+}
+
+// Control characters (C0, DEL, C1) and the line and paragraph separators: a reason is one line of text.
+// eslint-disable-next-line no-control-regex
+const controlCharacters = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+/**
+ * The one rule of what a release may record as its reason: text of 1 to MAX_RELEASE_REASON_CHARS
+ * characters once trimmed, with no control character (a caller's bad input: 400 BadRequest, and the
+ * rule throws before anything is written), credential-like runs redacted. Absent: no reason.
+ */
+export function checkedReleaseReason(id: string, reason: unknown): string | undefined {
+  if (reason === undefined) return undefined;
+  const bad = (why: string) => new RouteLockError('BadRequest', `reason: ${why}.`, { resourceId: id });
+  if (typeof reason !== 'string') throw bad('must be text');
+  const trimmed = reason.trim();
+  if (trimmed.length === 0) throw bad('must not be empty');
+  if (trimmed.length > MAX_RELEASE_REASON_CHARS)
+    throw bad(`must be at most ${MAX_RELEASE_REASON_CHARS} characters`);
+  if (controlCharacters.test(trimmed)) throw bad('must be one line of text, without control characters');
+  return redactCredentials(trimmed);
+}
+
+/**
+ * Any text made into a reason `checkedReleaseReason` accepts (the workflow's failure reasons, which may
+ * quote a participant's answer): control characters and runs of white space become one space, and text
+ * past the limit is cut with an ellipsis. Pure, so a replayed workflow passes the same reason.
+ */
+export function boundedReleaseReason(text: string): string {
+  const flat = redactCredentials(
+    text.replace(new RegExp(controlCharacters.source, 'g'), ' ').replace(/\s+/g, ' ').trim(),
+  );
+  if (flat.length === 0) return 'released';
+  return flat.length <= MAX_RELEASE_REASON_CHARS ? flat : `${flat.slice(0, MAX_RELEASE_REASON_CHARS - 1)}…`;
+}
+
+function releaseRule(
+  doc: LocationDocument,
+  req: ReleaseRequest,
+  now: number,
+  reason: string | undefined,
+): RuleResult {
   if (completedBy(doc, req.token, now, 'any')) return { doc, changed: false };
   const lock = heldLock(doc, req.token, now);
 
@@ -346,7 +413,7 @@ function releaseRule(doc: LocationDocument, req: ReleaseRequest, now: number): R
     return { doc: withLock(doc, { ...rest, phase: 'hardDelete' }), changed: true };
   }
 
-  return { doc: clearLock(doc, lock, 'released', now), changed: true };
+  return { doc: clearLock(doc, lock, 'released', now, reason), changed: true };
 }
 
 /** When a pre-lock granted at `now` starts: after the declared convergence delay (a dry run asks it too). */
@@ -381,7 +448,13 @@ export function swap(doc: LocationDocument, req: SwapRequest, now: number, cfg: 
 }
 
 export function release(doc: LocationDocument, req: ReleaseRequest, now: number): RuleResult {
-  return stamp(releaseRule(doc, req, now), { op: req.phase === 'write' ? 'downgrade' : 'release' }, now);
+  // checked first: a bad reason changes nothing, a replay included
+  const reason = checkedReleaseReason(doc.id, req.reason);
+  return stamp(
+    releaseRule(doc, req, now, reason),
+    { op: req.phase === 'write' ? 'downgrade' : 'release', ...(reason === undefined ? {} : { reason }) },
+    now,
+  );
 }
 
 /**
@@ -541,12 +614,16 @@ function clearLock(
   lock: Lock,
   outcome: 'released' | 'forceReleased' | 'reclaimed',
   now: number,
+  reason?: string,
 ): LocationDocument {
+  const last = lastMigrationOf(lock, doc.location, outcome, now);
   return {
     ...doc,
     lock: null,
     secondary: doc.secondary?.role === 'pendingTarget' ? null : doc.secondary,
-    lastMigration: lastMigrationOf(lock, doc.location, outcome, now),
+    // a release's reason lives on with the migration's end, so the change feed's backstop rebuilds
+    // the same audit record from a later version (shared/audit.ts auditRecordsRecoverableFrom)
+    lastMigration: reason === undefined ? last : { ...last, reason },
   };
 }
 

@@ -4,8 +4,17 @@ import type { LockSeed, TokenKeyring } from '../security/tokenKeys';
 import { routeView } from '../lock/view';
 import type { Router } from '../router';
 import type { MigrationRecords } from '../store/ports/migrations';
+import type { TelemetrySink } from '../telemetry/sink';
 import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
-import type { ActivityInputs, ActivityName, ActivityOutputs, ActivityResult, AttemptLockSeed } from './types';
+import { endedRecordOf, migrationEndedEvent } from './stopped';
+import type {
+  ActivityInputs,
+  ActivityName,
+  ActivityOutputs,
+  ActivityResult,
+  AttemptLockSeed,
+  MigrationStatus,
+} from './types';
 
 /**
  * The seed of one attempt's lock (workflow version 3): attempt 1 (and every version-1/2 input) uses the
@@ -36,13 +45,26 @@ export interface ActivityDependencies {
   records?: MigrationRecords | undefined;
   /** How `callParticipant` reaches participants (default: fetch, DefaultAzureCredential). A seam for tests. */
   participantHttp?: ParticipantHttpOptions | undefined;
+  /** Where `recordOutcome` sends `MigrationEnded` (issue 21 §4): the services' sink. */
+  sink?: TelemetrySink | undefined;
 }
 
 export function createActivities(
   router: Router,
   timing: TimingConfig,
-  { keyring, records, participantHttp }: ActivityDependencies,
+  { keyring, records, participantHttp, sink }: ActivityDependencies,
 ): Activities {
+  /**
+   * `MigrationEnded` for the final status just recorded. The activity may run twice (a retry after a
+   * lost answer): both send the same `eventKey`, which the workbook deduplicates. Telemetry never fails
+   * the activity: a record it cannot read is described from the status alone.
+   */
+  const reportEnd = async (status: MigrationStatus): Promise<void> => {
+    if (!sink) return;
+    const record = await records?.get(status.migrationId).catch(() => null);
+    const event = migrationEndedEvent(record ?? endedRecordOf(status), status, router.now());
+    if (event) sink.event(event);
+  };
   const run = async <T>(work: () => Promise<T>): Promise<ActivityResult<T>> => {
     try {
       return { ok: true, value: await work() };
@@ -128,6 +150,7 @@ export function createActivities(
     recordOutcome: ({ status }) =>
       run(async () => {
         await records?.saveStatus(status.migrationId, status, true);
+        await reportEnd(status);
         return null;
       }),
   };

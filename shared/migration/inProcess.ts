@@ -30,6 +30,8 @@ import {
   terminalStates,
 } from './types';
 import { migrationWorkflow } from './workflow';
+import type { TelemetrySink } from '../telemetry/sink';
+import { migrationEndedEvent } from './stopped';
 
 /** A step's kind with what tells its instances apart: an activity's name, a status's phase. */
 function stepLabel(step: Step): string {
@@ -81,6 +83,8 @@ export interface InProcessRunnerOptions {
   /** Migration ids; defaults to `m-<uuid>`. A seam: tests and verify pin them for readable traces. */
   newId?: () => string;
   log?: (message: string, fields: Record<string, unknown>) => void;
+  /** Where a migration's end goes as `MigrationEnded` (issue 21 §4): the host's sink. */
+  sink?: TelemetrySink;
 }
 
 /** One step the runner performed: which, and when (epoch ms). */
@@ -117,6 +121,8 @@ export class InProcessRunner {
   private stopped = false;
   private readonly http: (call: HttpCall) => Promise<HttpResult>;
   private readonly stepListeners = new Set<(event: StepTiming) => void>();
+  /** The runs whose end was reported (`MigrationEnded`): once per run, however many final statuses follow. */
+  private readonly endsReported = new Set<string>();
 
   constructor(private readonly options: InProcessRunnerOptions) {
     this.http = options.http ?? ((call) => callParticipant(call, options.scheduler));
@@ -269,12 +275,14 @@ export class InProcessRunner {
         if (record && !terminalStates.has(record.status.status) && !this.stopped) {
           const status = { ...record.status, status: 'Failed' as const, error: `runner failed: ${message}` };
           await this.options.state.saveStatus(input.migrationId, status, true);
+          if (!this.endsReported.has(input.migrationId)) await this.reportEnd(input.migrationId, status);
         }
         return null;
       })
       .finally(() => {
         this.running.delete(input.migrationId);
         this.cancels.delete(input.migrationId);
+        this.endsReported.delete(input.migrationId);
       });
     this.running.set(input.migrationId, run);
   }
@@ -306,10 +314,30 @@ export class InProcessRunner {
         };
         for (const listener of this.stepListeners) listener(event);
       }
+      // The first terminal status saved live is the end (the end notices publish it again after).
+      // A replayed one was saved by the process before, which reported it.
+      const step = next.value;
+      if (step.kind === 'status' && !replaying && terminalStates.has(step.status.status)) {
+        if (!this.endsReported.has(id)) await this.reportEnd(id, step.status);
+      }
       next =
         'error' in outcome ? workflow.throw(new Error(outcome.error.message)) : workflow.next(outcome.value);
     }
     return next.value;
+  }
+
+  /** `MigrationEnded` of a run's end, with its record's campaign and claim; never fails the run. */
+  private async reportEnd(id: string, status: MigrationStatus): Promise<void> {
+    this.endsReported.add(id);
+    const sink = this.options.sink;
+    if (!sink) return;
+    try {
+      const record = await this.options.state.get(id);
+      const event = record && migrationEndedEvent(record, status, this.options.scheduler.now());
+      if (event) sink.event(event);
+    } catch (error) {
+      this.options.log?.('MigrationEnded not reported', { migrationId: id, error: (error as Error).message });
+    }
   }
 
   /** Perform one step, or answer it from the journal when a resumed migration replays it. */

@@ -98,4 +98,5 @@ export function runsRecord(input: MigrationInput | undefined, record: MigrationR
 }
 
 /** When the record's current run claimed the resource. */
-export const claimedAtOf = (record: MigrationRecord): string => record.claimedAt ?? record.createdAt;
+export const claimedAtOf = (record: Pick<MigrationRecord, 'claimedAt' | 'createdAt'>): string =>
+  record.claimedAt ?? record.createdAt;

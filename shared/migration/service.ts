@@ -7,6 +7,7 @@ import type { LockSeed } from '../security/tokenKeys';
 import type { InProcessRunner } from './inProcess';
 import { type MigrationRecord, newMigrationInput } from './records';
 import { sameWindow } from './window';
+import { withStopped } from './stopped';
 import {
   type CancelRequest,
   type CutoverWindow,
@@ -86,6 +87,7 @@ export interface MigrationService {
   retry(migrationId: string, actor: Actor): Promise<StartedMigration>;
   /** Migration statuses, newest first (createdAt, then migrationId), a page at a time. */
   list(query: MigrationListQuery): Promise<MigrationList>;
+  // Every status either answers carries `stopped` when it stopped (shared/migration/stopped.ts withStopped).
 }
 
 /** Only an ended, Failed migration can be retried. */
@@ -262,8 +264,8 @@ export class InProcessMigrationService implements MigrationService {
     return joinRunning({ ...record, window: record.input.window }, request);
   }
 
-  status(migrationId: string): Promise<MigrationStatus> {
-    return this.runner.status(migrationId);
+  async status(migrationId: string): Promise<MigrationStatus> {
+    return withStopped(await this.runner.status(migrationId));
   }
 
   /** The runner saves every step's status on its record, so the records answer as they are. */
@@ -275,12 +277,12 @@ export class InProcessMigrationService implements MigrationService {
       limit: listLimit(query.limit),
       continuation: query.continuation,
     });
-    const items = page.records.map((record) => record.status);
+    const items = page.records.map((record) => withStopped(record.status));
     return page.continuation === undefined ? { items } : { items, continuation: page.continuation };
   }
 
-  cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
-    return this.runner.cancel(migrationId, actor);
+  async cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
+    return withStopped(await this.runner.cancel(migrationId, actor));
   }
 
   async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {

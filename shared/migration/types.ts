@@ -127,6 +127,13 @@ export interface MigrationAttempt {
   endedAt: string;
   outcome: MigrationState;
   reason?: string;
+  /**
+   * Issue 21 §4, on an attempt that did not complete: the stable code it ended with (a lock error's,
+   * or the workflow's own: StepFailed, WriteBudgetExceeded, Cancelled…) and the furthest phase it reached
+   * (shared/migration/stopped.ts phaseReached). Absent on attempts recorded before they existed.
+   */
+  code?: string;
+  stoppedAt?: MigrationPhase;
 }
 
 /** `GET /migrations`'s query, as the service and the command line send it. */
@@ -197,6 +204,23 @@ export interface MigrationStatus {
   waitingForWindow?: { nextOpening: string };
   /** Version 4: the end notices sent to participants, one per participant, once the migration ended. */
   notices?: EndNotice[];
+  /**
+   * Issue 21 §4: on a Failed, Conflict or Cancelled migration, where it stopped (the phase it had
+   * reached, the stable code, a human reason with no credential, when). Derived when the status is read
+   * (shared/migration/stopped.ts `withStopped`): the workflow never publishes it, and a copy saved
+   * with a status read back is derived afresh.
+   */
+  stopped?: Stopped;
+}
+
+/** Where a migration stopped (`MigrationStatus.stopped`; shared/migration/stopped.ts). */
+export interface Stopped {
+  phase: MigrationPhase;
+  /** A stable code (shared/errors.ts, or the workflow's own: StepFailed, WriteBudgetExceeded…); '' if none. */
+  code: string;
+  /** Human text: bounded, with credential-like runs redacted. */
+  reason: string;
+  at: string;
 }
 
 /** One participant's answer to one verify round (issue 19 §1). */
@@ -287,12 +311,18 @@ export interface ActivityInputs {
    * the activity refuses to act on another attempt's write lock.
    */
   swap: { resourceId: string; lock: AttemptLockSeed; ifMatch?: string; writeAt?: string | undefined };
+  /**
+   * `reason` (issue 21 §4): why the lock ends, bounded and credential-free (`releaseReason`,
+   * workflow/cleanUp.ts), stamped on the version for the audit ledger. Optional: Durable replays by
+   * activity name, so histories scheduled without it replay unchanged.
+   */
   release: {
     resourceId: string;
     lock: AttemptLockSeed;
     phase?: 'write';
     ifMatch?: string;
     writeAt?: string | undefined;
+    reason?: string;
   };
   /**
    * `writeRegion`: the authoritative copy. `readPath`: what a service resolving the route sees.

@@ -248,6 +248,7 @@ describe('the Durable orchestrator, driven by hand', () => {
     expect(log.find((l) => l.name === 'release')!.input).toEqual({
       resourceId: 'conv-7',
       lock: input.lock,
+      reason: 'bulkCopy: ParticipantFailed: participant messages answered 400 to bulkCopy (attempt 2)',
     });
     expect(output).toMatchObject({ status: 'Failed', phase: 'released' });
     expect((output as MigrationStatus).error).toMatch(/answered 400 to bulkCopy \(attempt 2\)/);

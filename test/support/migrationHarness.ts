@@ -11,6 +11,7 @@ import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
+import type { TelemetrySink } from '../../shared/telemetry/sink';
 
 /**
  * A stubbed participant that implements only the copies: version 4's `verify` (an optional step, issue
@@ -33,6 +34,8 @@ export function virtualRunner(
     config?: Config;
     keyring?: TokenKeyring;
     clock?: ManualClock;
+    /** Where the runner and the activities send telemetry (MigrationEnded). */
+    sink?: TelemetrySink;
   } = {},
 ) {
   const config = options.config ?? parseConfig(options.env ?? {});
@@ -46,6 +49,7 @@ export function virtualRunner(
     keyring,
     records: state,
     participantHttp: options.participantHttp,
+    sink: options.sink,
   });
   let n = 0;
   const runner = new InProcessRunner({
@@ -55,6 +59,7 @@ export function virtualRunner(
     scheduler,
     settings: migrationSettings(config),
     newId: () => `m-${++n}`,
+    ...(options.sink ? { sink: options.sink } : {}),
     // Tests never reach a network: a participant without a stub answers 599 at once.
     ...(options.http === null
       ? {}

@@ -1,15 +1,17 @@
 import { type Location, sameLocation } from '../../lock/document';
+import { leadingCode, phaseReached } from '../stopped';
 import type {
   CancelRequest,
   MigrationAttempt,
   MigrationInput,
+  MigrationPhase,
   MigrationState,
   MigrationStatus,
   Step,
   Verification,
 } from '../types';
 import { pendingStatus, terminalStates, workflowVersionOf } from '../types';
-import { lockGone, releaseAfterFailure } from './cleanUp';
+import { lockGone, releaseAfterFailure, releaseReason } from './cleanUp';
 import { MAX_ORCHESTRATION_ACTIONS } from './copy';
 import { tryPrelock, prelockRefusal } from './prelock';
 import { cancelMigration, cancelledBeforeStart } from './cancel';
@@ -122,23 +124,37 @@ function* attemptsToTheEnd(
   for (let n = first; ; n += 1) {
     const attemptInput: MigrationInput = { ...input, lock: { ...input.lock, attempt: n } };
     const startedAt = yield* now();
-    const entry = (endedAt: number, outcome: MigrationState, reason?: string): MigrationAttempt => ({
+    // Issue 21 §4: an attempt that did not complete also records its code and the phase it reached
+    // (none on a Completed one: its status is exactly what it always was).
+    const entry = (
+      endedAt: number,
+      outcome: MigrationState,
+      reason?: string,
+      stop?: { code: string | undefined; stoppedAt: MigrationPhase },
+    ): MigrationAttempt => ({
       attempt: n,
       startedAt: iso(startedAt),
       endedAt: iso(endedAt),
       outcome,
       ...(reason === undefined ? {} : { reason }),
+      ...(stop === undefined || outcome === 'Completed'
+        ? {}
+        : { ...(stop.code === undefined ? {} : { code: stop.code }), stoppedAt: stop.stoppedAt }),
     });
     const earlier = ended;
     let final: MigrationStatus | undefined;
     const end = yield* stampingStatuses(
       oneAttempt(attemptInput, earlier, n, withPrelock, verifications),
-      (status, endedAt) => {
+      (status, endedAt, reached) => {
+        const stop = {
+          code: status.status === 'Cancelled' ? 'Cancelled' : leadingCode(status.error),
+          stoppedAt: reached,
+        };
         const stamped = {
           ...status,
           attempt: n,
           attempts:
-            endedAt === undefined ? earlier : [...earlier, entry(endedAt, status.status, status.error)],
+            endedAt === undefined ? earlier : [...earlier, entry(endedAt, status.status, status.error, stop)],
         };
         if (endedAt !== undefined) final = stamped;
         return stamped;
@@ -150,9 +166,17 @@ function* attemptsToTheEnd(
     if (end.kind === 'done') return { status: final ?? end.status, job: lastJob };
     // version 4: the next attempt's status keeps this one's verifications
     verifications = end.status.verifications ?? verifications;
-    const lock = end.lockHeld ? `; lock ${yield* releaseAfterFailure(attemptInput)}` : '';
+    const lock = end.lockHeld
+      ? `; lock ${yield* releaseAfterFailure(attemptInput, releaseReason(end.reason, end.code))}`
+      : '';
     const reason = `${end.reason}${lock}`;
-    ended = [...ended, entry(yield* now(), 'Failed', reason)];
+    ended = [
+      ...ended,
+      entry(yield* now(), 'Failed', reason, {
+        code: end.code ?? leadingCode(end.reason),
+        stoppedAt: phaseReached(end.status),
+      }),
+    ];
     const failedStatus = {
       ...end.status,
       phase: 'released' as const,
@@ -185,7 +209,7 @@ function* attemptsToTheEnd(
     // Still Running meanwhile; a cancel requested by the time it ends is recorded (too late after a swap).
     if (swapUnknown && v4) {
       yield* publish(failedStatus);
-      const gate = yield* previousLockGone(attemptInput, true);
+      const gate = yield* previousLockGone(attemptInput, true, reason);
       if (gate.kind === 'free' && gate.sawSwap) seen.swapLost = true;
       if (gate.kind !== 'free') return yield* endAtGate(gate, (yield* cancelRequested(input)) ?? undefined);
     }
@@ -213,7 +237,7 @@ function* attemptsToTheEnd(
     // Before another attempt, or before calling a cancel done: attempt n's lock must be gone (its
     // release may have failed, or a pre-lock committed unseen), and a swap whose answer was lost ends
     // the migration Completed, a cancel then too late (review of issue 18).
-    const gate = yield* previousLockGone(attemptInput, swapUnknown);
+    const gate = yield* previousLockGone(attemptInput, swapUnknown, reason);
     if (gate.kind === 'free' && gate.sawSwap) seen.swapLost = true;
     if (gate.kind !== 'free') return yield* endAtGate(gate, cancel);
     if (cancel) {
@@ -224,8 +248,13 @@ function* attemptsToTheEnd(
   }
 }
 
+/** The last attempt relabelled (a lost swap found landed: Completed, without a failure's code and phase). */
 const relabelLast = (attempts: MigrationAttempt[], outcome: MigrationState, reason: string) =>
-  attempts.map((a, i) => (i === attempts.length - 1 ? { ...a, outcome, reason } : a));
+  attempts.map((a, i) => {
+    if (i !== attempts.length - 1) return a;
+    const { code: _code, stoppedAt: _stoppedAt, ...rest } = a;
+    return { ...rest, outcome, reason };
+  });
 
 /** One attempt: its pre-lock and, with the lock held, steps 2–6. */
 function* oneAttempt(
@@ -279,21 +308,24 @@ function* oneAttempt(
 
 /**
  * Runs `inner`, stamping every status it publishes (`stamp`; a terminal one gets the time it ended,
- * from a `now` step just before), and counting the history actions of the steps it yields. Every other
- * step, and every error the runner throws in, passes through.
+ * from a `now` step just before, and the furthest phase the attempt's statuses reached), and counting
+ * the history actions of the steps it yields. Every other step, and every error the runner throws in,
+ * passes through.
  */
 function* stampingStatuses<T>(
   inner: Generator<Step, T, unknown>,
-  stamp: (status: MigrationStatus, endedAt?: number) => MigrationStatus,
+  stamp: (status: MigrationStatus, endedAt: number | undefined, reached: MigrationPhase) => MigrationStatus,
   history: { actions: number },
 ): Generator<Step, T, unknown> {
   let result = inner.next();
+  let reached: MigrationPhase | undefined;
   while (!result.done) {
     const step = result.value;
     history.actions += historyActions(step);
     if (step.kind === 'status') {
+      reached = phaseReached(step.status, reached);
       const endedAt = terminalStates.has(step.status.status) ? yield* now() : undefined;
-      yield { kind: 'status', status: stamp(step.status, endedAt) };
+      yield { kind: 'status', status: stamp(step.status, endedAt, reached) };
       result = inner.next(undefined);
       continue;
     }
@@ -350,7 +382,12 @@ type Gate =
  * its lease; a route already at the target ends the migration (after a swap whose answer was lost,
  * Completed: never a second attempt after a swap).
  */
-function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generator<Step, Gate, unknown> {
+function* previousLockGone(
+  input: MigrationInput,
+  swapUnknown: boolean,
+  /** Why attempt n ended: its lock, released again here, records it. */
+  failure: string,
+): Generator<Step, Gate, unknown> {
   const { resourceId, migrationId, target, settings: s } = input;
   const attempt = input.lock.attempt ?? 1;
   // The last round only looks: the one before it waited out the lease.
@@ -394,7 +431,11 @@ function* previousLockGone(input: MigrationInput, swapUnknown: boolean): Generat
     const lock = seen.value.lock;
     if (!lock || lock.migrationId !== migrationId) return { kind: 'free', ...(sawSwap ? { sawSwap } : {}) };
     try {
-      const released = yield* activity('release', { resourceId, lock: input.lock });
+      const released = yield* activity('release', {
+        resourceId,
+        lock: input.lock,
+        reason: releaseReason(`attempt ${attempt} ended, its lock left behind: ${failure}`),
+      });
       if (lockGone(released)) continue;
     } catch {
       // the store is still out: try again after a backoff, and at last wait out the lease

@@ -1,5 +1,5 @@
 import type { CancelRequest, MigrationInput, MigrationStatus, Step } from '../types';
-import { releaseAfterFailure } from './cleanUp';
+import { releaseAfterFailure, releaseReason } from './cleanUp';
 import type { Cancelled } from './state';
 import { cancelRequested, publish } from './steps';
 
@@ -14,7 +14,9 @@ export function* cancelMigration(
   input: MigrationInput,
   ending: Cancelled,
 ): Generator<Step, MigrationStatus, unknown> {
-  const lock = ending.lockHeld ? `lock ${yield* releaseAfterFailure(input)}` : 'no lock was held';
+  const lock = ending.lockHeld
+    ? `lock ${yield* releaseAfterFailure(input, releaseReason(cancelReason(ending.request), 'Cancelled'))}`
+    : 'no lock was held';
   return yield* publish(ending.status, {
     status: 'Cancelled',
     phase: ending.lockHeld ? 'released' : ending.status.phase,

@@ -2,6 +2,7 @@ import { type Location, sameLocation } from '../../lock/document';
 import { type MigrationInput, type Step, workflowVersionOf } from '../types';
 import { type Moving, type PhaseResult, type Prelocked, done, failed, guarded, next, refused } from './state';
 import { activity, publish, sleep, sleepUntil, stopIfCancelled } from './steps';
+import { releaseReason } from './cleanUp';
 
 /**
  * 2–4. Re-read the route (a stale location read upstream may have sent us a resource already moved:
@@ -27,7 +28,11 @@ function* reread(state: Prelocked, waitUntil: number): Generator<Step, PhaseResu
   const route = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
   if (!route.ok) return refused(state, 'read the route', route);
   if (sameLocation(route.value.location, target)) {
-    const released = yield* activity('release', { resourceId, lock });
+    const released = yield* activity('release', {
+      resourceId,
+      lock,
+      reason: releaseReason('the resource already sits at the target', 'AlreadyAtTarget'),
+    });
     if (!released.ok) return refused(state, 'release', released);
     return done(
       yield* publish(state.status, {

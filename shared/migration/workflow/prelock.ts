@@ -9,6 +9,7 @@ import type {
 import { workflowVersionOf } from '../types';
 import { type Cancelled, type PhaseResult, type Prelocked, cancelled, done, messageOf } from './state';
 import { CancelRequested, activity, publish, waitingOutConvergence } from './steps';
+import { releaseReason } from './cleanUp';
 
 /** A pre-lock refused: another lock or a swap just now is a conflict; the resource already there, none. */
 export const prelockRefusal = (code: string): MigrationState =>
@@ -97,7 +98,11 @@ export function* releaseUnseenPrelock(input: MigrationInput): Generator<Step, st
     const seen = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
     if (!seen.ok) return 'a pre-lock that committed unseen lapses with its lease';
     if (seen.value.lock?.migrationId !== migrationId) return 'no lock is held by this migration';
-    const released = yield* activity('release', { resourceId, lock });
+    const released = yield* activity('release', {
+      resourceId,
+      lock,
+      reason: releaseReason('the pre-lock committed unseen (its answer was lost)', 'StepFailed'),
+    });
     return released.ok
       ? 'its pre-lock, committed unseen, was released'
       : 'its pre-lock committed unseen and could not be released; the lease frees it';

@@ -11,6 +11,7 @@ import {
   refused,
 } from './state';
 import { activity, publish, sleep, stopIfCancelled } from './steps';
+import { releaseReason } from './cleanUp';
 import { swapPhase } from './swap';
 import { windowPhase } from './window';
 import { verifyRound } from './verify';
@@ -142,6 +143,7 @@ function* releaseWriteLock(
     phase: 'write',
     ifMatch: state.etag,
     writeAt: state.grant.writeAt,
+    reason: releaseReason(overrun, mismatch ? 'VerificationFailed' : 'WriteBudgetExceeded'),
   });
   if (!down.ok) return refused(state, 'release the write lock', down);
   const resumed: Moving = {
