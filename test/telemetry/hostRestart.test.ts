@@ -71,9 +71,23 @@ test('/api/metrics survives a restart; a change the handler never saw is a Telem
     // the change handler runs after each write's answer: wait for the swap's events
     for (let i = 0; i < 50 && (await metricsOf(host)).events.MigrationSwapped !== 1; i += 1)
       await new Promise((r) => setTimeout(r, 20));
+    expect((await metricsOf(host)).events).toMatchObject({
+      LockAcquired: 3,
+      LockReleased: 1,
+      MigrationSwapped: 1,
+    });
+    expect((await metricsOf(host)).writeLockSeconds.count).toBe(1);
+    // the runner's MigrationEnded (issue 21 §4): counted by outcome, and kept across the restart
+    for (let i = 0; i < 50 && (await metricsOf(host)).migrations.completed !== 1; i += 1)
+      await new Promise((r) => setTimeout(r, 20));
+    expect((await metricsOf(host)).migrations).toEqual({
+      completed: 1,
+      failed: 0,
+      conflicts: 0,
+      cancelled: 0,
+      noOps: 0,
+    });
     const before = await metricsOf(host);
-    expect(before.events).toMatchObject({ LockAcquired: 3, LockReleased: 1, MigrationSwapped: 1 });
-    expect(before.writeLockSeconds.count).toBe(1);
     expect(await host.reconcileTelemetry()).toMatchObject({ checked: 1, gaps: [] });
     await host.close();
 
