@@ -809,6 +809,21 @@ function endpointRoles(): { route: string; role: string }[] {
     });
 }
 
+test('the status page is excluded from the 401 (to sign a browser in) under appservice only', () => {
+  const template = arm();
+  // A conditional module parameter compiles to one expression for its whole `{value}` object.
+  const deployment = moduleNamed(template, 'api').deployment.properties as {
+    parameters: Record<string, unknown>;
+  };
+  const paths = (authMode: string) =>
+    evaluate(deployment.parameters.browserPagePaths, { template, parameters: { authMode } });
+  expect(paths('appservice')).toEqual({ value: ['/api/status'] });
+  // entra serves no browser sign-in: the page keeps App Service's 401, and the postdeploy hook expects it
+  expect(paths('entra')).toEqual({ value: [] });
+  const hook = read('infra/hooks/postdeploy.sh');
+  expect(hook).toMatch(/if \[\[ "\$auth_mode" == "entra" \]\]; then\n {2}\[\[ "\$page" == "401" \]\]/);
+});
+
 test('App Service authentication: Entra ID, 401 without a token, only /api/health open', () => {
   const api = moduleNamed(arm(), 'api');
   const auth = resourceIn(api.template, 'Microsoft.Web/sites/config', 'authsettingsV2');
@@ -856,7 +871,7 @@ test('App Service authentication: Entra ID, 401 without a token, only /api/healt
   // the pages that send a browser to sign in are excluded from the 401, and nothing else is: the page's
   // reads, its files and the API keep App Service's 401
   expect(api.template.parameters?.browserPagePaths?.defaultValue).toEqual(browserPages());
-  expect(api.parameters).not.toHaveProperty('browserPagePaths');
+  // main passes them under appservice only (the test above): the same list
   expect(browserPages()).toEqual(['/api/status']);
   const excluded = [...unauthenticatedDefault(api), ...browserPages()];
   for (const e of functionEndpoints) {
@@ -956,7 +971,9 @@ test('azd hooks: the app registration and the key set before provisioning, the s
   });
   expect(read('infra/hooks/postdeploy.sh')).toMatch(/== "401"/);
   // the status page's excluded path: a forged principal must be stripped there too (302 to sign in)
-  expect(read('infra/hooks/postdeploy.sh')).toMatch(/"\$uri\/api\/status"\)"\n\[\[ "\$page" == "302" \]\]/);
+  expect(read('infra/hooks/postdeploy.sh')).toMatch(
+    /"\$uri\/api\/status"\)"\nif \[\[ "\$auth_mode" == "entra" \]\]; then[^]*?\nfi\n\[\[ "\$page" == "302" \]\]/,
+  );
   for (const script of [
     'preprovision',
     'postprovision',

@@ -303,6 +303,9 @@ module api 'modules/functionapp.bicep' = {
     entraClientId: entraClientId
     entraTenantId: entraTenantId
     entraAudiences: audiences
+    // Under entra the app validates bearer tokens only and no browser sign-in is served: the page keeps
+    // App Service's 401 like the API. Under appservice it is excluded, to send a browser to sign in.
+    browserPagePaths: authMode == 'appservice' ? ['/api/status'] : []
     appSettings: {
       ROUTELOCK_PROFILE: 'production'
       ROUTELOCK_STORE: 'cosmos'
@@ -383,3 +386,5 @@ output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output AZURE_KEY_VAULT_NAME string = keyvault.outputs.name
 output ROUTELOCK_TOKEN_KEYS_SECRET string = keyvault.outputs.tokenKeysSecretName
 output ENTRA_TENANT_ID string = entraTenantId
+// The postdeploy hook checks the status page by it: a 302 to sign in under appservice, a 401 under entra.
+output ROUTELOCK_AUTH string = authMode

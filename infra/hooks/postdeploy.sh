@@ -44,8 +44,17 @@ log "unauthenticated requests get 401; /api/health is open"
 # The status page's path is excluded from the 401 (it signs a browser in itself): there App Service must
 # still strip a forged principal, so the app sees no identity and sends the browser to sign in (302). A 200
 # would mean the forged header reached the app on an excluded path. Its reads keep the 401.
+# Under ROUTELOCK_AUTH=entra the page is not excluded (no browser sign-in): it answers 401 like the API.
+auth_mode="$(azd_value ROUTELOCK_AUTH)"
+auth_mode="${auth_mode:-appservice}"
 forged_reader="$(printf '{"auth_typ":"aad","claims":[{"typ":"oid","val":"00000000-0000-0000-0000-000000000000"},{"typ":"roles","val":"Ops.Read"}]}' | base64 | tr -d '\n')"
 page="$(status_of -H "x-ms-client-principal: $forged_reader" "$uri/api/status")"
+if [[ "$auth_mode" == "entra" ]]; then
+  [[ "$page" == "401" ]] ||
+    die "GET /api/status with a forged x-ms-client-principal answered $page, expected 401 under ROUTELOCK_AUTH=entra. Stop the app (az functionapp stop) until it does."
+  log "ROUTELOCK_AUTH=entra: the status page answers 401 to a caller without a token, a forged principal included"
+  exit 0
+fi
 [[ "$page" == "302" ]] ||
   die "GET /api/status with a forged x-ms-client-principal answered $page, expected 302 to /.auth/login/aad: App Service authentication did not strip the header on an excluded path. Stop the app (az functionapp stop) until it does."
 location="$(curl -s -o /dev/null -w '%{redirect_url}' --max-time 20 -H "x-ms-client-principal: $forged_reader" "$uri/api/status" || true)"
