@@ -118,3 +118,54 @@ test('negative control: the reason is escaped, never markup', async () => {
   expect(html).not.toContain('<img');
   expect(html).toContain('&lt;img src=x onerror=alert(1)&gt;');
 });
+
+test('a slower, older refresh never overwrites a newer one; the timer skips a tick while one is out', async () => {
+  const held: { url: string; answer: (body: unknown) => void }[] = [];
+  const reads: string[] = [];
+  let tick: (() => void) | undefined;
+  let hashchange: (() => void) | undefined;
+  const page = (id: string) => ({
+    items: [{ ...base, migrationId: id, status: 'Completed', phase: 'swapped' }],
+  });
+  const element = await runStatusPageScript({}, '', {
+    noWait: true,
+    onInterval: (fn) => (tick = fn),
+    onWindowEvent: (name, fn) => {
+      if (name === 'hashchange') hashchange = fn;
+    },
+    fetch: (url) => {
+      reads.push(url);
+      return new Promise((resolve) =>
+        held.push({
+          url,
+          answer: (body) => resolve({ ok: true, status: 200, json: () => Promise.resolve(body) }),
+        }),
+      );
+    },
+  });
+  const settle = async () => {
+    for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+  };
+  const answerAll = (migrations: unknown) => {
+    for (const read of held.splice(0))
+      read.answer(read.url.includes('/migrations') ? migrations : { items: [] });
+  };
+  const first = reads.length;
+  expect(first).toBeGreaterThan(0); // the first refresh's reads, all held
+  const firstReads = held.splice(0);
+  tick!();
+  expect(reads.length).toBe(first); // a refresh is out: the tick asked nothing
+  hashchange!(); // the operator changes a filter: a new refresh supersedes the first
+  await settle();
+  answerAll(page('m-newer'));
+  await settle();
+  answerAll(page('m-newer')); // the chart sample
+  await settle();
+  expect(element('migrations').innerHTML).toContain('m-newer');
+  // the first refresh's answers arrive last, and are dropped
+  for (const read of firstReads)
+    read.answer(read.url.includes('/migrations') ? page('m-older') : { items: [] });
+  await settle();
+  expect(element('migrations').innerHTML).toContain('m-newer');
+  expect(element('migrations').innerHTML).not.toContain('m-older');
+});

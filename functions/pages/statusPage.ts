@@ -309,7 +309,15 @@ function showFilters(state) {
 }
 
 let chartsAt = 0;
+// One refresh counts at a time: a newer one (a click, a filter, the timer) supersedes an older one still
+// waiting, whose answers are then dropped, so a slow older answer never overwrites a newer page or its
+// continuation. The timer skips a tick while a refresh is out, so a slow store is not asked again and again.
+let refreshSeq = 0;
+let refreshing = false;
 async function refresh() {
+  const seq = ++refreshSeq;
+  const current = () => seq === refreshSeq;
+  refreshing = true;
   try {
     const state = readHash();
     const key = JSON.stringify([state.status, state.campaign, state.resource, state.size]);
@@ -321,6 +329,7 @@ async function refresh() {
       getJson(API + '/campaigns?limit=20', true).then((c) => c || { items: [] }),
       getJson(METRICS, true),
     ]);
+    if (!current()) return;
     nextContinuation = migrations.continuation || null;
     $('older').disabled = !nextContinuation;
     $('newer').disabled = pages.length === 1;
@@ -346,18 +355,22 @@ async function refresh() {
     if (state.audit) {
       $('auditOf').textContent = state.audit;
       const trail = await getJson(API + '/routes/' + encodeURIComponent(state.audit) + '/audit?limit=100');
+      if (!current()) return;
       fill('audit', auditRows(trail));
     }
     if (Date.now() - chartsAt > 4000) {
       chartsAt = Date.now();
       const sample = await getJson(migrationQuery(state, CHART_SAMPLE));
+      if (!current()) return;
       const items = sample.items.filter(narrow(state));
       holdHistogram(items);
       overTime(items);
     }
     $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (e) {
-    $('updated').textContent = e instanceof Refused ? e.message : 'cannot reach the host: ' + e.message;
+    if (current()) $('updated').textContent = e instanceof Refused ? e.message : 'cannot reach the host: ' + e.message;
+  } finally {
+    if (current()) refreshing = false;
   }
 }
 
@@ -375,7 +388,7 @@ $('older').addEventListener('click', () => { if (nextContinuation) { pages.push(
 $('newer').addEventListener('click', () => { if (pages.length > 1) { pages.pop(); refresh(); } });
 $('f-status').innerHTML = '<option value="">any</option>' + STATES.map((s) => '<option>' + s + '</option>').join('');
 $('f-phase').innerHTML = '<option value="">any</option>' + PHASES.map((p) => '<option value="' + p + '">' + esc(PHASE_TEXT[p]) + '</option>').join('');
-refresh(); setInterval(refresh, 1000); window.addEventListener('hashchange', () => { chartsAt = 0; refresh(); });
+refresh(); setInterval(() => { if (!refreshing) refresh(); }, 1000); window.addEventListener('hashchange', () => { chartsAt = 0; refresh(); });
 `;
 
 const html = (attributes: string) => `<!doctype html>

@@ -15,9 +15,19 @@ export interface FakeElement {
   disabled: boolean;
 }
 
+/** What a test may take over: the reads, the timer's tick, the window's listeners (`hashchange`). */
+export interface PageHooks {
+  fetch?: (url: string) => Promise<{ ok: boolean; status: number; json: () => Promise<unknown> }>;
+  onInterval?: (tick: () => void) => void;
+  onWindowEvent?: (name: string, listener: () => void) => void;
+  /** Do not wait for the first refresh to finish (its reads are held). */
+  noWait?: boolean;
+}
+
 export async function runStatusPageScript(
   bodies: Record<string, unknown>,
   hash = '',
+  hooks: PageHooks = {},
 ): Promise<(id: string) => FakeElement> {
   const page = statusPageDocument({});
   const scripts = [...page.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1] ?? '');
@@ -38,7 +48,7 @@ export async function runStatusPageScript(
       });
     return elements.get(id)!;
   };
-  const fetch = (url: string) => {
+  const stubbedFetch = (url: string) => {
     const body = bodies[url.split('?')[0] ?? ''];
     return Promise.resolve({
       ok: body !== undefined,
@@ -55,16 +65,22 @@ export async function runStatusPageScript(
       body: { dataset: { api: '/api/ops/view', metrics: '/api/metrics' } },
       activeElement: null,
     },
-    fetch,
+    fetch: hooks.fetch ?? stubbedFetch,
     location: { hash, assign: () => undefined },
-    window: { addEventListener: () => undefined },
+    window: {
+      addEventListener: (name: string, listener: () => void) => hooks.onWindowEvent?.(name, listener),
+    },
     uPlot: Object.assign(FakePlot, { paths: { bars: () => () => null } }),
-    setInterval: () => 0,
+    setInterval: (tick: () => void) => {
+      hooks.onInterval?.(tick);
+      return 0;
+    },
     URLSearchParams,
     Date,
     Promise,
   });
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  if (hooks.noWait) return element;
   if (!/^updated /.test(element('updated').textContent))
     throw new Error(`the page's script did not finish: ${element('updated').textContent}`);
   return element;
