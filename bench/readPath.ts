@@ -8,6 +8,7 @@ import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { heapMiB, median, percentileOf, table } from './lib';
 import { prng } from '../testkit/prng';
+import { ForwardingStore } from '../testkit/forwardingStore';
 import { HeldReadStore } from '../testkit/heldReadStore';
 
 /**
@@ -45,14 +46,21 @@ interface Contender {
   lockReads: () => number;
 }
 
-/** The baseline: routes cached, but the lock lives in its own record, read on every operation. */
+/**
+ * The baseline: routes cached, but the lock lives in its own record, read on every operation. With
+ * `conditional` (a control, not the baseline: DynamoDB, the pattern's home, has no such read) the lock
+ * record is read ETag-conditionally too, as routelock's read-through is: what is left between the two is
+ * routelock's own overhead per read-through.
+ */
 class DedicatedLockRecordRouter {
   private readonly cache: LRUCache<string, StoredDocument>;
+  private readonly lockRecords = new Map<string, StoredDocument>();
   constructor(
     private readonly store: SqliteStore,
     private readonly timing: TimingConfig,
     private readonly clock: () => number,
     max: number,
+    private readonly conditional = false,
   ) {
     this.cache = new LRUCache({
       max,
@@ -68,8 +76,22 @@ class DedicatedLockRecordRouter {
       this.cache.set(id, route);
     }
     // The lock record: a consistent read on every operation, locked or not.
-    const lock = await this.store.read(`lock:${id}`, { from: 'writeRegion' });
+    const lock = this.conditional
+      ? await this.readLockIfChanged(id)
+      : await this.store.read(`lock:${id}`, { from: 'writeRegion' });
     return enforcement({ ...route.doc, lock: lock.doc.lock }, this.clock(), this.timing);
+  }
+  private async readLockIfChanged(id: string): Promise<StoredDocument> {
+    const held = this.lockRecords.get(id);
+    if (held === undefined) {
+      const read = await this.store.read(`lock:${id}`, { from: 'writeRegion' });
+      this.lockRecords.set(id, read);
+      return read;
+    }
+    const answer = await this.store.readIfChanged(`lock:${id}`, held.etag, { from: 'writeRegion' });
+    if (answer === 'notModified') return held;
+    this.lockRecords.set(id, answer);
+    return answer;
   }
 }
 
@@ -111,7 +133,28 @@ export async function setupReadPath(resources: number, lockedCount: number) {
   // Every lock has started (and is live): the case that costs routelock a read.
   clock.advanceSeconds(timing.convergenceDelaySeconds + 1);
   const baseline = new DedicatedLockRecordRouter(store, timing, clock.now, resources + 10);
-  return { timing, clock, store, router, uncoalesced, baseline, ids, locked };
+  const conditionalBaseline = new DedicatedLockRecordRouter(store, timing, clock.now, resources + 10, true);
+  // The read-through as it was before issue 20's ETag-conditional read: a store without readIfChanged
+  // (so every read-through fetches and parses the whole document).
+  const fullReadThrough = new Router({
+    store: new ForwardingStore(store),
+    timing,
+    clock: clock.now,
+    cacheMax: resources + 10,
+    ttlResolutionMs: 1,
+  });
+  return {
+    timing,
+    clock,
+    store,
+    router,
+    uncoalesced,
+    fullReadThrough,
+    baseline,
+    conditionalBaseline,
+    ids,
+    locked,
+  };
 }
 
 /**
@@ -277,13 +320,27 @@ export async function runReadPath(options: ReadPathOptions) {
     op: (id) => h.uncoalesced.resolve(id).then((stored) => enforcement(stored.doc, h.clock.now(), h.timing)),
     lockReads: () => h.store.counters.writeRegionReads,
   };
+  const fullReadThrough: Contender = {
+    name: 'routelock, full re-read (no readIfChanged)',
+    op: (id) => {
+      const cached = h.fullReadThrough.peek(id);
+      if (cached) return enforcement(cached.doc, h.clock.now(), h.timing);
+      return h.fullReadThrough.resolve(id).then((stored) => enforcement(stored.doc, h.clock.now(), h.timing));
+    },
+    lockReads: () => h.store.counters.writeRegionReads,
+  };
+  const conditionalBaseline: Contender = {
+    name: 'dedicated lock record, ETag-conditional (control)',
+    op: (id) => h.conditionalBaseline.decide(id),
+    lockReads: () => h.store.counters.writeRegionReads,
+  };
   const inFlight = options.inFlight ?? 100;
   const lockedOps = operations(h.ids, h.locked, 1, options.ops, 42);
   const concurrentRows: { name: string; oneAtATime: number; together: number; readsPerOp: number }[] = [];
   {
     const samples = new Map<string, { one: number[]; together: number[]; reads: number[] }>();
     for (let r = 0; r < options.repeats; r += 1) {
-      for (const c of [routelock, uncoalesced, baseline]) {
+      for (const c of [routelock, fullReadThrough, uncoalesced, baseline, conditionalBaseline]) {
         const sample = samples.get(c.name) ?? { one: [], together: [], reads: [] };
         sample.one.push((await measure(c, lockedOps, 1)).opsPerSecond);
         const t = await measureInFlight(c, lockedOps, inFlight);
