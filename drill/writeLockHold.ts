@@ -239,11 +239,23 @@ export interface ContentionReport {
    * too), so only read beside the raw figure.
    */
   overheadLessWaitMs: MsDistribution;
+  /** Holds whose hold − work passed `boundMs` (issue 20 §6: 50), and how many of them waited for a CPU longer than the excess. */
+  overBound: { boundMs: number; count: number; withinItLessTheWait: number };
 }
 
-export function contentionReport(holds: readonly ContendedHold[], quietWaitMs: number): ContentionReport {
+export function contentionReport(
+  holds: readonly ContendedHold[],
+  quietWaitMs: number,
+  boundMs = 50,
+): ContentionReport {
   const known = holds.filter((h): h is ContendedHold & { cpuWaitMs: number } => h.cpuWaitMs !== null);
+  const over = known.filter((h) => h.overheadMs > boundMs);
   return {
+    overBound: {
+      boundMs,
+      count: over.length,
+      withinItLessTheWait: over.filter((h) => h.overheadMs - h.cpuWaitMs <= boundMs).length,
+    },
     cpuWaitMs: msDistribution(known.map((h) => h.cpuWaitMs)),
     quietOverheadMs: msDistribution(known.filter((h) => h.cpuWaitMs <= quietWaitMs).map((h) => h.overheadMs)),
     quietWaitMs,

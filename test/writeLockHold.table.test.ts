@@ -126,4 +126,11 @@ test('the control: a hold whose thread waited for a CPU is told apart; quiet hol
   // less the wait: 8, 5, 5, 40 — the 60 ms hold keeps 40 ms the machine does not explain
   expect(report.overheadLessWaitMs).toEqual({ count: 4, p50: 5, p99: 40, max: 40 });
   expect(hold(90, 85).overheadMs).toBe(90);
+  // over 50 ms: the 90 ms hold (within it less its 85 ms wait) and the 60 ms one (40 ms: within it too)
+  expect(report.overBound).toEqual({ boundMs: 50, count: 2, withinItLessTheWait: 2 });
+  expect(contentionReport([hold(120, 20)], 5).overBound).toEqual({
+    boundMs: 50,
+    count: 1,
+    withinItLessTheWait: 0,
+  });
 });
