@@ -8,7 +8,6 @@ import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { heapMiB, median, percentileOf, table } from './lib';
 import { prng } from '../testkit/prng';
-import { ForwardingStore } from '../testkit/forwardingStore';
 import { HeldReadStore } from '../testkit/heldReadStore';
 
 /**
@@ -134,22 +133,12 @@ export async function setupReadPath(resources: number, lockedCount: number) {
   clock.advanceSeconds(timing.convergenceDelaySeconds + 1);
   const baseline = new DedicatedLockRecordRouter(store, timing, clock.now, resources + 10);
   const conditionalBaseline = new DedicatedLockRecordRouter(store, timing, clock.now, resources + 10, true);
-  // The read-through as it was before issue 20's ETag-conditional read: a store without readIfChanged
-  // (so every read-through fetches and parses the whole document).
-  const fullReadThrough = new Router({
-    store: new ForwardingStore(store),
-    timing,
-    clock: clock.now,
-    cacheMax: resources + 10,
-    ttlResolutionMs: 1,
-  });
   return {
     timing,
     clock,
     store,
     router,
     uncoalesced,
-    fullReadThrough,
     baseline,
     conditionalBaseline,
     ids,
@@ -226,6 +215,48 @@ async function measureInFlight(contender: Contender, ops: string[], inFlight: nu
     opsPerSecond: ops.length / (Number(process.hrtime.bigint() - started) / 1e9),
     lockReadsPerOp: (contender.lockReads() - before) / ops.length,
   };
+}
+
+/**
+ * One at a time, interleaved: every contender runs the same chunk of `chunk` operations in turn, chunk
+ * after chunk, so all of them see the same machine state (other processes come and go on a shared
+ * machine within a block of 50,000). Each contender's time per chunk, against the first contender's.
+ */
+const INTERLEAVE_CHUNK = 10_000;
+
+async function interleavedOneAtATime(contenders: Contender[], ops: string[], chunk: number, rounds: number) {
+  const times = contenders.map(() => [] as number[]);
+  for (const c of contenders) for (const id of ops.slice(0, Math.min(ops.length, 20_000))) await c.op(id); // warm-up
+  for (let round = 0; round < rounds; round += 1)
+    for (let from = 0; from < ops.length; from += chunk) {
+      const slice = ops.slice(from, from + chunk);
+      for (const [index, c] of contenders.entries()) {
+        // Each chunk starts with an empty young generation: no contender pays for another's garbage.
+        (globalThis as { gc?: () => void }).gc?.();
+        const started = process.hrtime.bigint();
+        for (const id of slice) {
+          const result = c.op(id);
+          if (result instanceof Promise) await result;
+        }
+        times[index]?.push(Number(process.hrtime.bigint() - started));
+      }
+    }
+  const reference = times[0] as number[];
+  return contenders.map((c, index) => {
+    const mine = times[index] as number[];
+    const ratios = mine.map((t, i) => (reference[i] as number) / t).sort((a, b) => a - b);
+    const total = mine.reduce((sum, t) => sum + t, 0);
+    return {
+      name: c.name,
+      opsPerSecond: (ops.length * rounds) / (total / 1e9),
+      /** This contender's speed ÷ the reference's, per chunk: median, p10, p90. */
+      ratio: {
+        p50: percentileOf(ratios, 50),
+        p10: percentileOf(ratios, 10),
+        p90: percentileOf(ratios, 90),
+      },
+    };
+  });
 }
 
 async function measure(contender: Contender, ops: string[], repeats: number) {
@@ -320,15 +351,6 @@ export async function runReadPath(options: ReadPathOptions) {
     op: (id) => h.uncoalesced.resolve(id).then((stored) => enforcement(stored.doc, h.clock.now(), h.timing)),
     lockReads: () => h.store.counters.writeRegionReads,
   };
-  const fullReadThrough: Contender = {
-    name: 'routelock, full re-read (no readIfChanged)',
-    op: (id) => {
-      const cached = h.fullReadThrough.peek(id);
-      if (cached) return enforcement(cached.doc, h.clock.now(), h.timing);
-      return h.fullReadThrough.resolve(id).then((stored) => enforcement(stored.doc, h.clock.now(), h.timing));
-    },
-    lockReads: () => h.store.counters.writeRegionReads,
-  };
   const conditionalBaseline: Contender = {
     name: 'dedicated lock record, ETag-conditional (control)',
     op: (id) => h.conditionalBaseline.decide(id),
@@ -340,7 +362,7 @@ export async function runReadPath(options: ReadPathOptions) {
   {
     const samples = new Map<string, { one: number[]; together: number[]; reads: number[] }>();
     for (let r = 0; r < options.repeats; r += 1) {
-      for (const c of [routelock, fullReadThrough, uncoalesced, baseline, conditionalBaseline]) {
+      for (const c of [routelock, uncoalesced, baseline, conditionalBaseline]) {
         const sample = samples.get(c.name) ?? { one: [], together: [], reads: [] };
         sample.one.push((await measure(c, lockedOps, 1)).opsPerSecond);
         const t = await measureInFlight(c, lockedOps, inFlight);
@@ -358,6 +380,12 @@ export async function runReadPath(options: ReadPathOptions) {
       });
   }
   const baselineRow = concurrentRows.find((r) => r.name === baseline.name) as (typeof concurrentRows)[number];
+  const interleaved = await interleavedOneAtATime(
+    [baseline, routelock, uncoalesced, conditionalBaseline],
+    lockedOps,
+    INTERLEAVE_CHUNK,
+    options.repeats,
+  );
   const burstCount = options.burst ?? 2000;
   const burstLatencyMs = options.burstLatencyMs ?? 5;
   const burstAfter = await burst(burstCount, burstLatencyMs, true);
@@ -442,15 +470,24 @@ export async function runReadPath(options: ReadPathOptions) {
         `ops/s ${inFlight} in flight`,
         'vs baseline',
         `lock reads/op (${inFlight} in flight)`,
+        `one at a time, interleaved by ${INTERLEAVE_CHUNK.toLocaleString('en-US')}: vs baseline (p10–p90 of chunks)`,
       ],
-      concurrentRows.map((r) => [
-        r.name,
-        Math.round(r.oneAtATime),
-        r.oneAtATime / baselineRow.oneAtATime,
-        Math.round(r.together),
-        r.together / baselineRow.together,
-        r.readsPerOp,
-      ]),
+      concurrentRows.map((r) => {
+        const mine = interleaved.find((x) => x.name === r.name);
+        const reference = interleaved[0];
+        const chunks = mine?.ratio;
+        return [
+          r.name,
+          Math.round(r.oneAtATime),
+          r.oneAtATime / baselineRow.oneAtATime,
+          Math.round(r.together),
+          r.together / baselineRow.together,
+          r.readsPerOp,
+          mine && reference && chunks
+            ? `${(mine.opsPerSecond / reference.opsPerSecond).toFixed(2)} (${chunks.p10.toFixed(2)}–${chunks.p90.toFixed(2)})`
+            : '—',
+        ];
+      }),
     ),
   ].join('\n');
   return {
@@ -466,7 +503,7 @@ export async function runReadPath(options: ReadPathOptions) {
       unlockedAwait,
       speedVsLru,
       burst: { count: burstCount, latencyMs: burstLatencyMs, before: burstBefore, after: burstAfter },
-      lockedConcurrent: { inFlight, rows: concurrentRows },
+      lockedConcurrent: { inFlight, rows: concurrentRows, interleaved },
       heapMiB: heapMiB(),
     },
   };
