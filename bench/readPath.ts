@@ -226,6 +226,9 @@ async function measureInFlight(contender: Contender, ops: string[], inFlight: nu
  * One at a time, interleaved: every contender runs the same chunk of `chunk` operations in turn, chunk
  * after chunk, so all of them see the same machine state (other processes come and go on a shared
  * machine within a block of 50,000). Each contender's time per chunk, against the first contender's.
+ * A chunk may pay for a scavenge the previous contender's garbage made due (the baseline makes the most);
+ * a forced gc() between chunks was tried and is worse: a full GC drops optimized code's weak maps, so
+ * each chunk re-optimizes, which costs the longest code path (routelock's) most.
  */
 const INTERLEAVE_CHUNK = 10_000;
 
@@ -236,8 +239,6 @@ async function interleavedOneAtATime(contenders: Contender[], ops: string[], chu
     for (let from = 0; from < ops.length; from += chunk) {
       const slice = ops.slice(from, from + chunk);
       for (const [index, c] of contenders.entries()) {
-        // Each chunk starts with an empty young generation: no contender pays for another's garbage.
-        (globalThis as { gc?: () => void }).gc?.();
         const started = process.hrtime.bigint();
         for (const id of slice) {
           const result = c.op(id);
