@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
+  type ContendedHold,
   HOLD_STEP_CATEGORIES,
   type HoldOverhead,
   type HoldReport,
@@ -10,6 +11,7 @@ import {
   type LockObservation,
   type MsDistribution,
   type TimedStep,
+  contentionReport,
   holdOverhead,
   holdReport,
   holdSteps,
@@ -41,6 +43,11 @@ import { table } from './lib';
  * (200 as soon as the delta is done). Also where the overhead sits (before the delta starts, between
  * the delta and verify, after verify until the swap commits) and the store operations started inside
  * each hold (a wrapper counting them per route).
+ *
+ * The control for the tail: the host, the message store and the load generator share one thread on a
+ * machine other processes use, so each commit also reads how long that thread has waited for a CPU
+ * (Linux schedstat). A hold's wait is the difference between its two commits; holds that waited at most
+ * QUIET_WAIT_MS give the coordination's own figure, beside the raw one and the load average.
  */
 
 export interface WriteLockHoldOptions {
@@ -93,6 +100,28 @@ class CountingStore implements LocationStore {
   }
 }
 
+/**
+ * This process's main thread as the kernel's scheduler counts it (ms): on a CPU, and runnable but waiting
+ * for one (`/proc/<pid>/task/<pid>/schedstat`, Linux). Null elsewhere. Read at each commit, so a hold's
+ * wait for a CPU is the difference between its two commits: the control that says whether a slow hold
+ * was the coordination or the machine (issue 20 §6).
+ */
+function threadCpu(): { onCpuMs: number; waitingMs: number } | null {
+  try {
+    const [onCpu, waiting] = readFileSync(`/proc/${process.pid}/task/${process.pid}/schedstat`, 'utf8')
+      .split(' ')
+      .map(Number);
+    return onCpu === undefined || waiting === undefined
+      ? null
+      : { onCpuMs: onCpu / 1e6, waitingMs: waiting / 1e6 };
+  } catch {
+    return null;
+  }
+}
+
+/** A hold whose thread waited at most this long for a CPU is "quiet": its overhead is the coordination's. */
+const QUIET_WAIT_MS = 5;
+
 /** A participant and a timing to run the migrations with. */
 interface Variant {
   label: string;
@@ -128,7 +157,12 @@ interface VariantResult {
   label: string;
   honoursPreferWait: boolean;
   holds: HoldOverhead[];
+  contended: ContendedHold[];
   steps: HoldSteps[];
+  /** The main thread over the whole variant: seconds on a CPU and waiting for one; load average before / after. */
+  threadOnCpuSeconds: number | null;
+  threadWaitSeconds: number | null;
+  loadAverage: [number, number];
   /** Why each participant request without an answer had none (the journal's status-0 answers). */
   unanswered: string[];
   /** The process's event-loop delay while the migrations ran (ms): what the tail waits on. */
@@ -157,10 +191,12 @@ async function runVariant(
   const store = new CountingStore(routes);
   const observations: LockObservation[] = [];
   const opsAt = new Map<string, number>(); // a commit → how many store operations had started by then
+  const cpuAt = new Map<string, ReturnType<typeof threadCpu>>(); // a commit → the thread's CPU counters
   routes.onChange((doc) => {
     const observation = lockObservation(doc, Date.now());
     observations.push(observation);
     opsAt.set(`${doc.id}@${observation.at}`, store.ops.length);
+    cpuAt.set(`${doc.id}@${observation.at}`, threadCpu());
   });
   const host = await startLocalHost({
     store,
@@ -191,6 +227,8 @@ async function runVariant(
     }
     const loop = monitorEventLoopDelay({ resolution: 10 });
     loop.enable();
+    const loadBefore = loadavg()[0] as number;
+    const cpuBefore = threadCpu();
     const migrationIds: string[] = [];
     const resourceOf = new Map<string, string>();
     const steps: TimedStep[] = [];
@@ -210,6 +248,8 @@ async function runVariant(
     }
     await host.runner.idle();
     loop.disable();
+    const cpuAfter = threadCpu();
+    const loadAfter = loadavg()[0] as number;
     const statuses = await Promise.all(migrationIds.map((m) => host.runner.status(m)));
     // participant requests that got no answer (status 0: a transient, asked again after a backoff)
     const unanswered = migrationIds.flatMap((m) =>
@@ -231,10 +271,19 @@ async function runVariant(
           store.ops.slice(from, to).filter((o) => o.kind === kind && o.resourceId === h.resourceId).length
         );
       }, 0) / Math.max(1, holds.length);
+    const contended = holds.map((h): ContendedHold => {
+      const from = cpuAt.get(`${h.resourceId}@${h.from}`);
+      const to = cpuAt.get(`${h.resourceId}@${h.to}`);
+      return { ...h, cpuWaitMs: from && to ? to.waitingMs - from.waitingMs : null };
+    });
     return {
       label: variant.label,
       honoursPreferWait,
       holds,
+      contended,
+      threadOnCpuSeconds: cpuBefore && cpuAfter ? (cpuAfter.onCpuMs - cpuBefore.onCpuMs) / 1000 : null,
+      threadWaitSeconds: cpuBefore && cpuAfter ? (cpuAfter.waitingMs - cpuBefore.waitingMs) / 1000 : null,
+      loadAverage: [loadBefore, loadAfter],
       steps: holds.map((h) => holdSteps(h, steps, messages.work)),
       readsPerHold: inside('read'),
       writesPerHold: inside('write'),
@@ -275,6 +324,14 @@ export async function runWriteLockHold(
       steps: runs.flatMap((r) => r.steps),
       unanswered: runs.flatMap((r) => r.unanswered),
       loopDelay: `${Math.round(Math.max(...runs.map((r) => r.loopDelayP99Ms)))} / ${Math.round(Math.max(...runs.map((r) => r.loopDelayMaxMs)))}`,
+      contention: contentionReport(
+        runs.flatMap((r) => r.contended),
+        QUIET_WAIT_MS,
+      ),
+      threadSeconds: runs.every((r) => r.threadOnCpuSeconds !== null)
+        ? `${per((r) => r.threadOnCpuSeconds ?? 0).toFixed(1)} / ${per((r) => r.threadWaitSeconds ?? 0).toFixed(1)}`
+        : '—',
+      loadAverage: `${Math.min(...runs.flatMap((r) => r.loadAverage)).toFixed(1)}–${Math.max(...runs.flatMap((r) => r.loadAverage)).toFixed(1)}`,
     };
   });
   const [before, after] = rows as [(typeof rows)[number], (typeof rows)[number]];
@@ -318,6 +375,27 @@ export async function runWriteLockHold(
       ]),
     ),
     '',
+    table(
+      [
+        'the control: this thread waiting for a CPU (other processes)',
+        'CPU wait inside the hold ms p50 / p99 / max',
+        `hold − work, quiet holds (CPU wait ≤ ${QUIET_WAIT_MS} ms): n, ms p50 / p99 / max`,
+        'hold − work − CPU wait ms p50 / p99 / max (optimistic)',
+        'holds over 50 ms: n (of them within 50 ms less their CPU wait)',
+        'thread s on a CPU / waiting for one (per round)',
+        'load average (1 min)',
+      ],
+      rows.map((r) => [
+        r.label,
+        ms(r.contention.cpuWaitMs),
+        `${r.contention.quietOverheadMs.count} of ${r.report.holdMs.count}; ${ms(r.contention.quietOverheadMs)}`,
+        ms(r.contention.overheadLessWaitMs),
+        `${r.contention.overBound.count} (${r.contention.overBound.withinItLessTheWait})`,
+        r.threadSeconds,
+        r.loadAverage,
+      ]),
+    ),
+    '',
     byStep,
     '',
     `In-process runner, real time, ${options.migrations} migrations per variant and round (${
@@ -331,7 +409,7 @@ export async function runWriteLockHold(
     data: {
       options,
       variants: rows.map((r) => ({ ...r, steps: undefined })),
-      holds: results.map((r) => ({ label: r.label, holds: r.holds })),
+      holds: results.map((r) => ({ label: r.label, holds: r.contended })),
     },
   };
 }

@@ -217,3 +217,48 @@ export function holdSteps(
   spent['between steps'] = hold.to - hold.from - workIn(hold.from, hold.to) - stepsLessWork;
   return spent;
 }
+
+/**
+ * The control for the hold's tail (issue 20 §6): the runner, the participant and the load all share one
+ * thread, so a hold is as long as that thread's waits for a CPU inside it, on a machine others use too.
+ * `cpuWaitMs`: how long the thread was runnable but not running between the hold's two commits (Linux
+ * schedstat, read at each commit); null where the platform does not say.
+ */
+export interface ContendedHold extends HoldOverhead {
+  cpuWaitMs: number | null;
+}
+
+export interface ContentionReport {
+  /** The thread's wait for a CPU inside each hold. */
+  cpuWaitMs: MsDistribution;
+  /** Hold − work of the holds whose thread waited at most `quietWaitMs` for a CPU: the coordination's own. */
+  quietOverheadMs: MsDistribution;
+  quietWaitMs: number;
+  /**
+   * Hold − work − the CPU wait inside the hold, per hold: optimistic (a wait during the work is taken off
+   * too), so only read beside the raw figure.
+   */
+  overheadLessWaitMs: MsDistribution;
+  /** Holds whose hold − work passed `boundMs` (issue 20 §6: 50), and how many of them waited for a CPU longer than the excess. */
+  overBound: { boundMs: number; count: number; withinItLessTheWait: number };
+}
+
+export function contentionReport(
+  holds: readonly ContendedHold[],
+  quietWaitMs: number,
+  boundMs = 50,
+): ContentionReport {
+  const known = holds.filter((h): h is ContendedHold & { cpuWaitMs: number } => h.cpuWaitMs !== null);
+  const over = known.filter((h) => h.overheadMs > boundMs);
+  return {
+    overBound: {
+      boundMs,
+      count: over.length,
+      withinItLessTheWait: over.filter((h) => h.overheadMs - h.cpuWaitMs <= boundMs).length,
+    },
+    cpuWaitMs: msDistribution(known.map((h) => h.cpuWaitMs)),
+    quietOverheadMs: msDistribution(known.filter((h) => h.cpuWaitMs <= quietWaitMs).map((h) => h.overheadMs)),
+    quietWaitMs,
+    overheadLessWaitMs: msDistribution(known.map((h) => Math.max(0, h.overheadMs - h.cpuWaitMs))),
+  };
+}

@@ -261,7 +261,7 @@ export class Router {
     const hit = this.cache.get(id);
     // The hit stays one await deep: this is the hot path.
     if (this.servable(hit, now)) return hit.stored;
-    return (await this.readPath(id, hit !== undefined, now, operationPriority.resolvePath)).stored;
+    return (await this.readPath(id, hit, now, operationPriority.resolvePath)).stored;
   }
 
   /**
@@ -286,7 +286,7 @@ export class Router {
     const requestedAt = this.clock();
     const hit = this.cache.get(id);
     const served = this.servable(hit, requestedAt);
-    const entry = served ? hit : await this.readPath(id, hit !== undefined, requestedAt, priority);
+    const entry = served ? hit : await this.readPath(id, hit, requestedAt, priority);
     const now = this.clock();
     // A copy's age counts from when the read that fetched it began (a slow or joined read's answer is
     // that old already), so a cache downstream never holds it past the one local TTL.
@@ -325,18 +325,18 @@ export class Router {
   }
 
   /**
-   * The read path past the cache: the entry made by the read it takes (`cached`: a copy too old to
-   * serve). Both store reads are shared with concurrent resolves of the id (§5.8); each caller decides
+   * The read path past the cache: the entry made by the read it takes (`cached`: the copy held, too old
+   * to serve). Both store reads are shared with concurrent resolves of the id (§5.8); each caller decides
    * the escalation to the write region on its own clock reading `now`, so a caller that came after the
    * lock's start never takes a nearest copy that an earlier caller could still use.
    */
   private async readPath(
     id: string,
-    cached: boolean,
+    cached: CacheEntry | undefined,
     now: number,
     priority: RequestPriority,
   ): Promise<CacheEntry> {
-    if (cached) return this.sharedWriteRegionRead(id, priority);
+    if (cached !== undefined) return this.sharedWriteRegionRead(id, priority, cached.stored);
 
     const readNearest = async (): Promise<TimedRead> => {
       const startedAt = this.clock();
@@ -353,9 +353,17 @@ export class Router {
     return this.remember(nearest.stored, now, false, nearest.startedAt);
   }
 
-  /** A write-region read for the read path, shared; the reader caches it (and records its version). */
-  private sharedWriteRegionRead(id: string, priority: RequestPriority): Promise<CacheEntry> {
-    const read = () => this.readEntry(id, 'writeRegion', priority);
+  /**
+   * A write-region read for the read path, shared; the reader caches it (and records its version).
+   * `held`: the copy the cache holds, whose version the read may confirm instead of fetching (a read-through).
+   */
+  private sharedWriteRegionRead(
+    id: string,
+    priority: RequestPriority,
+    held?: StoredDocument,
+  ): Promise<CacheEntry> {
+    const read = () =>
+      held === undefined ? this.readEntry(id, 'writeRegion', priority) : this.readThrough(id, priority, held);
     if (this.options.coalesceReads === false) return read();
     return this.sharedReads.writeRegion.run(`writeRegion ${priority} ${id}`, read);
   }
@@ -366,6 +374,22 @@ export class Router {
       this.sharedReads.nearest.forget(`nearest ${priority} ${id}`);
       this.sharedReads.writeRegion.forget(`writeRegion ${priority} ${id}`);
     }
+  }
+
+  /**
+   * The write region's copy when the held copy's version has changed; else the held copy itself, confirmed
+   * (ETag-conditional, so nothing is sent or parsed). Either way it is cached dated from this read's start,
+   * and its lock judged as the write region's at that instant: the same entry a full read would make.
+   */
+  private async readThrough(
+    id: string,
+    priority: RequestPriority,
+    held: StoredDocument,
+  ): Promise<CacheEntry> {
+    if (this.store.readIfChanged === undefined) return this.readEntry(id, 'writeRegion', priority);
+    const startedAt = this.clock();
+    const answer = await this.store.readIfChanged(id, held.etag, { from: 'writeRegion', priority });
+    return this.remember(answer === 'notModified' ? held : answer, startedAt, true, startedAt);
   }
 
   private async readAndCache(

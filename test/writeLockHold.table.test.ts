@@ -1,4 +1,11 @@
-import { holdOverhead, holdSteps, msDistribution, writeLockHolds } from '../drill/writeLockHold';
+import {
+  type ContendedHold,
+  contentionReport,
+  holdOverhead,
+  holdSteps,
+  msDistribution,
+  writeLockHolds,
+} from '../drill/writeLockHold';
 
 /** The drill's and the bench's hold arithmetic (drill/writeLockHold.ts): pure, one case per rule. */
 
@@ -101,5 +108,29 @@ test('steps: each clipped to the hold less the work in it; a poll timer keeps on
     'swap (to its commit)': 10,
     'other steps': 0,
     'between steps': 1100 - 100 - (1 + 1 + 2 + 8 + 908 + 10),
+  });
+});
+
+test('the control: a hold whose thread waited for a CPU is told apart; quiet holds give the coordination its own figure', () => {
+  const hold = (overheadMs: number, cpuWaitMs: number | null): ContendedHold => ({
+    ...holdOverhead({ resourceId: 'r', from: 0, to: 100 + overheadMs, endedBy: 'swap' }, [
+      { resourceId: 'r', startedAt: 0, endedAt: 100 },
+    ]),
+    cpuWaitMs,
+  });
+  const report = contentionReport([hold(8, 0), hold(10, 5), hold(90, 85), hold(60, 20), hold(12, null)], 5);
+  // the platform that did not say (null) is left out of every figure
+  expect(report.cpuWaitMs).toEqual({ count: 4, p50: 5, p99: 85, max: 85 });
+  // quiet: waited ≤ 5 ms (the 90 ms hold waited 85 ms, the 60 ms one 20 ms: both out)
+  expect(report.quietOverheadMs).toEqual({ count: 2, p50: 8, p99: 10, max: 10 });
+  // less the wait: 8, 5, 5, 40 — the 60 ms hold keeps 40 ms the machine does not explain
+  expect(report.overheadLessWaitMs).toEqual({ count: 4, p50: 5, p99: 40, max: 40 });
+  expect(hold(90, 85).overheadMs).toBe(90);
+  // over 50 ms: the 90 ms hold (within it less its 85 ms wait) and the 60 ms one (40 ms: within it too)
+  expect(report.overBound).toEqual({ boundMs: 50, count: 2, withinItLessTheWait: 2 });
+  expect(contentionReport([hold(120, 20)], 5).overBound).toEqual({
+    boundMs: 50,
+    count: 1,
+    withinItLessTheWait: 0,
   });
 });

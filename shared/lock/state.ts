@@ -28,7 +28,76 @@ import type { Lock, LocationDocument, Secondary } from './document';
 export const DEFAULT_CLOCK_SKEW_SECONDS = 5;
 
 const SECOND = 1000;
-const ms = (iso: string): number => Date.parse(iso);
+
+/**
+ * Epoch ms of an ISO instant, exactly as `Date.parse` gives it: the read path dates every lock on every
+ * read-through, and `Date.parse` was a tenth of it (issue 20 §3). The canonical shape `toISOString`
+ * writes (`YYYY-MM-DDTHH:MM:SS.sssZ`, year 0100–9999, every field in range) is read digit by digit;
+ * anything else (an offset, fewer digits, a day past the month's end, `24:00`) goes to `Date.parse`
+ * itself, so the two never disagree (test/lock/instantMs.test.ts checks it against `Date.parse`).
+ */
+export function instantMs(iso: string): number {
+  if (
+    iso.length !== 24 ||
+    iso.charCodeAt(4) !== DASH ||
+    iso.charCodeAt(7) !== DASH ||
+    iso.charCodeAt(10) !== T ||
+    iso.charCodeAt(13) !== COLON ||
+    iso.charCodeAt(16) !== COLON ||
+    iso.charCodeAt(19) !== DOT ||
+    iso.charCodeAt(23) !== Z
+  )
+    return Date.parse(iso);
+  // A position that is not a digit makes its field NaN, which fails every range check below.
+  const year = digit(iso, 0) * 1000 + digit(iso, 1) * 100 + digit(iso, 2) * 10 + digit(iso, 3);
+  const month = digit(iso, 5) * 10 + digit(iso, 6);
+  const day = digit(iso, 8) * 10 + digit(iso, 9);
+  const hour = digit(iso, 11) * 10 + digit(iso, 12);
+  const minute = digit(iso, 14) * 10 + digit(iso, 15);
+  const second = digit(iso, 17) * 10 + digit(iso, 18);
+  const milli = digit(iso, 20) * 100 + digit(iso, 21) * 10 + digit(iso, 22);
+  // Any field out of range, and years before 0100 (a naive Date.UTC reads 0–99 as 19xx), are Date.parse's.
+  if (!(year >= 100 && month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(year, month)))
+    return Date.parse(iso);
+  if (!(hour <= 23 && minute <= 59 && second <= 59 && milli >= 0)) return Date.parse(iso);
+  return daysSinceEpoch(year, month, day) * DAY + hour * HOUR + minute * MINUTE + second * SECOND + milli;
+}
+
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/**
+ * Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil: whole 400-year eras of
+ * 146,097 days, years counted from March so the leap day ends each one). Faster than `Date.UTC`.
+ */
+function daysSinceEpoch(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
+  return era * 146_097 + dayOfEra - 719_468;
+}
+
+const DASH = 45;
+const T = 84;
+const COLON = 58;
+const DOT = 46;
+const Z = 90;
+
+/** The digit at `index`, or NaN. */
+function digit(text: string, index: number): number {
+  const value = text.charCodeAt(index) - 48;
+  return value >= 0 && value <= 9 ? value : Number.NaN;
+}
+
+function daysInMonth(year: number, month: number): number {
+  if (month !== 2) return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+}
+
+const ms = instantMs;
 
 // ---------------------------------------------------------------------------------------------
 // Live

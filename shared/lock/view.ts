@@ -14,6 +14,7 @@ import {
   enforcedFrom,
   hardDeleteInForce,
   hasStarted,
+  instantMs,
   liveLock,
   phaseExpiresAt,
   secondaryInForce,
@@ -71,7 +72,7 @@ export interface LockGrant {
   etag: string;
 }
 
-const ms = (iso: string): number => Date.parse(iso);
+const ms = instantMs;
 
 /** The answer for an unlocked route: shared and frozen, so the hot path allocates nothing. */
 const ALLOW_ALL: Enforcement = Object.freeze({ read: 'allow', write: 'allow', delete: 'allow' });

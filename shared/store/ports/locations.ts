@@ -38,6 +38,12 @@ export interface LocationStore {
   /** What this store has done since it was opened (or last reset): for tests and benchmarks. */
   readonly counters: StoreCounters;
   read(id: string, options: ReadOptions): Promise<StoredDocument>;
+  /**
+   * Optional: `read`, unless the stored ETag is still `etag` (HTTP and Cosmos DB's If-None-Match), then
+   * `'notModified'` with no document sent or parsed. Counted as the read it is. The router's read-through
+   * of a copy it holds uses it (docs/design.md §5.1); a store (or wrapper) without it is read in full.
+   */
+  readIfChanged?(id: string, etag: string, options: ReadOptions): Promise<StoredDocument | 'notModified'>;
   create(doc: LocationDocument, options?: PriorityOption): Promise<StoredDocument>;
   /** Conditional on `ifMatch`: 412 PreconditionFailed when the stored ETag differs. */
   replace(doc: LocationDocument, ifMatch: string, options?: PriorityOption): Promise<StoredDocument>;

@@ -72,6 +72,9 @@ export class SqliteStore extends SqliteTables implements LocationStore, ChangeLi
       read: this.db.prepare<[string], { etag: string; doc: string }>(
         'SELECT etag, doc FROM locations WHERE id = ?',
       ),
+      readIfChanged: this.db.prepare<[string, string], { etag: string; doc: string | null }>(
+        'SELECT etag, CASE WHEN etag = ? THEN NULL ELSE doc END AS doc FROM locations WHERE id = ?',
+      ),
       exists: this.db.prepare<[string], { one: number }>('SELECT 1 AS one FROM locations WHERE id = ?'),
       insert: this.db.prepare<[string, string, string, number]>(
         'INSERT INTO locations (id, etag, doc, updated_at) VALUES (?, ?, ?, ?)',
@@ -101,6 +104,19 @@ export class SqliteStore extends SqliteTables implements LocationStore, ChangeLi
     countRead(this.counters, from);
     const row = guarded(routeSubject(id), () => this.statements.read.get(id));
     if (!row) throw notFound(routeSubject(id));
+    return { doc: JSON.parse(row.doc) as LocationDocument, etag: row.etag };
+  }
+
+  /** `read`, but the unchanged version's document is neither copied out nor parsed. */
+  async readIfChanged(
+    id: string,
+    etag: string,
+    { from }: ReadOptions,
+  ): Promise<StoredDocument | 'notModified'> {
+    countRead(this.counters, from);
+    const row = guarded(routeSubject(id), () => this.statements.readIfChanged.get(etag, id));
+    if (!row) throw notFound(routeSubject(id));
+    if (row.doc === null) return 'notModified';
     return { doc: JSON.parse(row.doc) as LocationDocument, etag: row.etag };
   }
 
