@@ -1,4 +1,5 @@
 import { type LocationDocument, describeLocation } from '../lock/document';
+import { phaseExpiresAt } from '../lock/state';
 import { EVENT_KEY, type TelemetryEventName, type TelemetryMetricName } from './names';
 
 /**
@@ -76,6 +77,20 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
         phase: doc.lock.phase,
         migrationId: doc.lock.migrationId,
         target: region(doc.lock.target),
+        expiresAt: phaseExpiresAt(doc.lock),
+      },
+    });
+    return { events, metrics };
+  }
+  if (change.op === 'renew' && doc.lock) {
+    // Progress for the stall alert: a long hard-delete copy writes nothing else for hours.
+    events.push({
+      name: 'LockRenewed',
+      properties: {
+        ...base,
+        phase: doc.lock.phase,
+        migrationId: doc.lock.migrationId,
+        expiresAt: phaseExpiresAt(doc.lock),
       },
     });
     return { events, metrics };
@@ -83,7 +98,14 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
   if (change.op === 'downgrade' && doc.lock) {
     events.push({
       name: 'LockReleased',
-      properties: { ...base, phase: 'write', reason: 'downgrade', migrationId: doc.lock.migrationId },
+      properties: {
+        ...base,
+        phase: 'write',
+        reason: 'downgrade',
+        migrationId: doc.lock.migrationId,
+        // the hard-delete lock it leaves runs until then (the stall alert's deadline)
+        expiresAt: phaseExpiresAt(doc.lock),
+      },
     });
     return { events, metrics };
   }
