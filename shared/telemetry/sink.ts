@@ -136,15 +136,17 @@ export function distribution(values: number[]): Distribution {
 }
 
 /**
- * The distributions, each fed by one event's measurements (a swap's LockReleased also carries the
- * convergence wait; counting it from MigrationSwapped too would count a swap twice).
+ * The distributions, each fed by the measurements of the events named (a swap's LockReleased also carries
+ * the convergence wait; counting it from MigrationSwapped too would count a swap twice). The write-lock
+ * hold comes from a swap's MigrationSwapped and from the LockReleased of a write lock downgraded or
+ * released without a swap, which alone carries `writeLockSeconds` among the LockReleased.
  */
 const distributionSources = {
-  writeLockSeconds: 'MigrationSwapped',
-  hardDeleteSeconds: 'MigrationSwapped',
-  migrationSeconds: 'MigrationSwapped',
-  convergenceWaitSeconds: 'LockReleased',
-} as const satisfies Record<string, TelemetryEvent['name']>;
+  writeLockSeconds: ['MigrationSwapped', 'LockReleased'],
+  hardDeleteSeconds: ['MigrationSwapped'],
+  migrationSeconds: ['MigrationSwapped'],
+  convergenceWaitSeconds: ['LockReleased'],
+} as const satisfies Record<string, readonly TelemetryEvent['name'][]>;
 type DistributionName = keyof typeof distributionSources;
 
 const outcomeCounters: Record<string, keyof MigrationOutcomes> = {
@@ -243,9 +245,12 @@ export class MetricsRecorder implements TelemetrySink {
       event.name === 'MigrationEnded' ? outcomeCounters[event.properties.outcome ?? ''] : undefined;
     if (outcome) counts.push(`outcome:${outcome}`);
     const values: RecordedEvent['values'] = [];
-    for (const [name, source] of Object.entries(distributionSources) as [DistributionName, string][]) {
+    for (const [name, sources] of Object.entries(distributionSources) as [
+      DistributionName,
+      readonly string[],
+    ][]) {
       const value = event.measurements?.[name];
-      if (source === event.name && value !== undefined) values.push({ name, value });
+      if (sources.includes(event.name) && value !== undefined) values.push({ name, value });
     }
     this.journal?.recordEvent({ key, counts, values });
     if (key !== undefined) {
