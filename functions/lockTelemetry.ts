@@ -1,5 +1,6 @@
 import { type ExponentialBackoffRetryOptions, type InvocationContext, app } from '@azure/functions';
 import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
+import { changeFeedRetry } from '../shared/telemetry/changeFeedRetry';
 import { inFunctionsHost } from './http/endpoint';
 import { type Services, onServices } from './services';
 
@@ -33,16 +34,11 @@ export async function lockTelemetryHandler(
 }
 
 /**
- * The host does not re-run a batch whose invocation threw unless the function has a retry policy: with
- * this one a failed batch is retried (the lease not advanced) with backoff from 5 s to 5 min, then given
- * up so one bad batch cannot stall the feed forever. The handler tolerates a batch seen twice.
+ * The retry policy (shared/telemetry/changeFeedRetry.ts, where the reconciliation's grace is checked
+ * against its horizon): a failed batch is retried with backoff from 5 s to 5 min, 10 times, then given up.
+ * The handler tolerates a batch seen twice.
  */
-export const lockTelemetryRetry: ExponentialBackoffRetryOptions = {
-  strategy: 'exponentialBackoff',
-  maxRetryCount: 10,
-  minimumInterval: { seconds: 5 },
-  maximumInterval: { minutes: 5 },
-};
+export const lockTelemetryRetry: ExponentialBackoffRetryOptions = changeFeedRetry;
 
 /**
  * Whether the trigger's identity-based connection `COSMOS` is configured: `COSMOS__accountEndpoint`

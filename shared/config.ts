@@ -13,6 +13,7 @@ import {
 } from './migration/participantContract';
 import { type ProfileVariable, type ServingProfile, profiles } from './profiles';
 import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
+import { DEFAULT_RECONCILE_GRACE_SECONDS, retryHorizonSeconds } from './telemetry/changeFeedRetry';
 
 /**
  * Configuration, parsed once at start-up from the environment (docs/design.md §3), over the defaults of the
@@ -506,8 +507,57 @@ const storeSchema = z.object({
   ROUTELOCK_RECONCILE_SCHEDULE: ncrontab.default('0 */15 * * * *'),
   ROUTELOCK_RECONCILE_INTERVAL_SECONDS: seconds(1).default(900),
   ROUTELOCK_RECONCILE_WINDOW_SECONDS: seconds(60).default(3600),
-  ROUTELOCK_RECONCILE_GRACE_SECONDS: seconds(0).default(300),
+  ROUTELOCK_RECONCILE_GRACE_SECONDS: seconds(0).default(DEFAULT_RECONCILE_GRACE_SECONDS),
 });
+
+/**
+ * The period of an NCRONTAB schedule of the simple kinds ("every N seconds / minutes / hours", or once a
+ * minute / hour at fixed offsets), in seconds; null for anything else (lists, ranges, days), which the
+ * operator must check against the window by hand (docs/design.md §8.2).
+ */
+export function simpleSchedulePeriodSeconds(schedule: string): number | null {
+  const fields = schedule.trim().split(/\s+/);
+  if (fields.length !== 6 || fields.slice(3).some((f) => f !== '*')) return null;
+  const [sec, min, hour] = fields as [string, string, string];
+  const fixed = (f: string) => /^\d+$/.test(f);
+  const step = (f: string, unit: number, whole: number) => {
+    const n = /^(?:\*|0)\/(\d+)$/.exec(f)?.[1];
+    // a step that does not divide its unit leaves a longer gap at the wrap (*/25 minutes: 25, 25, 10)
+    return n && Number(n) > 0 && whole % Number(n) === 0 ? Number(n) * unit : null;
+  };
+  if (fields.slice(0, 3).every((f) => f === '*')) return 1;
+  if (hour === '*' && min === '*') return step(sec, 1, 60) ?? (fixed(sec) ? 60 : null);
+  if (!fixed(sec)) return null;
+  if (hour === '*') return step(min, 60, 60) ?? (fixed(min) ? 3600 : null);
+  if (!fixed(min)) return null;
+  return step(hour, 3600, 24) ?? (fixed(hour) ? 86_400 : null);
+}
+
+/**
+ * The reconciliation's settings against each other (docs/design.md §8.2). On Cosmos DB the grace must
+ * outlast the change-feed trigger's retries (a batch still being retried is no loss); everywhere the
+ * window must cover the gap between two runs plus the grace (a run late by up to the grace, a cold start
+ * or a restart, still leaves no change unchecked), for the embedded host's interval and for the Functions
+ * schedule when it is a simple period.
+ */
+function reconciliationProblems(r: ReconciliationConfig, storeKind: StoreConfig['kind']): string[] {
+  const problems: string[] = [];
+  const horizon = retryHorizonSeconds();
+  if (storeKind === 'cosmos' && r.graceSeconds < horizon)
+    problems.push(
+      `ROUTELOCK_RECONCILE_GRACE_SECONDS: must be at least the change-feed trigger's retry horizon (${horizon} s: functions/lockTelemetry.ts retries a failed batch 10 times, 5 s doubling to 5 min), or a batch still being retried is reported a TelemetryGap; got ${r.graceSeconds}`,
+    );
+  if (r.windowSeconds < r.intervalSeconds + r.graceSeconds)
+    problems.push(
+      `ROUTELOCK_RECONCILE_WINDOW_SECONDS: must be at least ROUTELOCK_RECONCILE_INTERVAL_SECONDS + ROUTELOCK_RECONCILE_GRACE_SECONDS (${r.intervalSeconds + r.graceSeconds} s), or changes between two runs go unchecked; got ${r.windowSeconds}`,
+    );
+  const period = simpleSchedulePeriodSeconds(r.schedule);
+  if (period !== null && r.windowSeconds < period + r.graceSeconds)
+    problems.push(
+      `ROUTELOCK_RECONCILE_SCHEDULE: runs every ${period} s, so ROUTELOCK_RECONCILE_WINDOW_SECONDS (${r.windowSeconds}) must be at least that + ROUTELOCK_RECONCILE_GRACE_SECONDS (${period + r.graceSeconds} s), or changes between two runs go unchecked`,
+    );
+  return problems;
+}
 
 const guidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -684,6 +734,17 @@ export function parseConfig(env: Env = process.env): Config {
   } else {
     storeConfig = { kind: 'sqlite', path: s.ROUTELOCK_SQLITE_PATH };
   }
+  problems.push(
+    ...reconciliationProblems(
+      {
+        schedule: s.ROUTELOCK_RECONCILE_SCHEDULE,
+        intervalSeconds: s.ROUTELOCK_RECONCILE_INTERVAL_SECONDS,
+        windowSeconds: s.ROUTELOCK_RECONCILE_WINDOW_SECONDS,
+        graceSeconds: s.ROUTELOCK_RECONCILE_GRACE_SECONDS,
+      },
+      storeConfig.kind,
+    ),
+  );
   let tokenKeys: TokenKeySource;
   if (s.ROUTELOCK_TOKEN_KEYS) tokenKeys = { kind: 'ring', ring: s.ROUTELOCK_TOKEN_KEYS };
   else if (s.ROUTELOCK_TOKEN_KEY_FILE) tokenKeys = { kind: 'file', path: s.ROUTELOCK_TOKEN_KEY_FILE };

@@ -6,6 +6,8 @@ import { claimedAtOf, type MigrationRecord } from '../migration/records';
 import { type MigrationStatus, terminalStates } from '../migration/types';
 import type { LocationDocument, StoredDocument } from '../lock/document';
 import { isProbeId } from '../probe';
+import type { TelemetryEvent } from '../telemetry/lockTelemetry';
+import { EVENT_KEY } from '../telemetry/names';
 import type { VersionedCampaign } from '../store/ports/campaigns';
 import {
   addToHistogram,
@@ -741,12 +743,28 @@ export async function inParallel<T, R>(items: readonly T[], work: (item: T) => P
 
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
-/** Small: who, what, the counts. Never a credential (the record holds none). */
 function telemetry(deps: TickDeps, name: 'CampaignStarted' | 'CampaignEnded', record: CampaignRecord): void {
+  deps.sink?.event(campaignEvent(name, record));
+}
+
+/**
+ * Small: who, what, the counts. Never a credential (the record holds none). Keyed on the campaign
+ * (`${name}:${campaignId}`, docs/design.md §8.1): a campaign starts and ends once, and a tick the runner
+ * delivers again emits the same key, which the recorder and the workbook count once.
+ */
+export function campaignEvent(
+  name: 'CampaignStarted' | 'CampaignEnded',
+  record: CampaignRecord,
+): TelemetryEvent {
   const { total, pending, running, completed, noOp, failed, conflict, cancelled, skipped } = record.counts;
-  deps.sink?.event({
+  return {
     name,
-    properties: { campaignId: record.campaignId, status: record.status, targetRegion: record.target.region },
+    properties: {
+      [EVENT_KEY]: `${name}:${record.campaignId}`,
+      campaignId: record.campaignId,
+      status: record.status,
+      targetRegion: record.target.region,
+    },
     measurements: { total, pending, running, completed, noOp, failed, conflict, cancelled, skipped },
-  });
+  };
 }

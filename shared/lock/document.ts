@@ -110,6 +110,12 @@ export interface LastChange {
   requestId?: string;
   /** Reclaim: seconds the lock had been expired. */
   ageSeconds?: number;
+  /**
+   * A downgrade or release of a write lock: the attempt's grant and lease end, so the change feed can
+   * report its hold (min(at, writeExpiresAt) − writeAt) though the version no longer carries the lock.
+   */
+  writeAt?: string;
+  writeExpiresAt?: string;
 }
 
 export interface LocationDocument {

@@ -450,9 +450,15 @@ export function swap(doc: LocationDocument, req: SwapRequest, now: number, cfg: 
 export function release(doc: LocationDocument, req: ReleaseRequest, now: number): RuleResult {
   // checked first: a bad reason changes nothing, a replay included
   const reason = checkedReleaseReason(doc.id, req.reason);
+  // the write attempt this ends, if one was held: the telemetry's hold of a write lock that never swapped
+  const held = doc.lock?.phase === 'write' ? doc.lock : undefined;
   return stamp(
     releaseRule(doc, req, now, reason),
-    { op: req.phase === 'write' ? 'downgrade' : 'release', ...(reason === undefined ? {} : { reason }) },
+    {
+      op: req.phase === 'write' ? 'downgrade' : 'release',
+      ...(reason === undefined ? {} : { reason }),
+      ...(held ? { writeAt: held.writeAt, writeExpiresAt: held.writeExpiresAt } : {}),
+    },
     now,
   );
 }

@@ -107,20 +107,11 @@ export async function handleVersions(
   let events = 0;
   let metrics = 0;
   let audited = 0;
+  // The lag goes out before anything can fail: a batch the trigger keeps retrying (the ledger down) is
+  // exactly when it must keep rising, not fall silent.
   let newestStoredAt: number | undefined;
-  const seenKeys = new Map<string, string[]>();
-  for (const { doc, version, storedAtSeconds } of versions) {
-    const telemetry = lockTelemetry(doc, deps.declaredConvergenceDelaySeconds, version);
-    send(deps.sink, telemetry);
-    events += telemetry.events.length;
-    metrics += telemetry.metrics.length;
-    for (const record of deps.audit ? auditRecordsRecoverableFrom(doc) : []) {
-      await deps.audit?.append(record);
-      audited += 1;
-    }
-    seenKeys.set(doc.id, [...(seenKeys.get(doc.id) ?? []), ...seenKeysOf(doc, version)]);
+  for (const { storedAtSeconds } of versions)
     if (storedAtSeconds !== undefined) newestStoredAt = Math.max(newestStoredAt ?? 0, storedAtSeconds);
-  }
   // `_ts` is whole seconds: a tenth is all the precision the lag has.
   const lagSeconds =
     deps.now && newestStoredAt !== undefined
@@ -128,6 +119,24 @@ export async function handleVersions(
       : null;
   if (lagSeconds !== null)
     deps.sink.metric({ name: 'changeFeedLagSeconds', value: lagSeconds, properties: {} });
+  const seenKeys = new Map<string, string[]>();
+  try {
+    for (const { doc, version } of versions) {
+      const telemetry = lockTelemetry(doc, deps.declaredConvergenceDelaySeconds, version);
+      send(deps.sink, telemetry);
+      events += telemetry.events.length;
+      metrics += telemetry.metrics.length;
+      for (const record of deps.audit ? auditRecordsRecoverableFrom(doc) : []) {
+        await deps.audit?.append(record);
+        audited += 1;
+      }
+      seenKeys.set(doc.id, [...(seenKeys.get(doc.id) ?? []), ...seenKeysOf(doc, version)]);
+    }
+  } catch (error) {
+    // what was sent (the lag above all) goes out; the batch still fails and is retried, nothing marked seen
+    await deps.sink.flush().catch(() => undefined);
+    throw error;
+  }
   await deps.sink.flush();
   for (const [resourceId, keys] of seenKeys) await deps.seen?.record(resourceId, keys);
   return { events, metrics, audited, skipped: 0, lagSeconds };

@@ -1,4 +1,5 @@
-import { type LocationDocument, describeLocation } from '../lock/document';
+import { type LastChange, type LocationDocument, describeLocation } from '../lock/document';
+import { phaseExpiresAt } from '../lock/state';
 import { EVENT_KEY, type TelemetryEventName, type TelemetryMetricName } from './names';
 
 /**
@@ -38,6 +39,16 @@ export interface LockTelemetry {
 const seconds = (from: string | null | undefined, to: string | null | undefined): number | undefined =>
   from && to ? Math.round((Date.parse(to) - Date.parse(from)) / 10) / 100 : undefined;
 
+/**
+ * How long a write lock that ended without a swap refused writes: from its grant to the downgrade or
+ * release, or to its lease end if that came first (a lapsed write lock refuses nothing).
+ */
+function writeHoldSeconds(change: LastChange): number | undefined {
+  if (!change.writeAt || !change.writeExpiresAt) return undefined;
+  const end = Math.min(Date.parse(change.at), Date.parse(change.writeExpiresAt));
+  return seconds(change.writeAt, new Date(end).toISOString());
+}
+
 const region = (location: { region: string; account?: string } | undefined): string =>
   location ? describeLocation(location) : '';
 
@@ -76,14 +87,43 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
         phase: doc.lock.phase,
         migrationId: doc.lock.migrationId,
         target: region(doc.lock.target),
+        expiresAt: phaseExpiresAt(doc.lock),
+      },
+    });
+    return { events, metrics };
+  }
+  if (change.op === 'renew' && doc.lock) {
+    // Progress for the stall alert: a long hard-delete copy writes nothing else for hours.
+    events.push({
+      name: 'LockRenewed',
+      properties: {
+        ...base,
+        phase: doc.lock.phase,
+        migrationId: doc.lock.migrationId,
+        expiresAt: phaseExpiresAt(doc.lock),
       },
     });
     return { events, metrics };
   }
   if (change.op === 'downgrade' && doc.lock) {
+    const hold = writeHoldSeconds(change);
+    if (hold !== undefined)
+      metrics.push({
+        name: 'writeLockSeconds',
+        value: hold,
+        properties: { ...base, migrationId: doc.lock.migrationId },
+      });
     events.push({
       name: 'LockReleased',
-      properties: { ...base, phase: 'write', reason: 'downgrade', migrationId: doc.lock.migrationId },
+      properties: {
+        ...base,
+        phase: 'write',
+        reason: 'downgrade',
+        migrationId: doc.lock.migrationId,
+        // the hard-delete lock it leaves runs until then (the stall alert's deadline)
+        expiresAt: phaseExpiresAt(doc.lock),
+      },
+      ...(hold === undefined ? {} : { measurements: { writeLockSeconds: hold } }),
     });
     return { events, metrics };
   }
@@ -102,6 +142,9 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
     ...(convergenceWait === undefined ? {} : { convergenceWaitSeconds: convergenceWait }),
     convergenceDelaySeconds: declared,
   };
+  // A write lock released without a swap (the swap's hold is MigrationSwapped's, not counted twice).
+  const releasedHold = change.op === 'release' ? writeHoldSeconds(change) : undefined;
+  if (releasedHold !== undefined) metrics.push({ name: 'writeLockSeconds', value: releasedHold, properties });
   events.push({
     name: 'LockReleased',
     properties: {
@@ -110,7 +153,10 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
       ...(change.actor ? { actor: change.actor } : {}),
       ...(change.reason ? { detail: change.reason } : {}),
     },
-    measurements: convergence,
+    measurements: {
+      ...convergence,
+      ...(releasedHold === undefined ? {} : { writeLockSeconds: releasedHold }),
+    },
   });
   if (change.op === 'forceRelease')
     events.push({ name: 'ForceReleased', properties: { ...properties, actor: change.actor ?? '' } });

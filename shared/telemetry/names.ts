@@ -36,6 +36,9 @@ export const telemetryEventNames = [
   // Issue 21 (ops): the sweeper found a lock whose lease has expired, before it tries to reclaim it
   // (shared/sweeper.ts; eventKey `OrphanedLockFound:${resourceId}:${version}` of the version it read).
   'OrphanedLockFound',
+  // Issue 21 review B (telemetry): a lease renewed (from one document version: phase, the phase's new
+  // expiresAt), so the stall alert sees a long copy's renewals as progress. One per renewal (lease/3).
+  'LockRenewed',
 ] as const;
 export type TelemetryEventName = (typeof telemetryEventNames)[number];
 

@@ -1,6 +1,7 @@
 import type { ChangeOp, LocationDocument } from '../lock/document';
 import { versionEventKey } from './lockTelemetry';
 import { EVENT_KEY } from './names';
+import { END_SEEN_PREFIX } from './seen';
 
 /**
  * The reconciliation's rule (docs/design.md §8), pure: what the change handler recorded as processed
@@ -38,7 +39,7 @@ export function versionSeenKey(resourceId: string, version: string): string {
 }
 
 export function endSeenKey(resourceId: string, migrationId: string, at: string): string {
-  return `end:${resourceId}:${migrationId}:${at}`;
+  return `${END_SEEN_PREFIX}${resourceId}:${migrationId}:${at}`;
 }
 
 /** The end `lastMigration` dates (a swap or a plain release), if any. */

@@ -9,8 +9,11 @@ import type { TelemetrySink } from './sink';
  * One reconciliation run (the shell around shared/telemetry/reconcile.ts): page through the documents
  * last written in the window, look up what the change handler recorded as seen for each page, and emit a
  * `TelemetryGap` per gap and `telemetryGaps` once per run. The window ends `graceSeconds` before now (a
- * change the feed has not delivered yet is no gap) and reaches `windowSeconds` back; runs overlap, and a
- * gap found twice carries the same `eventKey`. Bounded: at most `maxPages` pages of `pageSize`.
+ * change the feed has not delivered yet, or a batch its trigger is still retrying, is no gap: config
+ * holds the grace to the retry horizon on Cosmos DB) and reaches `windowSeconds` back; runs overlap, and
+ * a gap found twice carries the same `eventKey`. Bounded: at most `maxPages` pages of `pageSize`, oldest
+ * change first; a run the bound stops says so (`truncated` on its `telemetryGaps`, shown by the
+ * workbook's telemetry-health panel): the rest of its window is not checked, by it or by a later run.
  */
 export interface ReconciliationDeps {
   listing: ChangeListing;
@@ -27,7 +30,10 @@ export interface ReconciliationRun {
   until: string;
   checked: number;
   gaps: TelemetryGapFound[];
-  /** Whether the page bound stopped the run before the window's end (the next run carries on). */
+  /**
+   * Whether the page bound stopped the run before the window's end. Nothing carries on from there: the
+   * changes after the last page read are unchecked (`telemetryGaps` says `truncated: "true"`).
+   */
   truncated: boolean;
 }
 
@@ -56,14 +62,19 @@ export async function runReconciliation(deps: ReconciliationDeps): Promise<Recon
     continuation = page.continuation ?? undefined;
   } while (continuation !== undefined && pages < maxPages);
   for (const gap of gaps) deps.sink.event(telemetryGapEvent(gap));
-  deps.sink.metric({ name: 'telemetryGaps', value: gaps.length, properties: {} });
+  const truncated = continuation !== undefined;
+  deps.sink.metric({
+    name: 'telemetryGaps',
+    value: gaps.length,
+    properties: { truncated: String(truncated) },
+  });
   await deps.sink.flush();
   return {
     since: new Date(since).toISOString(),
     until: new Date(until).toISOString(),
     checked,
     gaps,
-    truncated: continuation !== undefined,
+    truncated,
   };
 }
 

@@ -15,16 +15,28 @@ export interface SeenVersions {
 
 /**
  * Keys kept per resource: a migration writes about six versions (create, pre-lock, two escalations, a
- * swap, a renew or two) and the reconciliation asks only about a document's current version and the lock
- * end it carries, so 32 covers several migrations between two runs; older keys can no longer be asked for.
+ * swap, a renew or two; a long copy renews every lease/3) and the reconciliation asks only about a
+ * document's current version and the lock end it carries, so 32 covers several migrations between two
+ * runs; older keys can no longer be asked for. Lock ends (`end:` keys) are kept apart, 8 of them: one per
+ * migration, so a long migration's renewals cannot evict the end of the one before it (which the next
+ * versions carry on in `lastMigration`, and the reconciliation asks about).
  */
 export const SEEN_KEYS_PER_RESOURCE = 32;
+export const SEEN_ENDS_PER_RESOURCE = 8;
 
-/** `existing` with `added` appended (a key at most once, in first-seen order), the newest kept. */
+/** The prefix of a lock end's key (shared/telemetry/reconcile.ts `endSeenKey`). */
+export const END_SEEN_PREFIX = 'end:';
+
+/**
+ * `existing` with `added` appended (a key at most once, in first-seen order), the newest kept: the last
+ * SEEN_KEYS_PER_RESOURCE version keys and, apart from them, the last SEEN_ENDS_PER_RESOURCE end keys.
+ */
 export function mergeSeenKeys(existing: readonly string[], added: readonly string[]): string[] {
   const merged = [...existing];
   for (const key of added) if (!merged.includes(key)) merged.push(key);
-  return merged.slice(-SEEN_KEYS_PER_RESOURCE);
+  const ends = merged.filter((key) => key.startsWith(END_SEEN_PREFIX)).slice(-SEEN_ENDS_PER_RESOURCE);
+  const versions = merged.filter((key) => !key.startsWith(END_SEEN_PREFIX)).slice(-SEEN_KEYS_PER_RESOURCE);
+  return [...ends, ...versions];
 }
 
 /** In memory: for tests and hosts without a store of their own. */

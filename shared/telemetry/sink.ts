@@ -136,15 +136,17 @@ export function distribution(values: number[]): Distribution {
 }
 
 /**
- * The distributions, each fed by one event's measurements (a swap's LockReleased also carries the
- * convergence wait; counting it from MigrationSwapped too would count a swap twice).
+ * The distributions, each fed by the measurements of the events named (a swap's LockReleased also carries
+ * the convergence wait; counting it from MigrationSwapped too would count a swap twice). The write-lock
+ * hold comes from a swap's MigrationSwapped and from the LockReleased of a write lock downgraded or
+ * released without a swap, which alone carries `writeLockSeconds` among the LockReleased.
  */
 const distributionSources = {
-  writeLockSeconds: 'MigrationSwapped',
-  hardDeleteSeconds: 'MigrationSwapped',
-  migrationSeconds: 'MigrationSwapped',
-  convergenceWaitSeconds: 'LockReleased',
-} as const satisfies Record<string, TelemetryEvent['name']>;
+  writeLockSeconds: ['MigrationSwapped', 'LockReleased'],
+  hardDeleteSeconds: ['MigrationSwapped'],
+  migrationSeconds: ['MigrationSwapped'],
+  convergenceWaitSeconds: ['LockReleased'],
+} as const satisfies Record<string, readonly TelemetryEvent['name'][]>;
 type DistributionName = keyof typeof distributionSources;
 
 const outcomeCounters: Record<string, keyof MigrationOutcomes> = {
@@ -228,43 +230,51 @@ export class MetricsRecorder implements TelemetrySink {
     this.probes = state.probes;
   }
 
+  // Journal first, memory after it committed: a journal write that throws leaves nothing counted, so
+  // the batch's retry counts the event then (counted in memory first, the retry would be a "duplicate"
+  // and the event gone after a restart).
   event(event: TelemetryEvent): void {
     const key = event.properties[EVENT_KEY];
-    if (key !== undefined) {
-      if (this.keys.has(key)) {
-        this.bump('duplicates');
-        this.journal?.recordDuplicate();
-        return;
-      }
-      this.keys.add(key);
-      if (this.keys.size > this.limits.keys) this.keys.delete(this.keys.values().next().value as string);
+    if (key !== undefined && this.keys.has(key)) {
+      this.journal?.recordDuplicate();
+      this.bump('duplicates');
+      return;
     }
     const counts = [`event:${event.name}`];
     const outcome =
       event.name === 'MigrationEnded' ? outcomeCounters[event.properties.outcome ?? ''] : undefined;
     if (outcome) counts.push(`outcome:${outcome}`);
-    for (const name of counts) this.bump(name);
     const values: RecordedEvent['values'] = [];
-    for (const [name, source] of Object.entries(distributionSources) as [DistributionName, string][]) {
+    for (const [name, sources] of Object.entries(distributionSources) as [
+      DistributionName,
+      readonly string[],
+    ][]) {
       const value = event.measurements?.[name];
-      if (source !== event.name || value === undefined) continue;
+      if (sources.includes(event.name) && value !== undefined) values.push({ name, value });
+    }
+    this.journal?.recordEvent({ key, counts, values });
+    if (key !== undefined) {
+      this.keys.add(key);
+      if (this.keys.size > this.limits.keys) this.keys.delete(this.keys.values().next().value as string);
+    }
+    for (const name of counts) this.bump(name);
+    for (const { name, value } of values) {
       const list = this.values.get(name) ?? [];
       list.push(value);
       if (list.length > this.limits.values) list.shift();
       this.values.set(name, list);
-      values.push({ name, value });
     }
-    this.journal?.recordEvent({ key, counts, values });
   }
   /** Metrics are not counted here: the distributions come from the deduplicated events. */
   metric(_metric: TelemetryMetric): void {}
   availability(a: Availability): void {
-    this.probes = {
+    const probes = {
       runs: this.probes.runs + 1,
       failures: this.probes.failures + (a.success ? 0 : 1),
       last: a,
     };
-    this.journal?.recordProbes(this.probes);
+    this.journal?.recordProbes(probes);
+    this.probes = probes;
   }
   async flush(): Promise<void> {}
 

@@ -232,7 +232,9 @@ describe.each(backends)('drop and redeliver: %s', (_name, open) => {
     const gapSink = new KeepingSink();
     const run = await reconcileNow(seen, gapSink);
     expect(run).toMatchObject({ checked: 2, gaps: [], truncated: false });
-    expect(gapSink.metrics).toEqual([{ name: 'telemetryGaps', value: 0, properties: {} }]);
+    expect(gapSink.metrics).toEqual([
+      { name: 'telemetryGaps', value: 0, properties: { truncated: 'false' } },
+    ]);
   }, 60_000);
 });
 
@@ -287,7 +289,9 @@ describe.each(backends)('a dropped batch is a TelemetryGap: %s', (_name, open) =
       op: 'swap',
       at: expect.any(String),
     });
-    expect(gapSink.metrics).toEqual([{ name: 'telemetryGaps', value: 2, properties: {} }]);
+    expect(gapSink.metrics).toEqual([
+      { name: 'telemetryGaps', value: 2, properties: { truncated: 'false' } },
+    ]);
     expect(gapRecorder.snapshot().telemetryGaps).toBe(2);
     // the next, overlapping run finds the same gaps under the same keys: counted once
     await runReconciliation({

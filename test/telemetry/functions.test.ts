@@ -84,7 +84,7 @@ test('the reconciliation timer: a version the trigger never handled is a Telemet
   expect(h.sink.events.map((e) => [e.name, e.properties.resourceId, e.properties.op])).toEqual([
     ['TelemetryGap', 'rec-2', 'create'],
   ]);
-  expect(h.sink.metrics).toEqual([{ name: 'telemetryGaps', value: 1, properties: {} }]);
+  expect(h.sink.metrics).toEqual([{ name: 'telemetryGaps', value: 1, properties: { truncated: 'false' } }]);
   expect(h.logs.at(-1)).toMatch(/2 version\(s\) checked, 1 gap\(s\)/);
 });
 

@@ -157,7 +157,7 @@ resource migrationStalled 'Microsoft.Insights/scheduledQueryRules@2023-03-15-pre
   tags: tags
   properties: {
     displayName: 'routelock migration stalled'
-    description: 'A migration has made no progress for longer than the lease of its phase (prelock ${prelockLeaseSeconds} s, hard-delete ${hardDeleteLeaseSeconds} s, write ${writeLeaseSeconds} s renewed up to ${writeBudgetSeconds} s). Look at its status and timeline; cancel or retry it, or force-release its lock. Runbook: ${runbook}migration-stalled'
+    description: 'A migration\'s lock is held past its latest known expiry (its last acquisition or renewal; without one, its phase\'s lease: prelock ${prelockLeaseSeconds} s, hard-delete ${hardDeleteLeaseSeconds} s, write ${writeLeaseSeconds} s renewed up to ${writeBudgetSeconds} s). Look at its status and timeline; cancel or retry it, or force-release its lock. Runbook: ${runbook}migration-stalled'
     severity: 2
     enabled: true
     scopes: [appInsights.id]
