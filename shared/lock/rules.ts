@@ -381,9 +381,7 @@ export function redactCredentials(text: string): string {
   return text
     .replace(formatCharacters, '')
     .replace(credentialOrResourceId, (run) =>
-      /^\/subscriptions\//i.test(run)
-        ? run.split('/').map(redactRuns).join('/')
-        : redactRuns(run),
+      /^\/subscriptions\//i.test(run) ? run.split('/').map(redactRuns).join('/') : redactRuns(run),
     );
 }
 

@@ -76,7 +76,11 @@ const bad: [string, unknown][] = [
 ];
 const good: [string, string, string][] = [
   ['plain text, trimmed', '  participant stuck  ', 'participant stuck'],
-  ['a pasted token is redacted', `stuck; token=${token} said the participant`, 'stuck; token=[redacted] said the participant'],
+  [
+    'a pasted token is redacted',
+    `stuck; token=${token} said the participant`,
+    'stuck; token=[redacted] said the participant',
+  ],
   [
     'an ARM resource id stays',
     'moved /subscriptions/0000/resourceGroups/MyRG/providers/Microsoft.Web/sites/app1',
