@@ -362,9 +362,10 @@ const redactRuns = (text: string): string =>
  * An Azure resource id (`/subscriptions/{id}/resourceGroups/{name}/providers/...`): a path of short
  * names whose slashes would join them into one credential-like run. It is judged name by name instead,
  * so it reads as written and a credential pasted as one of its names is still redacted. Only a run that
- * starts with `/subscriptions/` is read so: a base64 token holding `/` is judged whole.
+ * holds `/subscriptions/` is read so (a URL's host may run into it: `management.azure.com/subscriptions/`);
+ * a base64 token holding `/` is judged whole.
  */
-const armResourceId = /\/subscriptions\/[A-Za-z0-9._()/-]+/gi;
+const armResourceId = /[A-Za-z0-9+_-]*\/subscriptions\/[A-Za-z0-9._()/-]+/gi;
 const credentialOrResourceId = new RegExp(`${armResourceId.source}|${credentialLike.source}`, 'gi');
 
 // Invisible format characters (Unicode Cf: zero-width space U+200B, soft hyphen U+00AD, ...) split a
@@ -381,7 +382,7 @@ export function redactCredentials(text: string): string {
   return text
     .replace(formatCharacters, '')
     .replace(credentialOrResourceId, (run) =>
-      /^\/subscriptions\//i.test(run) ? run.split('/').map(redactRuns).join('/') : redactRuns(run),
+      /\/subscriptions\//i.test(run) ? run.split('/').map(redactRuns).join('/') : redactRuns(run),
     );
 }
 

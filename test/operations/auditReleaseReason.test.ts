@@ -74,6 +74,11 @@ describe('checkedReleaseReason: the one rule of a release reason', () => {
     ['a token split by U+00AD', `x ${token.slice(0, 20)}\u00ad${token.slice(20)}`, 'x [redacted]'],
     ['an ARM resource id stays', `moved ${arm}`, `moved ${arm}`],
     ['an ARM id, whatever its case', `moved ${arm.toLowerCase()}`, `moved ${arm.toLowerCase()}`],
+    [
+      'an ARM URL stays',
+      `GET https://management.azure.com${arm}?api-version=2023-01-01 failed`,
+      `GET https://management.azure.com${arm}?api-version=2023-01-01 failed`,
+    ],
     ['a base64 token holding / is redacted', `key ${base64WithSlash} x`, 'key [redacted] x'],
     ['a base64 token led by /', `key /${base64WithSlash}`, 'key [redacted]'],
     ['a token as an ARM id name is redacted', `${arm}/${token}/x`, `${arm}/[redacted]/x`],
