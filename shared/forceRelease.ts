@@ -1,7 +1,7 @@
 import { type Actor, type ForceReleaseRequest, requestAuditRecords, toActor } from './audit';
 import type { Clock } from './clock';
 import { RouteLockError, isRouteLockError } from './errors';
-import { checkedReleaseReason, lockInstance } from './lock/rules';
+import { checkedReleaseReason, lockInstance, redactCredentials } from './lock/rules';
 import { liveLock } from './lock/state';
 import { type RouteView, routeView } from './lock/view';
 import type { Router } from './router';
@@ -142,10 +142,11 @@ export class ForceReleaseService {
     for (const record of requestAuditRecords(request, migrationId)) await this.audit.append(record);
   }
 
+  /** A request, its reason redacted as `open` stores it (a request opened before that rule stored it raw). */
   async get(requestId: string): Promise<ForceReleaseRequest> {
     const request = await this.requests.get(requestId);
     if (!request) throw notFound(forceReleaseRequestSubject(requestId));
-    return request;
+    return { ...request, reason: redactCredentials(request.reason) };
   }
 
   async approve(requestId: string, by: Actor | string): Promise<ApprovalOutcome> {

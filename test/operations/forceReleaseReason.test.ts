@@ -1,7 +1,9 @@
 import { MAX_RELEASE_REASON_CHARS } from '../../shared/lock/rules';
 import type { LockGrant } from '../../shared/lock/view';
 import type { ForceReleaseRequest } from '../../shared/audit';
+import { openRequest } from '../../shared/forceRelease';
 import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
+import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { lockTelemetry } from '../../shared/telemetry/lockTelemetry';
 import { call, handlerServices } from '../support/handlers';
@@ -117,4 +119,29 @@ describe.each(Object.keys(paths) as (keyof typeof paths)[])('%s: the one release
     expect(JSON.stringify(released)).not.toContain(token);
     if (name === 'force-release') expect((res.body as ForceReleaseRequest).reason).toBe(stored);
   });
+});
+
+test('a request stored raw before the rule (a pasted token) is shown and released redacted', async () => {
+  const store = new SqliteStore(':memory:');
+  const forceReleaseRequests = new SqliteForceReleaseRequests(':memory:');
+  const { clock } = await handlerServices({ ROUTELOCK_AUTH: 'appservice' }, store, { forceReleaseRequests });
+  await call('putRoute', { params: { id: 'r-1' }, body: { location: SOURCE } });
+  await call('prelock', { params: { id: 'r-1' }, body: { migrationId: 'm-1', owner: 'o', target: TARGET } });
+  const raw = openRequest({
+    id: 'fr-legacy',
+    resourceId: 'r-1',
+    migrationId: 'm-1',
+    actor: allRoles.oid,
+    reason: `stuck; token=${token}`,
+    now: clock.now(),
+  });
+  await forceReleaseRequests.create(raw);
+  const shown = await call('getForceRelease', { params: { requestId: 'fr-legacy' } });
+  expect(shown.status).toBe(200);
+  expect((shown.body as ForceReleaseRequest).reason).toBe('stuck; token=[redacted]');
+  for (const who of ['a2', 'a3'])
+    await call('approveForceRelease', { params: { requestId: 'fr-legacy' }, principal: approver(who) });
+  const { doc } = await store.read('r-1', { from: 'writeRegion' });
+  expect(doc.lock).toBeNull();
+  expect(doc.lastChange).toMatchObject({ op: 'forceRelease', reason: 'stuck; token=[redacted]' });
 });
