@@ -208,6 +208,7 @@ function durableMigrations(core: CoreServices): (context: InvocationContext) => 
       settings,
       core.clock,
       core.keyring,
+      core.sink,
     );
 }
 

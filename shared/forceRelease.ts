@@ -1,7 +1,7 @@
 import { type Actor, type ForceReleaseRequest, requestAuditRecords, toActor } from './audit';
 import type { Clock } from './clock';
 import { RouteLockError, isRouteLockError } from './errors';
-import { lockInstance } from './lock/rules';
+import { checkedReleaseReason, lockInstance, redactCredentials } from './lock/rules';
 import { liveLock } from './lock/state';
 import { type RouteView, routeView } from './lock/view';
 import type { Router } from './router';
@@ -111,6 +111,9 @@ export class ForceReleaseService {
 
   async open(resourceId: string, by: Actor | string, reason: string): Promise<ForceReleaseRequest> {
     const actor = toActor(by);
+    // The release-reason rule, before anything is read or stored: the request's reason is shown while
+    // the lock is live (GET /api/ops/force-release/{id}) and becomes the release's reason.
+    const checked = checkedReleaseReason(resourceId, reason) ?? '';
     const stored = await this.router.readAuthoritative(resourceId);
     const now = this.clock();
     const lock = liveLock(stored.doc, now);
@@ -126,7 +129,7 @@ export class ForceReleaseService {
       migrationId: lock.migrationId,
       lockInstance: lockInstance(lock),
       actor,
-      reason,
+      reason: checked,
       now,
     });
     await this.requests.create(request);
@@ -139,10 +142,11 @@ export class ForceReleaseService {
     for (const record of requestAuditRecords(request, migrationId)) await this.audit.append(record);
   }
 
+  /** A request, its reason redacted as `open` stores it (a request opened before that rule stored it raw). */
   async get(requestId: string): Promise<ForceReleaseRequest> {
     const request = await this.requests.get(requestId);
     if (!request) throw notFound(forceReleaseRequestSubject(requestId));
-    return request;
+    return { ...request, reason: redactCredentials(request.reason) };
   }
 
   async approve(requestId: string, by: Actor | string): Promise<ApprovalOutcome> {

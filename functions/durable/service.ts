@@ -4,7 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { RouteLockError } from '../../shared/errors';
 import { instanceIdFor } from '../../shared/migration/instanceId';
 import { checkedWindow } from '../../shared/migration/window';
-import { withStopped } from '../../shared/migration/stopped';
+import { migrationEndedEvent, withStopped } from '../../shared/migration/stopped';
+import type { TelemetrySink } from '../../shared/telemetry/sink';
 import {
   type MigrationRecord,
   claimedAtOf,
@@ -76,7 +77,25 @@ export class DurableMigrationService implements MigrationService {
     private readonly settings: MigrationSettings,
     private readonly now: () => number,
     private readonly keyring: TokenKeyring,
+    /** Where an end no orchestration recorded sends its `MigrationEnded` (issue 21 §4). */
+    private readonly sink?: TelemetrySink,
   ) {}
+
+  /**
+   * Save the final status of a run no orchestration recorded (its instance failed, was terminated or
+   * never started) and send its `MigrationEnded`, as `recordOutcome` does for a run that returned. Its
+   * key is the run's (`MigrationEnded:<id>:<attempt>`): a second save of the same end sends the same one.
+   * Telemetry never fails the save.
+   */
+  private async saveUnrecordedEnd(record: MigrationRecord, status: MigrationStatus): Promise<void> {
+    await this.records.saveStatus(record.migrationId, status, true);
+    try {
+      const event = migrationEndedEvent(record, status, this.now());
+      if (event) this.sink?.event(event);
+    } catch {
+      // the status is saved; the reconciliation's gaps are for documents, a lost event only undercounts
+    }
+  }
 
   private async instance(instanceId: string): Promise<DurableOrchestrationStatus | null> {
     try {
@@ -146,7 +165,7 @@ export class DurableMigrationService implements MigrationService {
       const reason = raced
         ? { status: 'Conflict' as const, error: `superseded by ${raced.migrationId}` }
         : { status: 'Failed' as const, error: 'the orchestration could not be started' };
-      await this.records.saveStatus(migrationId, { ...pendingStatus(input), ...reason }, true);
+      await this.saveUnrecordedEnd(record, { ...pendingStatus(input), ...reason });
       if (raced) return joinRunning(raced, request);
       throw error;
     }
@@ -224,7 +243,7 @@ export class DurableMigrationService implements MigrationService {
             ? `orchestration ${String(current!.runtimeStatus).toLowerCase()} without a recorded outcome`
             : 'the orchestration never started',
         };
-    await this.records.saveStatus(standing.migrationId, final, true);
+    await this.saveUnrecordedEnd(standing, final);
     return true;
   }
 
@@ -267,7 +286,7 @@ export class DurableMigrationService implements MigrationService {
 
   /** A record's status: an ended one's own, an unfinished one's from its instance; `stopped` derived. */
   private async statusOf(record: MigrationRecord): Promise<MigrationStatus> {
-    if (record.done) return withStopped(record.status);
+    if (record.done) return withStopped(record.status, record);
     const { cancelRequestedAt: requestedAt, cancelRequestedBy: by } = record.status;
     const live = await this.liveStatus(record);
     // a request the workflow has not published yet (or never will: it came after the last check)
@@ -275,6 +294,7 @@ export class DurableMigrationService implements MigrationService {
       requestedAt !== undefined && live.cancelRequestedAt === undefined
         ? withCancelRequest(live, { requestedAt, by: by ?? '' })
         : live,
+      record,
     );
   }
 
@@ -341,7 +361,7 @@ export class DurableMigrationService implements MigrationService {
       if (!input?.migrationId) continue;
       const record = await this.records.get(input.migrationId);
       if (record && !record.done) {
-        await this.records.saveStatus(input.migrationId, await this.status(input.migrationId), true);
+        await this.saveUnrecordedEnd(record, await this.status(input.migrationId));
         recorded += 1;
       }
     }

@@ -355,15 +355,41 @@ export const MAX_RELEASE_REASON_CHARS = 500;
 const credentialLike = /[A-Za-z0-9+/_-]{32,}={0,2}/g;
 const looksSecret = (run: string): boolean =>
   /[0-9a-fA-F]{40,}/.test(run) || (/[A-Z]/.test(run) && /[a-z0-9]/.test(run));
+const redactRuns = (text: string): string =>
+  text.replace(credentialLike, (run) => (looksSecret(run) ? '[redacted]' : run));
 
-/** `text` with every credential-like run replaced by `[redacted]`. */
+/**
+ * An Azure resource id (`/subscriptions/{id}/resourceGroups/{name}/providers/...`): a path of short
+ * names whose slashes would join them into one credential-like run. It is judged name by name instead,
+ * so it reads as written and a credential pasted as one of its names is still redacted. Only a run that
+ * holds `/subscriptions/` is read so (a URL's host may run into it: `management.azure.com/subscriptions/`);
+ * a base64 token holding `/` is judged whole.
+ */
+const armResourceId = /[A-Za-z0-9+_-]*\/subscriptions\/[A-Za-z0-9._()/-]+/gi;
+const credentialOrResourceId = new RegExp(`${armResourceId.source}|${credentialLike.source}`, 'gi');
+
+// Invisible format characters (Unicode Cf: zero-width space U+200B, soft hyphen U+00AD, ...) split a
+// run in two without showing: they are removed before redacting and refused in a caller's reason.
+const formatCharacters = /\p{Cf}/gu;
+
+/**
+ * `text` with invisible format characters removed and every credential-like run replaced by
+ * `[redacted]`. A guard against accidents (a token pasted into a reason, quoted in a participant's
+ * answer), not a security boundary: text built to slip past it (a token cut by `.` or `:`, or encoded
+ * another way) does, so no credential may be put into text on purpose.
+ */
 export function redactCredentials(text: string): string {
-  return text.replace(credentialLike, (run) => (looksSecret(run) ? '[redacted]' : run));
+  return text
+    .replace(formatCharacters, '')
+    .replace(credentialOrResourceId, (run) =>
+      /\/subscriptions\//i.test(run) ? run.split('/').map(redactRuns).join('/') : redactRuns(run),
+    );
 }
 
-// Control characters (C0, DEL, C1) and the line and paragraph separators: a reason is one line of text.
+// Control characters (C0, DEL, C1), the line and paragraph separators, and invisible format characters
+// (Cf): a reason is one line of visible text.
 // eslint-disable-next-line no-control-regex
-const controlCharacters = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+const controlCharacters = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\p{Cf}]/u;
 
 /**
  * The one rule of what a release may record as its reason: text of 1 to MAX_RELEASE_REASON_CHARS
@@ -389,7 +415,11 @@ export function checkedReleaseReason(id: string, reason: unknown): string | unde
  */
 export function boundedReleaseReason(text: string): string {
   const flat = redactCredentials(
-    text.replace(new RegExp(controlCharacters.source, 'g'), ' ').replace(/\s+/g, ' ').trim(),
+    text
+      .replace(formatCharacters, '')
+      .replace(new RegExp(controlCharacters.source, 'gu'), ' ')
+      .replace(/\s+/g, ' ')
+      .trim(),
   );
   if (flat.length === 0) return 'released';
   return flat.length <= MAX_RELEASE_REASON_CHARS ? flat : `${flat.slice(0, MAX_RELEASE_REASON_CHARS - 1)}…`;
@@ -500,9 +530,12 @@ export function forceRelease(
       { resourceId: doc.id },
     );
   }
+  // The request's reason passed checkedReleaseReason when it opened (ForceReleaseService.open); bounded
+  // here too, so a request stored before that rule never stamps raw text on the version and the ledger.
+  const reason = boundedReleaseReason(req.reason);
   return stamp(
     { doc: clearLock(doc, lock, 'forceReleased', now), changed: true },
-    { op: 'forceRelease', actor: req.actor, reason: req.reason, requestId: req.requestId },
+    { op: 'forceRelease', actor: req.actor, reason, requestId: req.requestId },
     now,
   );
 }

@@ -7,7 +7,7 @@ import type { LockSeed } from '../security/tokenKeys';
 import type { InProcessRunner } from './inProcess';
 import { type MigrationRecord, newMigrationInput } from './records';
 import { sameWindow } from './window';
-import { withStopped } from './stopped';
+import { needsRecordToDate, withStopped } from './stopped';
 import {
   type CancelRequest,
   type CutoverWindow,
@@ -265,7 +265,15 @@ export class InProcessMigrationService implements MigrationService {
   }
 
   async status(migrationId: string): Promise<MigrationStatus> {
-    return withStopped(await this.runner.status(migrationId));
+    return this.shown(await this.runner.status(migrationId));
+  }
+
+  /** `withStopped`, with the record's claim to date a status that dates nothing (read only then). */
+  private async shown(status: MigrationStatus): Promise<MigrationStatus> {
+    const record = needsRecordToDate(status)
+      ? ((await this.runner.record(status.migrationId)) ?? undefined)
+      : undefined;
+    return withStopped(status, record);
   }
 
   /** The runner saves every step's status on its record, so the records answer as they are. */
@@ -277,12 +285,12 @@ export class InProcessMigrationService implements MigrationService {
       limit: listLimit(query.limit),
       continuation: query.continuation,
     });
-    const items = page.records.map((record) => withStopped(record.status));
+    const items = page.records.map((record) => withStopped(record.status, record));
     return page.continuation === undefined ? { items } : { items, continuation: page.continuation };
   }
 
   async cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
-    return withStopped(await this.runner.cancel(migrationId, actor));
+    return this.shown(await this.runner.cancel(migrationId, actor));
   }
 
   async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {

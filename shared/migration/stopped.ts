@@ -1,4 +1,4 @@
-import { boundedReleaseReason } from '../lock/rules';
+import { boundedReleaseReason, redactCredentials } from '../lock/rules';
 import type { TelemetryEvent } from '../telemetry/lockTelemetry';
 import { type MigrationRecord, claimedAtOf } from './records';
 import type { MigrationAttempt, MigrationPhase, MigrationState, MigrationStatus, Stopped } from './types';
@@ -76,25 +76,34 @@ const latest = (times: (string | null | undefined)[]): string | undefined =>
     .sort((a, b) => Date.parse(a) - Date.parse(b))
     .pop();
 
+/** The code of a failure nothing named (the runner failed before its first step, an orchestration died). */
+export const UNNAMED_FAILURE_CODE = 'InternalError';
+
+/** When a migration's record was claimed: the last resort for dating an end its status does not date. */
+export type ClaimedRecord = Pick<MigrationRecord, 'claimedAt' | 'createdAt'>;
+
 /**
  * How a terminal status ended (null while it runs): what `stopped` shows, for every outcome. The phase
  * and code come from the attempt's own record when the workflow wrote them (`stoppedAt`, `code`), else
- * from the status (a status written before they existed, or by workflow version 1 or 2); the time is
- * the attempt's end, a later cancel request's, or the timeline's last stamp.
+ * from the status (a status written before they existed, or by workflow version 1 or 2); a failure with
+ * no code at all is `InternalError`. The time is the attempt's end, a later cancel request's, the
+ * timeline's last stamp, else the record's claim (`record`; '' without one).
  */
-export function endOf(status: MigrationStatus): Stopped | null {
+export function endOf(status: MigrationStatus, record?: ClaimedRecord): Stopped | null {
   if (!terminalStates.has(status.status)) return null;
   const last = lastAttempt(status);
   const cancelled = status.status === 'Cancelled';
+  const named = last?.code ?? leadingCode(status.error) ?? leadingCode(last?.reason);
   const code = cancelled
     ? 'Cancelled'
     : status.status === 'Completed'
       ? ''
-      : (last?.code ?? leadingCode(status.error) ?? leadingCode(last?.reason) ?? '');
+      : (named ?? (status.status === 'Failed' ? UNNAMED_FAILURE_CODE : ''));
   const t: Partial<MigrationStatus['timeline']> = status.timeline ?? {};
   const at =
     latest([last?.endedAt, cancelled ? status.cancelRequestedAt : undefined]) ??
     latest([t.prelockAt, t.hardDeleteAt, t.writeAt, t.swappedAt, status.cancelRequestedAt]) ??
+    latest([record?.claimedAt, record?.createdAt]) ??
     '';
   return {
     phase: phaseReached(status, last?.stoppedAt),
@@ -104,18 +113,41 @@ export function endOf(status: MigrationStatus): Stopped | null {
   };
 }
 
-/** `stopped` for a Failed, Conflict or Cancelled status (undefined otherwise, or when it cannot be dated). */
-export function stoppedOf(status: MigrationStatus): Stopped | undefined {
+/**
+ * `stopped` for a Failed, Conflict or Cancelled status (undefined otherwise, or when neither it nor
+ * `record` dates it).
+ */
+export function stoppedOf(status: MigrationStatus, record?: ClaimedRecord): Stopped | undefined {
   if (!stoppedStates.has(status.status)) return undefined;
-  const end = endOf(status);
+  const end = endOf(status, record);
   return end && end.at !== '' ? end : undefined;
 }
 
-/** A status as the API shows it: with `stopped` when it stopped (derived, never stored). */
-export function withStopped(status: MigrationStatus): MigrationStatus {
+/** True when a status should show `stopped` but dates nothing: its record's claim dates it (`withStopped`). */
+export const needsRecordToDate = (status: MigrationStatus): boolean =>
+  stoppedStates.has(status.status) && stoppedOf(status) === undefined;
+
+/**
+ * A status as the API shows it: with `stopped` when it stopped (derived, never stored), and the
+ * failure text it carries (`error`, each attempt's `reason`: they may quote a participant's answer)
+ * with credential-like runs redacted, as `stopped.reason` is. `record` dates a status that dates
+ * nothing itself (a runner that failed before its first step).
+ */
+export function withStopped(status: MigrationStatus, record?: ClaimedRecord): MigrationStatus {
   const { stopped: _stored, ...rest } = status;
-  const stopped = stoppedOf(rest);
-  return stopped === undefined ? rest : { ...rest, stopped };
+  const shown: MigrationStatus = {
+    ...rest,
+    ...(rest.error === undefined ? {} : { error: redactCredentials(rest.error) }),
+    ...(rest.attempts === undefined
+      ? {}
+      : {
+          attempts: rest.attempts.map((a) =>
+            a.reason === undefined ? a : { ...a, reason: redactCredentials(a.reason) },
+          ),
+        }),
+  };
+  const stopped = stoppedOf(rest, record);
+  return stopped === undefined ? shown : { ...shown, stopped };
 }
 
 /** What `migrationEndedEvent` reads of a migration's record. */

@@ -219,3 +219,20 @@ test('negative control: a role that differs from openapi.yaml, or a missing 401,
 test('outside the Functions host, importing a functions/ file registers nothing (the embedded host serves them)', () => {
   expect(registerHttp(allEndpoints)).toBe(0);
 });
+
+test('an operation that needs a role offers no anonymous alternative, and the page routes take a bearer token', () => {
+  const anonymous = (op: Operation) => (op.security ?? []).some((s) => Object.keys(s as object).length === 0);
+  const offers = (op: Operation, scheme: string) =>
+    (op.security ?? []).some((s) => Object.keys(s as object).includes(scheme));
+  for (const [path, item] of Object.entries(spec.paths)) {
+    for (const [method, op] of Object.entries(item)) {
+      if (!methods.includes(method) || op['x-routelock-role'] === undefined) continue;
+      expect({ path, anonymous: anonymous(op) }).toEqual({ path, anonymous: false });
+      // functions/statusPage.ts authenticates its routes as the API does: a bearer token is accepted
+      if (offers(op, 'appServiceSession'))
+        expect({ path, entraBearer: offers(op, 'entraBearer') }).toEqual({ path, entraBearer: true });
+    }
+  }
+  // negative control: the `{}` /status used to declare is caught
+  expect(anonymous({ ...spec.paths['/status']!.get!, security: [{ appServiceSession: [] }, {}] })).toBe(true);
+});

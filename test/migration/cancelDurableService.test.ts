@@ -103,7 +103,11 @@ describe('DurableMigrationService.cancel', () => {
     const { client, records, service, migrationId, instance } = await setup();
     const failed = published(instance.input, { status: 'Failed', phase: 'released', error: 'x' });
     await records.saveStatus(migrationId, failed, true);
-    expect(await service.cancel(migrationId, operator)).toEqual(failed);
+    // unchanged but for `stopped`, which an undated failure takes from its record's claim
+    expect(await service.cancel(migrationId, operator)).toEqual({
+      ...failed,
+      stopped: { phase: 'starting', code: 'InternalError', reason: 'x', at: expect.any(String) },
+    });
     expect(client.raised).toHaveLength(0);
   });
 

@@ -12,6 +12,8 @@ import type { MigrationInput } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
+import type { TelemetryEvent } from '../../shared/telemetry/lockTelemetry';
+import { type TelemetrySink, nullSink } from '../../shared/telemetry/sink';
 
 /**
  * Starting migrations on Durable Functions, against a fake DurableClient that behaves as the extension
@@ -25,6 +27,8 @@ const TARGET = { region: 'eastus' };
 class FakeDurableClient {
   instances = new Map<string, { runtimeStatus: string; input: MigrationInput; customStatus?: unknown }>();
   starts = 0;
+  /** startNew throws (the task hub refused it) when set. */
+  failStart = false;
   /** Let two concurrent starts both see "absent" before either has started. */
   delayStart = 0;
   async getStatus(instanceId: string) {
@@ -38,6 +42,7 @@ class FakeDurableClient {
   async startNew(name: string, options: { instanceId: string; input: MigrationInput }) {
     expect(name).toBe(ORCHESTRATOR);
     if (this.delayStart) await new Promise((r) => setTimeout(r, this.delayStart));
+    if (this.failStart) throw new Error('task hub unavailable');
     const existing = this.instances.get(options.instanceId);
     if (existing && ['Pending', 'Running'].includes(existing.runtimeStatus)) {
       throw new Error(`An instance with ID '${options.instanceId}' already exists.`);
@@ -68,6 +73,8 @@ async function setup() {
   await router.createRoute('conv-d', SOURCE);
   const records = new SqliteMigrationState(':memory:');
   const client = new FakeDurableClient();
+  const events: TelemetryEvent[] = [];
+  const sink: TelemetrySink = { ...nullSink, event: (e) => void events.push(e) };
   const service = new DurableMigrationService(
     client as unknown as DurableClient,
     records,
@@ -75,8 +82,10 @@ async function setup() {
     migrationSettings(config),
     clock.now,
     TokenKeyring.ephemeral(),
+    sink,
   );
-  return { config, clock, store, router, records, client, service };
+  const ended = () => events.filter((e) => e.name === 'MigrationEnded');
+  return { config, clock, store, router, records, client, service, ended };
 }
 
 describe('DurableMigrationService', () => {
@@ -183,6 +192,64 @@ describe('DurableMigrationService', () => {
     h.client.instances.get('migrate-conv-d')!.runtimeStatus = 'Failed';
     await h.client.purgeInstanceHistoryBy({ runtimeStatus: ['Failed'] });
     expect((await h.service.status('m-d')).status).toBe('Pending');
+  });
+
+  describe('an end no orchestration recorded sends MigrationEnded, as recordOutcome does', () => {
+    const failedEnd = (migrationId: string) => ({
+      name: 'MigrationEnded',
+      properties: expect.objectContaining({
+        eventKey: `MigrationEnded:${migrationId}:1`,
+        migrationId,
+        resourceId: 'conv-d',
+        outcome: 'Failed',
+        code: 'InternalError',
+        stoppedAt: 'starting',
+      }),
+      measurements: expect.objectContaining({ attempts: 1 }),
+    });
+
+    test.each(['Failed', 'Terminated'])(
+      'an orchestration %s: the purge records it and sends one',
+      async (runtime) => {
+        const h = await setup();
+        await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d' });
+        h.client.instances.get('migrate-conv-d')!.runtimeStatus = runtime;
+        expect(h.ended()).toEqual([]); // a read saves nothing and sends nothing
+        await h.service.status('m-d');
+        expect(h.ended()).toEqual([]);
+        expect(await h.service.purgeFinished()).toMatchObject({ recorded: 1 });
+        expect(h.ended()).toEqual([failedEnd('m-d')]);
+        // the saved status shows where it stopped, dated by the record's claim
+        expect((await h.service.status('m-d')).stopped).toMatchObject({
+          phase: 'starting',
+          code: 'InternalError',
+          at: (await h.records.get('m-d'))!.createdAt,
+        });
+        await h.service.purgeFinished(); // done already: nothing more
+        expect(h.ended()).toHaveLength(1);
+      },
+    );
+
+    test('an instance that ended unrecorded, found by the next start (endIfStale): one', async () => {
+      const h = await setup();
+      await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d' });
+      h.client.instances.get('migrate-conv-d')!.runtimeStatus = 'Terminated';
+      expect(
+        await h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-e' }),
+      ).toMatchObject({
+        created: true,
+      });
+      expect(h.ended()).toEqual([failedEnd('m-d')]);
+    });
+
+    test('a start the task hub refused: one', async () => {
+      const h = await setup();
+      h.client.failStart = true;
+      await expect(
+        h.service.start({ resourceId: 'conv-d', target: TARGET, migrationId: 'm-d' }),
+      ).rejects.toThrow('task hub unavailable');
+      expect(h.ended()).toEqual([failedEnd('m-d')]);
+    });
   });
 
   test('a missing route is NotFound and starts nothing', async () => {

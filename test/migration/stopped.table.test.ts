@@ -1,5 +1,7 @@
 import {
+  UNNAMED_FAILURE_CODE,
   endOf,
+  endedRecordOf,
   leadingCode,
   migrationEndedEvent,
   phaseReached,
@@ -185,5 +187,61 @@ describe('migrationEndedEvent', () => {
 
   test('none for a running status', () => {
     expect(migrationEndedEvent(record, status({ status: 'Running' }), 0)).toBeNull();
+  });
+});
+
+describe('review of issue 21: an end nothing dates, failure text shown raw', () => {
+  // the runner failed before its pre-lock (an orchestration terminated, a start that threw)
+  const undated = status({ phase: 'starting', error: 'orchestration terminated', attempt: 1 });
+  const record = { createdAt: T(0), claimedAt: T(3) };
+
+  test('dated by its record’s claim, coded InternalError: every Failed status shows `stopped`', () => {
+    expect(withStopped(undated, record).stopped).toEqual({
+      phase: 'starting',
+      code: UNNAMED_FAILURE_CODE,
+      reason: 'orchestration terminated',
+      at: T(3),
+    });
+    expect(stoppedOf(undated, { createdAt: T(1) })?.at).toBe(T(1));
+    // negative control: without the record nothing dates it
+    expect(withStopped(undated).stopped).toBeUndefined();
+  });
+
+  test('its MigrationEnded names a code', () => {
+    const event = migrationEndedEvent(endedRecordOf(undated), undated, Date.parse(T(9)));
+    expect(event?.properties).toMatchObject({
+      outcome: 'Failed',
+      code: 'InternalError',
+      stoppedAt: 'starting',
+    });
+    // a Conflict or a named failure keeps its own
+    expect(endOf(status({ error: 'Locked: r-1 is locked' }))?.code).toBe('Locked');
+    expect(endOf(status({ status: 'Conflict', error: 'superseded by m-2' }))?.code).toBe('');
+  });
+
+  test('error and every attempt’s reason are redacted in the shown status, as stopped.reason is', () => {
+    const jwt =
+      'eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c';
+    const leaky = status({
+      error: `StepFailed: participant answered 400: {"echo":"Bearer ${jwt}"}`,
+      timeline: { ...none, prelockAt: T(0) },
+      attempt: 1,
+      attempts: [
+        {
+          attempt: 1,
+          startedAt: T(0),
+          endedAt: T(1),
+          outcome: 'Failed',
+          reason: `participant 400 Bearer ${jwt}`,
+        },
+      ],
+    });
+    const shown = withStopped(leaky);
+    expect(JSON.stringify(shown)).not.toContain(jwt.split('.')[2]);
+    expect(shown.error).toBe(
+      'StepFailed: participant answered 400: {"echo":"Bearer [redacted].[redacted].[redacted]"}',
+    );
+    expect(shown.attempts?.[0]?.reason).toBe('participant 400 Bearer [redacted].[redacted].[redacted]');
+    expect(shown.stopped?.code).toBe('StepFailed');
   });
 });

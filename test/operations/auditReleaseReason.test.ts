@@ -65,6 +65,28 @@ describe('checkedReleaseReason: the one rule of a release reason', () => {
     expect(boundedReleaseReason(`a\tb\n\nc ${token}`)).toBe('a b c [redacted]');
     expect(redactCredentials(token)).toBe('[redacted]');
   });
+
+  // A guard against accidents, not a boundary (rules.ts redactCredentials): these are the accidents.
+  const arm = '/subscriptions/0000/resourceGroups/MyRG/providers/Microsoft.Web/sites/app1/slots/staging';
+  const base64WithSlash = 'q1Z/3vB8xYkP0tR7wL2mN9sD4fG6hJ+cVbKaEoUiQzA=';
+  const redacted: [string, string, string][] = [
+    ['a token split by U+200B', `x ${token.slice(0, 20)}\u200b${token.slice(20)}`, 'x [redacted]'],
+    ['a token split by U+00AD', `x ${token.slice(0, 20)}\u00ad${token.slice(20)}`, 'x [redacted]'],
+    ['an ARM resource id stays', `moved ${arm}`, `moved ${arm}`],
+    ['an ARM id, whatever its case', `moved ${arm.toLowerCase()}`, `moved ${arm.toLowerCase()}`],
+    [
+      'an ARM URL stays',
+      `GET https://management.azure.com${arm}?api-version=2023-01-01 failed`,
+      `GET https://management.azure.com${arm}?api-version=2023-01-01 failed`,
+    ],
+    ['a base64 token holding / is redacted', `key ${base64WithSlash} x`, 'key [redacted] x'],
+    ['a base64 token led by /', `key /${base64WithSlash}`, 'key [redacted]'],
+    ['a token as an ARM id name is redacted', `${arm}/${token}/x`, `${arm}/[redacted]/x`],
+  ];
+  test.each(redacted)('redactCredentials and boundedReleaseReason: %s', (_name, text, expected) => {
+    expect(redactCredentials(text)).toBe(expected);
+    expect(boundedReleaseReason(text)).toBe(expected);
+  });
 });
 
 describe('a release with a reason, through the router, and its audit record', () => {
