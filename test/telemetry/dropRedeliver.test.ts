@@ -5,7 +5,6 @@ import type { ChangeListing, LocationStore, PriorityOption } from '../../shared/
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { SqliteTelemetry } from '../../shared/store/sqlite/telemetry';
 import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
-import type { TelemetryEvent, TelemetryMetric } from '../../shared/telemetry/lockTelemetry';
 import { runReconciliation } from '../../shared/telemetry/reconciliation';
 import type { SeenVersions } from '../../shared/telemetry/seen';
 import { FanOutSink, MetricsRecorder, type TelemetrySink, nullSink } from '../../shared/telemetry/sink';
@@ -14,6 +13,7 @@ import { ForwardingStore } from '../../testkit/forwardingStore';
 import { useCosmosServers } from '../support/cosmosServers';
 import { virtualRunner } from '../support/migrationHarness';
 import { assertNoSecrets } from '../support/secrets';
+import { KeepingSink } from '../../testkit/keepingSink';
 
 /**
  * Issue 21 §2's done-when: the change feed drops a batch (a handler invocation that never ran, a version
@@ -44,20 +44,6 @@ class CapturingStore extends ForwardingStore {
     this.items.push(structuredClone({ ...written.doc, _etag: written.etag, _ts: ts }));
     return written;
   }
-}
-
-/** A sink that keeps everything, like Application Insights (which does not deduplicate). */
-class KeepingSink implements TelemetrySink {
-  events: TelemetryEvent[] = [];
-  metrics: TelemetryMetric[] = [];
-  event(e: TelemetryEvent) {
-    this.events.push(e);
-  }
-  metric(m: TelemetryMetric) {
-    this.metrics.push(m);
-  }
-  availability() {}
-  async flush() {}
 }
 
 interface Backend {

@@ -7,10 +7,9 @@ import {
 } from '../../functions/telemetryReconciliation';
 import { parseConfig } from '../../shared/config';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
-import type { TelemetryEvent, TelemetryMetric } from '../../shared/telemetry/lockTelemetry';
 import { MemorySeenVersions } from '../../shared/telemetry/seen';
-import type { TelemetrySink } from '../../shared/telemetry/sink';
 import { ForwardingStore } from '../../testkit/forwardingStore';
+import { KeepingSink } from '../../testkit/keepingSink';
 
 /**
  * The Azure side, called as the Functions host calls it: the change feed trigger reports its lag and
@@ -22,19 +21,6 @@ const timer = {
   isPastDue: false,
   scheduleStatus: { last: '', next: '', lastUpdated: '' },
 } as unknown as Timer;
-
-class KeepingSink implements TelemetrySink {
-  events: TelemetryEvent[] = [];
-  metrics: TelemetryMetric[] = [];
-  event(e: TelemetryEvent) {
-    this.events.push(e);
-  }
-  metric(m: TelemetryMetric) {
-    this.metrics.push(m);
-  }
-  availability() {}
-  async flush() {}
-}
 
 async function setup(store = new SqliteStore(':memory:')) {
   const sink = new KeepingSink();
