@@ -1,4 +1,5 @@
 import { dirname, join } from 'node:path';
+import { deepFreeze } from './freeze';
 import { z } from 'zod';
 import { earliestEscalationAt } from './lock/state';
 import { COALESCE_GRACE_SHARE } from './inflight';
@@ -534,22 +535,30 @@ export function simpleSchedulePeriodSeconds(schedule: string): number | null {
 }
 
 /**
- * The reconciliation's settings against each other (docs/design.md §8.2). On Cosmos DB the grace must
- * outlast the change-feed trigger's retries (a batch still being retried is no loss); everywhere the
- * window must cover the gap between two runs plus the grace (a run late by up to the grace, a cold start
- * or a restart, still leaves no change unchecked), for the embedded host's interval and for the Functions
- * schedule when it is a simple period.
+ * The reconciliation's settings against each other (docs/design.md §8.2), for the host that runs it: the
+ * window must cover the gap between two runs plus the grace (a run late by up to the grace, a cold start or
+ * a restart, still leaves no change unchecked). The Functions host runs it on its schedule (checked when a
+ * simple period), after a change-feed trigger whose retries the grace must outlast on Cosmos DB (a batch
+ * still being retried is no loss); the embedded host on its interval, after a stream that runs with each
+ * write (no retries: any grace). Neither is held to the other's setting.
  */
-function reconciliationProblems(r: ReconciliationConfig, storeKind: StoreConfig['kind']): string[] {
+function reconciliationProblems(
+  r: ReconciliationConfig,
+  storeKind: StoreConfig['kind'],
+  host: 'functions' | 'embedded',
+): string[] {
   const problems: string[] = [];
   const horizon = retryHorizonSeconds();
+  if (host === 'embedded') {
+    if (r.windowSeconds < r.intervalSeconds + r.graceSeconds)
+      problems.push(
+        `ROUTELOCK_RECONCILE_WINDOW_SECONDS: must be at least ROUTELOCK_RECONCILE_INTERVAL_SECONDS + ROUTELOCK_RECONCILE_GRACE_SECONDS (${r.intervalSeconds + r.graceSeconds} s), or changes between two runs go unchecked; got ${r.windowSeconds}`,
+      );
+    return problems;
+  }
   if (storeKind === 'cosmos' && r.graceSeconds < horizon)
     problems.push(
       `ROUTELOCK_RECONCILE_GRACE_SECONDS: must be at least the change-feed trigger's retry horizon (${horizon} s: functions/lockTelemetry.ts retries a failed batch 10 times, 5 s doubling to 5 min), or a batch still being retried is reported a TelemetryGap; got ${r.graceSeconds}`,
-    );
-  if (r.windowSeconds < r.intervalSeconds + r.graceSeconds)
-    problems.push(
-      `ROUTELOCK_RECONCILE_WINDOW_SECONDS: must be at least ROUTELOCK_RECONCILE_INTERVAL_SECONDS + ROUTELOCK_RECONCILE_GRACE_SECONDS (${r.intervalSeconds + r.graceSeconds} s), or changes between two runs go unchecked; got ${r.windowSeconds}`,
     );
   const period = simpleSchedulePeriodSeconds(r.schedule);
   if (period !== null && r.windowSeconds < period + r.graceSeconds)
@@ -743,6 +752,8 @@ export function parseConfig(env: Env = process.env): Config {
         graceSeconds: s.ROUTELOCK_RECONCILE_GRACE_SECONDS,
       },
       storeConfig.kind,
+      // The Functions host sets FUNCTIONS_WORKER_RUNTIME (func start too); in Azure it is always that host.
+      runsInAzure(env) || Boolean(env.FUNCTIONS_WORKER_RUNTIME?.trim()) ? 'functions' : 'embedded',
     ),
   );
   let tokenKeys: TokenKeySource;
@@ -925,10 +936,3 @@ export function getConfig(): Config {
   return loaded;
 }
 
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object') {
-    for (const inner of Object.values(value)) deepFreeze(inner);
-    Object.freeze(value);
-  }
-  return value;
-}

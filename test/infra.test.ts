@@ -16,7 +16,7 @@ import { functionEndpoints } from '../functions/endpoints';
 import type { EndpointDeclaration } from '../functions/http/endpoint';
 import { appRoles } from '../functions/http/auth';
 import { MAX_BODY_BYTES } from '../functions/http/validation';
-import { configVariables } from '../shared/config';
+import { configVariables, parseConfig } from '../shared/config';
 import { type Profile, type ProfileVariable, profiles } from '../shared/profiles';
 import { WORKFLOW_VERSION } from '../shared/migration/types';
 import {
@@ -139,12 +139,44 @@ const azureDefaults = new Set([
   'ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS',
   // verify stays optional for participants unless an operator sets it (default false)
   'ROUTELOCK_REQUIRE_VERIFY',
-  // the telemetry reconciliation's window and grace (docs/design.md §8.2)
-  'ROUTELOCK_RECONCILE_WINDOW_SECONDS',
-  'ROUTELOCK_RECONCILE_GRACE_SECONDS',
 ]);
 // Read outside shared/config.ts: the telemetry sink, host.json (%ROUTELOCK_TASK_HUB%), the Functions host.
 const readElsewhere = ['APPLICATIONINSIGHTS_CONNECTION_STRING', 'ROUTELOCK_TASK_HUB'];
+
+test("the reconciliation settings Bicep deploys pass the Functions host's start-up check; a slower schedule needs a wider window", () => {
+  const template = arm();
+  const settings = appSettingValues(template);
+  const defaults = Object.fromEntries(
+    ['reconcileSchedule', 'reconcileWindowSeconds', 'reconcileGraceSeconds'].map((name) => [
+      name,
+      template.parameters?.[name]?.defaultValue,
+    ]),
+  );
+  const envWith = (parameters: Record<string, unknown>) => ({
+    ROUTELOCK_STORE: 'cosmos',
+    COSMOS_ENDPOINT: 'https://127.0.0.1:8081',
+    COSMOS_KEY: 'a2V5',
+    FUNCTIONS_WORKER_RUNTIME: 'node',
+    ...Object.fromEntries(
+      [
+        'ROUTELOCK_RECONCILE_SCHEDULE',
+        'ROUTELOCK_RECONCILE_WINDOW_SECONDS',
+        'ROUTELOCK_RECONCILE_GRACE_SECONDS',
+      ].map((key) => [
+        key,
+        String(evaluate(settings[key], { template, parameters: { ...defaults, ...parameters } })),
+      ]),
+    ),
+  });
+  expect(() => parseConfig(envWith({}))).not.toThrow();
+  // hourly runs with the default window are refused at start-up, naming the variable; the window param fixes it
+  expect(() => parseConfig(envWith({ reconcileSchedule: '0 0 * * * *' }))).toThrow(
+    /ROUTELOCK_RECONCILE_SCHEDULE/,
+  );
+  expect(() =>
+    parseConfig(envWith({ reconcileSchedule: '0 0 * * * *', reconcileWindowSeconds: 5400 })),
+  ).not.toThrow();
+});
 
 test('every setting the code reads is in local.settings.sample.json', () => {
   const missing = [...configVariables, ...readElsewhere].filter(

@@ -129,6 +129,10 @@ param probeSchedule string = '0 */5 * * * *'
 param sweepSchedule string = '0 */15 * * * *'
 @description('NCRONTAB of the telemetry reconciliation (documents changed against what the change feed handler saw).')
 param reconcileSchedule string = '0 */15 * * * *'
+@description('ROUTELOCK_RECONCILE_WINDOW_SECONDS: how far back a reconciliation run looks. At least the schedule\'s period + the grace, or the app refuses to start (it names the variable): raise it with a slower schedule.')
+param reconcileWindowSeconds int = 3600
+@description('ROUTELOCK_RECONCILE_GRACE_SECONDS: changes younger than this are left to the next run. At least the change-feed trigger\'s retry horizon (1515 s), or the app refuses to start.')
+param reconcileGraceSeconds int = 1800
 @description('Region of the probe resource (probe-{region}); empty: the host region.')
 param probeRegion string = ''
 @description('Cosmos region treated as "nearest" by the router; empty: the host region (REGION_NAME).')
@@ -345,6 +349,8 @@ module api 'modules/functionapp.bicep' = {
       ROUTELOCK_PROBE_SCHEDULE: probeSchedule
       ROUTELOCK_SWEEP_SCHEDULE: sweepSchedule
       ROUTELOCK_RECONCILE_SCHEDULE: reconcileSchedule
+      ROUTELOCK_RECONCILE_WINDOW_SECONDS: string(reconcileWindowSeconds)
+      ROUTELOCK_RECONCILE_GRACE_SECONDS: string(reconcileGraceSeconds)
       // Who may call: App Service authentication (authsettingsV2 in the app module) and the roles in
       // the token. The tenant and audiences are set in both modes.
       ROUTELOCK_AUTH: authMode

@@ -67,6 +67,8 @@ const cosmosEnv = {
   COSMOS_ENDPOINT: 'https://127.0.0.1:8081',
   COSMOS_KEY: 'a2V5',
 };
+/** The Functions host (it sets FUNCTIONS_WORKER_RUNTIME): the schedule and the trigger's retries apply. */
+const functionsEnv = { ...cosmosEnv, FUNCTIONS_WORKER_RUNTIME: 'node' };
 function problemsOf(env: Record<string, string>): string[] {
   try {
     parseConfig(env);
@@ -86,15 +88,16 @@ describe('a batch the trigger is still retrying is no gap', () => {
   });
 
   test('on Cosmos DB config refuses a grace shorter than the horizon, naming the variable; the default covers it', () => {
-    expect(problemsOf({ ...cosmosEnv, ROUTELOCK_RECONCILE_GRACE_SECONDS: '300' })).toEqual([
+    expect(problemsOf({ ...functionsEnv, ROUTELOCK_RECONCILE_GRACE_SECONDS: '300' })).toEqual([
       expect.stringMatching(/^ROUTELOCK_RECONCILE_GRACE_SECONDS: must be at least .*retry horizon \(1515 s/),
     ]);
-    expect(problemsOf({ ...cosmosEnv, ROUTELOCK_RECONCILE_GRACE_SECONDS: '1514' })).toHaveLength(1);
-    expect(problemsOf({ ...cosmosEnv, ROUTELOCK_RECONCILE_GRACE_SECONDS: '1515' })).toEqual([]);
-    const { graceSeconds } = parseConfig(cosmosEnv).operations.reconciliation;
+    expect(problemsOf({ ...functionsEnv, ROUTELOCK_RECONCILE_GRACE_SECONDS: '1514' })).toHaveLength(1);
+    expect(problemsOf({ ...functionsEnv, ROUTELOCK_RECONCILE_GRACE_SECONDS: '1515' })).toEqual([]);
+    const { graceSeconds } = parseConfig(functionsEnv).operations.reconciliation;
     expect(graceSeconds).toBeGreaterThanOrEqual(1515);
-    // the embedded host's stream runs with the write: no retries, any grace
+    // the embedded host's stream runs with the write: no retries, any grace, on either store
     expect(problemsOf({ ROUTELOCK_RECONCILE_GRACE_SECONDS: '0' })).toEqual([]);
+    expect(problemsOf({ ...cosmosEnv, ROUTELOCK_RECONCILE_GRACE_SECONDS: '0' })).toEqual([]);
   });
 
   /** A swap written at T0 whose first deliveries fail; the retry that succeeds runs at `handledAt` (or never). */
@@ -123,13 +126,13 @@ describe('a batch the trigger is still retrying is no gap', () => {
   }
 
   test("the grace config accepts: a batch handled by the policy's last retry (~25 min) is never a gap", async () => {
-    const { graceSeconds, windowSeconds } = parseConfig(cosmosEnv).operations.reconciliation;
+    const { graceSeconds, windowSeconds } = parseConfig(functionsEnv).operations.reconciliation;
     const snapshot = await retriedBatch({ graceSeconds, windowSeconds }, T0 + 1515 * 1000 + 30_000);
     expect(snapshot).toMatchObject({ telemetryGaps: 0, events: { MigrationSwapped: 1 } });
   });
 
   test('negative control: a batch the trigger gave up is found, once, with the same grace', async () => {
-    const { graceSeconds, windowSeconds } = parseConfig(cosmosEnv).operations.reconciliation;
+    const { graceSeconds, windowSeconds } = parseConfig(functionsEnv).operations.reconciliation;
     const snapshot = await retriedBatch({ graceSeconds, windowSeconds }, null);
     expect(snapshot.telemetryGaps).toBe(1);
     expect(snapshot.duplicatesIgnored).toBeGreaterThan(0); // found by several overlapping runs, one key
@@ -157,7 +160,10 @@ describe('the window covers the time between two runs and the grace', () => {
       /^ROUTELOCK_RECONCILE_SCHEDULE: runs every 3600 s/,
     ],
   ])('%j is refused, naming the variable', (env, message) => {
-    expect(problemsOf(env)).toContainEqual(expect.stringMatching(message));
+    // the interval is the embedded host's, the schedule the Functions host's
+    const host: Record<string, string> =
+      'ROUTELOCK_RECONCILE_SCHEDULE' in env ? { FUNCTIONS_WORKER_RUNTIME: 'node' } : {};
+    expect(problemsOf({ ...host, ...env })).toContainEqual(expect.stringMatching(message));
   });
 
   test.each<Record<string, string>>([
@@ -166,8 +172,31 @@ describe('the window covers the time between two runs and the grace', () => {
     { ROUTELOCK_RECONCILE_SCHEDULE: '0 0 * * * *', ROUTELOCK_RECONCILE_WINDOW_SECONDS: '5400' },
     // not a simple period (a list): left to the operator (docs/design.md §8.2)
     { ROUTELOCK_RECONCILE_SCHEDULE: '0 0,40 * * * *' },
-  ])('negative control: %j is accepted', (env) => {
+  ])('negative control: %j is accepted on both hosts', (env) => {
     expect(problemsOf({ ...cosmosEnv, ...env })).toEqual([]);
+    expect(problemsOf({ ...functionsEnv, ...env })).toEqual([]);
+  });
+
+  test('each host is held to its own setting only: the schedule on Functions, the interval on the embedded host', () => {
+    // every 5 min + 1800 s grace = 2100 ≤ 2400: fine on Functions, whatever the (unused) interval says
+    const everyFive = {
+      ROUTELOCK_RECONCILE_SCHEDULE: '0 */5 * * * *',
+      ROUTELOCK_RECONCILE_WINDOW_SECONDS: '2400',
+    };
+    expect(
+      problemsOf({ ...functionsEnv, ...everyFive, ROUTELOCK_RECONCILE_INTERVAL_SECONDS: '7200' }),
+    ).toEqual([]);
+    // the embedded host at 300 s + 1800 s = 2100 ≤ 2400: fine, whatever the (unused) schedule says
+    const embedded = {
+      ROUTELOCK_RECONCILE_INTERVAL_SECONDS: '300',
+      ROUTELOCK_RECONCILE_WINDOW_SECONDS: '2400',
+    };
+    expect(problemsOf({ ...embedded, ROUTELOCK_RECONCILE_SCHEDULE: '0 0 */2 * * *' })).toEqual([]);
+    // controls: each host refuses its own setting
+    expect(
+      problemsOf({ ...functionsEnv, ...everyFive, ROUTELOCK_RECONCILE_SCHEDULE: '0 0 */2 * * *' }),
+    ).toHaveLength(1);
+    expect(problemsOf({ ...embedded, ROUTELOCK_RECONCILE_INTERVAL_SECONDS: '7200' })).toHaveLength(1);
   });
 });
 
