@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { type Clock, systemClock } from './clock';
 import type { TimingConfig } from './config';
 import { RouteLockError, isRouteLockError } from './errors';
+import { deepFreeze } from './freeze';
 import { SharedReads } from './inflight';
 import {
   type Location,
@@ -422,6 +423,9 @@ export class Router {
     fromWriteRegion: boolean,
     readStartedAt: number = this.clock(),
   ): CacheEntry {
+    // Callers are handed this very object (resolve, peek, view): frozen, so none can change what the
+    // cache serves others, nor what a conditional read-through keeps while the version is unchanged.
+    deepFreeze(stored);
     const entry: CacheEntry = {
       stored,
       readThroughFrom: this.readThroughFrom(stored, fetchedAt, fromWriteRegion),
