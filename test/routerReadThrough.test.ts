@@ -154,3 +154,18 @@ describe('SqliteStore.readIfChanged', () => {
     expect(store.counters.writeRegionReads).toBe(3);
   });
 });
+
+test('a caller cannot change what the cache keeps: the copy it is handed is frozen (review: a kept copy outlives its read)', async () => {
+  const h = await heldCopyOfAStartingLock();
+  const answer = await h.router.resolve('r');
+  expect(answer).toBe(h.held); // the very object the cache keeps while the version is unchanged
+  expect(Object.isFrozen(answer.doc)).toBe(true);
+  expect(Object.isFrozen(answer.doc.lock)).toBe(true);
+  // a library-mode caller that "clears" the lock on its copy (the test file is a strict-mode module)
+  expect(() => {
+    (answer.doc as { lock: unknown }).lock = null;
+  }).toThrow(TypeError);
+  const next = await h.router.resolve('r');
+  expect(next.doc.lock?.migrationId).toBe('m');
+  expect(h.reads()).toEqual({ nearest: 0, writeRegion: 2 }); // still read through: the lock has started
+});
