@@ -98,10 +98,16 @@ export class AuditTrail {
  * it, and it sees exactly the versions the change feed sees.
  */
 export class AuditedLocationStore implements LocationStore {
+  /** The inner store's conditional read, when it has one (a read: nothing to audit). */
+  readonly readIfChanged: LocationStore['readIfChanged'];
+
   constructor(
     private readonly inner: LocationStore,
     private readonly trail: AuditTrail,
-  ) {}
+  ) {
+    const conditional = inner.readIfChanged?.bind(inner);
+    this.readIfChanged = conditional;
+  }
 
   get kind(): string {
     return this.inner.kind;

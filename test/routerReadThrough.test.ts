@@ -1,7 +1,10 @@
 import { ManualClock } from '../testkit/clock';
 import { type StoredDocument, newLocationDocument } from '../shared/lock/document';
 import { Router } from '../shared/router';
-import type { ReadOptions } from '../shared/store/ports/locations';
+import type { LocationStore, ReadOptions } from '../shared/store/ports/locations';
+import { AuditTrail, AuditedLocationStore } from '../shared/auditTrail';
+import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
+import { nullSink } from '../shared/telemetry/sink';
 import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { productionTiming, seconds } from './support/timing';
@@ -168,4 +171,23 @@ test('a caller cannot change what the cache keeps: the copy it is handed is froz
   const next = await h.router.resolve('r');
   expect(next.doc.lock?.migrationId).toBe('m');
   expect(h.reads()).toEqual({ nearest: 0, writeRegion: 2 }); // still read through: the lock has started
+});
+
+test("the Functions host's audited store passes the conditional read through; over a store without one it has none", async () => {
+  const sqlite = new SqliteStore(':memory:');
+  const trail = new AuditTrail({ ledger: new SqliteAuditLedger(':memory:'), sink: nullSink });
+  const audited = new AuditedLocationStore(sqlite, trail);
+  const created = await audited.create(newLocationDocument('r', SOURCE));
+  expect(await audited.readIfChanged!('r', created.etag, { from: 'writeRegion' })).toBe('notModified');
+  const plain: LocationStore = {
+    ...Object.fromEntries(
+      (['read', 'create', 'replace', 'delete', 'list', 'close'] as const).map((m) => [
+        m,
+        sqlite[m].bind(sqlite),
+      ]),
+    ),
+    kind: 'sqlite',
+    counters: sqlite.counters,
+  } as unknown as LocationStore;
+  expect(new AuditedLocationStore(plain, trail).readIfChanged).toBeUndefined();
 });

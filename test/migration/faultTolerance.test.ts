@@ -57,6 +57,14 @@ class OrphaningStore extends SqliteStore {
     }
     return super.read(id, options);
   }
+  /** Read-throughs too meet the failures (a full read, so the injected ones apply). */
+  override readIfChanged(
+    id: string,
+    _etag: string,
+    options: { from: 'nearest' | 'writeRegion' },
+  ): Promise<StoredDocument> {
+    return this.read(id, options);
+  }
 }
 
 test('a pre-lock that committed unseen is not left behind: released with the token its seed derives', async () => {

@@ -149,6 +149,10 @@ class RefusingStore extends SqliteStore {
     this.calls += 1;
     throw storeError(Object.assign(new Error('Forbidden: no RBAC data role'), { code: 403 }), 'r-1');
   }
+  /** Read-throughs are refused too. */
+  override readIfChanged(id: string, _etag: string, options: { from: ReadFrom }): Promise<never> {
+    return this.read(id, options);
+  }
 }
 
 test('a migration step refused by the store is a value the workflow sees, not a failure to retry', async () => {
