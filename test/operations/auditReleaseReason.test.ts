@@ -82,7 +82,31 @@ describe('checkedReleaseReason: the one rule of a release reason', () => {
     ['a base64 token holding / is redacted', `key ${base64WithSlash} x`, 'key [redacted] x'],
     ['a base64 token led by /', `key /${base64WithSlash}`, 'key [redacted]'],
     ['a token as an ARM id name is redacted', `${arm}/${token}/x`, `${arm}/[redacted]/x`],
+    // what people write reads as written (review: these came out [redacted])
+    [
+      'a hyphenated CamelCase id',
+      'superseded by Migrate-ContosoRetail-Orders-20261130',
+      'superseded by Migrate-ContosoRetail-Orders-20261130',
+    ],
+    [
+      "a participant's problem type",
+      'type https://contoso.example/problems/DeltaCopyTimeout',
+      'type https://contoso.example/problems/DeltaCopyTimeout',
+    ],
+    [
+      'a dotted resource type',
+      'Microsoft.DocumentDB/databaseAccounts/routelock-prod failed',
+      'Microsoft.DocumentDB/databaseAccounts/routelock-prod failed',
+    ],
+    ['a hex hash among words is still redacted', `Orders-${'ab12'.repeat(10)}-x`, '[redacted]'],
   ];
+  test('negative control: 2,000 random 32-byte tokens (base64 and base64url) are every one redacted', () => {
+    const { randomBytes } = jest.requireActual<typeof import('node:crypto')>('node:crypto');
+    for (let i = 0; i < 2000; i += 1) {
+      const random = randomBytes(32).toString(i % 2 ? 'base64url' : 'base64');
+      expect([random, redactCredentials(`x ${random} y`)]).toEqual([random, 'x [redacted] y']);
+    }
+  });
   test.each(redacted)('redactCredentials and boundedReleaseReason: %s', (_name, text, expected) => {
     expect(redactCredentials(text)).toBe(expected);
     expect(boundedReleaseReason(text)).toBe(expected);
