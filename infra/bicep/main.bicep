@@ -230,6 +230,7 @@ module monitoring 'modules/monitoring.bicep' = {
     hardDeleteLeaseSeconds: hardDeleteLeaseSeconds
     writeLeaseSeconds: writeLeaseSeconds
     writeBudgetSeconds: writeBudgetSeconds
+    telemetryDelaySeconds: reconcileGraceSeconds
     location: location
     tags: tags
   }

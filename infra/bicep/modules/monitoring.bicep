@@ -22,6 +22,8 @@ param prelockLeaseSeconds int
 param hardDeleteLeaseSeconds int
 param writeLeaseSeconds int
 param writeBudgetSeconds int
+@description('How late lock telemetry may be (the change-feed trigger\'s retries and ordinary lag: the reconciliation grace): the stalled-migration alert allows it past a lock\'s expiry.')
+param telemetryDelaySeconds int
 
 // Each alert's description ends with its runbook section (README.md headings; the test checks the anchors).
 var runbook = '${runbookUrl}#'
@@ -157,7 +159,7 @@ resource migrationStalled 'Microsoft.Insights/scheduledQueryRules@2023-03-15-pre
   tags: tags
   properties: {
     displayName: 'routelock migration stalled'
-    description: 'A migration\'s lock is held past its latest known expiry (its last acquisition or renewal; without one, its phase\'s lease: prelock ${prelockLeaseSeconds} s, hard-delete ${hardDeleteLeaseSeconds} s, write ${writeLeaseSeconds} s renewed up to ${writeBudgetSeconds} s). Look at its status and timeline; cancel or retry it, or force-release its lock. Runbook: ${runbook}migration-stalled'
+    description: 'A migration\'s lock is held past its latest known expiry (its last acquisition or renewal; without one, its phase\'s lease: prelock ${prelockLeaseSeconds} s, hard-delete ${hardDeleteLeaseSeconds} s, write ${writeLeaseSeconds} s renewed up to ${writeBudgetSeconds} s), by more than telemetry may be late (${telemetryDelaySeconds} s). Look at its status and timeline; cancel or retry it, or force-release its lock. Runbook: ${runbook}migration-stalled'
     severity: 2
     enabled: true
     scopes: [appInsights.id]
@@ -172,18 +174,22 @@ resource migrationStalled 'Microsoft.Insights/scheduledQueryRules@2023-03-15-pre
             replace(
               replace(
                 replace(
-                  loadTextContent('../../monitoring/alerts/migrationStalled.kql'),
-                  '{PrelockLeaseSeconds}',
-                  string(prelockLeaseSeconds)
+                  replace(
+                    loadTextContent('../../monitoring/alerts/migrationStalled.kql'),
+                    '{PrelockLeaseSeconds}',
+                    string(prelockLeaseSeconds)
+                  ),
+                  '{HardDeleteLeaseSeconds}',
+                  string(hardDeleteLeaseSeconds)
                 ),
-                '{HardDeleteLeaseSeconds}',
-                string(hardDeleteLeaseSeconds)
+                '{WriteLeaseSeconds}',
+                string(writeLeaseSeconds)
               ),
-              '{WriteLeaseSeconds}',
-              string(writeLeaseSeconds)
+              '{WriteBudgetSeconds}',
+              string(writeBudgetSeconds)
             ),
-            '{WriteBudgetSeconds}',
-            string(writeBudgetSeconds)
+            '{TelemetryDelaySeconds}',
+            string(telemetryDelaySeconds)
           )
           timeAggregation: 'Count'
           operator: 'GreaterThan'
