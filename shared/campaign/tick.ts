@@ -760,7 +760,11 @@ export function campaignEvent(
   return {
     name,
     properties: {
-      [EVENT_KEY]: `${name}:${record.campaignId}`,
+      // A completed campaign reopens when resources are added and ends again: each end is its own.
+      [EVENT_KEY]:
+        name === 'CampaignEnded'
+          ? `${name}:${record.campaignId}:${record.endedAt ?? record.updatedAt}`
+          : `${name}:${record.campaignId}`,
       campaignId: record.campaignId,
       status: record.status,
       targetRegion: record.target.region,

@@ -166,12 +166,24 @@ describe('campaign events are keyed', () => {
       recorder.event(campaignEvent('CampaignStarted', record));
       recorder.event(campaignEvent('CampaignEnded', record));
     }
-    expect(campaignEvent('CampaignEnded', record).properties.eventKey).toBe('CampaignEnded:c-1');
+    expect(campaignEvent('CampaignEnded', record).properties.eventKey).toBe(
+      `CampaignEnded:c-1:${record.endedAt ?? record.updatedAt}`,
+    );
     expect(campaignEvent('CampaignStarted', record).properties.eventKey).toBe('CampaignStarted:c-1');
     expect(recorder.snapshot()).toMatchObject({
       events: { CampaignStarted: 1, CampaignEnded: 1 },
       duplicatesIgnored: 2,
     });
+  });
+
+  test('a campaign reopened (resources added) that ends again: its second end is counted too', () => {
+    const recorder = new MetricsRecorder();
+    const first = { ...record, endedAt: '2026-12-01T10:00:00.000Z' } as CampaignRecord;
+    const second = { ...record, endedAt: '2026-12-01T11:00:00.000Z' } as CampaignRecord;
+    recorder.event(campaignEvent('CampaignEnded', first));
+    recorder.event(campaignEvent('CampaignEnded', second));
+    recorder.event(campaignEvent('CampaignEnded', second)); // redelivered
+    expect(recorder.snapshot().events.CampaignEnded).toBe(2);
   });
 
   test('negative control: the same event without its key is counted twice', () => {
