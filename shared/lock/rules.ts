@@ -493,17 +493,24 @@ export function swap(doc: LocationDocument, req: SwapRequest, now: number, cfg: 
 export function release(doc: LocationDocument, req: ReleaseRequest, now: number): RuleResult {
   // checked first: a bad reason changes nothing, a replay included
   const reason = checkedReleaseReason(doc.id, req.reason);
-  // the write attempt this ends, if one was held: the telemetry's hold of a write lock that never swapped
-  const held = doc.lock?.phase === 'write' ? doc.lock : undefined;
   return stamp(
     releaseRule(doc, req, now, reason),
     {
       op: req.phase === 'write' ? 'downgrade' : 'release',
       ...(reason === undefined ? {} : { reason }),
-      ...(held ? { writeAt: held.writeAt, writeExpiresAt: held.writeExpiresAt } : {}),
+      ...heldWriteAttempt(doc.lock),
     },
     now,
   );
+}
+
+/**
+ * The write attempt a release, downgrade, force-release or reclaim ends, if one was held: the version
+ * no longer carries the lock, so `lastChange` keeps its grant and lease end for the telemetry's hold of a
+ * write lock that never swapped (the longest 423 periods among them).
+ */
+function heldWriteAttempt(lock: Lock | null): Pick<LastChange, 'writeAt' | 'writeExpiresAt'> {
+  return lock?.phase === 'write' ? { writeAt: lock.writeAt, writeExpiresAt: lock.writeExpiresAt } : {};
 }
 
 /**
@@ -548,7 +555,7 @@ export function forceRelease(
   const reason = boundedReleaseReason(req.reason);
   return stamp(
     { doc: clearLock(doc, lock, 'forceReleased', now), changed: true },
-    { op: 'forceRelease', actor: req.actor, reason, requestId: req.requestId },
+    { op: 'forceRelease', actor: req.actor, reason, requestId: req.requestId, ...heldWriteAttempt(lock) },
     now,
   );
 }
@@ -573,7 +580,7 @@ export function reclaim(doc: LocationDocument, now: number): RuleResult {
   const ageSeconds = Math.floor((now - ms(lock.expiresAt)) / 1000);
   return stamp(
     { doc: clearLock(doc, lock, 'reclaimed', now), changed: true },
-    { op: 'reclaim', actor: 'sweeper', ageSeconds },
+    { op: 'reclaim', actor: 'sweeper', ageSeconds, ...heldWriteAttempt(lock) },
     now,
   );
 }

@@ -142,8 +142,9 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
     ...(convergenceWait === undefined ? {} : { convergenceWaitSeconds: convergenceWait }),
     convergenceDelaySeconds: declared,
   };
-  // A write lock released without a swap (the swap's hold is MigrationSwapped's, not counted twice).
-  const releasedHold = change.op === 'release' ? writeHoldSeconds(change) : undefined;
+  // A write lock ended without a swap: released, force-released or reclaimed (the swap's hold is
+  // MigrationSwapped's, not counted twice).
+  const releasedHold = change.op !== 'swap' ? writeHoldSeconds(change) : undefined;
   if (releasedHold !== undefined) metrics.push({ name: 'writeLockSeconds', value: releasedHold, properties });
   events.push({
     name: 'LockReleased',

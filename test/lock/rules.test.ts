@@ -438,6 +438,9 @@ describe('force-release and reclaim', () => {
       actor: 'ops-a',
       reason: 'stuck',
       requestId: 'fr-1',
+      // the write attempt it ended, for the telemetry's hold (shared/telemetry/lockTelemetry.ts)
+      writeAt: doc.lock!.writeAt,
+      writeExpiresAt: (doc.lock as { writeExpiresAt: string }).writeExpiresAt,
     });
     expect(codeOf(() => forceRelease(next, { actor: 'x', reason: 'y', requestId: 'z' }, now))).toBe(
       'NotLocked',

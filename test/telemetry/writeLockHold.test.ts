@@ -1,5 +1,5 @@
 import { newLocationDocument } from '../../shared/lock/document';
-import { escalate, prelock, release, swap } from '../../shared/lock/rules';
+import { escalate, forceRelease, prelock, reclaim, release, swap } from '../../shared/lock/rules';
 import { lockTelemetry } from '../../shared/telemetry/lockTelemetry';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
@@ -74,4 +74,19 @@ test('negative control: a swap is counted once (MigrationSwapped), a release wit
   hardDelete = escalate(hardDelete, { token: 'tok-2', phase: 'hardDelete' }, hd, cfg).doc;
   const aborted = release(hardDelete, { token: 'tok-2' }, hd + seconds(30)).doc;
   expect(holdsOf(lockTelemetry(aborted, 0, 'v8').events)).toEqual([]);
+});
+
+test('a stuck write lock force-released, or reclaimed by the sweeper, reports its hold too (review D)', () => {
+  const locked = writeLocked();
+  const lease = locked.lock?.phase === 'write' ? (Date.parse(locked.lock.writeExpiresAt) - w) / 1000 : 0;
+  const forced = forceRelease(
+    locked,
+    { actor: 'oid-1,oid-2', reason: 'stuck delta copy', requestId: 'fr-1' },
+    w + seconds(30),
+  ).doc;
+  expect(forced.lastChange).toMatchObject({ op: 'forceRelease', writeAt: expect.any(String) });
+  expect(holdsOf(lockTelemetry(forced, 0, 'v9').events)).toEqual([['LockReleased', 30]]);
+  // the sweeper reclaims it only once expired: the hold ends at the lease end
+  const reclaimed = reclaim(locked, Date.parse(locked.lock!.expiresAt) + seconds(3600)).doc;
+  expect(holdsOf(lockTelemetry(reclaimed, 0, 'v10').events)).toEqual([['LockReleased', lease]]);
 });
