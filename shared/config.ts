@@ -935,4 +935,3 @@ export function getConfig(): Config {
   loaded ??= parseConfig(process.env);
   return loaded;
 }
-
