@@ -1,4 +1,6 @@
+import type { HttpRequest } from '@azure/functions';
 import type { AddressInfo } from 'node:net';
+import type { EndpointRole } from '../functions/http/auth';
 import { functionEndpoints } from '../functions/endpoints';
 import { type EndpointDeclaration, bindEndpoint, refusal } from '../functions/http/endpoint';
 import { CAMPAIGN_POISON_QUEUE, CAMPAIGN_QUEUE, handleCampaignMessage } from '../functions/campaignQueue';
@@ -35,10 +37,21 @@ import type { RouterOptions } from '../shared/router';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/ports/locations';
 import { assertHostAuth, parseHostConfig } from './config';
+import { type HostLock, acquireHostLock } from './hostLock';
 import { stdoutHostLog } from './log';
 import { metricsEndpoints } from './metrics';
 import { LocalQueueConsumer, type QueueConsumerOptions } from './queueConsumer';
 import { type ExtraRoute, type LogLine, createLocalServer } from './server';
+
+/** The port the host was told to listen on is taken: the message says how to pick another. */
+export class PortInUseError extends Error {
+  override readonly name = 'PortInUseError';
+  constructor(host: string, port: number) {
+    super(
+      `port ${port} on ${host} is already in use (another routelock host, or another program). Set PORT to a free port, e.g. PORT=${port === 65535 ? 7072 : port + 1} npm start, and point the CLI at it with the same PORT (or ROUTELOCK_URL).`,
+    );
+  }
+}
 
 /** What the embedded host serves: exactly the Functions endpoints, plus its own metrics. */
 export const allEndpoints: readonly EndpointDeclaration[] = [...functionEndpoints, ...metricsEndpoints];
@@ -115,7 +128,6 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   const scheduler = options.scheduler ?? realScheduler;
   const clock = options.clock ?? (() => scheduler.now());
 
-  const store = options.store ?? (await openStore(config.store));
   // An injected store (tests, embedding) keeps the runner's state in memory unless told otherwise.
   const statePath =
     options.statePath ??
@@ -124,6 +136,41 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       : config.store.kind === 'sqlite'
         ? config.store.path
         : env.ROUTELOCK_SQLITE_PATH?.trim() || '.routelock/routelock.db');
+  // Before anything opens the file: a second host on it would resume (and run) the same migrations.
+  const hostLock: HostLock | undefined = statePath === ':memory:' ? undefined : acquireHostLock(statePath);
+  try {
+    return await startOnLockedState(options, {
+      env,
+      config,
+      hostConfig,
+      ownLog,
+      log,
+      scheduler,
+      clock,
+      statePath,
+      hostLock,
+    });
+  } catch (error) {
+    hostLock?.release();
+    throw error;
+  }
+}
+
+interface Prepared {
+  env: Record<string, string | undefined>;
+  config: Config;
+  hostConfig: ReturnType<typeof parseHostConfig>;
+  ownLog: ReturnType<typeof stdoutHostLog> | undefined;
+  log: LogLine;
+  scheduler: Scheduler;
+  clock: Clock;
+  statePath: string;
+  hostLock: HostLock | undefined;
+}
+
+async function startOnLockedState(options: LocalHostOptions, prepared: Prepared): Promise<LocalHost> {
+  const { env, config, hostConfig, ownLog, log, scheduler, clock, statePath, hostLock } = prepared;
+  const store = options.store ?? (await openStore(config.store));
   const state = new SqliteMigrationState(statePath, clock);
   // Telemetry goes to structured log lines and the recorder behind GET /api/metrics, whose counts and
   // the versions the change handler saw live beside the host's state (they survive a restart).
@@ -230,13 +277,18 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
   // The host's endpoints and pages resolve these services, not the Functions entry points' singleton.
   const resolved = Promise.resolve(services);
   const source = () => resolved;
+  const check = (role: EndpointRole, request: HttpRequest) => refusal(role, request, source);
   const server = createLocalServer({
     endpoints: allEndpoints.map((declaration) => bindEndpoint(declaration, source)),
     log,
-    pages: { routes: extraRoutes, refusal: (role, request) => refusal(role, request, source) },
+    pages: { routes: extraRoutes, refusal: check },
+    refusal: check,
+    limits: hostConfig.limits,
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(error.code === 'EADDRINUSE' ? new PortInUseError(hostConfig.host, hostConfig.port) : error),
+    );
     server.listen(hostConfig.port, hostConfig.host, () => resolve());
   });
   const resumed = runner.resumeAll();
@@ -269,9 +321,11 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
 
   const { port } = server.address() as AddressInfo;
   const hostForUrl = hostConfig.host.includes(':') ? `[${hostConfig.host}]` : hostConfig.host;
+  const url = `http://${hostForUrl}:${port}`;
+  hostLock?.announce(url);
   let closed = false;
   return {
-    url: `http://${hostForUrl}:${port}`,
+    url,
     config,
     services,
     runner,
@@ -285,7 +339,7 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
       closed = true;
       stopReconciliation();
       campaignRunner.stop();
-      runner.stop();
+      const runnerStopped = runner.stop();
       unsubscribe();
       await queue?.stop();
       await campaignQueue?.stop();
@@ -293,12 +347,16 @@ export async function startLocalHost(options: LocalHostOptions = {}): Promise<Lo
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      // Every loop that reads the stores has ended before they close: a step under way finishes first.
+      await campaignRunner.idle();
+      await runnerStopped;
       await store.close();
       state.close();
       audit.close();
       forceReleaseRequests.close();
       campaignRecords.close();
       telemetryState.close();
+      hostLock?.release();
       ownLog?.flush();
     },
   };

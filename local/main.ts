@@ -1,5 +1,7 @@
+import { PAGE_PATH } from '../functions/pages/statusPage';
 import { ConfigError } from '../shared/config';
-import { type LocalHost, startLocalHost } from './host';
+import { type LocalHost, PortInUseError, startLocalHost } from './host';
+import { HostLockedError } from './hostLock';
 
 /** `npm start`: the embedded host on 127.0.0.1:${PORT:-7071}, SQLite, dev timing unless set. */
 
@@ -12,6 +14,8 @@ function banner(host: LocalHost): string {
   const json = `-H 'content-type: application/json'`;
   return [
     `routelock embedded host listening on ${api}`,
+    `  status page: ${url}${PAGE_PATH}`,
+    `  API base:    ${api}`,
     `  store:   ${store}`,
     `  timing:  ${t.profile} (convergence delay ${t.convergenceDelaySeconds} s, write lease ${t.writeLeaseSeconds} s)`,
     '',
@@ -39,6 +43,10 @@ async function main(): Promise<void> {
     if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);
       process.exit(2);
+    }
+    if (error instanceof PortInUseError || error instanceof HostLockedError) {
+      process.stderr.write(`routelock: could not start: ${error.message}\n`);
+      process.exit(3);
     }
     process.stderr.write(`routelock: could not start: ${(error as Error).message}\n`);
     process.exit(1);

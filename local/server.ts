@@ -5,8 +5,10 @@ import type { AddressInfo } from 'node:net';
 import type { EndpointRole } from '../functions/http/auth';
 import type { HttpEndpoint } from '../functions/http/endpoint';
 import { problemResponse } from '../functions/http/problem';
-import { isJsonMediaType } from '../functions/http/validation';
+import { MAX_BODY_BYTES, isJsonMediaType } from '../functions/http/validation';
 import { isLoopbackHostHeader, isLoopbackHostname } from '../shared/loopback';
+import { type ServerLimits, defaultServerLimits } from './config';
+import { crossSiteRefusal } from './crossSite';
 import { BodilessHttpRequest, LocalInvocationContext, headersOf } from './request';
 
 /**
@@ -17,17 +19,21 @@ import { BodilessHttpRequest, LocalInvocationContext, headersOf } from './reques
  * Auth levels are not enforced here (as under `func start`); the host binds loopback by default.
  *
  * With no function keys, two browser attacks would otherwise reach it from any web page the developer
- * opens: a cross-site request (a form post or a `no-cors` fetch, which a browser sends without asking,
- * but only with a text/plain, form or multipart body) and DNS rebinding (a hostile name re-pointed at
- * 127.0.0.1, which makes the page same-origin with the host). So every POST and PUT, and any request
- * carrying a body, must declare a JSON media type (415 otherwise: a browser asks first — a CORS
- * preflight this host never approves — before it sends one cross-site), and while bound to a loopback
- * address the host answers only requests whose `Host` names loopback (421 otherwise).
+ * opens: a cross-site request (a form post or a `no-cors` fetch, which a browser sends without asking)
+ * and DNS rebinding (a hostile name re-pointed at 127.0.0.1, which makes the page same-origin with the
+ * host). So a request a browser marks as sent from another site (`Sec-Fetch-Site`, `Origin`) is 403
+ * `CrossSiteRequest` (local/crossSite.ts), and while bound to a loopback address the host answers only
+ * requests whose `Host` names loopback (421 otherwise).
+ *
+ * A caller proves nothing until its identity is checked, so before that the host holds as little of it
+ * as it can: bounded header and request times and a connection cap (ServerLimits), and no body read
+ * until the caller's identity and role pass. A declared body over the handlers' 64 KiB is refused
+ * unread, and a body that grows past it closes the connection.
  */
 
-/** The host stops reading a body past this; the handlers themselves refuse anything over 64 KiB. */
-const HOST_BODY_LIMIT = 1024 * 1024;
 const noBody = Buffer.alloc(0);
+/** Bytes of an unread body discarded after a refusal, so the answer reaches the client before the close. */
+const DISCARD_LIMIT = 64 * 1024;
 
 export type { LogLevel };
 export type LogLine = (level: LogLevel, message: string, fields: Record<string, unknown>) => void;
@@ -49,6 +55,13 @@ export interface LocalServerOptions {
   log: LogLine;
   /** Pages outside `/api`, each checked with `refusal` before it is served. */
   pages?: { routes: readonly ExtraRoute[]; refusal: Refusal };
+  /**
+   * The same check as the handlers', made before a request's body is read (the handler checks again:
+   * one home for the rule). Without it a body is read before its handler refuses the caller.
+   */
+  refusal?: Refusal;
+  /** Timeouts and the connection cap; the defaults of local/config.ts unless given. */
+  limits?: ServerLimits;
 }
 
 interface CompiledEndpoint {
@@ -73,12 +86,14 @@ export function compileRoute(route: string): { pattern: RegExp; params: string[]
   return { pattern: new RegExp(`^${source}$`), params };
 }
 
-/** Methods whose request must declare a JSON body type even when it sends none. */
-const jsonMethods = new Set(['POST', 'PUT']);
-
 function carriesBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length.trim() !== '0');
+}
+
+/** One value of a header node:http may have joined or repeated. */
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
 }
 
 export function createLocalServer(options: LocalServerOptions): Server {
@@ -92,14 +107,27 @@ export function createLocalServer(options: LocalServerOptions): Server {
     for (const m of entry.endpoint.methods) byMethod.set(m, [...(byMethod.get(m) ?? []), entry]);
   const extras = new Map((options.pages?.routes ?? []).map((r) => [r.path, r]));
 
-  const server = createServer((req, res) => {
-    serve(req, res).catch((error: unknown) => {
-      options.log('error', 'request failed inside the host', { error: (error as Error).message });
-      if (!res.headersSent)
-        send(res, problemResponse('InternalError', 'The host failed to handle the request.'));
-      else res.destroy();
-    });
-  });
+  const limits = options.limits ?? defaultServerLimits;
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // How often node:http looks for connections past those timeouts (30 s by default, which would
+      // let a stalled connection outlive a shorter timeout by that much).
+      connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
+    },
+    (req, res) => {
+      serve(req, res).catch((error: unknown) => {
+        options.log('error', 'request failed inside the host', { error: (error as Error).message });
+        if (!res.headersSent)
+          send(res, problemResponse('InternalError', 'The host failed to handle the request.'));
+        else res.destroy();
+      });
+    },
+  );
+  // A socket that connects and sends nothing is timed by headersTimeout too (408, then closed).
+  server.maxConnections = limits.maxConnections;
   // Decided once per listen: bound to loopback, the host serves loopback names only.
   let loopbackOnly = false;
   server.on('listening', () => {
@@ -114,8 +142,8 @@ export function createLocalServer(options: LocalServerOptions): Server {
     const method = (req.method ?? 'GET').toUpperCase();
     const host = req.headers.host;
     if (loopbackOnly && host !== undefined && !isLoopbackHostHeader(host)) {
-      drain(req);
-      return send(
+      return refuseUnread(
+        req,
         res,
         problemResponse(
           'MisdirectedRequest',
@@ -123,12 +151,24 @@ export function createLocalServer(options: LocalServerOptions): Server {
         ),
       );
     }
+    const crossSite = crossSiteRefusal({
+      method,
+      host,
+      origin: single(req.headers.origin),
+      secFetchSite: single(req.headers['sec-fetch-site']),
+      secFetchMode: single(req.headers['sec-fetch-mode']),
+      secFetchDest: single(req.headers['sec-fetch-dest']),
+    });
+    if (crossSite !== null) return refuseUnread(req, res, problemResponse('CrossSiteRequest', crossSite));
     let url: URL;
     try {
       url = new URL(req.url ?? '/', `http://${host ?? '127.0.0.1'}`);
     } catch {
-      drain(req);
-      return send(res, problemResponse('BadRequest', 'The Host header or the request target is not valid.'));
+      return refuseUnread(
+        req,
+        res,
+        problemResponse('BadRequest', 'The Host header or the request target is not valid.'),
+      );
     }
     const extra = extras.get(url.pathname);
     if (extra && options.pages) {
@@ -137,14 +177,11 @@ export function createLocalServer(options: LocalServerOptions): Server {
         pageRequest = new HttpRequest({ method, url: url.href, headers: headersOf(req.headers) });
       } catch {
         // e.g. a URL with credentials in it (review of issue 20: it was a 500, its error logged the URL)
-        drain(req);
-        return send(res, problemResponse('BadRequest', 'The request target is not valid.'));
+        return refuseUnread(req, res, problemResponse('BadRequest', 'The request target is not valid.'));
       }
       const refused = await options.pages.refusal(extra.role, pageRequest);
-      if (refused) {
-        drain(req);
-        return send(res, refused);
-      }
+      if (refused) return refuseUnread(req, res, refused);
+      drain(req);
       return extra.handle(req, res);
     }
 
@@ -152,12 +189,15 @@ export function createLocalServer(options: LocalServerOptions): Server {
     // the Request constructor's own error would echo the URL, credentials and all (found by issue 21's
     // page helper).
     if (url.username !== '' || url.password !== '') {
-      drain(req);
-      return send(res, problemResponse('BadRequest', 'The request target must not carry credentials.'));
+      return refuseUnread(
+        req,
+        res,
+        problemResponse('BadRequest', 'The request target must not carry credentials.'),
+      );
     }
     if (!url.pathname.startsWith('/api/')) {
-      drain(req);
-      return send(
+      return refuseUnread(
+        req,
         res,
         problemResponse('NotFound', `No endpoint at ${url.pathname}; the API lives under /api/.`),
       );
@@ -169,14 +209,14 @@ export function createLocalServer(options: LocalServerOptions): Server {
       if (match) matched = { entry, values: match.slice(1) };
     }
     if (!matched) {
-      drain(req);
       // Only for the answer: the methods the path does allow.
       const allowed = new Set(
         compiled.filter((entry) => entry.pattern.test(path)).flatMap((entry) => entry.endpoint.methods),
       );
       if (allowed.size === 0)
-        return send(res, problemResponse('NotFound', `No endpoint at ${url.pathname}.`));
-      return send(
+        return refuseUnread(req, res, problemResponse('NotFound', `No endpoint at ${url.pathname}.`));
+      return refuseUnread(
+        req,
         res,
         problemResponse('MethodNotAllowed', `${method} is not allowed on ${url.pathname}.`, {
           headers: { Allow: [...allowed].join(', ') },
@@ -184,33 +224,47 @@ export function createLocalServer(options: LocalServerOptions): Server {
       );
     }
 
-    if (jsonMethods.has(method) || carriesBody(req)) {
-      const contentType = req.headers['content-type'];
-      if (contentType === undefined || !isJsonMediaType(contentType)) {
-        drain(req);
-        return send(
-          res,
-          problemResponse(
-            'UnsupportedMediaType',
-            `${method} requests must declare Content-Type: application/json${contentType === undefined ? '' : `, not ${contentType}`}.`,
-          ),
-        );
-      }
-    }
-
     const params: Record<string, string> = {};
     try {
       matched.entry.params.forEach((name, i) => (params[name] = decodeURIComponent(matched.values[i] ?? '')));
     } catch {
-      drain(req);
-      return send(res, problemResponse('BadRequest', 'The path is not valid percent-encoding.'));
+      return refuseUnread(req, res, problemResponse('BadRequest', 'The path is not valid percent-encoding.'));
     }
 
-    // Without Content-Length or Transfer-Encoding a request has no body (RFC 9112 §6.3): nothing to read.
-    const body = carriesBody(req) ? await readBody(req) : noBody;
+    // Without Content-Length or Transfer-Encoding a request has no body (RFC 9112 §6.3): nothing to read,
+    // and its handler checks the caller as it runs. A body is read only for a caller who may send it.
+    const hasBody = carriesBody(req);
+    if (hasBody) {
+      if (options.refusal) {
+        const refused = await options.refusal(
+          matched.entry.endpoint.role,
+          new BodilessHttpRequest({
+            method,
+            url: url.href,
+            search: url.search,
+            headers: req.headers,
+            params,
+          }),
+        );
+        if (refused) return refuseUnread(req, res, refused);
+      }
+      const contentType = req.headers['content-type'];
+      if (contentType === undefined || !isJsonMediaType(contentType))
+        return refuseUnread(
+          req,
+          res,
+          problemResponse(
+            'UnsupportedMediaType',
+            `A request body must be Content-Type: application/json${contentType === undefined ? '' : `, not ${contentType}`}.`,
+          ),
+        );
+      const declared = req.headers['content-length'];
+      if (declared !== undefined && Number(declared) > MAX_BODY_BYTES)
+        return refuseUnread(req, res, bodyTooLarge());
+    }
+    const body = hasBody ? await readBody(req) : noBody;
     if (body === noBody) drain(req);
-    if (body === 'tooLarge')
-      return send(res, problemResponse('PayloadTooLarge', `The body exceeds ${HOST_BODY_LIMIT} bytes.`));
+    if (body === 'tooLarge') return refuseUnread(req, res, bodyTooLarge());
 
     // GET and HEAD carry no body (the Request constructor would drop it, with a warning).
     const bodiless = body.length === 0 || method === 'GET' || method === 'HEAD';
@@ -264,23 +318,55 @@ export function createLocalServer(options: LocalServerOptions): Server {
   }
 }
 
+function bodyTooLarge(): HttpResponseInit {
+  return problemResponse('PayloadTooLarge', `The body exceeds ${MAX_BODY_BYTES} bytes.`);
+}
+
+/** The body, or 'tooLarge' the moment it grows past MAX_BODY_BYTES (reading stops there). */
 function readBody(req: IncomingMessage): Promise<Buffer | 'tooLarge'> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let tooLarge = false;
-    req.on('data', (chunk: Buffer) => {
+    const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > HOST_BODY_LIMIT) tooLarge = true;
-      else chunks.push(chunk);
-    });
-    req.on('end', () => resolve(tooLarge ? 'tooLarge' : Buffer.concat(chunks)));
+      if (size <= MAX_BODY_BYTES) return void chunks.push(chunk);
+      req.off('data', onData);
+      req.pause();
+      resolve('tooLarge');
+    };
+    req.on('data', onData);
+    req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }
 
+/** A request with no body left to read (or one the host will not read): let node:http finish it. */
 function drain(req: IncomingMessage): void {
   req.resume();
+}
+
+/**
+ * Answer without reading the rest of the body, and close the connection: the client may still be
+ * sending it. A little of it is discarded first, so a client that sends while it waits sees the answer
+ * rather than a reset; past that (or at the request timeout, for a body that stalls) the socket goes.
+ */
+async function refuseUnread(
+  req: IncomingMessage,
+  res: ServerResponse,
+  result: HttpResponseInit,
+): Promise<number> {
+  if (!carriesBody(req)) drain(req);
+  else if (!req.complete) {
+    res.shouldKeepAlive = false;
+    let discarded = 0;
+    req.removeAllListeners('data');
+    req.on('data', (chunk: Buffer) => {
+      discarded += chunk.length;
+      if (discarded > DISCARD_LIMIT) req.socket.destroy();
+    });
+    req.resume();
+  }
+  return send(res, result);
 }
 
 async function send(res: ServerResponse, result: HttpResponseInit | HttpResponse): Promise<number> {

@@ -209,6 +209,16 @@ const errorKinds = {
     retriable: false,
     title: 'The request body must be JSON',
   },
+  /**
+   * The embedded host: a browser sent the request from another site (Sec-Fetch-Site or Origin), a
+   * request no page may make of a host that checks no keys (docs/design.md §9.6).
+   */
+  CrossSiteRequest: {
+    raisedBy: 'http',
+    status: 403,
+    retriable: false,
+    title: 'Cross-site requests are refused',
+  },
   MethodNotAllowed: { raisedBy: 'http', status: 405, retriable: false, title: 'Method not allowed' },
   MisdirectedRequest: {
     raisedBy: 'http',

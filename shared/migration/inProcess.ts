@@ -117,6 +117,8 @@ interface CancelSignal {
 export class InProcessRunner {
   private readonly running = new Map<string, Promise<MigrationStatus | null>>();
   private readonly liveTimers = new Set<() => void>();
+  /** Ends every wait on a timer at `stop()`, so a run reaches its next step and sees that it stopped. */
+  private readonly stopWaits = new Set<() => void>();
   private readonly cancels = new Map<string, CancelSignal>();
   private stopped = false;
   private readonly http: (call: HttpCall) => Promise<HttpResult>;
@@ -256,17 +258,24 @@ export class InProcessRunner {
     return this.running.size;
   }
 
-  /** Stop driving migrations (host shutdown): timers are cancelled, the journal keeps what happened. */
-  stop(): void {
+  /**
+   * Stop driving migrations (host shutdown): timers are cancelled, the journal keeps what happened.
+   * Resolves once every run has ended: a step under way finishes (it may write), and nothing after it
+   * runs, so whoever owns the state may close it then.
+   */
+  stop(): Promise<void> {
     this.stopped = true;
     for (const cancel of this.liveTimers) cancel();
     this.liveTimers.clear();
+    for (const release of this.stopWaits) release();
+    this.stopWaits.clear();
+    return this.idle();
   }
 
   private launch(input: MigrationInput): void {
     const run = this.execute(input)
       .catch(async (error: unknown) => {
-        if (error instanceof RunnerStopped) return null;
+        if (error instanceof RunnerStopped || this.stopped) return null;
         const message = (error as Error).message;
         this.options.log?.('migration runner failed', { migrationId: input.migrationId, error: message });
         // The workflow handles every failure it knows of, so this is a bug; even so, a migration left
@@ -414,14 +423,19 @@ export class InProcessRunner {
   /** A scheduler timer that `stop()` cancels. */
   private timer(fireAt: number): { promise: Promise<void>; cancel: () => void } {
     const timer = this.options.scheduler.timer(fireAt);
+    let release = () => undefined as void;
+    const stopped = this.stopped ? Promise.resolve() : new Promise<void>((resolve) => (release = resolve));
     this.liveTimers.add(timer.cancel);
+    this.stopWaits.add(release);
     return {
-      promise: timer.promise.then(() => {
+      promise: Promise.race([timer.promise, stopped]).then(() => {
         this.liveTimers.delete(timer.cancel);
+        this.stopWaits.delete(release);
       }),
       cancel: () => {
         timer.cancel();
         this.liveTimers.delete(timer.cancel);
+        this.stopWaits.delete(release);
       },
     };
   }
@@ -454,6 +468,7 @@ export class InProcessRunner {
         }
         await this.timer(this.options.scheduler.now() + retryIntervalSeconds * 1000 * 2 ** (attempt - 1))
           .promise;
+        if (this.stopped) throw new RunnerStopped();
       }
     }
   }
