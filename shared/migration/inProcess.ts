@@ -256,11 +256,16 @@ export class InProcessRunner {
     return this.running.size;
   }
 
-  /** Stop driving migrations (host shutdown): timers are cancelled, the journal keeps what happened. */
-  stop(): void {
+  /**
+   * Stop driving migrations (host shutdown): the journal keeps what happened. A run waiting on a timer
+   * ends at once; one inside a step (a store or participant call) ends when that returns, journaling
+   * nothing more. Resolves when every run has ended: only then may the caller close the state they read.
+   */
+  stop(): Promise<void> {
     this.stopped = true;
-    for (const cancel of this.liveTimers) cancel();
+    for (const interrupt of this.liveTimers) interrupt();
     this.liveTimers.clear();
+    return this.idle();
   }
 
   private launch(input: MigrationInput): void {
@@ -269,13 +274,27 @@ export class InProcessRunner {
         if (error instanceof RunnerStopped) return null;
         const message = (error as Error).message;
         this.options.log?.('migration runner failed', { migrationId: input.migrationId, error: message });
+        // Stopped, the state is the next process's: it resumes the run from the journal.
+        if (this.stopped) return null;
         // The workflow handles every failure it knows of, so this is a bug; even so, a migration left
-        // unfinished would block its resource forever (and fail again on every resume): end it.
-        const record = await this.options.state.get(input.migrationId);
-        if (record && !terminalStates.has(record.status.status) && !this.stopped) {
-          const status = { ...record.status, status: 'Failed' as const, error: `runner failed: ${message}` };
-          await this.options.state.saveStatus(input.migrationId, status, true);
-          if (!this.endsReported.has(input.migrationId)) await this.reportEnd(input.migrationId, status);
+        // unfinished would block its resource forever (and fail again on every resume): end it. A run
+        // never rejects: nobody awaits it but `idle()` and `stop()`.
+        try {
+          const record = await this.options.state.get(input.migrationId);
+          if (record && !terminalStates.has(record.status.status) && !this.stopped) {
+            const status = {
+              ...record.status,
+              status: 'Failed' as const,
+              error: `runner failed: ${message}`,
+            };
+            await this.options.state.saveStatus(input.migrationId, status, true);
+            if (!this.endsReported.has(input.migrationId)) await this.reportEnd(input.migrationId, status);
+          }
+        } catch (failed) {
+          this.options.log?.('migration runner failed to end the migration', {
+            migrationId: input.migrationId,
+            error: (failed as Error).message,
+          });
         }
         return null;
       })
@@ -411,17 +430,28 @@ export class InProcessRunner {
     }
   }
 
-  /** A scheduler timer that `stop()` cancels. */
+  /** A scheduler timer that `stop()` interrupts: its wait ends in RunnerStopped, so the run ends too. */
   private timer(fireAt: number): { promise: Promise<void>; cancel: () => void } {
     const timer = this.options.scheduler.timer(fireAt);
-    this.liveTimers.add(timer.cancel);
+    let interrupt = () => timer.cancel();
+    const promise = new Promise<void>((resolve, reject) => {
+      interrupt = () => {
+        timer.cancel();
+        reject(new RunnerStopped());
+      };
+      void timer.promise.then(() => {
+        this.liveTimers.delete(interrupt);
+        resolve();
+      });
+    });
+    // (every wait is awaited or raced; this only keeps one left behind by a race from going unhandled)
+    promise.catch(() => undefined);
+    this.liveTimers.add(interrupt);
     return {
-      promise: timer.promise.then(() => {
-        this.liveTimers.delete(timer.cancel);
-      }),
+      promise,
       cancel: () => {
         timer.cancel();
-        this.liveTimers.delete(timer.cancel);
+        this.liveTimers.delete(interrupt);
       },
     };
   }
