@@ -10,6 +10,10 @@ module.exports = {
     ],
   },
   testTimeout: 30000,
+  // Hermetic: each test file in its own temporary directory, the checkout's .routelock/ out of reach.
+  globalSetup: '<rootDir>/test/support/globalSetup.ts',
+  globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
+  setupFiles: ['<rootDir>/test/support/hermetic.ts'],
   // the protocol search first, on a fresh heap (see the file)
   testSequencer: '<rootDir>/test/support/sequencer.js',
 };

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import { runDrill } from '../drill/drill';
-import { startLocalHost } from '../local/host';
+import { startLocalHost } from './support/localHost';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { asPrincipal } from './support/principals';
 

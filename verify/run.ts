@@ -129,7 +129,14 @@ if (require.main === module) {
   const seed = seedArg >= 0 ? Number(args[seedArg + 1]) : Date.now() % 2 ** 31;
   const soakArg = args.indexOf('--soak-seconds');
   const soakSeconds = soakArg >= 0 ? Number(args[soakArg + 1]) : 60;
-  verify({ quick: args.includes('--quick'), seed, soakSeconds })
+  const quick = args.includes('--quick');
+  // The seed first: a run that dies still says how to reproduce it (`--seed`).
+  process.stdout.write(`verify${quick ? ' --quick' : ''}: seed ${seed} (reproduce with --seed ${seed})\n`);
+  process.on('unhandledRejection', (error: unknown) => {
+    process.stderr.write(`verify (seed ${seed}): ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  });
+  verify({ quick, seed, soakSeconds })
     .then((results) => {
       const { text, ok } = report(results);
       process.stdout.write(`${text}\n`);

@@ -117,8 +117,6 @@ interface CancelSignal {
 export class InProcessRunner {
   private readonly running = new Map<string, Promise<MigrationStatus | null>>();
   private readonly liveTimers = new Set<() => void>();
-  /** Ends every wait on a timer at `stop()`, so a run reaches its next step and sees that it stopped. */
-  private readonly stopWaits = new Set<() => void>();
   private readonly cancels = new Map<string, CancelSignal>();
   private stopped = false;
   private readonly http: (call: HttpCall) => Promise<HttpResult>;
@@ -259,16 +257,14 @@ export class InProcessRunner {
   }
 
   /**
-   * Stop driving migrations (host shutdown): timers are cancelled, the journal keeps what happened.
-   * Resolves once every run has ended: a step under way finishes (it may write), and nothing after it
-   * runs, so whoever owns the state may close it then.
+   * Stop driving migrations (host shutdown): the journal keeps what happened. A run waiting on a timer
+   * ends at once; one inside a step (a store or participant call) ends when that returns, journaling
+   * nothing more. Resolves when every run has ended: only then may the caller close the state they read.
    */
   stop(): Promise<void> {
     this.stopped = true;
-    for (const cancel of this.liveTimers) cancel();
+    for (const interrupt of this.liveTimers) interrupt();
     this.liveTimers.clear();
-    for (const release of this.stopWaits) release();
-    this.stopWaits.clear();
     return this.idle();
   }
 
@@ -279,12 +275,24 @@ export class InProcessRunner {
         const message = (error as Error).message;
         this.options.log?.('migration runner failed', { migrationId: input.migrationId, error: message });
         // The workflow handles every failure it knows of, so this is a bug; even so, a migration left
-        // unfinished would block its resource forever (and fail again on every resume): end it.
-        const record = await this.options.state.get(input.migrationId);
-        if (record && !terminalStates.has(record.status.status) && !this.stopped) {
-          const status = { ...record.status, status: 'Failed' as const, error: `runner failed: ${message}` };
-          await this.options.state.saveStatus(input.migrationId, status, true);
-          if (!this.endsReported.has(input.migrationId)) await this.reportEnd(input.migrationId, status);
+        // unfinished would block its resource forever (and fail again on every resume): end it. A run
+        // never rejects: nobody awaits it but `idle()` and `stop()`.
+        try {
+          const record = await this.options.state.get(input.migrationId);
+          if (record && !terminalStates.has(record.status.status) && !this.stopped) {
+            const status = {
+              ...record.status,
+              status: 'Failed' as const,
+              error: `runner failed: ${message}`,
+            };
+            await this.options.state.saveStatus(input.migrationId, status, true);
+            if (!this.endsReported.has(input.migrationId)) await this.reportEnd(input.migrationId, status);
+          }
+        } catch (failed) {
+          this.options.log?.('migration runner failed to end the migration', {
+            migrationId: input.migrationId,
+            error: (failed as Error).message,
+          });
         }
         return null;
       })
@@ -420,22 +428,30 @@ export class InProcessRunner {
     }
   }
 
-  /** A scheduler timer that `stop()` cancels. */
+  /** A scheduler timer that `stop()` interrupts: its wait ends in RunnerStopped, so the run ends too. */
   private timer(fireAt: number): { promise: Promise<void>; cancel: () => void } {
     const timer = this.options.scheduler.timer(fireAt);
-    let release = () => undefined as void;
-    const stopped = this.stopped ? Promise.resolve() : new Promise<void>((resolve) => (release = resolve));
-    this.liveTimers.add(timer.cancel);
-    this.stopWaits.add(release);
+    let interrupt = () => timer.cancel();
+    const promise = new Promise<void>((resolve, reject) => {
+      interrupt = () => {
+        timer.cancel();
+        reject(new RunnerStopped());
+      };
+      void timer.promise.then(() => {
+        this.liveTimers.delete(interrupt);
+        resolve();
+      });
+    });
+    // (every wait is awaited or raced; this only keeps one left behind by a race from going unhandled)
+    promise.catch(() => undefined);
+    // A wait begun after stop() (a step that was under way returned) ends at once, or idle() would hang.
+    if (this.stopped) interrupt();
+    else this.liveTimers.add(interrupt);
     return {
-      promise: Promise.race([timer.promise, stopped]).then(() => {
-        this.liveTimers.delete(timer.cancel);
-        this.stopWaits.delete(release);
-      }),
+      promise,
       cancel: () => {
         timer.cancel();
-        this.liveTimers.delete(timer.cancel);
-        this.stopWaits.delete(release);
+        this.liveTimers.delete(interrupt);
       },
     };
   }
@@ -468,7 +484,6 @@ export class InProcessRunner {
         }
         await this.timer(this.options.scheduler.now() + retryIntervalSeconds * 1000 * 2 ** (attempt - 1))
           .promise;
-        if (this.stopped) throw new RunnerStopped();
       }
     }
   }

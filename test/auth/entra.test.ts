@@ -2,7 +2,7 @@ import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type JWK, type KeyLike, SignJWT, UnsecuredJWT, exportJWK, generateKeyPair } from 'jose';
 import type { Services } from '../../functions/services';
-import { startLocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { RoutingClient } from '../../shared/client';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type Called, call, handlerServices } from '../support/handlers';

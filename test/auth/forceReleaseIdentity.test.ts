@@ -1,6 +1,7 @@
 import type { ForceReleaseRequest } from '../../shared/audit';
 import { approveRequest, openRequest } from '../../shared/forceRelease';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type TestPrincipal, asPrincipal } from '../support/principals';
 

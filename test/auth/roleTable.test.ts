@@ -1,7 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { type AppRole, type EndpointRole, appRoles } from '../../functions/http/auth';
 import type { HttpEndpoint } from '../../functions/http/endpoint';
-import { type LocalHost, allEndpoints, extraRoutes, startLocalHost } from '../../local/host';
+import { type LocalHost, allEndpoints, extraRoutes } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { createLocalServer } from '../../local/server';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { signInLocation } from '../../functions/http/signIn';

@@ -16,7 +16,6 @@ import { Campaigns } from '../../shared/campaign/campaigns';
 import { startsAllowed, throttleAfterTick } from '../../shared/campaign/plan';
 import type { TickResult } from '../../shared/campaign/service';
 import { type TickRules, campaignTick } from '../../shared/campaign/tick';
-import { parseConfig } from '../../shared/config';
 import type { Activities } from '../../shared/migration/activities';
 import type { MigrationService } from '../../shared/migration/service';
 import { CANCEL_EVENT, type MigrationInput } from '../../shared/migration/types';
@@ -32,6 +31,7 @@ import {
   type ReplayResult,
   type WireEvent,
 } from '../../testkit/durableReplay';
+import { scratchConfig } from '../support/scratch';
 
 /**
  * A campaign on the Durable runner, end to end on virtual time: the campaign orchestrator replayed
@@ -154,7 +154,7 @@ class CampaignTaskHub {
 }
 
 async function setup() {
-  const config = parseConfig({ ROUTELOCK_PROFILE: 'dev' });
+  const config = scratchConfig({ ROUTELOCK_PROFILE: 'dev' });
   const clock = new ManualClock(START);
   const records = new SqliteMigrationState(':memory:');
   const campaignRecords = new SqliteCampaignRecords(':memory:');
@@ -366,7 +366,7 @@ describe('cancel on the Durable runner', () => {
 describe('the campaignTick activity', () => {
   test('registered with a durable client input: the Functions composition builds its DurableMigrationService from it', async () => {
     const h = await setup();
-    const services = await createServices(parseConfig({}), {
+    const services = await createServices(scratchConfig(), {
       store: new SqliteStore(':memory:'),
       campaignRecords: h.campaignRecords,
     });

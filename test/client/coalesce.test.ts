@@ -7,7 +7,7 @@ import {
 } from '../../shared/client';
 import { parseConfig } from '../../shared/config';
 import type { RouteView } from '../../shared/lock/view';
-import { startLocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { HeldReadStore } from '../../testkit/heldReadStore';

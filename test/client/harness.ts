@@ -1,6 +1,7 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 

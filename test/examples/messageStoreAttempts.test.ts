@@ -1,5 +1,6 @@
 import { MessageStore } from '../../examples/message-store/service';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { poll } from '../support/poll';
 

@@ -8,7 +8,7 @@ import {
   writeLockHolds,
 } from '../../drill/writeLockHold';
 import { MessageStore, type MessageStoreOptions } from '../../examples/message-store/service';
-import { startLocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 
 /**

@@ -8,7 +8,8 @@ import {
   handleCampaignMessage,
   messageCampaignId,
 } from '../../functions/campaignQueue';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import type { CampaignService } from '../../shared/campaign/service';
 import type { CampaignStatus } from '../../shared/campaign/types';
 import { RouteLockError } from '../../shared/errors';

@@ -1,4 +1,5 @@
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import type { AddedResources } from '../../shared/campaign/service';
 import { type CampaignStatus, MAX_CAMPAIGN_PAGES } from '../../shared/campaign/types';
 import type { MigrationList } from '../../shared/migration/service';

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { scratchDir } from '../support/scratch';
 
 /**
  * A Functions app on Cosmos DB never loads better-sqlite3 (a native module: one built for another OS
@@ -23,7 +24,8 @@ function loadsSqlite(env: Record<string, string>, after = ''): boolean {
       process.stdout.write(JSON.stringify({ loaded }));
     })().catch((e) => { console.error(e); process.exit(1); });`;
   const out = execFileSync(process.execPath, ['-r', join(root, 'scripts/ts-register.js'), '-e', script], {
-    cwd: root,
+    // (a store opened at the default path lands in a temporary directory, not the checkout)
+    cwd: scratchDir('entry-points-'),
     env: { PATH: process.env.PATH ?? '', ...env },
     encoding: 'utf8',
   });

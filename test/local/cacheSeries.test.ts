@@ -1,4 +1,5 @@
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { RoutingClient, decide } from '../../shared/client';
 import { ManualClock } from '../../testkit/clock';
 import type { LocationDocument } from '../../shared/lock/document';

@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { RoutingClient, RoutingServiceError, decide } from '../../shared/client';
 import { ManualClock } from '../../testkit/clock';
 import type { LockGrant, RouteView } from '../../shared/lock/view';

@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 
 /**
  * Review of issue 20: an absolute-form request target with credentials in it (`GET http://u:p@host/`) for

@@ -5,7 +5,7 @@ import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/s
 import { migrationQueueHandler, poisonOutput } from '../../functions/migrationQueue';
 import { createServices } from '../../functions/services';
 import { ManualClock } from '../../testkit/clock';
-import { parseConfig } from '../../shared/config';
+import { scratchConfig } from '../support/scratch';
 import { RouteLockError } from '../../shared/errors';
 import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
 import type { MigrationInput } from '../../shared/migration/types';
@@ -66,7 +66,7 @@ class FakeDurableClient {
 }
 
 async function setup() {
-  const config = parseConfig({});
+  const config = scratchConfig();
   const clock = new ManualClock();
   const store = new SqliteStore(':memory:');
   const router = new Router({ store, timing: config.timing, clock: clock.now });

@@ -1,4 +1,5 @@
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';

@@ -1,5 +1,6 @@
 import { QueueClient } from '@azure/storage-queue';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { decodeBase64, hostQueueRetry, timeSpanSeconds } from '../../local/queueConsumer';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';

@@ -15,6 +15,7 @@ import type { TelemetryEvent, TelemetryMetric } from '../../shared/telemetry/loc
 import { telemetryEventNames, telemetryMetricNames } from '../../shared/telemetry/names';
 import { MessageStore } from '../../examples/message-store/service';
 import { ManualClock } from '../../testkit/clock';
+import { scratchConfig } from '../support/scratch';
 
 /**
  * The request-path counters the workbook's refusals panel and the throttling alert read: a service's
@@ -196,12 +197,12 @@ test('the app counts the throttling its Cosmos DB adapters see (and only with Co
     ...seen,
   });
   const onSqlite = metrics();
-  await createServices(parseConfig({}), { store: new SqliteStore(':memory:'), sink: sinkOf(onSqlite.sink) });
+  await createServices(scratchConfig(), { store: new SqliteStore(':memory:'), sink: sinkOf(onSqlite.sink) });
   storeError({ statusCode: 429 }, 'conv-1');
   expect(onSqlite.seen).toEqual([]);
 
   const onCosmos = metrics();
-  const config = parseConfig({
+  const config = scratchConfig({
     ROUTELOCK_STORE: 'cosmos',
     COSMOS_ENDPOINT: 'https://routelock.documents.azure.com',
   });

@@ -14,6 +14,7 @@ import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
 import { MetricsRecorder, nullSink } from '../../shared/telemetry/sink';
 import { ManualClock } from '../../testkit/clock';
 import { useCosmosServers } from '../support/cosmosServers';
+import { scratchConfig } from '../support/scratch';
 
 /**
  * The audit ledger written on the write path, with the change feed as its idempotent backstop: no
@@ -114,7 +115,7 @@ test('the composed services (both hosts) audit on the write path: a force-releas
   const store = new SqliteStore(':memory:');
   const audit = new SqliteAuditLedger(':memory:');
   const clock = new ManualClock();
-  const services = await createServices(parseConfig({}), { clock: clock.now, store, audit });
+  const services = await createServices(scratchConfig(), { clock: clock.now, store, audit });
   await services.router.createRoute('w-fr', SOURCE);
   await services.router.prelock('w-fr', { migrationId: 'm-fr', owner: 'o', target: TARGET });
   const request = await services.forceRelease.open('w-fr', 'alice', 'stuck');
@@ -133,7 +134,7 @@ test('composed services, ledger down: a force-release request still opens and is
   const store = new SqliteStore(':memory:');
   const audit = new FlakyLedger(new SqliteAuditLedger(':memory:'));
   const sink = new MetricsRecorder();
-  const services = await createServices(parseConfig({}), { store, audit, sink });
+  const services = await createServices(scratchConfig(), { store, audit, sink });
   await services.router.createRoute('w-down', SOURCE);
   await services.router.prelock('w-down', { migrationId: 'm-d', owner: 'o', target: TARGET });
   audit.down = true;

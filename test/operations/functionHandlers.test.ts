@@ -5,10 +5,10 @@ import { createServices } from '../../functions/services';
 import { syntheticProbeHandler } from '../../functions/syntheticProbe';
 import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
 import { ManualClock } from '../../testkit/clock';
-import { parseConfig } from '../../shared/config';
 import type { LocationDocument } from '../../shared/lock/document';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
+import { scratchConfig } from '../support/scratch';
 
 /** The Azure trigger handlers, called as the Functions host calls them. */
 
@@ -22,7 +22,7 @@ async function setup() {
   const store = new SqliteStore(':memory:');
   const recorder = new MetricsRecorder();
   const audit = new SqliteAuditLedger(':memory:');
-  const services = await createServices(parseConfig({ ROUTELOCK_PROBE_REGION: 'northeurope' }), {
+  const services = await createServices(scratchConfig({ ROUTELOCK_PROBE_REGION: 'northeurope' }), {
     clock: clock.now,
     store,
     sink: recorder,

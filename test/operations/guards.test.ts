@@ -1,9 +1,9 @@
 import { accountGuards, createServices } from '../../functions/services';
 import { ManualClock } from '../../testkit/clock';
-import { parseConfig } from '../../shared/config';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { MetricsRecorder } from '../../shared/telemetry/sink';
 import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
+import { scratchConfig } from '../support/scratch';
 
 const SOURCE = { region: 'westeurope' };
 const TARGET = { region: 'eastus' };
@@ -20,7 +20,7 @@ test('an account with several write regions: every lock mutation is refused with
   const store = await cosmos.connect();
   // The account description as Cosmos DB reports a multi-write account.
   Object.defineProperty(store, 'account', { value: { ...store.account, multipleWriteLocations: true } });
-  const services = await createServices(parseConfig({}), { store, sink: new MetricsRecorder() });
+  const services = await createServices(scratchConfig(), { store, sink: new MetricsRecorder() });
   expect(services.warnings.join('\n')).toMatch(/more than one write region/);
   await services.router.createRoute('r-guard', SOURCE); // routes can still be created and read
   await expect(
@@ -34,7 +34,7 @@ test('an account with several write regions: every lock mutation is refused with
 test('negative control: the same account with one write region allows lock mutations', async () => {
   const store = await cosmos.connect();
   expect(store.account.multipleWriteLocations).toBe(false);
-  const services = await createServices(parseConfig({}), { store, sink: new MetricsRecorder() });
+  const services = await createServices(scratchConfig(), { store, sink: new MetricsRecorder() });
   expect(services.warnings).toEqual([]);
   await services.router.createRoute('r-ok', SOURCE);
   await expect(
@@ -54,13 +54,13 @@ test('clock skew: a write whose store timestamp is far from this clock emits Clo
   const store = await cosmos.connect(); // the emulator stamps _ts with the real time
   const recorder = new MetricsRecorder();
   const skewed = new ManualClock(Date.now() + 60_000); // this process runs a minute ahead
-  const services = await createServices(parseConfig({}), { store, sink: recorder, clock: skewed.now });
+  const services = await createServices(scratchConfig(), { store, sink: recorder, clock: skewed.now });
   await services.router.createRoute('r-skew', SOURCE);
   await services.router.prelock('r-skew', { migrationId: 'm', owner: 'o', target: TARGET });
   expect(recorder.snapshot().events).toEqual({ ClockSkewHigh: 1 });
   // negative control: in step with the store, nothing is emitted
   const quiet = new MetricsRecorder();
-  const inStep = await createServices(parseConfig({}), { store, sink: quiet });
+  const inStep = await createServices(scratchConfig(), { store, sink: quiet });
   await inStep.router.createRoute('r-noskew', SOURCE);
   await inStep.router.prelock('r-noskew', { migrationId: 'm', owner: 'o', target: TARGET });
   expect(quiet.snapshot().events).toEqual({});

@@ -15,7 +15,8 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { parseConfig } from '../../shared/config';
 import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';

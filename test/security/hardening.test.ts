@@ -4,7 +4,8 @@ import {
   request as httpRequest,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { createLocalServer } from '../../local/server';
 import {
   isLoopbackHostHeader as isLoopbackHost,

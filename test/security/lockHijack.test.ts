@@ -1,4 +1,5 @@
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';

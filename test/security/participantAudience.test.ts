@@ -1,5 +1,6 @@
 import type { AccessToken, TokenCredential } from '@azure/identity';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { callParticipant } from '../../shared/migration/participantHttp';
 import { realScheduler } from '../../shared/migration/scheduler';
 import type { MigrationStatus } from '../../shared/migration/types';

@@ -7,6 +7,7 @@ import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { allEndpoints } from '../../local/host';
 import { type TestPrincipal, allRoles, clientPrincipal } from './principals';
+import { scratchSqlitePath } from './scratch';
 
 export interface Called {
   status: number;
@@ -44,7 +45,9 @@ export async function handlerServices(
   overrides: ServiceOverrides = {},
 ): Promise<{ services: Services; clock: ManualClock; logs: string[] }> {
   const clock = new ManualClock();
-  const services = await createServices(parseConfig(env), { clock: clock.now, store, ...overrides });
+  // Its records, audit ledger and token keys in a directory of its own (a test names another to share one).
+  const config = parseConfig({ ROUTELOCK_SQLITE_PATH: scratchSqlitePath(), ...env });
+  const services = await createServices(config, { clock: clock.now, store, ...overrides });
   current = Promise.resolve(services);
   return { services, clock, logs: [] };
 }

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { scratchDir } from './scratch';
 
 const root = join(__dirname, '../..');
 
@@ -12,13 +13,17 @@ export interface SpawnedHost {
   exited: Promise<Exit>;
 }
 
-/** Run `local/main.ts` as `npm start` does, from source (so never a stale build), capturing its output. */
+/**
+ * Run `local/main.ts` as `npm start` does, from source (so never a stale build), capturing its output.
+ * Its working directory is a fresh temporary one: a host given no path keeps its default `.routelock/`
+ * there, not in the checkout.
+ */
 function launch(env: Record<string, string>) {
   const child = spawn(
     process.execPath,
     ['-r', join(root, 'scripts/ts-register.js'), join(root, 'local/main.ts')],
     {
-      cwd: root,
+      cwd: scratchDir('host-'),
       env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     },

@@ -5,11 +5,11 @@ import {
   registerTelemetryReconciliation,
   telemetryReconciliationHandler,
 } from '../../functions/telemetryReconciliation';
-import { parseConfig } from '../../shared/config';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { MemorySeenVersions } from '../../shared/telemetry/seen';
 import { ForwardingStore } from '../../testkit/forwardingStore';
 import { KeepingSink } from '../../testkit/keepingSink';
+import { scratchConfig } from '../support/scratch';
 
 /**
  * The Azure side, called as the Functions host calls it: the change feed trigger reports its lag and
@@ -26,7 +26,7 @@ async function setup(store = new SqliteStore(':memory:')) {
   const sink = new KeepingSink();
   const seen = new MemorySeenVersions();
   const now = Date.now();
-  const services = await createServices(parseConfig({ ROUTELOCK_RECONCILE_GRACE_SECONDS: '0' }), {
+  const services = await createServices(scratchConfig({ ROUTELOCK_RECONCILE_GRACE_SECONDS: '0' }), {
     clock: () => now,
     store,
     sink,

@@ -142,6 +142,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     rivalState: new SqliteMigrationState(':memory:', clock.now),
     runner: null,
     rival: null,
+    stopping: [],
     done: false,
     itemSerial: 0,
     deleting: new Set(),
@@ -170,19 +171,32 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     if (options.stopAtFirstViolation && f.violations.length > 0) f.done = true;
     if (clock.now() > limitMs) throw new Error('harness: the fleet did not finish in 5,000 virtual hours');
   }
-  f.runner?.stop();
-  f.rival?.stop();
+  for (const runner of [f.runner, f.rival]) if (runner) f.stopping.push(runner.stop());
   judgeOutcomes(f, (clock.now() - startedAtMs) / 3600_000);
   await judgeCampaign(f);
   // The data, even after a control stopped early: whatever has swapped must hold what was acknowledged.
   await Promise.all(resources.map((id) => checkData(f, id, 'at the end')));
   countEnd(f);
   f.stats.failovers = { count: failover.count, swapsLost: failover.swapsLost };
+  await settleRunners(f);
   f.state.close();
   f.rivalState.close();
   f.campaign?.truth.close();
   await writeRegion.close();
   return fleetResult(f);
+}
+
+/**
+ * Before the states close, every orchestrator instance has ended its runs: one still inside a step (a
+ * store or participant call on virtual time) finishes it while the clock runs on. (Closing under a run
+ * that still read its state was an unhandled rejection that ended the whole verification.)
+ */
+async function settleRunners(f: Fleet): Promise<void> {
+  let settled = false;
+  void Promise.all(f.stopping).then(() => (settled = true));
+  const limitMs = f.clock.now() + 24 * 3600_000;
+  await f.scheduler.runWhile(() => !settled && f.clock.now() <= limitMs);
+  if (!settled) throw new Error('harness: an orchestrator did not stop within 24 virtual hours');
 }
 
 /** The routes, each at a random location, on every replica before the first request. */

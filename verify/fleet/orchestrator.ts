@@ -111,7 +111,8 @@ async function stallFor(f: Fleet, migrationState: SqliteMigrationState): Promise
  */
 export function crash(f: Fleet): void {
   if (!f.runner) return;
-  f.runner.stop();
+  // Requests it had in flight still land (a dead process's writes can); its timers never fire.
+  f.stopping.push(f.runner.stop());
   f.runner = null;
   killCampaignInstance(f);
   f.stats.crashes += 1;

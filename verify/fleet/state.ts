@@ -85,6 +85,8 @@ export interface Fleet extends FleetEnv {
   runner: InProcessRunner | null;
   /** A second deployment with its own state: it never crashes, but it races. */
   rival: InProcessRunner | null;
+  /** Every orchestrator instance stopped so far (a crash, the run's end): settled before the state closes. */
+  stopping: Promise<void>[];
   done: boolean;
   itemSerial: number;
   /** Routes the route-deleting actor is working on. */
