@@ -204,7 +204,7 @@ function keyValues(lines: readonly [string, string][]): string {
   return lines.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${v}`).join('\n');
 }
 
-/** A dry run's report, a line per check (✓ / ✗), then the timing. */
+/** A dry run's report, a line per check (✓ / ✗ / – not configured), then the timing. */
 export function preflightLines(report: PreflightReport): string {
   return [
     `dry run of ${report.resourceId} → ${report.target.region}: ${report.ok ? 'ok' : 'a check fails'}`,
@@ -217,8 +217,11 @@ type CheckShown = Pick<PreflightReport['checks'][number], 'ok' | 'detail' | 'par
   check: string;
 };
 
+/** ✓ passed, ✗ failed, – nothing to check against (not a pass). */
+const checkMark = (c: CheckShown): string => (c.outcome === 'notConfigured' ? '–' : c.ok ? '✓' : '✗');
+
 const checkLine = (c: CheckShown): string =>
-  `${c.ok ? '✓' : '✗'} ${c.participant === undefined ? c.check : `participant ${c.participant}`}: ${c.detail}${c.outcome === 'notImplemented' ? ' (notImplemented)' : ''}`;
+  `${checkMark(c)} ${c.participant === undefined ? c.check : `participant ${c.participant}`}: ${c.detail}${c.outcome === 'notImplemented' ? ' (notImplemented)' : ''}`;
 
 const timingLines = (t: PreflightTiming): string[] => [
   `convergence wait: ${t.convergenceWaitSeconds} s`,

@@ -10,7 +10,7 @@ import {
   campaignStates,
 } from '../shared/campaign/types';
 import { type CutoverWindow, type MigrationStatus, migrationStates } from '../shared/migration/types';
-import { ApiRefused, ApiUnreachable, DEFAULT_TIMEOUT_MS, DEFAULT_URL, RouteLockApi } from './api';
+import { ApiRefused, ApiUnreachable, DEFAULT_TIMEOUT_MS, RouteLockApi, defaultUrl } from './api';
 import {
   EXIT,
   campaignDetails,
@@ -44,6 +44,8 @@ export interface Io {
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
   /** Reads `--resources-file -`. */
   stdin?: () => string;
+  /** The environment the default URL is read from (PORT); process.env when not given. */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** Bad arguments, found before anything was sent. */
@@ -119,7 +121,11 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
 
   const program = new Command('routelock')
     .description('Operate routelock migrations and campaigns through its HTTP API.')
-    .addOption(new Option('--url <url>', `the host's base URL (default ${DEFAULT_URL})`).env('ROUTELOCK_URL'))
+    .addOption(
+      new Option('--url <url>', "the host's base URL (default: http://127.0.0.1:${PORT:-7071}/api)").env(
+        'ROUTELOCK_URL',
+      ),
+    )
     .addOption(
       new Option('--key <key>', 'a function key, sent as x-functions-key').env('ROUTELOCK_FUNCTION_KEY'),
     )
@@ -137,9 +143,16 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
   const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
   const api = (cmd: Command): RouteLockApi => {
     const g = globals(cmd);
+    let url = g.url;
+    if (!url)
+      try {
+        url = defaultUrl(io.env ?? process.env);
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
     try {
       return new RouteLockApi({
-        url: g.url || DEFAULT_URL,
+        url,
         functionKey: g.key || undefined,
         token: g.token || undefined,
         timeoutMs: g.timeout * 1000,

@@ -92,8 +92,14 @@ export const preflightRules: readonly Rule[] = [
       : check('notAtTarget', true, `moves from ${doc.location.region} to ${target.region}`);
   },
   ({ target }, _now, s) =>
-    isAllowedRegion(s.allowedRegions, target.region)
-      ? check('regionAllowed', true, `${target.region} is allowed`)
+    // No allowlist is no check: say so, rather than a pass that reads as if the region had been vetted.
+    s.allowedRegions == null
+      ? {
+          ...check('regionAllowed', true, 'no region allowlist set (ROUTELOCK_REGIONS): any region accepted'),
+          outcome: 'notConfigured',
+        }
+      : isAllowedRegion(s.allowedRegions, target.region)
+        ? check('regionAllowed', true, `${target.region} is one of ROUTELOCK_REGIONS`)
       : check(
           'regionAllowed',
           false,
