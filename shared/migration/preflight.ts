@@ -100,11 +100,11 @@ export const preflightRules: readonly Rule[] = [
         }
       : isAllowedRegion(s.allowedRegions, target.region)
         ? check('regionAllowed', true, `${target.region} is one of ROUTELOCK_REGIONS`)
-      : check(
-          'regionAllowed',
-          false,
-          `${target.region} is not one of ROUTELOCK_REGIONS (${(s.allowedRegions ?? []).join(', ')})`,
-        ),
+        : check(
+            'regionAllowed',
+            false,
+            `${target.region} is not one of ROUTELOCK_REGIONS (${(s.allowedRegions ?? []).join(', ')})`,
+          ),
   ({ doc }, now) => {
     if (!doc) return null;
     const retired = retiredSourceWindow(doc, now);

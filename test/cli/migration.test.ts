@@ -115,7 +115,9 @@ test('without --url or ROUTELOCK_URL the command line finds the host on PORT, as
   expect(JSON.parse(viaPort.stdout)).toHaveProperty('items');
   const bad = await runCli(['migration', 'list'], { ...rest, PORT: 'seventy' });
   expect(bad).toMatchObject({ code: 2, stdout: '' });
-  expect(bad.stderr).toMatch(/PORT: expected a TCP port number \(1-65535\), got "seventy"; or set ROUTELOCK_URL/);
+  expect(bad.stderr).toMatch(
+    /PORT: expected a TCP port number \(1-65535\), got "seventy"; or set ROUTELOCK_URL/,
+  );
 }, 60_000);
 
 test('an input the API refuses is exit 1 with its problem; a host that does not answer is exit 3', async () => {
