@@ -51,6 +51,9 @@ export function duration(seconds: number | null | undefined): string {
 export const endedMembers = (counts: CampaignCounts): number =>
   counts.total - counts.pending - counts.running;
 
+/** Members whose resource is at the target: moved, or already there. */
+export const movedMembers = (c: CampaignCounts): number => c.completed + c.noOp;
+
 /** Members whose resource did not reach the target. */
 export const unmovedMembers = (c: CampaignCounts): number => c.failed + c.conflict + c.cancelled + c.skipped;
 
@@ -111,7 +114,7 @@ export function campaignDetails(s: CampaignStatus): string {
     ['target', where(s.target)],
     ['resources', source],
     ['limits', limitsText(s)],
-    ['progress', `${textBar(endedMembers(c), c.total)} ${endedMembers(c)}/${c.total} ended`],
+    ['progress', `${textBar(campaignBarValue(s).value, c.total)} ${campaignTally(s)}`],
     ['counts', `pending ${c.pending}, running ${c.running}; ${outcomeCounts(c)}`],
     ['eta', duration(s.etaSeconds)],
     [
@@ -154,9 +157,26 @@ export function campaignTable(items: readonly CampaignStatus[]): string {
 }
 
 /** One line for a watch without a terminal (a log, a CI job). */
+/**
+ * What a campaign's bar fills with: members that ended while it runs; once it is Cancelled, every member
+ * has ended by definition, so the bar shows what moved (completed or already there) instead.
+ */
+export function campaignBarValue(s: CampaignStatus): { value: number; what: string } {
+  return s.status === 'Cancelled'
+    ? { value: movedMembers(s.counts), what: 'moved' }
+    : { value: endedMembers(s.counts), what: 'ended' };
+}
+
+/** "120/2500 moved, cancelled 2380" or "7/10 ended". */
+export function campaignTally(s: CampaignStatus): string {
+  const { value, what } = campaignBarValue(s);
+  return `${value}/${s.counts.total} ${what}`;
+}
+
 export function campaignProgressLine(s: CampaignStatus): string {
   const c = s.counts;
-  return `${s.campaignId} ${s.status} ${textBar(endedMembers(c), c.total)} ${endedMembers(c)}/${c.total} ended, running ${c.running}, ${outcomeCounts(c)}, eta ${duration(s.etaSeconds)}`;
+  const { value } = campaignBarValue(s);
+  return `${s.campaignId} ${s.status} ${textBar(value, c.total)} ${campaignTally(s)}, running ${c.running}, ${outcomeCounts(c)}, eta ${duration(s.etaSeconds)}`;
 }
 
 export function migrationDetails(m: MigrationStatus): string {

@@ -16,10 +16,11 @@ import {
   campaignDetails,
   campaignEnded,
   campaignExitCode,
+  campaignBarValue,
   campaignProgressLine,
   campaignTable,
+  campaignTally,
   duration,
-  endedMembers,
   migrationDetails,
   migrationEnded,
   migrationExitCode,
@@ -38,6 +39,16 @@ import {
  * 4 a `--watch` saw the campaign or migration end without moving every resource, 5 a `--dry-run` found a
  * check failing (`campaign start --dry-run` and `migration start --dry-run`).
  */
+
+/** The exit codes, as every `--help` ends (the same table as the module's comment above). */
+const EXIT_CODES_HELP = `
+Exit codes:
+  0  done
+  1  the API refused (its problem is printed)
+  2  bad usage: nothing was sent
+  3  the host did not answer
+  4  --watch saw the campaign or migration end without moving every resource
+  5  --dry-run found a check failing`;
 
 export interface Io {
   stdout: NodeJS.WritableStream & { isTTY?: boolean };
@@ -138,6 +149,10 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
     )
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
+    // Every subcommand's --help lists --url, --json, --key … too (set before any subcommand is made:
+    // each inherits it) and ends with the exit codes.
+    .configureHelp({ showGlobalOptions: true })
+    .addHelpText('afterAll', EXIT_CODES_HELP)
     .showHelpAfterError('(see --help)');
 
   const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
@@ -200,6 +215,15 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
         duplicates += answer.duplicates;
         last = answer.status;
       } catch (error) {
+        if (error instanceof ApiRefused && error.problem.code === 'CampaignEnded') {
+          // Nothing more can join it, so no "append the rest" hint: it would fail the same way.
+          note(
+            `campaign ${campaignId} has ended: it takes no more resources` +
+              (i > 0 ? ` (${offset + i} of ${offset + ids.length} ids were sent before it ended)` : '') +
+              '; start a new campaign for these ids',
+          );
+          throw error;
+        }
         note(
           `stopped after ${offset + i} of ${offset + ids.length} ids; append the rest with ` +
             `\`campaign add ${campaignId} --resources-file … --skip ${offset + i}\``,
@@ -356,11 +380,7 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
       .argument('<campaignId>')
       .action(async (campaignId: string, _o, cmd: Command) => {
         const s = await api(cmd).campaignCommand(campaignId, command);
-        print(
-          cmd,
-          s,
-          () => `${s.campaignId}: ${s.status} (${endedMembers(s.counts)}/${s.counts.total} ended)`,
-        );
+        print(cmd, s, () => `${s.campaignId}: ${s.status} (${campaignTally(s)})`);
       });
 
   campaign
@@ -501,12 +521,13 @@ interface WatchView<T> {
 }
 
 const campaignView: WatchView<CampaignStatus> = {
-  value: (s) => endedMembers(s.counts),
+  value: (s) => campaignBarValue(s).value,
   total: (s) => Math.max(1, s.counts.total),
-  format: '{id} {status} {bar} {value}/{total} ended | running {running} | {outcomes} | eta {etaText}',
+  format: '{id} {status} {bar} {value}/{total} {what} | running {running} | {outcomes} | eta {etaText}',
   payload: (s) => ({
     id: s.campaignId,
     status: s.status,
+    what: campaignBarValue(s).what,
     running: String(s.counts.running),
     outcomes: outcomeCounts(s.counts),
     etaText: duration(s.etaSeconds),
