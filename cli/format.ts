@@ -102,6 +102,15 @@ const limitsText = (s: CampaignStatus): string =>
     ...(s.limits.migrationAttempts !== undefined ? [`${s.limits.migrationAttempts} attempts each`] : []),
   ].join(', ');
 
+/** "2 never started: NotFound 2" (skipped members have no migration to say why). */
+export function skippedText(k: NonNullable<CampaignStatus['skipped']>): string {
+  const reasons = Object.entries(k.byReason)
+    .sort(([a, x], [b, y]) => y - x || a.localeCompare(b))
+    .map(([code, n]) => `${code} ${n}`)
+    .join(', ');
+  return `${k.total} never started: ${reasons}${k.truncated ? ' (of the first counted)' : ''}`;
+}
+
 export function campaignDetails(s: CampaignStatus): string {
   const c = s.counts;
   const source =
@@ -126,6 +135,7 @@ export function campaignDetails(s: CampaignStatus): string {
     ['created', s.createdAt],
     ['updated', s.updatedAt],
   ];
+  if (s.skipped) lines.splice(7, 0, ['skipped', skippedText(s.skipped)]);
   if (s.startedAt) lines.splice(-1, 0, ['started', s.startedAt]);
   if (s.endedAt) lines.push(['ended', s.endedAt]);
   if (s.pausedAt) lines.push(['paused', s.pausedAt]);

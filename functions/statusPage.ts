@@ -117,6 +117,7 @@ export const statusPageEndpoints: EndpointDeclaration[] = [
   pageRead(routeEndpoints, 'listRoutes', 'routes'),
   pageRead(routeEndpoints, 'getAudit', 'routes/{id}/audit'),
   pageRead(campaignEndpoints, 'listCampaigns', 'campaigns'),
+  pageRead(campaignEndpoints, 'getCampaign', 'campaigns/{campaignId}'),
 ];
 
 registerHttp(statusPageEndpoints);

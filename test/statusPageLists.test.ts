@@ -95,3 +95,29 @@ test('at 420 px the page is no wider than the screen: tables scroll in their own
   await page.screenshot({ path: join(outputDir, 'status-page-420.png'), fullPage: true });
   await page.close();
 }, 60_000);
+
+test("a campaign whose members were all skipped: its migrations view says how many and why, not 'no match'", async () => {
+  const post = await fetch(`${host.url}/api/campaigns`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      campaignId: 'c-gone',
+      target: { region: 'eastus' },
+      resources: ['gone-1', 'gone-2'],
+    }),
+  });
+  expect(post.status).toBe(202);
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    const s = (await (await fetch(`${host.url}/api/campaigns/c-gone`)).json()) as { status: string };
+    if (s.status === 'Completed') break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(`${host.url}/api/status#campaign=c-gone`);
+  await until(page, "!!document.querySelector('#noMigrations')");
+  expect(await page.textContent('#noMigrations')).toBe(
+    'Campaign c-gone: 2 member(s) never started, skipped: NotFound 2.',
+  );
+  await page.close();
+}, 60_000);

@@ -30,9 +30,10 @@ const reads = [
   'viewListRoutes',
   'viewGetAudit',
   'viewListCampaigns',
+  'viewGetCampaign',
   'statusPageAsset',
 ];
-const readParams = { id: 'conv-1', file: 'uplot-js' };
+const readParams = { id: 'conv-1', file: 'uplot-js', campaignId: 'c-1' };
 
 beforeEach(async () => {
   await handlerServices({ ROUTELOCK_AUTH: 'appservice' });

@@ -369,8 +369,12 @@ async function refresh() {
     $('pageNo').textContent = 'page ' + pages.length;
     fill('campaigns', campaignRows(campaigns));
     const rows = migrations.items.filter(narrow(state));
+    // A campaign whose members were skipped has no migration for them: say how many and why instead.
+    const skips = state.campaign && !migrations.items.length ? await getJson(API + '/campaigns/' + encodeURIComponent(state.campaign), true) : null;
+    if (!current()) return;
+    const skipped = skips && skips.skipped ? 'Campaign ' + esc(state.campaign) + ': ' + skips.skipped.total + ' member(s) never started, skipped: ' + Object.entries(skips.skipped.byReason).map(([k, n]) => esc(k) + ' ' + n).join(', ') + '.' : '';
     fill('migrations', rows.length ? rows.map(migrationRow).join('')
-      : '<tr><td colspan="9" class="empty">' + (migrations.items.length ? 'No migration on this page matches the phase or region filter.' : 'No migrations' + (FILTERS.some((k) => state[k]) ? ' match these filters.' : ' yet: POST /api/migrations')) + '</td></tr>');
+      : '<tr><td colspan="9" class="empty" id="noMigrations">' + (migrations.items.length ? 'No migration on this page matches the phase or region filter.' : skipped || 'No migrations' + (FILTERS.some((k) => state[k]) ? ' match these filters.' : ' yet: POST /api/migrations')) + '</td></tr>');
     const regions = new Set(routes.items.map((r) => r.location && r.location.region).filter(Boolean));
     $('regions').innerHTML = [...regions].sort().map((r) => '<option value="' + esc(r) + '">').join('');
     const shown = routes.items.filter((r) => (!state.resource || r.resourceId.includes(state.resource)) && (!state.region || (r.location && r.location.region === state.region)));

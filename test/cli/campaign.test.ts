@@ -127,6 +127,36 @@ test('a file of 1,205 ids goes as POST /campaigns with 1,000 and one page of 205
   expect(late.stderr).toMatch(/^error: .+: /m);
 }, 90_000);
 
+test('a campaign whose members were all skipped says why, by count, in its status and on show', async () => {
+  const start = await runCli(
+    [
+      'campaign',
+      'start',
+      '--target',
+      'eastus',
+      '--resource',
+      'gone-1',
+      '--resource',
+      'gone-2',
+      '--campaign-id',
+      'cmp-gone',
+    ],
+    env,
+  );
+  expect(start.code).toBe(0);
+  const watch = await runCli(['--json', 'campaign', 'show', 'cmp-gone', '--watch', '--interval', '0.5'], env);
+  expect(watch.code).toBe(4);
+  const status = JSON.parse(watch.stdout) as CampaignStatus;
+  expect(status.counts).toMatchObject({ total: 2, skipped: 2 });
+  expect(status.skipped).toEqual({ total: 2, byReason: { NotFound: 2 } });
+  const shown = await runCli(['campaign', 'show', 'cmp-gone'], env);
+  expect(shown.stdout).toMatch(/^skipped:\s+2 never started: NotFound 2$/m);
+  // the list answers without it (a status read of one campaign counts them)
+  const list = await runCli(['--json', 'campaign', 'list'], env);
+  const listed = (JSON.parse(list.stdout) as { items: CampaignStatus[] }).items;
+  expect(listed.find((c) => c.campaignId === 'cmp-gone')?.skipped).toBeUndefined();
+}, 60_000);
+
 test('every subcommand --help shows the global options and the exit codes', async () => {
   for (const args of [
     ['campaign', 'add', '--help'],
