@@ -121,3 +121,18 @@ test("a campaign whose members were all skipped: its migrations view says how ma
   );
   await page.close();
 }, 60_000);
+
+test('an open tab asks for the migrations page each second, and the lists only every 5 s', async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(`${host.url}/api/status`);
+  await until(page, "document.querySelectorAll('#routes tr[data-resource]').length === 207");
+  const asked: string[] = [];
+  page.on('request', (r) => asked.push(new URL(r.url()).pathname));
+  await new Promise((r) => setTimeout(r, 4000));
+  await page.close();
+  const count = (path: string) => asked.filter((p) => p === `/api/ops/view/${path}`).length;
+  expect(count('migrations')).toBeGreaterThanOrEqual(2);
+  // 207 routes are two pages: at most one round of them in 4 s (a second each would be 8)
+  expect(count('routes')).toBeLessThanOrEqual(2);
+  expect(count('campaigns')).toBeLessThanOrEqual(1);
+}, 60_000);

@@ -342,6 +342,12 @@ function showFilters(state) {
 }
 
 let chartsAt = 0;
+// The page reads the API's own list endpoints (its ops/view reads: the same handlers and roles), not an
+// aggregate of its own that could drift from them: a tab makes one request a second (the migrations
+// page) and every LISTS_MS the routes, campaigns and metrics.
+const LISTS_MS = 5000;
+let lists = null;
+let listsAt = 0;
 // One refresh counts at a time: a newer one (a click, a filter, the timer) supersedes an older one still
 // waiting, whose answers are then dropped, so a slow older answer never overwrites a newer page or its
 // continuation. The timer skips a tick while a refresh is out, so a slow store is not asked again and again.
@@ -356,13 +362,15 @@ async function refresh() {
     const key = JSON.stringify([state.status, state.campaign, state.resource, state.size]);
     if (key !== pagedFor) { pages = [undefined]; pagedFor = key; }
     showFilters(state);
-    const [migrations, routes, campaigns, metrics] = await Promise.all([
+    // The migrations page every second; the lists and metrics, which change slower, every LISTS_MS.
+    const listsDue = !lists || Date.now() - listsAt > LISTS_MS;
+    const [migrations, fetched] = await Promise.all([
       getJson(migrationQuery(state, +(state.size || PAGE_SIZE), pages[pages.length - 1])),
-      everyPage(API + '/routes?limit=200'),
-      everyPage(API + '/campaigns?limit=100', true),
-      getJson(METRICS, true),
+      listsDue ? Promise.all([everyPage(API + '/routes?limit=200'), everyPage(API + '/campaigns?limit=100', true), getJson(METRICS, true)]) : null,
     ]);
     if (!current()) return;
+    if (fetched) { lists = fetched; listsAt = Date.now(); }
+    const [routes, campaigns, metrics] = lists;
     nextContinuation = migrations.continuation || null;
     $('older').disabled = !nextContinuation;
     $('newer').disabled = pages.length === 1;
@@ -426,7 +434,7 @@ $('older').addEventListener('click', () => { if (nextContinuation) { pages.push(
 $('newer').addEventListener('click', () => { if (pages.length > 1) { pages.pop(); refresh(); } });
 $('f-status').innerHTML = '<option value="">any</option>' + STATES.map((s) => '<option>' + s + '</option>').join('');
 $('f-phase').innerHTML = '<option value="">any</option>' + PHASES.map((p) => '<option value="' + p + '">' + esc(PHASE_TEXT[p]) + '</option>').join('');
-refresh(); setInterval(() => { if (!refreshing) refresh(); }, 1000); window.addEventListener('hashchange', () => { chartsAt = 0; refresh(); });
+refresh(); setInterval(() => { if (!refreshing) refresh(); }, 1000); window.addEventListener('hashchange', () => { chartsAt = 0; listsAt = 0; refresh(); });
 `;
 
 const html = (attributes: string) => `<!doctype html>
