@@ -19,7 +19,19 @@ import type { Location } from '../shared/lock/document';
  * a refusal carries the problem's title and detail, an unreachable host its URL and the network error's code.
  */
 
-export const DEFAULT_URL = 'http://127.0.0.1:7071';
+export const DEFAULT_URL = 'http://127.0.0.1:7071/api';
+
+/**
+ * Where the command line looks without `--url` or ROUTELOCK_URL: the embedded host on this machine, on
+ * the port `npm start` listens on (PORT, else 7071), so one PORT moves both.
+ */
+export function defaultUrl(env: Readonly<Record<string, string | undefined>>): string {
+  const port = env.PORT?.trim();
+  if (!port) return DEFAULT_URL;
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+    throw new Error(`PORT: expected a TCP port number (1-65535), got "${port}"; or set ROUTELOCK_URL`);
+  return `http://127.0.0.1:${port}/api`;
+}
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
 export interface ApiOptions {

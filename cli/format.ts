@@ -51,6 +51,9 @@ export function duration(seconds: number | null | undefined): string {
 export const endedMembers = (counts: CampaignCounts): number =>
   counts.total - counts.pending - counts.running;
 
+/** Members whose resource is at the target: moved, or already there. */
+export const movedMembers = (c: CampaignCounts): number => c.completed + c.noOp;
+
 /** Members whose resource did not reach the target. */
 export const unmovedMembers = (c: CampaignCounts): number => c.failed + c.conflict + c.cancelled + c.skipped;
 
@@ -99,6 +102,15 @@ const limitsText = (s: CampaignStatus): string =>
     ...(s.limits.migrationAttempts !== undefined ? [`${s.limits.migrationAttempts} attempts each`] : []),
   ].join(', ');
 
+/** "2 never started: NotFound 2" (skipped members have no migration to say why). */
+export function skippedText(k: NonNullable<CampaignStatus['skipped']>): string {
+  const reasons = Object.entries(k.byReason)
+    .sort(([a, x], [b, y]) => y - x || a.localeCompare(b))
+    .map(([code, n]) => `${code} ${n}`)
+    .join(', ');
+  return `${k.total} never started: ${reasons}${k.truncated ? ' (of the first counted)' : ''}`;
+}
+
 export function campaignDetails(s: CampaignStatus): string {
   const c = s.counts;
   const source =
@@ -111,7 +123,7 @@ export function campaignDetails(s: CampaignStatus): string {
     ['target', where(s.target)],
     ['resources', source],
     ['limits', limitsText(s)],
-    ['progress', `${textBar(endedMembers(c), c.total)} ${endedMembers(c)}/${c.total} ended`],
+    ['progress', `${textBar(campaignBarValue(s).value, c.total)} ${campaignTally(s)}`],
     ['counts', `pending ${c.pending}, running ${c.running}; ${outcomeCounts(c)}`],
     ['eta', duration(s.etaSeconds)],
     [
@@ -123,6 +135,7 @@ export function campaignDetails(s: CampaignStatus): string {
     ['created', s.createdAt],
     ['updated', s.updatedAt],
   ];
+  if (s.skipped) lines.splice(7, 0, ['skipped', skippedText(s.skipped)]);
   if (s.startedAt) lines.splice(-1, 0, ['started', s.startedAt]);
   if (s.endedAt) lines.push(['ended', s.endedAt]);
   if (s.pausedAt) lines.push(['paused', s.pausedAt]);
@@ -154,9 +167,26 @@ export function campaignTable(items: readonly CampaignStatus[]): string {
 }
 
 /** One line for a watch without a terminal (a log, a CI job). */
+/**
+ * What a campaign's bar fills with: members that ended while it runs; once it is Cancelled, every member
+ * has ended by definition, so the bar shows what moved (completed or already there) instead.
+ */
+export function campaignBarValue(s: CampaignStatus): { value: number; what: string } {
+  return s.status === 'Cancelled'
+    ? { value: movedMembers(s.counts), what: 'moved' }
+    : { value: endedMembers(s.counts), what: 'ended' };
+}
+
+/** "120/2500 moved, cancelled 2380" or "7/10 ended". */
+export function campaignTally(s: CampaignStatus): string {
+  const { value, what } = campaignBarValue(s);
+  return `${value}/${s.counts.total} ${what}`;
+}
+
 export function campaignProgressLine(s: CampaignStatus): string {
   const c = s.counts;
-  return `${s.campaignId} ${s.status} ${textBar(endedMembers(c), c.total)} ${endedMembers(c)}/${c.total} ended, running ${c.running}, ${outcomeCounts(c)}, eta ${duration(s.etaSeconds)}`;
+  const { value } = campaignBarValue(s);
+  return `${s.campaignId} ${s.status} ${textBar(value, c.total)} ${campaignTally(s)}, running ${c.running}, ${outcomeCounts(c)}, eta ${duration(s.etaSeconds)}`;
 }
 
 export function migrationDetails(m: MigrationStatus): string {
@@ -204,7 +234,7 @@ function keyValues(lines: readonly [string, string][]): string {
   return lines.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${v}`).join('\n');
 }
 
-/** A dry run's report, a line per check (✓ / ✗), then the timing. */
+/** A dry run's report, a line per check (✓ / ✗ / – not configured), then the timing. */
 export function preflightLines(report: PreflightReport): string {
   return [
     `dry run of ${report.resourceId} → ${report.target.region}: ${report.ok ? 'ok' : 'a check fails'}`,
@@ -217,8 +247,11 @@ type CheckShown = Pick<PreflightReport['checks'][number], 'ok' | 'detail' | 'par
   check: string;
 };
 
+/** ✓ passed, ✗ failed, – nothing to check against (not a pass). */
+const checkMark = (c: CheckShown): string => (c.outcome === 'notConfigured' ? '–' : c.ok ? '✓' : '✗');
+
 const checkLine = (c: CheckShown): string =>
-  `${c.ok ? '✓' : '✗'} ${c.participant === undefined ? c.check : `participant ${c.participant}`}: ${c.detail}${c.outcome === 'notImplemented' ? ' (notImplemented)' : ''}`;
+  `${checkMark(c)} ${c.participant === undefined ? c.check : `participant ${c.participant}`}: ${c.detail}${c.outcome === 'notImplemented' ? ' (notImplemented)' : ''}`;
 
 const timingLines = (t: PreflightTiming): string[] => [
   `convergence wait: ${t.convergenceWaitSeconds} s`,

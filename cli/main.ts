@@ -10,16 +10,17 @@ import {
   campaignStates,
 } from '../shared/campaign/types';
 import { type CutoverWindow, type MigrationStatus, migrationStates } from '../shared/migration/types';
-import { ApiRefused, ApiUnreachable, DEFAULT_TIMEOUT_MS, DEFAULT_URL, RouteLockApi } from './api';
+import { ApiRefused, ApiUnreachable, DEFAULT_TIMEOUT_MS, RouteLockApi, defaultUrl } from './api';
 import {
   EXIT,
   campaignDetails,
   campaignEnded,
   campaignExitCode,
+  campaignBarValue,
   campaignProgressLine,
   campaignTable,
+  campaignTally,
   duration,
-  endedMembers,
   migrationDetails,
   migrationEnded,
   migrationExitCode,
@@ -39,11 +40,23 @@ import {
  * check failing (`campaign start --dry-run` and `migration start --dry-run`).
  */
 
+/** The exit codes, as every `--help` ends (the same table as the module's comment above). */
+const EXIT_CODES_HELP = `
+Exit codes:
+  0  done
+  1  the API refused (its problem is printed)
+  2  bad usage: nothing was sent
+  3  the host did not answer
+  4  --watch saw the campaign or migration end without moving every resource
+  5  --dry-run found a check failing`;
+
 export interface Io {
   stdout: NodeJS.WritableStream & { isTTY?: boolean };
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
   /** Reads `--resources-file -`. */
   stdin?: () => string;
+  /** The environment the default URL is read from (PORT); process.env when not given. */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** Bad arguments, found before anything was sent. */
@@ -119,7 +132,11 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
 
   const program = new Command('routelock')
     .description('Operate routelock migrations and campaigns through its HTTP API.')
-    .addOption(new Option('--url <url>', `the host's base URL (default ${DEFAULT_URL})`).env('ROUTELOCK_URL'))
+    .addOption(
+      new Option('--url <url>', "the host's base URL (default: http://127.0.0.1:${PORT:-7071}/api)").env(
+        'ROUTELOCK_URL',
+      ),
+    )
     .addOption(
       new Option('--key <key>', 'a function key, sent as x-functions-key').env('ROUTELOCK_FUNCTION_KEY'),
     )
@@ -132,14 +149,25 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
     )
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
+    // Every subcommand's --help lists --url, --json, --key … too (set before any subcommand is made:
+    // each inherits it) and ends with the exit codes.
+    .configureHelp({ showGlobalOptions: true })
+    .addHelpText('afterAll', EXIT_CODES_HELP)
     .showHelpAfterError('(see --help)');
 
   const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
   const api = (cmd: Command): RouteLockApi => {
     const g = globals(cmd);
+    let url = g.url;
+    if (!url)
+      try {
+        url = defaultUrl(io.env ?? process.env);
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
     try {
       return new RouteLockApi({
-        url: g.url || DEFAULT_URL,
+        url,
         functionKey: g.key || undefined,
         token: g.token || undefined,
         timeoutMs: g.timeout * 1000,
@@ -187,6 +215,15 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
         duplicates += answer.duplicates;
         last = answer.status;
       } catch (error) {
+        if (error instanceof ApiRefused && error.problem.code === 'CampaignEnded') {
+          // Nothing more can join it, so no "append the rest" hint: it would fail the same way.
+          note(
+            `campaign ${campaignId} has ended: it takes no more resources` +
+              (i > 0 ? ` (${offset + i} of ${offset + ids.length} ids were sent before it ended)` : '') +
+              '; start a new campaign for these ids',
+          );
+          throw error;
+        }
         note(
           `stopped after ${offset + i} of ${offset + ids.length} ids; append the rest with ` +
             `\`campaign add ${campaignId} --resources-file … --skip ${offset + i}\``,
@@ -343,11 +380,7 @@ export function buildProgram(io: Io, result: { code: number } = { code: EXIT.ok 
       .argument('<campaignId>')
       .action(async (campaignId: string, _o, cmd: Command) => {
         const s = await api(cmd).campaignCommand(campaignId, command);
-        print(
-          cmd,
-          s,
-          () => `${s.campaignId}: ${s.status} (${endedMembers(s.counts)}/${s.counts.total} ended)`,
-        );
+        print(cmd, s, () => `${s.campaignId}: ${s.status} (${campaignTally(s)})`);
       });
 
   campaign
@@ -488,12 +521,13 @@ interface WatchView<T> {
 }
 
 const campaignView: WatchView<CampaignStatus> = {
-  value: (s) => endedMembers(s.counts),
+  value: (s) => campaignBarValue(s).value,
   total: (s) => Math.max(1, s.counts.total),
-  format: '{id} {status} {bar} {value}/{total} ended | running {running} | {outcomes} | eta {etaText}',
+  format: '{id} {status} {bar} {value}/{total} {what} | running {running} | {outcomes} | eta {etaText}',
   payload: (s) => ({
     id: s.campaignId,
     status: s.status,
+    what: campaignBarValue(s).what,
     running: String(s.counts.running),
     outcomes: outcomeCounts(s.counts),
     etaText: duration(s.etaSeconds),

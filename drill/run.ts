@@ -1,9 +1,9 @@
-import { type DrillSummary, runDrill } from './drill';
-import { formatMs } from './writeLockHold';
+import { runDrill } from './drill';
+import { formatSummary } from './summary';
 
 /**
  * `npm run drill [-- --resources N --migrations N --rate N --duration S --json --no-verification-step
- * --without-verify --ignore-prefer-wait]`:
+ * --without-verify --ignore-prefer-wait --ignore-write-lock]`:
  * migrations under user traffic, then the checks. Exit 1 on any violation.
  */
 
@@ -25,21 +25,6 @@ const bar = (done: number, total: number, width = 28) => {
   const filled = Math.round((Math.min(done, total) / Math.max(1, total)) * width);
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
 };
-
-/** The verification step in one line: its rounds in order, and how the migration ended. */
-const stepLine = (s: NonNullable<DrillSummary['verificationStep']>): string =>
-  `verification step (${s.resourceId}: its delta dropped ${s.itemsDropped} item): ` +
-  (s.rounds
-    .map((r) => `delta ${r.deltaAttempt} ${r.outcome}${r.detail ? ` (${r.detail})` : ''}`)
-    .join(' → ') || 'no verify round') +
-  ` → ${s.status} after ${s.deltaAttempts} delta copies · ${s.nothingLost ? 'nothing lost' : 'DATA LOST'}`;
-
-/** Every write-lock hold (swaps and releases), less the message store's work inside it. */
-const holdLine = (h: DrillSummary['writeLockHold']): string =>
-  `write lock hold − participant work (${h.holdMs.count} holds: ${Object.entries(h.endedBy)
-    .map(([k, v]) => `${v} ${k}`)
-    .join(', ')}): ${formatMs(h.overheadMs)} · hold ${formatMs(h.holdMs)} · work ${formatMs(h.workMs)}\n` +
-  `  where: before the first work ${formatMs(h.beforeWorkMs)} · between works ${formatMs(h.betweenWorkMs)} · after the last ${formatMs(h.afterWorkMs)}`;
 
 async function main(): Promise<void> {
   const options = {
@@ -88,25 +73,7 @@ async function main(): Promise<void> {
   if (json) {
     process.stdout.write(`${JSON.stringify(summary)}\n`);
   } else {
-    const w = summary.writeLockSeconds;
-    const f = (n: number | null) => (n === null ? '—' : `${n.toFixed(2)} s`);
-    process.stdout.write(
-      [
-        '',
-        '',
-        `migrations: ${summary.migrations.completed} completed, ${summary.migrations.failed} failed, ${summary.migrations.conflict} conflict, ${summary.migrations.noop} no-op, ${summary.migrations.running} still running (of ${summary.migrations.requested})`,
-        `write lock hold: p50 ${f(w.p50)} · p75 ${f(w.p75)} · p99 ${f(w.p99)} · max ${f(w.max)} (${w.count} swaps)`,
-        holdLine(summary.writeLockHold),
-        `user ops: ${summary.operations.reads} reads, ${summary.operations.writes} writes, ${summary.operations.deletes} deletes · ${summary.operations.refusals} refusals (423), ${summary.operations.writesRefusedThenAccepted} writes refused then accepted · ${summary.operations.deletesTombstoned} deletes tombstoned`,
-        `verification: ${summary.verification.run} verify calls answered, ${summary.verification.mismatches} mismatches found, ${summary.verification.swapsRefused} swaps refused, ${summary.verification.notVerified} not verified`,
-        ...(summary.verificationStep ? [stepLine(summary.verificationStep)] : []),
-        `end notices: ${summary.cleanUps.noticesDelivered} delivered · ${summary.cleanUps.sourcesDeleted} sources deleted after their clean-up time, ${summary.cleanUps.targetsDropped} partial targets dropped, ${summary.cleanUps.kept} kept (live) · ${summary.cleanUps.leftToJanitor} left to the janitor`,
-        summary.violations.length === 0
-          ? 'checks: every acknowledged write present at the target · no write accepted at the source after its write lock · no conversation in both regions after its swap · no partial cutover — 0 violations'
-          : `VIOLATIONS (${summary.violations.length}):\n  ${summary.violations.slice(0, 50).join('\n  ')}`,
-        '',
-      ].join('\n'),
-    );
+    process.stdout.write(formatSummary(summary));
   }
   process.exit(summary.violations.length === 0 ? 0 : 1);
 }

@@ -9,6 +9,7 @@ import { migrationEndpoints } from './migrations';
 import {
   PAGE_PATH,
   PAGE_ROUTE,
+  STATUS_PAGE_ICON,
   VIEW_ROUTE,
   contentSecurityPolicy,
   statusPageDocument,
@@ -49,10 +50,14 @@ export async function statusPage(
   };
 }
 
-/** uPlot's files, from the installed package (a production dependency, so in the Azure package too). */
-const assets: Record<string, { file: string; type: string }> = {
+/**
+ * uPlot's files, from the installed package (a production dependency, so in the Azure package too), and
+ * the page's icon (a browser asks for one; without it every load logs a 404).
+ */
+const assets: Record<string, { file: string; type: string } | { text: string; type: string }> = {
   'uplot-js': { file: 'uPlot.iife.min.js', type: 'text/javascript; charset=utf-8' },
   'uplot-css': { file: 'uPlot.min.css', type: 'text/css; charset=utf-8' },
+  'favicon.svg': { text: STATUS_PAGE_ICON, type: 'image/svg+xml' },
 };
 const loaded = new Map<string, string>();
 
@@ -60,8 +65,8 @@ export async function statusPageAsset(request: HttpRequest): Promise<HttpRespons
   const name = request.params.file ?? '';
   const asset = Object.hasOwn(assets, name) ? assets[name] : undefined;
   if (!asset) throw new HttpProblem('NotFound', `No status page file ${name}.`);
-  let text = loaded.get(name);
-  if (text === undefined) {
+  let text = 'text' in asset ? asset.text : loaded.get(name);
+  if (text === undefined && 'file' in asset) {
     text = readFileSync(join(dirname(require.resolve('uplot/package.json')), 'dist', asset.file), 'utf8');
     loaded.set(name, text);
   }
@@ -112,6 +117,7 @@ export const statusPageEndpoints: EndpointDeclaration[] = [
   pageRead(routeEndpoints, 'listRoutes', 'routes'),
   pageRead(routeEndpoints, 'getAudit', 'routes/{id}/audit'),
   pageRead(campaignEndpoints, 'listCampaigns', 'campaigns'),
+  pageRead(campaignEndpoints, 'getCampaign', 'campaigns/{campaignId}'),
 ];
 
 registerHttp(statusPageEndpoints);

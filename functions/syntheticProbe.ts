@@ -14,6 +14,8 @@ export async function syntheticProbeHandler(
 ): Promise<void> {
   const result = await probeNow(deps);
   if (result.success) context.log(`probe ${result.resourceId}: ok in ${result.durationMs} ms`);
+  else if (result.outcome === 'skipped')
+    context.log(`probe ${result.resourceId}: skipped: ${result.skipReason}`);
   else context.warn(`probe ${result.resourceId} FAILED at ${result.failedPhase}: ${result.failedAssertion}`);
 }
 

@@ -2,6 +2,7 @@ import type { Clock } from './clock';
 import { type TimingConfig, parseConfig } from './config';
 import { isRouteLockError } from './errors';
 import { type Location, type LocationDocument, sameLocation } from './lock/document';
+import { PROBE_PREFIX, isProbeId } from './probeId';
 import { profiles } from './profiles';
 import { startedEverywhereAt } from './lock/state';
 import type { RouteView } from './lock/view';
@@ -16,12 +17,7 @@ import type { TelemetrySink } from './telemetry/sink';
  * `probe-` resources.
  */
 
-export const PROBE_PREFIX = 'probe-';
-
-/** Ids starting with `probe-` (any case) are the probe's: the HTTP API refuses them for everyone else. */
-export function isProbeId(id: string): boolean {
-  return id.toLowerCase().startsWith(PROBE_PREFIX);
-}
+export { PROBE_PREFIX, isProbeId };
 
 /** The probe's own route: marked when it created it, or (created before the mark) at one of its accounts. */
 function isProbeRoute(doc: LocationDocument, a: Location, b: Location): boolean {
@@ -43,7 +39,15 @@ export interface ProbeStep {
 }
 
 export interface ProbeResult {
+  /**
+   * `skipped`: another probe run holds the probe route's lock (runs overlapped); nothing was checked,
+   * nothing failed, and no availability result is recorded (the probe-failing alert reads those).
+   */
+  outcome: 'passed' | 'failed' | 'skipped';
+  /** The lock cycle was enforced at every phase (`outcome` is `passed`). */
   success: boolean;
+  /** Why the run was skipped. */
+  skipReason?: string;
   resourceId: string;
   region: string;
   durationMs: number;
@@ -68,6 +72,15 @@ export interface ProbeOptions {
    */
   onWrite?: (resourceId: string) => void;
 }
+
+/** Another probe run is mid-cycle on the same route: this one steps aside. */
+class ProbeSkipped extends Error {}
+
+/** A write that lost to another probe run's lock on the route (it prelocked first). */
+const lostToAnotherRun = (error: unknown): boolean =>
+  isRouteLockError(error, 'Locked') ||
+  isRouteLockError(error, 'MigrationInProgress') ||
+  isRouteLockError(error, 'PreconditionFailed');
 
 class ProbeFailure extends Error {
   constructor(
@@ -124,20 +137,31 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
       );
     }
     if (stored.doc.lock) {
-      // A previous probe that died: its short lease is over by now, or the probe reports it.
+      // A previous probe that died: its short lease is over by now, and reclaimed. A live one is a run
+      // still under way (runs overlapped): not a failure of enforcement, so this run is skipped.
       const cleared = await router.reclaim(resourceId).catch(() => null);
-      if (!cleared) throw new ProbeFailure('setup', 'a previous probe lock is still live');
+      if (!cleared)
+        throw new ProbeSkipped(
+          `another probe run holds ${resourceId}'s lock (migration ${stored.doc.lock.migrationId}) until ${stored.doc.lock.expiresAt}`,
+        );
     }
     const current = (await router.readAuthoritative(resourceId)).doc.location;
     const target = sameLocation(current, a) ? b : a;
 
     const request = { migrationId: `probe-${started}`, owner: 'routelock-probe', target };
-    const grant = await router.prelock(resourceId, request).catch(async (error: unknown) => {
-      // The previous run's swap retired the other location a moment ago: wait it out once.
-      if (!isRouteLockError(error, 'ConvergencePending')) throw error;
-      await options.sleep((error.retryAfterSeconds ?? 1) * 1000);
-      return router.prelock(resourceId, request);
-    });
+    const grant = await router
+      .prelock(resourceId, request)
+      .catch(async (error: unknown) => {
+        // The previous run's swap retired the other location a moment ago: wait it out once.
+        if (!isRouteLockError(error, 'ConvergencePending')) throw error;
+        await options.sleep((error.retryAfterSeconds ?? 1) * 1000);
+        return router.prelock(resourceId, request);
+      })
+      .catch((error: unknown) => {
+        if (lostToAnotherRun(error))
+          throw new ProbeSkipped(`another probe run took ${resourceId}'s lock first`);
+        throw error;
+      });
     token = grant.token as string;
     await check('prelock', [
       ['pre-lock restricts nothing: writes allowed', (v) => v.enforcement.write === 'allow'],
@@ -168,6 +192,7 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
       ['swap: every lock is gone', (v) => v.lock === null],
     ]);
     result = {
+      outcome: 'passed',
       success: true,
       resourceId,
       region: options.region,
@@ -175,11 +200,22 @@ export async function runProbe(options: ProbeOptions): Promise<ProbeResult> {
       steps,
     };
   } catch (error) {
+    if (error instanceof ProbeSkipped)
+      return {
+        outcome: 'skipped',
+        success: false,
+        skipReason: error.message,
+        resourceId,
+        region: options.region,
+        durationMs: options.clock() - started,
+        steps,
+      };
     const phase = error instanceof ProbeFailure ? error.phase : (steps.at(-1)?.phase ?? 'setup');
     const assertion = error instanceof ProbeFailure ? error.assertion : `error: ${(error as Error).message}`;
     steps.push({ phase, ok: false, detail: assertion });
     if (token) await router.release(resourceId, { token }).catch(() => undefined);
     result = {
+      outcome: 'failed',
       success: false,
       resourceId,
       region: options.region,

@@ -1,4 +1,5 @@
 import { runDrill } from '../drill/drill';
+import { runCli } from './cli/cliProcess';
 
 /**
  * The drill at a small size: migrations under user traffic, zero violations, and verification at work
@@ -60,6 +61,21 @@ test('negative control: a message store that ignores the write lock makes the dr
     ),
   ).toBe(true);
 }, 90_000);
+
+test('negative control: `npm run drill -- --ignore-write-lock`, verification on, exits 1 naming the writes accepted during the write lock', async () => {
+  // The documented command at a small size: the store's own verify refuses those swaps (nothing is
+  // lost), so only the drill's hold check can see the store ignoring the lock.
+  const run = await runCli(
+    ['--ignore-write-lock', '--resources', '3', '--migrations', '2', '--rate', '60', '--duration', '4'],
+    {},
+    { commandArgs: ['-r', './scripts/ts-register.js', 'drill/run.ts'] },
+  );
+  expect(run.stdout).toMatch(/VIOLATIONS \(\d+\):/);
+  expect(run.stdout).toMatch(
+    /write accepted at the source during the write lock: conv-\d+\/m-\d+ \d+ ms into a \d+ ms hold/,
+  );
+  expect(run.code).toBe(1);
+}, 150_000);
 
 test('negative control: the dropping delta at a message store without verify is swapped, and the drill sees the lost write', async () => {
   const summary = await runDrill({ resources: 8, migrations: 2, rate: 40, duration: 4, withoutVerify: true });

@@ -30,9 +30,10 @@ const reads = [
   'viewListRoutes',
   'viewGetAudit',
   'viewListCampaigns',
+  'viewGetCampaign',
   'statusPageAsset',
 ];
-const readParams = { id: 'conv-1', file: 'uplot-js' };
+const readParams = { id: 'conv-1', file: 'uplot-js', campaignId: 'c-1' };
 
 beforeEach(async () => {
   await handlerServices({ ROUTELOCK_AUTH: 'appservice' });
@@ -269,7 +270,11 @@ describe('credentials in the HTML', () => {
     expect(page).not.toMatch(/\sstyle=/i);
     const markup = page.replace(/<script>[\s\S]*?<\/script>/, '');
     const sources = [...markup.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
-    expect(sources).toEqual(['/api/ops/view/assets/uplot-css', '/api/ops/view/assets/uplot-js']);
+    expect(sources).toEqual([
+      '/api/ops/view/assets/favicon.svg',
+      '/api/ops/view/assets/uplot-css',
+      '/api/ops/view/assets/uplot-js',
+    ]);
   });
 
   test('uPlot is served from the installed package, by this app; any other file name is a 404', async () => {

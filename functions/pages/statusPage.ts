@@ -20,6 +20,12 @@ export const VIEW_ROUTE = 'ops/view';
 export const PAGE_ROUTE = 'status';
 export const PAGE_PATH = `/api/${PAGE_ROUTE}`;
 
+/** The tab's icon: a padlock on the header's colour. */
+export const STATUS_PAGE_ICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2330"/>' +
+  '<path d="M5.5 7V5.5a2.5 2.5 0 0 1 5 0V7" fill="none" stroke="#fff" stroke-width="1.4"/>' +
+  '<rect x="4" y="7" width="8" height="6" rx="1" fill="#2f9e6e"/></svg>';
+
 const css = `
 :root { --bg:#f6f7f9; --card:#fff; --ink:#1d2330; --muted:#6b7385; --line:#e3e6ec;
         --prelock:#8fb3ff; --hardDelete:#f5b14c; --write:#e8685a; --ok:#2f9e6e; --bad:#d64545; --run:#3b6fd8; }
@@ -58,8 +64,9 @@ form.filters label { display:flex; flex-direction:column; font-size:11.5px; colo
 form.filters input, form.filters select, button { font:inherit; font-size:13px; padding:3px 6px; border:1px solid var(--line); border-radius:6px; background:#fff; }
 button { cursor:pointer; } button:disabled { cursor:default; color:var(--muted); }
 .pager { display:flex; gap:8px; align-items:center; margin-top:8px; color:var(--muted); font-size:12.5px; }
+.scroll { overflow-x:auto; max-width:100%; }
 .charts { display:grid; grid-template-columns: repeat(2, minmax(0,1fr)); gap:16px; }
-.chart { min-height:230px; }
+.chart { min-height:230px; overflow-x:auto; max-width:100%; }
 .metrics { display:grid; grid-template-columns: repeat(3, minmax(0,1fr)); gap:10px; }
 .metric { border:1px solid var(--line); border-radius:8px; padding:10px; }
 .metric b { display:block; font-size:18px; white-space:nowrap; }
@@ -67,6 +74,13 @@ button { cursor:pointer; } button:disabled { cursor:default; color:var(--muted);
 .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size:12.5px; }
 .empty { color:var(--muted); padding:10px 0; }
 .notice { color:var(--bad); font-weight:600; }
+/* narrow screens (a phone): one column; the tables scroll in their boxes */
+@media (max-width: 760px) {
+  main { grid-template-columns: minmax(0,1fr); padding:12px; gap:12px; }
+  header { padding:12px; flex-wrap:wrap; }
+  td.bar { min-width:120px; }
+  .charts, .metrics { grid-template-columns: minmax(0,1fr); }
+}
 `;
 
 const script = `
@@ -142,6 +156,21 @@ async function getJson(url, optional) {
     throw new Error(problem.detail || ('HTTP ' + r.status));
   }
   return r.json();
+}
+
+// Every page of a list (its continuation followed), so the Resources search and the campaigns table
+// reach every item, not the first page's; at most MAX_LISTED, and the table says when it stops there.
+const MAX_LISTED = 5000;
+async function everyPage(url, optional) {
+  const items = [];
+  let continuation = null;
+  do {
+    const page = await getJson(url + (continuation ? '&continuation=' + encodeURIComponent(continuation) : ''), optional);
+    if (!page) return { items, complete: true };
+    items.push(...page.items);
+    continuation = page.continuation || null;
+  } while (continuation && items.length < MAX_LISTED);
+  return { items, complete: !continuation };
 }
 
 // ---- migrations ----
@@ -232,11 +261,13 @@ function auditRows(trail) {
 const plots = {};
 function plot(id, options, data) {
   const el = $(id);
-  const width = Math.max(320, el.clientWidth || 320);
+  const width = Math.max(240, el.clientWidth || 320);
   if (!plots[id]) plots[id] = new uPlot({ width, height: 200, ...options }, data, el);
   else plots[id].setData(data);
 }
 const STEPS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300];
+// Counts have whole-number ticks: uPlot's default steps include 0.2, 0.5 …
+const COUNT_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
 let holdRange = [0, 1];
 let timeRange = [0, 60];
 function holdHistogram(migrations) {
@@ -248,10 +279,12 @@ function holdHistogram(migrations) {
   const xs = Array.from({ length: buckets }, (_, i) => +(i * step).toFixed(2));
   const ys = xs.map(() => 0);
   for (const h of holds) ys[Math.min(buckets - 1, Math.floor(h / step))] += 1;
+  // An empty bucket is no bar (null), not a zero-height one drawn as a line along the axis.
+  for (let i = 0; i < ys.length; i += 1) if (ys[i] === 0) ys[i] = null;
   holdRange = [0, +(buckets * step).toFixed(2)];
   plot('holdChart', {
     scales: { x: { time: false, range: () => holdRange }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
-    axes: [{ label: 'write-lock hold (s, bucket start)' }, { label: 'migrations' }],
+    axes: [{ label: 'write-lock hold (s, bucket start)' }, { label: 'migrations', incrs: COUNT_STEPS }],
     series: [{ label: 'hold ≥ s' }, { label: 'migrations', stroke: '#e8685a', fill: 'rgba(232,104,90,0.85)', paths: uPlot.paths.bars({ size: [0.9, 80], align: 1 }), points: { show: false } }],
   }, [xs, ys]);
 }
@@ -279,7 +312,7 @@ function overTime(migrations) {
   const colors = ['#2f9e6e', '#d64545', '#6b7385', '#3b6fd8'];
   plot('timeChart', {
     scales: { x: { time: true, range: () => timeRange }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
-    axes: [{}, { label: 'migrations' }],
+    axes: [{}, { label: 'migrations', incrs: COUNT_STEPS }],
     series: [{}, ...Object.keys(groups).map((label, i) => ({ label, stroke: colors[i], width: 2, fill: i === 0 ? 'rgba(47,158,110,0.15)' : undefined, points: { show: true, size: 5 } }))],
   }, [xs, ...series]);
 }
@@ -309,6 +342,12 @@ function showFilters(state) {
 }
 
 let chartsAt = 0;
+// The page reads the API's own list endpoints (its ops/view reads: the same handlers and roles), not an
+// aggregate of its own that could drift from them: a tab makes one request a second (the migrations
+// page) and every LISTS_MS the routes, campaigns and metrics.
+const LISTS_MS = 5000;
+let lists = null;
+let listsAt = 0;
 // One refresh counts at a time: a newer one (a click, a filter, the timer) supersedes an older one still
 // waiting, whose answers are then dropped, so a slow older answer never overwrites a newer page or its
 // continuation. The timer skips a tick while a refresh is out, so a slow store is not asked again and again.
@@ -323,24 +362,31 @@ async function refresh() {
     const key = JSON.stringify([state.status, state.campaign, state.resource, state.size]);
     if (key !== pagedFor) { pages = [undefined]; pagedFor = key; }
     showFilters(state);
-    const [migrations, routes, campaigns, metrics] = await Promise.all([
+    // The migrations page every second; the lists and metrics, which change slower, every LISTS_MS.
+    const listsDue = !lists || Date.now() - listsAt > LISTS_MS;
+    const [migrations, fetched] = await Promise.all([
       getJson(migrationQuery(state, +(state.size || PAGE_SIZE), pages[pages.length - 1])),
-      getJson(API + '/routes?limit=200'),
-      getJson(API + '/campaigns?limit=20', true).then((c) => c || { items: [] }),
-      getJson(METRICS, true),
+      listsDue ? Promise.all([everyPage(API + '/routes?limit=200'), everyPage(API + '/campaigns?limit=100', true), getJson(METRICS, true)]) : null,
     ]);
     if (!current()) return;
+    if (fetched) { lists = fetched; listsAt = Date.now(); }
+    const [routes, campaigns, metrics] = lists;
     nextContinuation = migrations.continuation || null;
     $('older').disabled = !nextContinuation;
     $('newer').disabled = pages.length === 1;
     $('pageNo').textContent = 'page ' + pages.length;
     fill('campaigns', campaignRows(campaigns));
     const rows = migrations.items.filter(narrow(state));
+    // A campaign whose members were skipped has no migration for them: say how many and why instead.
+    const skips = state.campaign && !migrations.items.length ? await getJson(API + '/campaigns/' + encodeURIComponent(state.campaign), true) : null;
+    if (!current()) return;
+    const skipped = skips && skips.skipped ? 'Campaign ' + esc(state.campaign) + ': ' + skips.skipped.total + ' member(s) never started, skipped: ' + Object.entries(skips.skipped.byReason).map(([k, n]) => esc(k) + ' ' + n).join(', ') + '.' : '';
     fill('migrations', rows.length ? rows.map(migrationRow).join('')
-      : '<tr><td colspan="9" class="empty">' + (migrations.items.length ? 'No migration on this page matches the phase or region filter.' : 'No migrations' + (FILTERS.some((k) => state[k]) ? ' match these filters.' : ' yet: POST /api/migrations')) + '</td></tr>');
+      : '<tr><td colspan="9" class="empty" id="noMigrations">' + (migrations.items.length ? 'No migration on this page matches the phase or region filter.' : skipped || 'No migrations' + (FILTERS.some((k) => state[k]) ? ' match these filters.' : ' yet: POST /api/migrations')) + '</td></tr>');
     const regions = new Set(routes.items.map((r) => r.location && r.location.region).filter(Boolean));
     $('regions').innerHTML = [...regions].sort().map((r) => '<option value="' + esc(r) + '">').join('');
     const shown = routes.items.filter((r) => (!state.resource || r.resourceId.includes(state.resource)) && (!state.region || (r.location && r.location.region === state.region)));
+    $('routeCount').textContent = routes.items.length + (routes.complete ? '' : '+') + ' routes' + (shown.length !== routes.items.length ? ', ' + shown.length + ' shown' : '') + (routes.complete ? '' : ' (the first ' + routes.items.length + ')');
     fill('routes', shown.length ? shown.map((r) =>
       '<tr data-resource="' + esc(r.resourceId) + '"><td class="mono">' + esc(r.resourceId) + '</td><td>' + where(r.location) + '</td><td>' + (r.lock ? '<span class="badge phase-' + esc(r.lock.phase) + '">' + esc(r.lock.phase) + '</span> → ' + where(r.lock.target) : '<span class="none">unlocked</span>') +
       '</td><td>' + esc(r.enforcement.write) + '</td><td>' + esc(r.enforcement.delete) + '</td><td>' + (r.secondary ? esc(r.secondary.role) + ' ' + where(r.secondary.location) : '') + '</td><td><a class="audit" href="' + esc(hashWith({ audit: r.resourceId })) + '">audit</a></td></tr>').join('')
@@ -388,7 +434,7 @@ $('older').addEventListener('click', () => { if (nextContinuation) { pages.push(
 $('newer').addEventListener('click', () => { if (pages.length > 1) { pages.pop(); refresh(); } });
 $('f-status').innerHTML = '<option value="">any</option>' + STATES.map((s) => '<option>' + s + '</option>').join('');
 $('f-phase').innerHTML = '<option value="">any</option>' + PHASES.map((p) => '<option value="' + p + '">' + esc(PHASE_TEXT[p]) + '</option>').join('');
-refresh(); setInterval(() => { if (!refreshing) refresh(); }, 1000); window.addEventListener('hashchange', () => { chartsAt = 0; refresh(); });
+refresh(); setInterval(() => { if (!refreshing) refresh(); }, 1000); window.addEventListener('hashchange', () => { chartsAt = 0; listsAt = 0; refresh(); });
 `;
 
 const html = (attributes: string) => `<!doctype html>
@@ -398,6 +444,7 @@ const html = (attributes: string) => `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>routelock — status</title>
+<link rel="icon" type="image/svg+xml" href="/api/${VIEW_ROUTE}/assets/favicon.svg">
 <link rel="stylesheet" href="/api/${VIEW_ROUTE}/assets/uplot-css">
 <style>${css}</style>
 </head>
@@ -407,7 +454,7 @@ const html = (attributes: string) => `<!doctype html>
   <section class="wide">
     <h2>Campaigns</h2>
     <div class="legend"><span><i class="key-moved"></i>moved (completed, no-op)</span><span><i class="key-unmoved"></i>failed, conflict</span><span><i class="key-dropped"></i>cancelled, skipped</span><span><i class="key-running"></i>running</span></div>
-    <table><thead><tr><th>campaign</th><th>status</th><th>target</th><th>progress</th><th>ended</th><th>counts</th><th>eta</th><th>migrations</th></tr></thead><tbody id="campaigns"></tbody></table>
+    <div class="scroll"><table><thead><tr><th>campaign</th><th>status</th><th>target</th><th>progress</th><th>ended</th><th>counts</th><th>eta</th><th>migrations</th></tr></thead><tbody id="campaigns"></tbody></table></div>
   </section>
   <section class="wide">
     <h2>Migrations</h2>
@@ -423,12 +470,12 @@ const html = (attributes: string) => `<!doctype html>
     </form>
     <div class="filter" id="migrationFilter" hidden></div>
     <div class="legend"><span><i class="key-prelock"></i>pre-lock (convergence)</span><span><i class="key-hardDelete"></i>hard-delete lock</span><span><i class="key-write"></i>write lock</span><span><i class="stop">✕</i>where it stopped</span></div>
-    <table><thead><tr><th>migration</th><th>resource</th><th>target</th><th>status</th><th>phase</th><th>timeline</th><th>took</th><th>why it stopped</th><th>audit</th></tr></thead><tbody id="migrations"></tbody></table>
+    <div class="scroll"><table><thead><tr><th>migration</th><th>resource</th><th>target</th><th>status</th><th>phase</th><th>timeline</th><th>took</th><th>why it stopped</th><th>audit</th></tr></thead><tbody id="migrations"></tbody></table></div>
     <div class="pager"><button type="button" id="newer" disabled>← newer</button><span id="pageNo">page 1</span><button type="button" id="older" disabled>older →</button></div>
   </section>
   <section class="wide" id="auditSection" hidden>
     <h2>Audit trail of <span class="mono" id="auditOf"></span> <button type="button" id="closeAudit">close</button></h2>
-    <table><thead><tr><th>at</th><th>op</th><th>migration</th><th>from → to</th><th>actor</th><th>reason</th></tr></thead><tbody id="audit"></tbody></table>
+    <div class="scroll"><table><thead><tr><th>at</th><th>op</th><th>migration</th><th>from → to</th><th>actor</th><th>reason</th></tr></thead><tbody id="audit"></tbody></table></div>
   </section>
   <section class="wide">
     <div class="charts">
@@ -443,8 +490,8 @@ const html = (attributes: string) => `<!doctype html>
     <div id="events" class="mono"></div>
   </section>
   <section class="wide">
-    <h2>Resources</h2>
-    <table><thead><tr><th>resource</th><th>location</th><th>lock</th><th>write</th><th>delete</th><th>secondary</th><th>audit</th></tr></thead><tbody id="routes"></tbody></table>
+    <h2>Resources <small class="none" id="routeCount"></small></h2>
+    <div class="scroll"><table><thead><tr><th>resource</th><th>location</th><th>lock</th><th>write</th><th>delete</th><th>secondary</th><th>audit</th></tr></thead><tbody id="routes"></tbody></table></div>
   </section>
 </main>
 <script src="/api/${VIEW_ROUTE}/assets/uplot-js"></script>

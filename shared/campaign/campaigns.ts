@@ -33,10 +33,12 @@ import {
   type CampaignLimitsPatch,
   type CampaignRecord,
   type CampaignRequest,
+  type CampaignSkipped,
   type CampaignSource,
   type CampaignStatus,
   MAX_CAMPAIGN_RESOURCES,
   MAX_IDS_PER_REQUEST,
+  SKIPS_COUNTED,
 } from './types';
 
 export interface CampaignDeps {
@@ -125,7 +127,34 @@ export class Campaigns implements CampaignService {
   }
 
   async status(campaignId: string): Promise<CampaignStatus> {
-    return this.view((await this.read(campaignId)).record);
+    const status = this.view((await this.read(campaignId)).record);
+    return status.counts.skipped > 0
+      ? { ...status, skipped: await this.skipReasons(campaignId, status.counts.skipped) }
+      : status;
+  }
+
+  /** Skipped members by reason code: none has a migration, so this is the one place that says why. */
+  private async skipReasons(campaignId: string, total: number): Promise<CampaignSkipped> {
+    const byReason: Record<string, number> = {};
+    let read = 0;
+    let afterSeq: number | undefined;
+    while (read < SKIPS_COUNTED) {
+      const want = Math.min(1000, SKIPS_COUNTED - read);
+      const page = await this.deps.campaigns.members(campaignId, {
+        state: 'skipped',
+        limit: want,
+        ...(afterSeq === undefined ? {} : { afterSeq }),
+      });
+      for (const m of page) {
+        // a member skipped before reason codes were kept: its reason text's leading code, if any
+        const code = m.reasonCode ?? /^([A-Z][A-Za-z]+)\b/.exec(m.reason ?? '')?.[1] ?? 'unknown';
+        byReason[code] = (byReason[code] ?? 0) + 1;
+      }
+      read += page.length;
+      if (page.length < want) break;
+      afterSeq = page.at(-1)?.seq;
+    }
+    return { total, byReason, ...(read < total ? { truncated: true } : {}) };
   }
 
   async list(query: CampaignListRequest): Promise<{ items: CampaignStatus[]; continuation?: string }> {

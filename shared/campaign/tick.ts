@@ -601,7 +601,9 @@ async function startMembers(
         const reason = counted
           ? `${MAX_START_FAILURES} starts in a row failed; the last: ${messageOf(error)}`
           : messageOf(error);
-        return { ...rest, state: 'skipped', endedAt: now, reason };
+        // the error's code too: what the campaign's status counts its skips by
+        const reasonCode = isRouteLockError(error) ? error.code : 'StartFailed';
+        return { ...rest, state: 'skipped', endedAt: now, reason, reasonCode };
       }
       // a store throttling or down: no more starts this tick, and this member's failures counted
       stopped = true;

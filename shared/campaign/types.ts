@@ -159,6 +159,8 @@ export interface CampaignMember {
   startFailures?: number;
   /** Why it was skipped, or its migration's error. */
   reason?: string;
+  /** A skipped member: the refusal's error code (`NotFound`, `RegionNotAllowed`, …), `StartFailed` otherwise. */
+  reasonCode?: string;
   /** Epoch ms. */
   startedAt?: number;
   endedAt?: number;
@@ -202,7 +204,22 @@ export interface CampaignStatus {
   window?: CutoverWindow;
   /** Where its migrations are listed. */
   migrationsUrl: string;
+  /**
+   * GET /campaigns/{id} only, when members were skipped (never started: no migration lists them): how
+   * many, by the refusal's error code.
+   */
+  skipped?: CampaignSkipped;
 }
+
+export interface CampaignSkipped {
+  total: number;
+  byReason: Record<string, number>;
+  /** More were skipped than were read to count (the first SKIPS_COUNTED). */
+  truncated?: boolean;
+}
+
+/** At most this many skipped members are read to count their reasons on a status read. */
+export const SKIPS_COUNTED = 10_000;
 
 /** POST /campaigns. */
 export interface CampaignRequest {

@@ -92,13 +92,19 @@ export const preflightRules: readonly Rule[] = [
       : check('notAtTarget', true, `moves from ${doc.location.region} to ${target.region}`);
   },
   ({ target }, _now, s) =>
-    isAllowedRegion(s.allowedRegions, target.region)
-      ? check('regionAllowed', true, `${target.region} is allowed`)
-      : check(
-          'regionAllowed',
-          false,
-          `${target.region} is not one of ROUTELOCK_REGIONS (${(s.allowedRegions ?? []).join(', ')})`,
-        ),
+    // No allowlist is no check: say so, rather than a pass that reads as if the region had been vetted.
+    s.allowedRegions == null
+      ? {
+          ...check('regionAllowed', true, 'no region allowlist set (ROUTELOCK_REGIONS): any region accepted'),
+          outcome: 'notConfigured',
+        }
+      : isAllowedRegion(s.allowedRegions, target.region)
+        ? check('regionAllowed', true, `${target.region} is one of ROUTELOCK_REGIONS`)
+        : check(
+            'regionAllowed',
+            false,
+            `${target.region} is not one of ROUTELOCK_REGIONS (${(s.allowedRegions ?? []).join(', ')})`,
+          ),
   ({ doc }, now) => {
     if (!doc) return null;
     const retired = retiredSourceWindow(doc, now);

@@ -540,7 +540,11 @@ export interface PreflightCheck {
   detail: string;
   /** Participant checks: its name, and what its answer meant. */
   participant?: string;
-  outcome?: 'ready' | 'notImplemented' | 'transient' | 'failed';
+  /**
+   * Participant checks: what its answer meant. `notConfigured`: a check with nothing to check against
+   * (regionAllowed with no ROUTELOCK_REGIONS); ok, and not a pass.
+   */
+  outcome?: 'ready' | 'notImplemented' | 'transient' | 'failed' | 'notConfigured';
 }
 
 export interface PreflightTiming {

@@ -1,5 +1,6 @@
 import { type LastChange, type LocationDocument, describeLocation } from '../lock/document';
 import { phaseExpiresAt } from '../lock/state';
+import { isProbeId } from '../probeId';
 import { EVENT_KEY, type TelemetryEventName, type TelemetryMetricName } from './names';
 
 /**
@@ -54,7 +55,8 @@ const region = (location: { region: string; account?: string } | undefined): str
 
 /**
  * @param declaredConvergenceDelaySeconds the delay the service declares now (its cache tiers and
- *   replication bound); a wait shorter than this, or than the lock's own, is a shortfall.
+ *   replication bound); a wait shorter than this, or than the lock's own, is a shortfall. A probe
+ *   route (`probe-…`) is judged by its lock's own delay only.
  * @param version the version's bare ETag (Cosmos `_etag`, the SQLite store's etag): the events' key.
  */
 export function lockTelemetry(
@@ -136,8 +138,12 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
   ];
   if (!reason) return { events, metrics };
   const convergenceWait = seconds(last.acquiredAt, last.hardDeleteAt);
-  // The delay the wait is judged against: the lock's own, or the one declared now if longer.
-  const declared = Math.max(last.convergenceDelaySeconds, declaredConvergenceDelaySeconds);
+  // The delay the wait is judged against: the lock's own, or the one declared now if longer. The
+  // synthetic probe's route is read by no service's cache: its lock runs on the probe's own timing
+  // (one-second convergence) by design, and is judged by that alone.
+  const declared = isProbeId(doc.id)
+    ? last.convergenceDelaySeconds
+    : Math.max(last.convergenceDelaySeconds, declaredConvergenceDelaySeconds);
   const convergence = {
     ...(convergenceWait === undefined ? {} : { convergenceWaitSeconds: convergenceWait }),
     convergenceDelaySeconds: declared,

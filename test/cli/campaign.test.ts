@@ -114,11 +114,63 @@ test('a file of 1,205 ids goes as POST /campaigns with 1,000 and one page of 205
   expect(ended.status).toBe('Cancelled');
   expect(ended.counts.cancelled).toBeGreaterThan(1000);
 
-  // Ended: the API refuses more ids (409), exit 1 with its title.
+  const shown = await runCli(['campaign', 'show', 'cmp-bulk'], env);
+  expect(shown.stdout).toMatch(/^progress:\s+\[[#-]{20}\] \d+\/1205 moved$/m);
+
+  // Ended: the API refuses more ids (409), exit 1; said plainly, with no "append the rest" hint.
   const late = await runCli(['campaign', 'add', 'cmp-bulk', '--resource', 'bulk-late'], env);
   expect(late.code).toBe(1);
+  expect(late.stderr).toMatch(
+    /^campaign cmp-bulk has ended: it takes no more resources; start a new campaign for these ids$/m,
+  );
+  expect(late.stderr).not.toMatch(/--skip|append the rest/);
   expect(late.stderr).toMatch(/^error: .+: /m);
 }, 90_000);
+
+test('a campaign whose members were all skipped says why, by count, in its status and on show', async () => {
+  const start = await runCli(
+    [
+      'campaign',
+      'start',
+      '--target',
+      'eastus',
+      '--resource',
+      'gone-1',
+      '--resource',
+      'gone-2',
+      '--campaign-id',
+      'cmp-gone',
+    ],
+    env,
+  );
+  expect(start.code).toBe(0);
+  const watch = await runCli(['--json', 'campaign', 'show', 'cmp-gone', '--watch', '--interval', '0.5'], env);
+  expect(watch.code).toBe(4);
+  const status = JSON.parse(watch.stdout) as CampaignStatus;
+  expect(status.counts).toMatchObject({ total: 2, skipped: 2 });
+  expect(status.skipped).toEqual({ total: 2, byReason: { NotFound: 2 } });
+  const shown = await runCli(['campaign', 'show', 'cmp-gone'], env);
+  expect(shown.stdout).toMatch(/^skipped:\s+2 never started: NotFound 2$/m);
+  // the list answers without it (a status read of one campaign counts them)
+  const list = await runCli(['--json', 'campaign', 'list'], env);
+  const listed = (JSON.parse(list.stdout) as { items: CampaignStatus[] }).items;
+  expect(listed.find((c) => c.campaignId === 'cmp-gone')?.skipped).toBeUndefined();
+}, 60_000);
+
+test('every subcommand --help shows the global options and the exit codes', async () => {
+  for (const args of [
+    ['campaign', 'add', '--help'],
+    ['migration', 'start', '--help'],
+  ]) {
+    const help = await runCli(args, env);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Global Options:$/m);
+    for (const option of ['--url <url>', '--json', '--key <key>']) expect(help.stdout).toContain(option);
+    expect(help.stdout).toContain('http://127.0.0.1:${PORT:-7071}/api');
+    expect(help.stdout).toMatch(/^Exit codes:\n {2}0 {2}done\n/m);
+    expect(help.stdout).toMatch(/^ {2}5 {2}--dry-run found a check failing$/m);
+  }
+}, 60_000);
 
 test('more than 100,000 ids is refused before anything is sent (exit 2); an unknown campaign is exit 1', async () => {
   const file = join(dir, 'too-many.txt');

@@ -130,6 +130,21 @@ test('campaign details name its limits, progress, ETA, write-lock percentiles an
   );
 });
 
+test('a cancelled campaign shows what moved, not that every member ended', () => {
+  const cancelled = campaign({
+    status: 'Cancelled',
+    counts: counts({ completed: 20, noOp: 2, cancelled: 2478 }),
+    etaSeconds: null,
+  });
+  expect(campaignProgressLine(cancelled)).toBe(
+    'eu-residency Cancelled [--------------------] 22/2500 moved, running 0, completed 20, noOp 2, cancelled 2478, eta —',
+  );
+  expect(campaignDetails(cancelled)).toContain(
+    `progress:`.padEnd(12) + '[--------------------] 22/2500 moved',
+  );
+  expect(campaignProgressLine(cancelled)).not.toContain('2500/2500 ended');
+});
+
 test('watch exit codes: 0 only when Completed with every resource moved, 4 otherwise', () => {
   expect(campaignExitCode(campaign({ status: 'Completed', counts: counts({ completed: 5, noOp: 2 }) }))).toBe(
     EXIT.ok,

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { RouteLockApi } from '../../cli/api';
 import type { LocalHost } from '../../local/host';
+import type { PreflightReport } from '../../shared/migration/types';
 import { type CliHost, runCli, startCliHost } from './cliProcess';
 
 /**
@@ -104,6 +105,19 @@ test('bad usage is exit 2 and sends nothing', async () => {
   const after = (await (await fetch(`${host.url}/api/migrations`)).json()) as { items: unknown[] };
   expect(after.items.length).toBe(before.items.length);
   expect((await runCli(['--help'], env)).code).toBe(0);
+}, 60_000);
+
+test('without --url or ROUTELOCK_URL the command line finds the host on PORT, as `npm start` listens; a bad PORT is named', async () => {
+  const { port } = new URL(host.url);
+  const { ROUTELOCK_URL: _url, ...rest } = env;
+  const viaPort = await runCli(['migration', 'list', '--json'], { ...rest, PORT: port });
+  expect(viaPort).toMatchObject({ code: 0, stderr: '' });
+  expect(JSON.parse(viaPort.stdout)).toHaveProperty('items');
+  const bad = await runCli(['migration', 'list'], { ...rest, PORT: 'seventy' });
+  expect(bad).toMatchObject({ code: 2, stdout: '' });
+  expect(bad.stderr).toMatch(
+    /PORT: expected a TCP port number \(1-65535\), got "seventy"; or set ROUTELOCK_URL/,
+  );
 }, 60_000);
 
 test('an input the API refuses is exit 1 with its problem; a host that does not answer is exit 3', async () => {
@@ -299,13 +313,23 @@ test('start --dry-run prints the preflight report and writes nothing; a failing 
   expect(dry).toMatchObject({ code: 0, stderr: '' });
   expect(dry.stdout).toMatch(/^dry run of cli-dry → eastus: ok$/m);
   expect(dry.stdout).toMatch(/^✓ notLocked: no live lock$/m);
+  // no allowlist on this host: said as such, not ticked as if the region had been checked
+  expect(dry.stdout).toMatch(
+    /^– regionAllowed: no region allowlist set \(ROUTELOCK_REGIONS\): any region accepted$/m,
+  );
+  expect(dry.stdout).not.toMatch(/✓ regionAllowed/);
   expect(dry.stdout).toMatch(/^convergence wait: \d+ s$/m);
 
   const json = await runCli(
     ['migration', 'start', 'cli-dry', '--target', 'eastus', '--dry-run', '--json'],
     env,
   );
-  expect(JSON.parse(json.stdout)).toMatchObject({ dryRun: true, resourceId: 'cli-dry', ok: true });
+  const report = JSON.parse(json.stdout) as PreflightReport;
+  expect(report).toMatchObject({ dryRun: true, resourceId: 'cli-dry', ok: true });
+  expect(report.checks.find((c) => c.check === 'regionAllowed')).toMatchObject({
+    ok: true,
+    outcome: 'notConfigured',
+  });
 
   const atTarget = await runCli(
     ['migration', 'start', 'cli-dry', '--target', 'westeurope', '--dry-run'],

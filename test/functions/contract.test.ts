@@ -116,6 +116,7 @@ test('registration hands every endpoint to app.http with its auth level', () => 
     viewListRoutes: 'anonymous',
     viewGetAudit: 'anonymous',
     viewListCampaigns: 'anonymous',
+    viewGetCampaign: 'anonymous',
   });
   // The Functions host reserves routes that start with "admin" (azure-functions-host#1781).
   for (const r of registered) {
@@ -162,6 +163,7 @@ const roleTable: Record<string, string> = {
   viewListRoutes: 'Ops.Read',
   viewGetAudit: 'Ops.Read',
   viewListCampaigns: 'Ops.Read',
+  viewGetCampaign: 'Ops.Read',
 };
 
 test('every endpoint declares an app role; health is the only anonymous one; the table is as documented', () => {

@@ -81,6 +81,23 @@ describe('preflight: one failing check per row, every other passing', () => {
     expect(failing(facts(), settings(['westeurope', 'eastus']))).toEqual([]);
   });
 
+  test('no allowlist: regionAllowed says so (notConfigured), never a pass', () => {
+    const regionCheck = (allowed: readonly string[] | null) =>
+      preflight(facts(), NOW, settings(allowed)).checks.find((c) => c.check === 'regionAllowed');
+    expect(regionCheck(null)).toEqual({
+      check: 'regionAllowed',
+      ok: true,
+      outcome: 'notConfigured',
+      detail: 'no region allowlist set (ROUTELOCK_REGIONS): any region accepted',
+    });
+    // an allowlist that holds the region is a pass, without the outcome
+    expect(regionCheck(['eastus'])).toEqual({
+      check: 'regionAllowed',
+      ok: true,
+      detail: 'eastus is one of ROUTELOCK_REGIONS',
+    });
+  });
+
   test('an active lock names who holds it, its phase and until when', () => {
     const detail = preflight(facts({ doc: route({ lock }) }), NOW, settings()).checks.find(
       (c) => c.check === 'notLocked',

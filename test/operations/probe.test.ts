@@ -128,3 +128,44 @@ test('the probe moves only routes it created: a real resource carrying its id is
   expect(first.success).toBe(true);
   expect((await own.read('probe-westeurope', { from: 'writeRegion' })).doc.createdBy).toBe('probe');
 });
+
+test('overlapping runs: the second finds the first one’s live lock and is skipped, not failed', async () => {
+  const store = new SqliteStore(':memory:');
+  const clock = new ManualClock();
+  const sink = new MetricsRecorder();
+  let resumeFirst: () => void = () => undefined;
+  let firstWaiting: () => void = () => undefined;
+  const waiting = new Promise<void>((resolve) => (firstWaiting = resolve));
+  // The first run stops in its convergence wait, its pre-lock live, until the second has run.
+  const first = runProbe({
+    store,
+    region: 'westeurope',
+    clock: clock.now,
+    sink,
+    sleep: (ms) =>
+      new Promise<void>((resolve) => {
+        resumeFirst = () => {
+          clock.advance(ms);
+          resolve();
+        };
+        firstWaiting();
+      }),
+  });
+  await waiting;
+  const second = await runProbe({
+    store,
+    region: 'westeurope',
+    clock: clock.now,
+    sink,
+    sleep: async (ms) => void clock.advance(ms),
+  });
+  expect(second).toMatchObject({ outcome: 'skipped', success: false, steps: [] });
+  expect(second.skipReason).toMatch(
+    /^another probe run holds probe-westeurope's lock \(migration probe-\d+\)/,
+  );
+  expect(second.failedPhase).toBeUndefined();
+  resumeFirst();
+  expect(await first).toMatchObject({ outcome: 'passed', success: true });
+  // one run recorded, no failure: the probe-failing alert has nothing to read
+  expect(sink.snapshot().probes).toMatchObject({ runs: 1, failures: 0, last: { success: true } });
+});

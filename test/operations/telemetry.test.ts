@@ -183,6 +183,37 @@ test('a shortfall: a lock taken under a shorter delay than the one declared now 
   expect(relaxed.events.some((e) => e.name === 'ConvergenceShortfall')).toBe(false);
 });
 
+test('a probe route is judged by its own lock timing: the same short wait on a service route is a shortfall', async () => {
+  // A lock taken under a one-second delay, as the probe's is, on a host that declares a longer one.
+  const { versions } = await versionsOf(
+    async (h) => {
+      await h.router.createRoute('conv-p', SOURCE);
+      h.runner.start({ resourceId: 'conv-p', target: TARGET });
+      await h.settle();
+    },
+    {
+      ROUTELOCK_CACHE_TIERS: 'local=1',
+      ROUTELOCK_REPLICATION_BOUND_SECONDS: '0',
+      ROUTELOCK_SAFETY_BUFFER_SECONDS: '0',
+    },
+  );
+  const declared = parseConfig({}).timing.convergenceDelaySeconds;
+  const shortfalls = async (docs: LocationDocument[]) => {
+    const client = new FakeTelemetryClient();
+    await handleDocumentVersions(docs, {
+      sink: new TelemetryClientSink(client),
+      declaredConvergenceDelaySeconds: declared,
+    });
+    return client.events.filter((e) => e.name === 'ConvergenceShortfall');
+  };
+  const asProbe = versions.map((doc) => ({ ...doc, id: 'probe-westeurope' }));
+  expect(await shortfalls(asProbe)).toEqual([]);
+  // negative control: a service's route with that lock falls short of the delay declared now
+  const real = await shortfalls(versions);
+  expect(real).toHaveLength(1);
+  expect(real[0]?.measurements?.convergenceDelaySeconds).toBe(declared);
+});
+
 test('documents that are not location documents (a lease, a stray item) are skipped', async () => {
   const client = new FakeTelemetryClient();
   const result = await handleDocumentVersions([{ id: 'lease-1', ContinuationToken: '"5"' }, null, 'x'], {
