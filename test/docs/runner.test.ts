@@ -100,6 +100,8 @@ test('shown output is compared leniently: times and numbers masked, a different 
   expect(results[0]?.problem).toMatch(/lacks the line shown/);
   expect(outputMismatch('a\n...\nc', 'a\nb\nc')).toBeUndefined();
   expect(outputMismatch('c\na', 'a\nb\nc')).toBe('a');
+  expect(outputMismatch('..."status":"Done"...', '{"id":1,"status":"Done","n":2}')).toBeUndefined();
+  expect(outputMismatch('..."n":2..."status":"Done"', '{"id":1,"status":"Done","n":2}')).toBeDefined();
 });
 
 test('a URL off this machine fails the document before anything runs', async () => {

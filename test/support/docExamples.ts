@@ -13,7 +13,7 @@
  *   fails the document. With it, any other outcome fails it (the promise is checked too).
  * - A `text` block right after a `sh` block (nothing but blank lines between) is that block's expected
  *   output. It is compared leniently: numbers, times, ids and tokens are masked, each expected line must
- *   appear in the output in order, and a line `...` stands for anything.
+ *   appear in the output in order, and `...` stands for anything (a whole line, or within one).
  * - No block may name a URL that is not on this machine (checked before anything runs); the shell gets a
  *   dead loopback proxy and npm runs offline, so nothing reaches the network anyway.
  *
@@ -260,6 +260,17 @@ export function scratchCheckout(repo: string, dir: string): string {
   return dir;
 }
 
+/** Whether `parts` occur in `line` in this order, anything between them. */
+function inOrder(line: string, parts: string[]): boolean {
+  let at = 0;
+  for (const part of parts) {
+    const found = line.indexOf(part, at);
+    if (found < 0) return false;
+    at = found + part.length;
+  }
+  return true;
+}
+
 /** Lines the expected output has that the actual lacks, in order, after masking. */
 export function outputMismatch(expected: string, actual: string): string | undefined {
   const mask = (s: string) =>
@@ -274,7 +285,11 @@ export function outputMismatch(expected: string, actual: string): string | undef
   let from = 0;
   for (const line of expected.split('\n').map(mask)) {
     if (line === '' || line === '...') continue;
-    const found = have.findIndex((h, k) => k >= from && h.includes(line));
+    const parts = line
+      .split('...')
+      .map((p) => p.trim())
+      .filter(Boolean);
+    const found = have.findIndex((h, k) => k >= from && inOrder(h, parts));
     if (found < 0) return line;
     from = found + 1;
   }
