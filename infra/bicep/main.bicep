@@ -87,8 +87,8 @@ param durableTaskSchedulerIpAllowlist array = ['0.0.0.0/0']
 @description('Email address the alerts go to; empty: the action group has no receiver yet.')
 param alertEmail string = ''
 
-@description('Where the README is published: every alert\'s description links its Runbook section there.')
-param runbookUrl string = 'README.md'
+@description('Where docs/operators.md is published: every alert\'s description links its Runbook section there.')
+param runbookUrl string = 'docs/operators.md'
 
 @minValue(1)
 @description('Alert when the write-lock hold p99 over an hour exceeds this many seconds (the write lease is writeLeaseSeconds).')
