@@ -1,6 +1,6 @@
 /**
  * `npm run packages`: the two publishable packages, built from this source tree without moving a file
- * (README "Use it from your service"):
+ * (docs/services.md):
  *
  * - `@routelock/client` (packages/client): shared/client.ts and what it imports: HTTP only;
  * - `@routelock/library` (packages/library): shared/library.ts (Router through createRouter, the lock

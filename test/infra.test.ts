@@ -256,9 +256,9 @@ test('local.settings.sample.json selects the dev profile and sets its values (sh
   );
 });
 
-/** The README configuration table's rows: variable → [production, dev] as written (backticks dropped). */
+/** The operators' guide's configuration table's rows: variable → [production, dev] as written (backticks dropped). */
 function readmeProfileTable(): Record<string, [string, string]> {
-  const readme = read('README.md');
+  const readme = read('docs/operators.md');
   const rows = [
     ...readme.matchAll(/^\| `(ROUTELOCK_[A-Z_]+)`\s*\|[^|]*\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|$/gm),
   ];
@@ -268,7 +268,7 @@ function readmeProfileTable(): Record<string, [string, string]> {
   );
 }
 
-test("the README's configuration table is the profile table", () => {
+test("the operators' guide's configuration table is the profile table", () => {
   const expected = Object.fromEntries(
     Object.keys(profiles.production).map((v) => [
       v,

@@ -45,7 +45,7 @@ param principalType string = 'User'
 @description('Give the deploying principal data-plane roles on the host storage, for debugging. Off in production.')
 param grantDeveloperDataAccess bool = false
 
-@description('Object ids of services that link @routelock/library and read the routing store directly: each gets only the Cosmos DB Built-in Data Reader role, on the locations container (README "Use it from your service").')
+@description('Object ids of services that link @routelock/library and read the routing store directly: each gets only the Cosmos DB Built-in Data Reader role, on the locations container (docs/services.md).')
 param routeReaderPrincipalIds array = []
 
 // Who may call. The API's Entra app registration is created by infra/hooks/entra-app.sh (azd
@@ -70,7 +70,7 @@ param authMode string = 'appservice'
 param tokenKeysBase64 string = ''
 
 @allowed(['azureStorage', 'durableTaskScheduler'])
-@description('The Durable Functions backend. azureStorage: the host storage account (the default, nothing more to deploy); durableTaskScheduler: a Durable Task Scheduler and task hub, for migration rates the storage backend cannot sustain (README "Sizing the Durable backend").')
+@description('The Durable Functions backend. azureStorage: the host storage account (the default, nothing more to deploy); durableTaskScheduler: a Durable Task Scheduler and task hub, for migration rates the storage backend cannot sustain (docs/operators.md, "Sizing the Durable backend").')
 param durableBackend string = 'azureStorage'
 
 @allowed(['Dedicated', 'Consumption'])
@@ -87,8 +87,8 @@ param durableTaskSchedulerIpAllowlist array = ['0.0.0.0/0']
 @description('Email address the alerts go to; empty: the action group has no receiver yet.')
 param alertEmail string = ''
 
-@description('Where the README is published: every alert\'s description links its Runbook section there.')
-param runbookUrl string = 'README.md'
+@description('Where docs/operators.md is published: every alert\'s description links its Runbook section there.')
+param runbookUrl string = 'docs/operators.md'
 
 @minValue(1)
 @description('Alert when the write-lock hold p99 over an hour exceeds this many seconds (the write lease is writeLeaseSeconds).')

@@ -10,7 +10,7 @@
 # old key has ended) → retire. Each step writes a new version of the secret; App Service picks up the
 # latest version within 24 hours, or at once on a restart (`az functionapp restart`) or any app-setting
 # change. Never promote a key some instance may not know yet: tokens signed with it would be refused
-# there. See the README (Fencing-token key) for the whole procedure.
+# there. See docs/design.md §9.4 (key rotation) for the whole procedure.
 #
 # Needs data-plane access to the vault (Key Vault Secrets Officer, granted just for the rotation) and
 # the vault name: AZURE_KEY_VAULT_NAME (an azd output) or --vault <name>.

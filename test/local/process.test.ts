@@ -90,35 +90,6 @@ test('the banner prints the URL, the store, the timing profile and a curl walkth
   }
 });
 
-test("the README's curl walkthrough works verbatim against a fresh host", async () => {
-  const { readFileSync } = await import('node:fs');
-  const { execFile } = await import('node:child_process');
-  const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
-  const block = /```sh\n(A=http:\/\/127\.0\.0\.1:7071\/api\n[\s\S]*?)```/.exec(readme)?.[1];
-  expect(block).toBeDefined();
-  const host = await spawnHost({ ROUTELOCK_SQLITE_PATH: join(dir, 'readme.db') });
-  try {
-    // Only the port differs: the host under test listens on a free one.
-    const script = `${block!.replace('A=http://127.0.0.1:7071/api', `A=${host.url}/api`)}\ncurl -s $A/routes/conv-42\n`;
-    const output = await new Promise<string>((resolve, reject) =>
-      execFile('bash', ['-euo', 'pipefail', '-c', script], { timeout: 30_000 }, (error, stdout, stderr) =>
-        error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout),
-      ),
-    );
-    const last = JSON.parse(output.slice(output.lastIndexOf('{"resourceId"'))) as {
-      location: unknown;
-      lock: unknown;
-    };
-    expect(last).toMatchObject({ location: { region: 'eastus' }, lock: null });
-    expect(output).toContain('"delete":"tombstone"');
-    expect(output).toContain('"write":"deny"');
-    expect(output).not.toContain('"code"'); // no problem responses along the way
-  } finally {
-    host.child.kill('SIGTERM');
-    await host.exited;
-  }
-});
-
 test('ROUTELOCK_STORE=cosmos runs the host on the Cosmos adapter (emulator on loopback)', async () => {
   const { startCosmosServer } = await import('../../testkit/cosmosServer');
   const cosmos = await startCosmosServer();

@@ -2,8 +2,8 @@ import { countWorkItems, measureAll, table } from '../../bench/durableWorkItems'
 
 /**
  * The Durable work items one migration costs, measured through the real executor (bench/durableWorkItems.ts)
- * and pinned here, so the README's sizing ("Sizing the Durable backend") cannot drift from the code: a
- * workflow change that adds a step fails this test until the README's table is measured again.
+ * and pinned here, so the operators' guide's sizing (docs/operators.md, "Sizing the Durable backend") cannot drift from the code: a
+ * workflow change that adds a step fails this test until that table is measured again.
  */
 
 test('work items per migration: 0, 1 and 2 participants under the dev and production profiles', async () => {

@@ -19,7 +19,7 @@ import { checkQuery, nameCatalogue, substituteParameters } from './kql';
  * `npm run infra:build`), every query evaluated as ARM would (the .kql text the Bicep loads, its settings
  * put in) and checked by Kusto.Language against the Application Insights tables, with every event, metric
  * and availability name it compares against the one catalogue (shared/telemetry/names.ts). Every alert
- * notifies the action group and links its README runbook section; the workbook draws the configured lease
+ * notifies the action group and links its runbook section in docs/operators.md; the workbook draws the configured lease
  * and budget. Negative controls plant the faults each check is for.
  */
 
@@ -300,12 +300,12 @@ function runbookLinks(rules: Rule[], runbookUrl: string): Record<string, string 
   );
 }
 
-test('every alert says what to do and links its runbook section, which the README has', () => {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+test("every alert says what to do and links its runbook section, which the operators' guide has", () => {
+  const readme = readFileSync(join(root, 'docs/operators.md'), 'utf8');
   const anchors = headingAnchors(readme);
   expect(anchors.has('runbook')).toBe(true);
   const rules = alertRules(arm());
-  const links = runbookLinks(rules, 'README.md');
+  const links = runbookLinks(rules, 'docs/operators.md');
   for (const rule of rules) {
     const anchor = links[rule.name];
     expect({ rule: rule.name, anchor, inReadme: anchor !== undefined && anchors.has(anchor) }).toEqual({
@@ -316,13 +316,13 @@ test('every alert says what to do and links its runbook section, which the READM
   }
   // one section each
   expect(new Set(Object.values(links)).size).toBe(rules.length);
-  // the runbook URL is a parameter an operator sets (where the README is published)
+  // the runbook URL is a parameter an operator sets (where the guide is published)
   const elsewhere = runbookLinks(
-    alertRules(arm(), { runbookUrl: 'https://example.test/README.md' }),
-    'https://example.test/README.md',
+    alertRules(arm(), { runbookUrl: 'https://example.test/docs/operators.md' }),
+    'https://example.test/docs/operators.md',
   );
   expect(Object.values(elsewhere)).toEqual(Object.values(links));
-  // negative control: an anchor the README lacks is caught
+  // negative control: an anchor the guide lacks is caught
   expect(headingAnchors('## Runbook\n### Store throttling\n').has('store-throttling')).toBe(true);
   expect(headingAnchors('## Runbook\n### Store throttled\n').has('store-throttling')).toBe(false);
 });

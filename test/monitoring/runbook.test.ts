@@ -6,36 +6,36 @@ import { buildProgram } from '../../cli/main';
 import { functionEndpoints } from '../../functions/endpoints';
 
 /**
- * The README's Runbook tells an operator what to run: every `npx routelock …` command (and each option it
+ * The operators' guide's Runbook tells an operator what to run: every `routelock …` command (and each option it
  * passes) is one the command line has, and every HTTP call (`api …`, `curl …`) is a declared endpoint with
  * that method. A runbook whose commands do not exist fails during the incident it was written for.
  */
 
-const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+const readme = readFileSync(join(__dirname, '..', '..', 'docs', 'operators.md'), 'utf8');
 
 /** The Runbook section: from its heading to the next second-level heading. */
 function runbookSection(markdown: string): string {
   const start = markdown.indexOf('\n## Runbook\n');
-  if (start < 0) throw new Error('README has no "## Runbook" section');
+  if (start < 0) throw new Error('docs/operators.md has no "## Runbook" section');
   const next = markdown.indexOf('\n## ', start + 1);
   return markdown.slice(start, next < 0 ? undefined : next);
 }
 
-/** The lines of its bash blocks, continuation lines joined. */
+/** The lines of its sh blocks (any marker), continuation lines joined. */
 function commandLines(section: string): string[] {
-  const blocks = [...section.matchAll(/```bash\n([\s\S]*?)```/g)].map((m) => m[1] as string);
+  const blocks = [...section.matchAll(/```(?:sh|bash)[^\n]*\n([\s\S]*?)```/g)].map((m) => m[1] as string);
   return blocks.flatMap((block) => block.replace(/\\\n\s*/g, ' ').split('\n')).filter((l) => l.trim() !== '');
 }
 
 const program = buildProgram({ stdout: new PassThrough(), stderr: new PassThrough() });
 
-/** What is wrong with one `npx routelock …` line: an unknown command or option. */
+/** What is wrong with one `routelock …` line: an unknown command or option. */
 function cliProblems(line: string, cli: Command = program): string[] {
   const words = line
     .replace(/\s+#.*$/, '')
     .trim()
     .split(/\s+/)
-    .slice(2); // after `npx routelock`
+    .slice(1); // after `routelock`
   const problems: string[] = [];
   let command = cli;
   for (const word of words) {
@@ -77,7 +77,7 @@ function httpProblems(line: string): string[] {
 
 function runbookProblems(section: string): { commands: number; calls: number; problems: string[] } {
   const lines = commandLines(section);
-  const cli = lines.filter((l) => /^npx routelock /.test(l.trim()));
+  const cli = lines.filter((l) => /^routelock /.test(l.trim()));
   const http = lines.filter((l) => /^(api|curl)\b/.test(l.trim()) && l.includes('$ROUTELOCK_URL'));
   return {
     commands: cli.length,
@@ -105,15 +105,13 @@ test('every command and call in the Runbook exists', () => {
 
 test('negative controls: an unknown command, option, route or method is caught', () => {
   const planted = (line: string) => runbookProblems(`\n## Runbook\n\`\`\`bash\n${line}\n\`\`\`\n`).problems;
-  expect(planted('npx routelock migration restart <migrationId>')).toEqual([
-    'npx routelock migration restart <migrationId>: no command "restart"',
+  expect(planted('routelock migration restart <migrationId>')).toEqual([
+    'routelock migration restart <migrationId>: no command "restart"',
   ]);
-  expect(planted('npx routelock campaign limits <campaignId> --max-parallel 10')).toEqual([
-    'npx routelock campaign limits <campaignId> --max-parallel 10: limits has no option --max-parallel',
+  expect(planted('routelock campaign limits <campaignId> --max-parallel 10')).toEqual([
+    'routelock campaign limits <campaignId> --max-parallel 10: limits has no option --max-parallel',
   ]);
-  expect(planted('npx routelock migration')).toEqual([
-    'npx routelock migration: "migration" needs a subcommand',
-  ]);
+  expect(planted('routelock migration')).toEqual(['routelock migration: "migration" needs a subcommand']);
   expect(planted('api -X POST "$ROUTELOCK_URL/api/ops/sweep"')).toEqual([
     'api -X POST "$ROUTELOCK_URL/api/ops/sweep": no endpoint /api/ops/sweep',
   ]);
@@ -121,8 +119,6 @@ test('negative controls: an unknown command, option, route or method is caught',
     'api "$ROUTELOCK_URL/api/ops/probe": /api/ops/probe does not take GET',
   ]);
   // and the good forms pass
-  expect(planted('npx routelock campaign limits <campaignId> --max-concurrent 10 --no-rate-limit')).toEqual(
-    [],
-  );
+  expect(planted('routelock campaign limits <campaignId> --max-concurrent 10 --no-rate-limit')).toEqual([]);
   expect(planted('api -X POST "$ROUTELOCK_URL/api/ops/probe"')).toEqual([]);
 });

@@ -1,5 +1,5 @@
 // Services that link @routelock/library and resolve routes by reading the routing store themselves
-// (README "Use it from your service"): the Cosmos DB Built-in Data Reader role on the locations
+// (docs/services.md): the Cosmos DB Built-in Data Reader role on the locations
 // container, and nothing else. A reader cannot write a route or a lock, whatever the library is told,
 // so linking the library never bypasses the API's app roles; only routelock's own identity writes.
 param accountName string

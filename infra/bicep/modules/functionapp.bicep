@@ -122,7 +122,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   // the caller may do (the app checks them on each route). Browser sign-in (the status page) is the
   // server-directed flow at /.auth/login/aad with no client secret: OpenID Connect returning an ID token
   // (the app registration needs ID tokens enabled and the /.auth/login/aad/callback redirect URI; see
-  // the README), then App Service's own session cookie. No token store: nothing holds the tokens.
+  // docs/operators.md, "The status page"), then App Service's own session cookie. No token store: nothing holds the tokens.
   // post_login_redirect_uri may name only this app (no external URL is allowed), and the page's #filters
   // survive the round trip.
   resource auth 'config' = {

@@ -1,5 +1,5 @@
 // Log Analytics and Application Insights with local auth off (Entra only), the alerts operators act on
-// (README "Runbook": the write-lock hold p99, a convergence shortfall, the probe failing, a migration
+// (docs/operators.md "Runbook": the write-lock hold p99, a convergence shortfall, the probe failing, a migration
 // stalled, orphaned locks, store throttling) and the action group every alert notifies. Each rule's query
 // is in infra/monitoring/alerts/ (loaded here, so test/monitoring checks the text deployed); `{Name}` in
 // one is replaced with the setting of that name below.
@@ -11,7 +11,7 @@ param location string
 param tags object
 @description('Who the alerts email; empty: the action group exists with no receiver (add one later, or wire a pager).')
 param alertEmail string = ''
-@description('Where the README is published (its Runbook section is linked from every alert), e.g. https://github.com/<org>/routelock/blob/main/README.md.')
+@description('Where docs/operators.md is published (its Runbook section is linked from every alert), e.g. https://github.com/<org>/routelock/blob/main/docs/operators.md.')
 param runbookUrl string
 @description('Alert when the write-lock hold p99 over an hour exceeds this many seconds.')
 param writeLockP99ThresholdSeconds int
@@ -25,7 +25,7 @@ param writeBudgetSeconds int
 @description('How late lock telemetry may be (the change-feed trigger\'s retries and ordinary lag: the reconciliation grace): the stalled-migration alert allows it past a lock\'s expiry.')
 param telemetryDelaySeconds int
 
-// Each alert's description ends with its runbook section (README.md headings; the test checks the anchors).
+// Each alert's description ends with its runbook section (docs/operators.md headings; the test checks the anchors).
 var runbook = '${runbookUrl}#'
 
 resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {

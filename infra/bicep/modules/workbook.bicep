@@ -103,7 +103,7 @@ var workbook = {
       type: 1
       name: 'about'
       content: {
-        json: '## routelock operations\nEvery figure from custom events counts each event once (deduplicated on `eventKey`: the change feed may redeliver a batch). Alerts and what to do: the README\'s Runbook.'
+        json: '## routelock operations\nEvery figure from custom events counts each event once (deduplicated on `eventKey`: the change feed may redeliver a batch). Alerts and what to do: the Runbook in docs/operators.md.'
       }
     }
     {
