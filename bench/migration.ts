@@ -180,7 +180,7 @@ export async function runRouteReads(count = 100) {
 
 export async function runMigration(options: { concurrency: number[]; repeats: number; cosmosCount: number }) {
   const config = parseConfig({});
-  // Issue 20 §5: the location-document reads of version 4 and 5 side by side (100 migrations each).
+  // The location-document reads of workflow versions 4 and 5 side by side (100 migrations each).
   const reads = await runRouteReads();
   // Reads and writes per migration, with and without the saving (SQLite, 100 migrations each).
   const withSaving = await runMigrations(new SqliteStore(':memory:'), 100, {

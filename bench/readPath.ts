@@ -22,10 +22,11 @@ import { HeldReadStore } from '../testkit/heldReadStore';
  *  - f = 100 % with requests in flight together (a service's normal state), not one at a time: the
  *    dedicated lock record still reads once per operation, routelock once per in-flight read of an id.
  *
- * One at a time (issue 20 §3), also interleaved chunk by chunk so every contender sees the same machine
- * state, and a control: the dedicated lock record read ETag-conditionally, as routelock's read-through is
- * (`readIfChanged`). The read path as it was before that read is the base tree, run in its own process:
- * a second store class in this process would make the Router's code polymorphic for every contender.
+ * One at a time (docs/design.md §5.8), also interleaved chunk by chunk so every contender sees the same
+ * machine state, and a control: the dedicated lock record read ETag-conditionally, as routelock's
+ * read-through is (`readIfChanged`). The read path as it was before that read is the base tree, run in its
+ * own process: a second store class in this process would make the Router's code polymorphic for every
+ * contender.
  */
 
 const SOURCE = { region: 'westeurope' };

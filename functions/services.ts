@@ -53,7 +53,7 @@ export interface CoreServices {
   readonly keyring: TokenKeyring;
   readonly audit: AuditLedger;
   readonly forceRelease: ForceReleaseService;
-  /** Campaigns and their members (issue 18 §3). */
+  /** Campaigns and their members (docs/design.md §6.9). */
   readonly campaignRecords: CampaignRecords;
   readonly sink: TelemetrySink;
   /** What the change handler processed, for the telemetry reconciliation (docs/design.md §8). */

@@ -57,8 +57,8 @@ export class PortInUseError extends Error {
 export const allEndpoints: readonly EndpointDeclaration[] = [...functionEndpoints, ...metricsEndpoints];
 
 /**
- * Pages outside /api, with the app role each needs (checked like the endpoints' roles): `/` is where the
- * status page used to be, and sends the browser to it (GET /api/status, functions/statusPage.ts).
+ * Pages outside /api, with the app role each needs (checked like the endpoints' roles): `/` sends the
+ * browser to the status page (GET /api/status, functions/statusPage.ts), where a link to the host lands.
  */
 export const extraRoutes: readonly ExtraRoute[] = [
   {

@@ -58,7 +58,7 @@ export async function openRouter(options: OpenRouterOptions = {}): Promise<Route
 }
 
 // The class as a type only: a library user gets a router through createRouter/openRouter, read-only unless
-// it opts in (review of issue 20: an exported constructor made a writable router by default).
+// it opts in: an exported constructor would make a writable router by default.
 export { operationPriority } from './router';
 export type { Router, RouterOptions, RoutedView, MutationOptions, SwapOutcome } from './router';
 export { decide, decisionStatus, withinGrace, freshnessSeconds, cacheLifetimeSeconds } from './client';

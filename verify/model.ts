@@ -243,7 +243,7 @@ export async function runCommands(
           migrationId,
           owner: command.actor,
           target: TARGET_OF[command.actor],
-          // the control runs the old workflow's key: its migration id
+          // the control keys the pre-lock by its migration id
           idempotencyKey: bug === 'replayTrustsKeyAlone' ? migrationId : actor.key,
         });
         step.result = { ...grant, token: undefined };

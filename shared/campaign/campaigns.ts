@@ -51,7 +51,7 @@ export interface CampaignDeps {
 }
 
 /**
- * The campaign service on both runners (issue 18 §3): the HTTP endpoints, the queue trigger and the
+ * The campaign service on both runners (docs/design.md §6.9): the HTTP endpoints, the queue trigger and the
  * command line call it; only the launcher differs. Every write is a compare-and-swap on the record, and
  * the state rules are plan.ts's: this class checks what a request means, applies them and wakes the runner.
  */

@@ -57,7 +57,7 @@ export interface StartRequest {
   migrationId?: string | undefined;
   campaignId?: string | undefined;
   migrationAttempts?: number | undefined;
-  /** Version 4: the cutover window (issue 19 §3). */
+  /** The cutover window (docs/design.md §6.10). */
   window?: CutoverWindow | undefined;
 }
 
@@ -83,7 +83,7 @@ export interface InProcessRunnerOptions {
   /** Migration ids; defaults to `m-<uuid>`. A seam: tests and verify pin them for readable traces. */
   newId?: () => string;
   log?: (message: string, fields: Record<string, unknown>) => void;
-  /** Where a migration's end goes as `MigrationEnded` (issue 21 §4): the host's sink. */
+  /** Where a migration's end goes as `MigrationEnded` (docs/design.md §6.12): the host's sink. */
   sink?: TelemetrySink;
 }
 
@@ -194,7 +194,7 @@ export class InProcessRunner {
   }
 
   /**
-   * Ask a migration to cancel (issue 18 §2): journaled at once, then every cancellable wait of the
+   * Ask a migration to cancel (docs/design.md §6.8): journaled at once, then every cancellable wait of the
    * workflow ends and its next check finds it. Answers the status as it stands, `cancelRequestedAt` set;
    * an ended migration answers its status unchanged, a swapped one AlreadySwapped (`cancelAnswer`).
    */

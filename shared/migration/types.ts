@@ -32,7 +32,7 @@ export interface MigrationSettings {
   participantPollMinSeconds?: number;
   participantPollMaxSeconds?: number;
   /**
-   * Automatic retry with a fresh lock (workflow version 3, issue 18): attempts per series, and the delay
+   * Automatic retry with a fresh lock (workflow version 3): attempts per series, and the delay
    * before attempt n+1 (× 2^(n−1)). Optional: older inputs run one attempt.
    */
   migrationAttempts?: number;
@@ -40,33 +40,33 @@ export interface MigrationSettings {
   /** The most history actions one attempt may record (its copies at their worst, and its other steps). */
   attemptActionsBound?: number;
   /**
-   * Version 4 (issue 19 §1): a participant that answers 404 to `verify` fails the attempt instead of
+   * A participant that answers 404 to `verify` fails the attempt instead of
    * counting as "not verified" (ROUTELOCK_REQUIRE_VERIFY). Optional: older inputs did not verify.
    */
   requireVerify?: boolean;
   /**
-   * Version 4 (issue 19 §3): ROUTELOCK_PRELOCK_MAX_SECONDS, a new lock's cap from its pre-lock: a
+   * ROUTELOCK_PRELOCK_MAX_SECONDS, a new lock's cap from its pre-lock: a
    * cutover window beyond it fails the attempt before its pre-lock. Optional: older inputs lack it.
    */
   prelockMaxSeconds?: number;
 }
 
 /**
- * The workflow version new migrations start with (issue 17 §5). A running instance replays the steps of
- * the version it started with, so a redeploy never changes a history under way:
+ * The workflow version new migrations start with (docs/design.md §6.7). A running instance replays the steps
+ * of the version it started with, so a redeploy never changes a history under way:
  * - 1 (no `workflowVersion` in the input): participants called by the runner's polled `http` step
- *   (Durable `callHttp` with polling), raced against the renewal timer. Breaks on the real extension
- *   (issue 17 §1), kept only so instances started before version 2 replay; delete it, and the `http`
+ *   (Durable `callHttp` with polling), raced against the renewal timer. Breaks on the real extension,
+ *   kept only so instances started before version 2 replay; delete it, and the `http`
  *   step, once no version-1 instance runs (they end within the pre-lock's maximum, ROUTELOCK_PRELOCK_MAX_SECONDS).
  * - 2: one `callParticipant` activity per request, polls on durable timers (participantContract.ts).
- * - 3 (issue 18): attempts and cancel. An attempt that fails for a transient reason is released and tried
- *   again with a fresh lock (workflow/attempts.ts), each participant job naming its `migrationAttempt`;
- *   every timer and race also ends on a cancel request (Durable: the `cancel` external event), and the
- *   workflow asks whether one arrived between steps (`cancelRequested`).
+ * - 3: attempts and cancel (docs/design.md §6.3, §6.8). An attempt that fails for a transient reason is
+ *   released and tried again with a fresh lock (workflow/attempts.ts), each participant job naming its
+ *   `migrationAttempt`; every timer and race also ends on a cancel request (Durable: the `cancel` external
+ *   event), and the workflow asks whether one arrived between steps (`cancelRequested`).
  */
 
 /**
- * - 4 (issue 19): verify before the swap (`verify` under the write lock after the delta; a mismatch
+ * - 4: verify before the swap (`verify` under the write lock after the delta; a mismatch
  *   releases the write lock and copies the delta again), cutover windows (the write lock only inside
  *   `input.window`, waiting on durable timers with the hard-delete lock renewed), the swap confirmed
  *   durable (a replica read after the replication bound) before Completed, and end notices to every
@@ -98,13 +98,13 @@ export interface MigrationInput {
    * status; this run numbers its attempts after them.
    */
   earlierAttempts?: MigrationAttempt[];
-  /** Version 4: the write lock is only taken inside this window (shared/migration/window.ts). */
+  /** The write lock is only taken inside this window (shared/migration/window.ts). */
   window?: CutoverWindow;
 }
 
 /**
- * When a migration may hold the write lock (issue 19 §3). All optional; an absent field does not limit.
- * `notBefore`/`notAfter`: RFC 3339 instants. `daily`: local wall-clock times "HH:MM" in an IANA time
+ * When a migration may hold the write lock (docs/design.md §6.10). All optional; an absent field does not
+ * limit. `notBefore`/`notAfter`: RFC 3339 instants. `daily`: local wall-clock times "HH:MM" in an IANA time
  * zone; `end` before `start` spans midnight. The whole write budget must fit inside the window.
  */
 export interface CutoverWindow {
@@ -128,7 +128,7 @@ export interface MigrationAttempt {
   outcome: MigrationState;
   reason?: string;
   /**
-   * Issue 21 §4, on an attempt that did not complete: the stable code it ended with (a lock error's,
+   * On an attempt that did not complete: the stable code it ended with (a lock error's,
    * or the workflow's own: StepFailed, WriteBudgetExceeded, Cancelled…) and the furthest phase it reached
    * (shared/migration/stopped.ts phaseReached). Absent on attempts recorded before they existed.
    */
@@ -159,8 +159,8 @@ export const migrationStates = [
 ] as const;
 export type MigrationState = (typeof migrationStates)[number];
 /**
- * An operator's cancel (issue 18 §2), as the workflow receives it: Durable's `cancel` external event's
- * payload, or the in-process runner's request. Who asked is an actor id, never a credential.
+ * An operator's cancel (docs/design.md §6.8), as the workflow receives it: Durable's `cancel` external
+ * event's payload, or the in-process runner's request. Who asked is an actor id, never a credential.
  */
 export interface CancelRequest {
   requestedAt: string;
@@ -198,14 +198,14 @@ export interface MigrationStatus {
   attempt?: number;
   /** Every attempt that ended, oldest first (version 3), each with its reason. */
   attempts?: MigrationAttempt[];
-  /** Version 4: every verification run, oldest first (one entry per participant per verify round). */
+  /** Every verification run, oldest first (one entry per participant per verify round). */
   verifications?: Verification[];
-  /** Version 4: set while the workflow waits for its cutover window to open (removed once it has). */
+  /** Set while the workflow waits for its cutover window to open (removed once it has). */
   waitingForWindow?: { nextOpening: string };
-  /** Version 4: the end notices sent to participants, one per participant, once the migration ended. */
+  /** The end notices sent to participants, one per participant, once the migration ended. */
   notices?: EndNotice[];
   /**
-   * Issue 21 §4: on a Failed, Conflict or Cancelled migration, where it stopped (the phase it had
+   * On a Failed, Conflict or Cancelled migration, where it stopped (the phase it had
    * reached, the stable code, a human reason with no credential, when). Derived when the status is read
    * (shared/migration/stopped.ts `withStopped`): the workflow never publishes it, and a copy saved
    * with a status read back is derived afresh.
@@ -223,7 +223,7 @@ export interface Stopped {
   at: string;
 }
 
-/** One participant's answer to one verify round (issue 19 §1). */
+/** One participant's answer to one verify round (docs/design.md §6.5). */
 export interface Verification {
   participant: string;
   /** The migration attempt and the write-lock (delta) attempt it verified. */
@@ -246,7 +246,7 @@ export interface VerifyAnswer {
   detail?: string;
 }
 
-/** How a migration ended, as its participants are told (issue 19 §4). */
+/** How a migration ended, as its participants are told (docs/design.md §6.11). */
 export type EndStep = 'completed' | 'failed' | 'cancelled';
 
 export interface EndNotice {
@@ -294,7 +294,7 @@ export interface ActivityInputs {
     target: Location;
     lock: AttemptLockSeed;
     /**
-     * Version 5: answer where the route was (`PrelockGrant.location`), and decide on the version of the
+     * Answer where the route was (`PrelockGrant.location`), and decide on the version of the
      * route the router holds, conditional on its ETag (a read saved; a stale one costs a 412 and a read).
      */
     withLocation?: true;
@@ -312,7 +312,7 @@ export interface ActivityInputs {
    */
   swap: { resourceId: string; lock: AttemptLockSeed; ifMatch?: string; writeAt?: string | undefined };
   /**
-   * `reason` (issue 21 §4): why the lock ends, bounded and credential-free (`releaseReason`,
+   * `reason` (docs/design.md §6.12): why the lock ends, bounded and credential-free (`releaseReason`,
    * workflow/cleanUp.ts), stamped on the version for the audit ledger. Optional: Durable replays by
    * activity name, so histories scheduled without it replay unchanged.
    */
@@ -397,7 +397,7 @@ export interface ParticipantRequest {
    * Version 1's job key with migrationId and step; version 2 sends it as the alias of `stepAttempt`.
    */
   attempt: number;
-  /** Version 2 (contract17): the job is (migrationId, migrationAttempt, step, stepAttempt). */
+  /** Version 2 on (docs/design.md §6.5): the job is (migrationId, migrationAttempt, step, stepAttempt). */
   migrationAttempt?: number;
   stepAttempt?: number;
   /** Increases with every new job of the migration: with `lockAcquiredAt`, orders jobs of a resource. */
@@ -428,7 +428,7 @@ export type PreflightCall = Omit<ParticipantCall, 'method' | 'body' | 'url'> & {
 };
 
 /**
- * A dry run's question to a participant (issue 19 §2, an optional step): the copy request's fields
+ * A dry run's question to a participant (an optional step): the copy request's fields
  * without the lock-derived ones (no lock, so no attempt, sequence or lockAcquiredAt).
  */
 export interface PreflightRequest {
@@ -511,7 +511,7 @@ export type Step =
    */
   | { kind: 'race'; tasks: TaskStep[]; deadline: number; cancellable?: true }
   /**
-   * Version 3: has a cancel been requested? Answers the `CancelRequest` or null, without waiting
+   * Has a cancel been requested? Answers the `CancelRequest` or null, without waiting
    * (Durable: whether the `cancel` event has arrived; the in-process runner: its journaled request).
    */
   | { kind: 'cancelRequested' }
@@ -522,7 +522,7 @@ export type Step =
    */
   | { kind: 'all'; tasks: TaskStep[] };
 
-/** A migration's dry run (issue 19 §2; shared/migration/preflight.ts): the API's 200 answer. */
+/** A migration's dry run (shared/migration/preflight.ts): the API's 200 answer. */
 export type PreflightCheckName =
   | 'routeExists'
   | 'notLocked'
@@ -530,7 +530,7 @@ export type PreflightCheckName =
   | 'regionAllowed'
   | 'noRetiredSourceWindow'
   | 'noMigrationRunning'
-  /** Version 4 (issue 19 §3): the cutover window has a slot a new lock's cap reaches. */
+  /** The cutover window has a slot a new lock's cap reaches. */
   | 'windowReachable'
   | 'participant';
 

@@ -10,13 +10,13 @@ import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 
 /**
- * The server's cache is a tier in series with the client's (issue 14, item 2), over real HTTP on the
+ * The server's cache is a tier in series with the client's (docs/design.md §5.3), over real HTTP on the
  * embedded host, on a manual clock:
  *
  * - a service resolving through one instance while another instance (a second router on the same
  *   store) takes the pre-lock and then the write lock: its RoutingClient sees the pre-lock within one
  *   local TTL of its commit, and never `write: allow` at the source once the write lock has committed.
- *   Negative control: the old headers (a full max-age and no Age for a copy held a while) break both.
+ *   Negative control: headers without Age (a full max-age and no Age for a copy held a while) break both.
  * - in one host, the runner's writes, force-release and the probe land in the cache that serves HTTP.
  */
 
@@ -126,7 +126,7 @@ describe('RoutingClient in series with the server cache, two instances on one st
     expect(trace.allowedUnderWriteLock).toEqual([]);
   });
 
-  test('negative control: with the old headers (full max-age, no Age) the client overstays both bounds', async () => {
+  test('negative control: with headers of full max-age and no Age the client overstays both bounds', async () => {
     const trace = await series(true);
     expect(trace.maxAge).toBe(0);
     expect(trace.lastWithoutPrelock - trace.prelockAt).toBeGreaterThanOrEqual(trace.ttlMs);

@@ -22,7 +22,7 @@ import { type Called, call, handlerServices } from '../support/handlers';
 import { productionTiming as timing } from '../support/timing';
 
 /**
- * Mixed versions during rollout (issue 20 §2, docs/design.md §2.8), through the router on both stores —
+ * Mixed versions during rollout (docs/design.md §2.8), through the router on both stores —
  * SQLite and the Cosmos stand-in (as it ships, and quoting ETags as Cosmos DB does) — and through the
  * HTTP API: a newer document is read whole and routed as its version-1 counterpart; every mutation of it
  * is refused with 409 UnsupportedSchemaVersion and leaves document and ETag as they were; every mutation

@@ -12,7 +12,7 @@ import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 import { InProcessMigrationService } from '../../shared/migration/service';
 
 /**
- * Automatic retry with a fresh lock (issue 18 §1, workflow version 3; docs/design.md §6.3): which
+ * Automatic retry with a fresh lock (workflow version 3; docs/design.md §6.3): which
  * failures are retried, attempts recorded in the status, a fresh lock per attempt, never two locks of
  * one migration at once, and never an attempt after a swap.
  */
@@ -323,7 +323,7 @@ test('no further attempt when the history could not hold one more at its worst (
   expect(status.error).toMatch(/\(no room in the history for another attempt\)$/);
 });
 
-describe('a cancel during the wait before the next attempt (review of issue 18)', () => {
+describe('a cancel during the wait before the next attempt', () => {
   /** Cancel through the service the moment the first attempt's failure is published (still Running). */
   function cancelInRetryDelay(h: Harness) {
     const service = new InProcessMigrationService(h.runner, h.router);

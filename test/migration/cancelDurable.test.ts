@@ -13,8 +13,8 @@ import {
 } from '../support/durableMigrations';
 
 /**
- * Cancel on Durable Functions (issue 18 §2): the `cancel` external event, through the faithful harness
- * (testkit/durableReplay models EventRaised and WaitForExternalEvent as durable-js 3.5.0 and the
+ * Cancel on Durable Functions (docs/design.md §6.8): the `cancel` external event, through the faithful
+ * harness (testkit/durableReplay models EventRaised and WaitForExternalEvent as durable-js 3.5.0 and the
  * extension handle them). A cancel in each phase ends Cancelled with the lock released and the route
  * unchanged; a version-2 input never waits for the event.
  */
@@ -95,7 +95,7 @@ describe('cancel through the Durable replay harness (workflow version 3)', () =>
     ['converging (the convergence timer)', converging, 'converging'],
     ['hardDelete, the bulk copy running', bulkCopying, 'hardDelete'],
     ['write, the delta copy running', deltaCopying, 'write'],
-    // an event raised while an activity runs goes to the waiter already tracked (review of issue 18):
+    // an event raised while an activity runs goes to the waiter already tracked:
     // the next wait must answer it, not track a fresh waiter for an event already given away
     ['during the re-read activity (after the pre-lock)', duringReread, 'prelock'],
     ['during the hard-delete escalation activity', duringEscalation, 'converging'],

@@ -9,8 +9,8 @@ import { ManualClock } from '../../testkit/clock';
 import { virtualRunner } from '../support/migrationHarness';
 
 /**
- * Cancel on the in-process runner (issue 18 §2): the request is journaled, every cancellable wait ends
- * on it and the next check finds it. A cancel in each phase ends Cancelled with the lock released and
+ * Cancel on the in-process runner (docs/design.md §6.8): the request is journaled, every cancellable wait
+ * ends on it and the next check finds it. A cancel in each phase ends Cancelled with the lock released and
  * the route unchanged; a runner restarted after the request still cancels.
  */
 
@@ -197,7 +197,7 @@ describe('cancel on the in-process runner (workflow version 3)', () => {
   test('a version-2 migration (journaled before version 3) is refused: 409 MigrationNotCancellable', async () => {
     const { h, service } = await setup('bulkCopy');
     const { migrationId } = await service.start({ resourceId: 'r-1', target: TARGET });
-    // as a record written by the version before this one
+    // as a version-2 runner journaled it
     const record = h.state.activeFor('r-1')!;
     const db = (
       h.state as unknown as { db: { prepare: (sql: string) => { run: (...a: unknown[]) => void } } }

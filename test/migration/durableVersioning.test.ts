@@ -26,7 +26,7 @@ import {
 import { FIXTURE_KEYRING, FIXTURE_SEED, participantJobs } from '../support/durableMigrations';
 
 /**
- * Deploying while migrations run (issue 17 §5): histories recorded by earlier orchestrators
+ * Deploying while migrations run (docs/design.md §6.7): histories recorded by earlier orchestrators
  * (test/fixtures/durable/v<N>-*.json, one set per workflow version) replayed through the orchestrator
  * in the tree, by the faithful harness (testkit/durableReplay.ts). Each must reproduce exactly the
  * recorded orchestrator actions and draw no nondeterminism from the extension's replay; the one

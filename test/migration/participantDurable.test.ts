@@ -236,8 +236,9 @@ test('the history stays bounded: a 1-hour bulk copy polled at the 30 s cap costs
   );
   const copy = names(actions.slice(first, write));
   const polls = r.calls.filter((c) => c.step === 'bulkCopy' && c.method === 'GET').length;
-  // contract17: about 2·3600/pollMax actions per hour per participant (plus the first polls' backoff
-  // from 1 s: 6 more): one activity and one sleep per poll, the POST with its race timer
+  // the participant contract (docs/design.md §6.5): about 2·3600/pollMax actions per hour per participant
+  // (plus the first polls' backoff from 1 s: 6 more): one activity and one sleep per poll, the POST with its
+  // race timer
   expect(polls).toBeLessThanOrEqual(3600 / 30 + 6);
   expect(copy.length).toBe(2 * polls + 2);
   // the bound config checks settings against (workflow/copy.ts) holds for what the harness recorded

@@ -17,7 +17,7 @@ import { type ParticipantServer, type StepBehaviour, startParticipant } from '..
 
 /**
  * The participant protocol v2 end to end: the in-process runner (virtual time) calls real participant
- * servers through the real `callParticipant` activity, one rule per test (notes/contract17.md).
+ * servers through the real `callParticipant` activity, one rule per test (docs/design.md §6.5).
  */
 
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };
@@ -309,7 +309,7 @@ describe('answers that fail the attempt, the route left at the source', () => {
   });
 });
 
-describe('negative control: the old "any 2xx is done" rule loses data', () => {
+describe('negative control: an "any 2xx is done" rule loses data', () => {
   const noLocation: StepBehaviour = { kind: 'poll', polls: 0, location: 'none' };
   test('planted: a 202 without Location counts as done, the route swaps to a target without the data', async () => {
     const r = await migrate([{ bulkCopy: noLocation, deltaCopy: noLocation }], { plant: true });

@@ -576,7 +576,7 @@ describe('cleanUp', () => {
     ['failure: the release refused', [no('Locked')], 'release refused (Locked); the lease will free it'],
   ])('%s', async (_what, release, released) => {
     const { output, calls } = await drive(() => cleanUp(input, failure), { release });
-    // the release says why (issue 21 §4): the failure's reason, for the audit ledger
+    // the release says why (docs/design.md §6.12): the failure's reason, for the audit ledger
     expect(calls).toEqual([
       { name: 'release', input: { resourceId: 'conv-1', lock: input.lock, reason: 'deltaCopy: boom' } },
     ]);

@@ -74,8 +74,8 @@ test.each([
     expect(withSaving).toEqual(expectedWith);
     expect(without).toEqual(expectedWithout);
     expect(withSaving.writes).toBe(without.writes);
-    // A lock-only migration (issue 20 §5): at most 2 location-document reads started alone, 1 when the
-    // version is held: the replica read that confirms the swap (workflow/confirm.ts) is the one left.
+    // A lock-only migration (docs/design.md §6.7): at most 2 location-document reads started alone, 1 when
+    // the version is held: the replica read that confirms the swap (workflow/confirm.ts) is the one left.
     if (participants === 0) expect(withSaving.reads).toBeLessThanOrEqual(held ? 1 : 2);
   },
 );

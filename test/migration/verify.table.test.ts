@@ -5,7 +5,7 @@ import { judgeVerifyRound, parseVerifyAnswer } from '../../shared/migration/work
 import { migrationSettings } from '../../shared/migration/workflow';
 import type { MigrationInput, ParticipantStep } from '../../shared/migration/types';
 
-/** The verify step's pure rules (issue 19 §1), one table each. */
+/** The verify step's pure rules (docs/design.md §6.5), one table each. */
 
 describe('parseVerifyAnswer: a 200 body is a VerifyAnswer or a protocol error', () => {
   test.each([

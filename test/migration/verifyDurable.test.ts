@@ -11,7 +11,7 @@ import { DurableReplay, type RaisedEvent } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 
 /**
- * Verify before the swap (issue 19 §1) on the Durable runner: the real orchestrator replayed through
+ * Verify before the swap (docs/design.md §6.5) on the Durable runner: the real orchestrator replayed through
  * durable-functions' own executor (testkit/durableReplay.ts), the verify round's requests as
  * `callParticipant` activities and its polls on durable timers, like the copies'. The participant is a
  * tiny data store at the two regions: its jobs answer 202 + Location, finish a second later, and its

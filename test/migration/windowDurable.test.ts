@@ -4,7 +4,7 @@ import { type InputVersion, START, SOURCE, V2, durableMigration } from '../suppo
 import { watchLocks, writeLocks, writeLocksOutside } from './windowSupport';
 
 /**
- * Cutover windows on Durable Functions (issue 19 §3, workflow version 4), through the replay harness
+ * Cutover windows on Durable Functions (workflow version 4), through the replay harness
  * that drives the real orchestrator with durable-functions' executor: the wait is durable timers (each
  * also waiting for the cancel event) with hard-delete renewals between them, replayed from history.
  * Production timing; the instance starts at 2026-03-01T00:00Z.

@@ -12,10 +12,10 @@ import { type ParticipantServer, startParticipant } from '../support/participant
 import { poll } from '../support/poll';
 
 /**
- * Finding 1 of the security review, reproduced as it was reported: start a migration, read everything a
- * caller with an ordinary key can read, and replay the live pre-lock with each of those values as the
- * Idempotency-Key and the owner. Before the fix one of them (the migration id) answered 200 with a fresh
- * token and the attacker swapped the resource with nothing copied.
+ * A lock hijack: start a migration, read everything a caller with an ordinary key can read, and replay
+ * the live pre-lock with each of those values as the Idempotency-Key and the owner. None may answer 200
+ * with a fresh token: with the migration id as the key (the negative control), one does, and the attacker
+ * swaps the resource with nothing copied.
  */
 
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };
@@ -105,7 +105,7 @@ test('a stranger with every public value gets 423 and the migration completes', 
   expect(moved.location).toEqual(TARGET);
 }, 60_000);
 
-test('negative control: the old replay rule with the old key (the migration id) is hijacked by the same attack', async () => {
+test('negative control: a replay rule that trusts the key alone, keyed by the migration id, is hijacked by the same attack', async () => {
   const config = parseConfig({});
   const clock = new ManualClock();
   const router = new Router({
@@ -115,7 +115,7 @@ test('negative control: the old replay rule with the old key (the migration id) 
     rules: plantedRules('replayTrustsKeyAlone'),
   });
   await router.createRoute('conv-1', SOURCE);
-  // what the workflow did before the fix: Idempotency-Key = migration id, owner = instance id
+  // the negative control's keys: Idempotency-Key = migration id, owner = instance id
   await router.prelock('conv-1', {
     migrationId: 'm-1',
     owner: 'migrate-conv-1',

@@ -93,7 +93,7 @@ export interface InputVersion {
   ) => void;
 }
 
-/** Version 1: inputs without `workflowVersion`, participants called by Durable's callHttp. */
+/** Inputs of version 1, without `workflowVersion`: participants called by Durable's callHttp. */
 export const V1: InputVersion = {
   label: 'v1 (no workflowVersion, callHttp)',
   toInput: ({ workflowVersion: _dropped, ...i }) => i,
@@ -101,7 +101,7 @@ export const V1: InputVersion = {
 };
 
 /**
- * Version 2: participants called by the `callParticipant` activity, one request each, polled by the
+ * Inputs of version 2: participants called by the `callParticipant` activity, one request each, polled by the
  * workflow on durable timers. The activity's own HTTP (timeout, Location, token) is tested against a
  * real server in participantProtocol.test.ts; here it answers from the scripted participants at the
  * harness's virtual time, a reply slower than the request timeout counting as no answer.
@@ -145,14 +145,16 @@ function jsonOrText(content: string): unknown {
   }
 }
 
-/** Version 3: version 2's participant path, with attempts (a fresh lock each) and cancel. */
+/** Inputs of version 3: version 2's participant path, with attempts (a fresh lock each) and cancel. */
 export const V3: InputVersion = {
   ...V2,
   label: 'v3 (workflowVersion 3, attempts and cancel)',
   toInput: (i) => ({ ...i, workflowVersion: 3 }),
 };
 
-/** Version 4: verify before the swap, cutover windows, the swap confirmed on a replica, end notices. */
+/**
+ * Inputs of version 4: verify before the swap, cutover windows, the swap confirmed on a replica, end notices.
+ */
 export const V4: InputVersion = {
   ...V2,
   label: 'v4 (workflowVersion 4, verify, windows, confirmed swap, notices)',
@@ -160,8 +162,8 @@ export const V4: InputVersion = {
 };
 
 /**
- * Version 5 (issue 20 §5): the pre-lock answers where the route was (no re-read), the read-path check
- * reads a replica, and a lock-only migration skips it.
+ * Inputs of version 5 (docs/design.md §6.7): the pre-lock answers where the route was (no re-read), the
+ * read-path check reads a replica, and a lock-only migration skips it.
  */
 export const V5: InputVersion = {
   ...V2,

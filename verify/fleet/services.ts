@@ -61,7 +61,7 @@ export function createServices(env: FleetEnv, store: LocationStore) {
         env.heldReads.delete(key);
         return env.scheduler.timer(clock.now() + heldMs).promise.then(() => undefined);
       });
-      // Control: the tier feeding the client sends the old headers (a full max-age, Age 0, however
+      // Control: the tier feeding the client sends headers without Age (a full max-age, Age 0, however
       // long its cache has held the copy).
       const oldHeaders = control === 'serverCacheNoAge' && index === behindTier;
       return new Router({
