@@ -16,11 +16,8 @@ import { openStore } from './store/open';
  * `@routelock/library/sqlite` (shared/librarySqlite.ts).
  */
 
-/** RouterOptions without the verification and benchmark seams, and with `allowMutations` for `readOnly`. */
-export interface LibraryRouterOptions extends Omit<
-  RouterOptions,
-  'readOnly' | 'rules' | 'cacheHeaders' | 'onWrite' | 'coalesceReads'
-> {
+/** RouterOptions without the second router's `onWrite`, and with `allowMutations` for `readOnly`. */
+export interface LibraryRouterOptions extends Omit<RouterOptions, 'readOnly' | 'onWrite'> {
   /**
    * Let this router write (create and delete routes, every lock mutation, reclaim, force-release).
    * Default false: each of them throws RouteLockError `ReadOnlyRouter` (403) before any store call.

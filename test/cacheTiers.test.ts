@@ -7,6 +7,7 @@ import { type CacheHeaders, cacheHeaders } from '../shared/lock/view';
 import { Router } from '../shared/router';
 import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
+import { seamedRouter } from '../testkit/router';
 import { T0, productionTiming, seconds } from './support/timing';
 
 /**
@@ -128,7 +129,7 @@ describe('Router.view: Age and max-age from the time its cache has held the copy
   function setup(options: { cacheHeaders?: typeof cacheHeaders } = {}) {
     const clock = new ManualClock(T0);
     const store = new SqliteStore(':memory:');
-    const router = new Router({ store, timing, clock: clock.now, newToken: () => 'tok', ...options });
+    const router = seamedRouter({ store, timing, clock: clock.now, newToken: () => 'tok', ...options });
     return { clock, store, router };
   }
 

@@ -8,6 +8,7 @@ import { VirtualScheduler } from '../../testkit/virtualScheduler';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { seamedRouterMaker } from '../../testkit/router';
 
 /**
  * The server's cache is a tier in series with the client's (docs/design.md §5.3), over real HTTP on the
@@ -58,7 +59,7 @@ async function series(plantOldHeaders: boolean): Promise<Trace> {
     store,
     log: () => undefined,
     ...(plantOldHeaders
-      ? { routerOptions: { cacheHeaders: (doc, now, cfg) => cacheHeaders(doc, now, cfg, 0) } }
+      ? { newRouter: seamedRouterMaker({ cacheHeaders: (doc, now, cfg) => cacheHeaders(doc, now, cfg, 0) }) }
       : {}),
   });
   const timing = host.config.timing;
@@ -182,7 +183,7 @@ describe('one host: every writer goes through the router that serves HTTP', () =
   test("a migration's pre-lock and swap are on the HTTP read path at once (the runner writes through it)", async () => {
     const clock = new ManualClock(T);
     const scheduler = new VirtualScheduler(clock);
-    // Notes the virtual time the swap committed: version 4 then confirms it on a replica for longer than
+    // Notes the virtual time the swap committed: the workflow then confirms it on a replica for longer than
     // the local tier's TTL, so the route must be read at that moment, not when the migration is done.
     let swapCommittedAt: number | undefined;
     const store = new (class extends SqliteStore {

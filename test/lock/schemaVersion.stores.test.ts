@@ -1,11 +1,11 @@
 import { RouteLockError, errorKind } from '../../shared/errors';
 import { type LocationDocument, SCHEMA_VERSION, type StoredDocument } from '../../shared/lock/document';
 import * as rules from '../../shared/lock/rules';
-import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { sweepOrphans } from '../../shared/sweeper';
 import { ManualClock } from '../../testkit/clock';
+import { type SeamedRouterOptions, seamedRouter } from '../../testkit/router';
 import {
   type CaseName,
   type Mutation,
@@ -74,8 +74,8 @@ const nextId = (label: string) => `${label.replace(/[^a-z0-9]+/gi, '-')}-${(uniq
 describe.each(adapters)('%s', (_name, open) => {
   let store: LocationStore;
   let clock: ManualClock;
-  const router = (options: Partial<ConstructorParameters<typeof Router>[0]> = {}) =>
-    new Router({ store, timing, clock: clock.now, ...options });
+  const router = (options: Partial<SeamedRouterOptions> = {}) =>
+    seamedRouter({ store, timing, clock: clock.now, ...options });
   beforeEach(async () => {
     store = await open();
     clock = new ManualClock();

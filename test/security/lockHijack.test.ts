@@ -4,9 +4,9 @@ import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { plantedRules } from '../../testkit/plantedBugs';
+import { seamedRouter } from '../../testkit/router';
 import { attemptHijack } from '../support/hijack';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';
@@ -108,7 +108,7 @@ test('a stranger with every public value gets 423 and the migration completes', 
 test('negative control: a replay rule that trusts the key alone, keyed by the migration id, is hijacked by the same attack', async () => {
   const config = parseConfig({});
   const clock = new ManualClock();
-  const router = new Router({
+  const router = seamedRouter({
     store: new SqliteStore(':memory:'),
     timing: config.timing,
     clock: clock.now,
