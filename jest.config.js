@@ -14,6 +14,7 @@ module.exports = {
   globalSetup: '<rootDir>/test/support/globalSetup.ts',
   globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
   setupFiles: ['<rootDir>/test/support/hermetic.ts'],
-  // the protocol search first, on a fresh heap (see the file)
-  testSequencer: '<rootDir>/test/support/sequencer.js',
+  // Two workers on the 2-core machines CI runs on: every suite is hermetic (own directory, free ports),
+  // so two run side by side, and the slow ones (spawned hosts, Azurite, the browser) mostly wait.
+  maxWorkers: 2,
 };
