@@ -79,7 +79,12 @@ const VERSIONS: VersionRow[] = [
     extraScenarios: ['window-wait'],
   },
   // version 5: the pre-lock's answer instead of a re-read, the read-path check on a replica (none lock-only)
-  { prefix: 'v5', workflowVersion: 5, resumes: { method: 'GET', postsAgain: false } },
+  {
+    prefix: 'v5',
+    workflowVersion: 5,
+    resumes: { method: 'GET', postsAgain: false },
+    extraScenarios: ['window-wait'],
+  },
 ];
 
 const scenariosOf = (prefix: string) => SCENARIOS.filter((s) => s.name.startsWith(`${prefix}-`));

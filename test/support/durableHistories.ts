@@ -239,6 +239,23 @@ export const SCENARIOS: HistoryScenario[] = [
     verify: { match: true, sourceCount: 3, targetCount: 3 },
     stopWhen: ({ actions }) => actions.filter((a) => a.name === 'migrationRenew').length >= 2,
   },
+  {
+    name: 'v5-window-wait',
+    version: {
+      ...V5,
+      toInput: (i) => ({
+        ...V5.toInput(i),
+        window: { daily: { start: '06:00', end: '08:00', timeZone: 'Europe/Berlin' } },
+      }),
+    },
+    description:
+      'one participant (20 s copies), a daily cutover window 06:00–08:00 Europe/Berlin: the bulk copy done at once, the write lock waits for 05:00Z on durable timers with hard-delete renewals; stopped after the second renewal of the wait',
+    participants: MESSAGES,
+    env: {},
+    jobMs: 20_000,
+    verify: { match: true, sourceCount: 3, targetCount: 3 },
+    stopWhen: ({ actions }) => actions.filter((a) => a.name === 'migrationRenew').length >= 2,
+  },
 ];
 
 export interface RecordedHistory {
