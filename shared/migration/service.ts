@@ -18,8 +18,8 @@ import {
   type MigrationStatus,
   pendingStatus,
   terminalStates,
-  workflowVersionOf,
 } from './types';
+import { supportsVersion } from './workflow/capabilities';
 
 /**
  * Starting and reading migrations, whoever runs them: Durable Functions in Azure, the in-process
@@ -29,14 +29,14 @@ export interface MigrationRequest {
   resourceId: string;
   target: Location;
   migrationId?: string | undefined;
-  /** The campaign starting it (issue 18 §3): kept on its record, listed by `GET /migrations?campaignId=`. */
+  /** The campaign starting it (docs/design.md §6.9): kept on its record, listed by `GET /migrations?campaignId=`. */
   campaignId?: string | undefined;
   /** Fewer attempts than configured (a campaign's `migrationAttempts`); more are capped (the history room). */
   migrationAttempts?: number | undefined;
-  /** Issue 19 §3: the write lock only inside this window (validated by shared/migration/window.ts). */
+  /** The write lock only inside this window (validated by shared/migration/window.ts). */
   window?: CutoverWindow | undefined;
   /**
-   * Issue 20 §5: the route's ETag as the caller saw it (a campaign's list). Never trusted for safety:
+   * The route's ETag as the caller saw it (a campaign's list). Never trusted for safety:
    * when this process's router holds that version the start skips its existence read, and the pre-lock
    * is decided on it under If-Match (a stale one costs a 412 and a read, a deleted route fails the
    * migration NotFound instead of the start's 404); otherwise the start reads the route as always.
@@ -72,14 +72,14 @@ export interface MigrationService {
   start(request: MigrationRequest): Promise<StartedMigration>;
   status(migrationId: string): Promise<MigrationStatus>;
   /**
-   * Ask a migration to cancel (issue 18 §2): 200 with the status as it stands, `cancelRequestedAt`
+   * Ask a migration to cancel (docs/design.md §6.8): 200 with the status as it stands, `cancelRequestedAt`
    * set; the migration stops at its next step, releases its lock and ends Cancelled (poll for it).
    * 404 NotFound when unknown; 409 AlreadySwapped after the swap; an ended migration answers its status
-   * unchanged; 409 MigrationNotCancellable for a migration started before workflow version 3.
+   * unchanged; 409 MigrationNotCancellable for a migration of a workflow version this code does not run.
    */
   cancel(migrationId: string, actor: Actor): Promise<MigrationStatus>;
   /**
-   * An operator's retry (issue 18 §1): a new attempt of an ended, Failed migration, same migrationId,
+   * An operator's retry (docs/design.md §6.3): a new attempt of an ended, Failed migration, same migrationId,
    * through the same per-resource claim as a start; its status keeps the earlier attempts. 409
    * MigrationNotRetriable for any other migration (running, Completed, NoOp, Conflict, Cancelled), 409
    * MigrationInProgress while another migration of the resource runs, 404 when unknown.
@@ -178,9 +178,9 @@ export function listLimit(limit: number | undefined): number {
 /**
  * The one rule of what a cancel answers before any request is sent, on both runners: a swapped
  * migration (Completed, or about to publish it) is past cancelling; an ended one, or one already asked,
- * answers its status unchanged (a cancel is idempotent); a migration started before workflow version 3
- * never listens for the request (its steps are recorded without the waits), so it is refused rather
- * than terminated, which would leave its lock to lapse. Null: send the request.
+ * answers its status unchanged (a cancel is idempotent); a migration of a workflow version this code
+ * does not replay (workflow/capabilities.ts) is refused: no runner here would take the request, and a
+ * terminate would leave its lock to lapse. Null: send the request.
  */
 export function cancelAnswer(status: MigrationStatus, input: MigrationInput): MigrationStatus | null {
   if (status.phase === 'swapped' || status.status === 'Completed') {
@@ -190,10 +190,10 @@ export function cancelAnswer(status: MigrationStatus, input: MigrationInput): Mi
     );
   }
   if (terminalStates.has(status.status) || status.cancelRequestedAt !== undefined) return status;
-  if (workflowVersionOf(input) < 3) {
+  if (!supportsVersion(input.workflowVersion)) {
     throw new RouteLockError(
       'MigrationNotCancellable',
-      `Migration ${status.migrationId} was started by workflow version ${workflowVersionOf(input)}, which cannot be cancelled; it ends on its own.`,
+      `Migration ${status.migrationId} was started by workflow version ${input.workflowVersion ?? 1}, which this deployment does not run; it cannot be cancelled here.`,
     );
   }
   return null;
@@ -229,7 +229,7 @@ export function joinRunning(
       { resourceId: request.resourceId },
     );
   }
-  // a start that names a window never joins one that takes its write lock at other times (issue 19 §3)
+  // a start that names a window never joins one that takes its write lock at other times (docs/design.md §6.10)
   if (request.window !== undefined && !sameWindow(running.window, request.window)) {
     throw new RouteLockError(
       'MigrationInProgress',
