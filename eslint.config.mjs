@@ -119,6 +119,27 @@ export default tseslint.config(
     },
   },
   {
+    // A host started with a store but no data path keeps its token keys in the checkout's .routelock/;
+    // the tests' wrapper gives it a directory of its own (docs/contributing.md, "Tests are hermetic").
+    files: ['test/**/*.ts'],
+    ignores: ['test/support/localHost.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/local/host'],
+              importNames: ['startLocalHost'],
+              message:
+                'Start hosts through test/support/localHost.ts, which keeps their data out of the checkout.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
     languageOptions: {
       globals: { module: 'writable', require: 'readonly', process: 'readonly', console: 'readonly' },

@@ -40,7 +40,7 @@ import {
 } from './sqliteCounts';
 
 /**
- * Campaigns (issue 18 §4): many lock-only migrations as one campaign, at two scales.
+ * Campaigns: many lock-only migrations as one campaign, at two scales.
  *
  * Embedded host, real time: the host (dev timing profile, SQLite file) runs in a process of its own
  * (bench/campaignHost.ts); this process is the operator and the poller. The routes are seeded into the

@@ -3,12 +3,12 @@ import { ManualClock } from '../testkit/clock';
 import { type TimingConfig, parseConfig } from '../shared/config';
 import { type LocationDocument, type StoredDocument, newLocationDocument } from '../shared/lock/document';
 import { enforcement } from '../shared/lock/view';
-import { Router } from '../shared/router';
 import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { heapMiB, median, percentileOf, table } from './lib';
 import { prng } from '../testkit/prng';
 import { HeldReadStore } from '../testkit/heldReadStore';
+import { seamedRouter } from '../testkit/router';
 
 /**
  * Lock-check cost on the read path. routelock (the lock inside the routing document; a store read only
@@ -22,10 +22,11 @@ import { HeldReadStore } from '../testkit/heldReadStore';
  *  - f = 100 % with requests in flight together (a service's normal state), not one at a time: the
  *    dedicated lock record still reads once per operation, routelock once per in-flight read of an id.
  *
- * One at a time (issue 20 §3), also interleaved chunk by chunk so every contender sees the same machine
- * state, and a control: the dedicated lock record read ETag-conditionally, as routelock's read-through is
- * (`readIfChanged`). The read path as it was before that read is the base tree, run in its own process:
- * a second store class in this process would make the Router's code polymorphic for every contender.
+ * One at a time (docs/design.md §5.8), also interleaved chunk by chunk so every contender sees the same
+ * machine state, and a control: the dedicated lock record read ETag-conditionally, as routelock's
+ * read-through is (`readIfChanged`). The read path as it was before that read is the base tree, run in its
+ * own process: a second store class in this process would make the Router's code polymorphic for every
+ * contender.
  */
 
 const SOURCE = { region: 'westeurope' };
@@ -105,7 +106,7 @@ export async function setupReadPath(resources: number, lockedCount: number) {
   const store = new SqliteStore(':memory:');
   // The production cache setting (1 ms TTL resolution); the bench's clock does not move during a run.
   const routerOver = (coalesceReads: boolean) =>
-    new Router({
+    seamedRouter({
       store,
       timing,
       clock: clock.now,
@@ -163,7 +164,7 @@ export async function burst(count: number, latencyMs: number, coalesceReads: boo
   let offsetMs = 0;
   const clock = () => Date.now() + offsetMs;
   const store = new HeldReadStore(sqlite, () => new Promise((r) => setTimeout(r, latencyMs)));
-  const router = new Router({ store, timing, clock, coalesceReads });
+  const router = seamedRouter({ store, timing, clock, coalesceReads });
   const results: Record<'cached' | 'miss', { nearest: number; writeRegion: number; ms: number }> = {
     cached: { nearest: 0, writeRegion: 0, ms: 0 },
     miss: { nearest: 0, writeRegion: 0, ms: 0 },

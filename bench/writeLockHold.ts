@@ -33,7 +33,7 @@ import { SqliteStore } from '../shared/store/sqlite/locations';
 import { table } from './lib';
 
 /**
- * The write-lock hold minus the participant work inside it (issue 20 §6), on the in-process runner:
+ * The write-lock hold minus the participant work inside it (docs/design.md §6.5), on the in-process runner:
  * the embedded host (its InProcessRunner, SQLite routes, real time) migrating conversations of the
  * example message store over HTTP, whose delta copy takes `deltaMs`. The hold runs from the commit
  * escalating to write to the swap's commit (or the write lock's release), seen on the store's change
@@ -104,7 +104,7 @@ class CountingStore implements LocationStore {
  * This process's main thread as the kernel's scheduler counts it (ms): on a CPU, and runnable but waiting
  * for one (`/proc/<pid>/task/<pid>/schedstat`, Linux). Null elsewhere. Read at each commit, so a hold's
  * wait for a CPU is the difference between its two commits: the control that says whether a slow hold
- * was the coordination or the machine (issue 20 §6).
+ * was the coordination or the machine (docs/design.md §6.5).
  */
 function threadCpu(): { onCpuMs: number; waitingMs: number } | null {
   try {

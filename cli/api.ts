@@ -183,7 +183,7 @@ export class RouteLockApi {
   startCampaign(request: CampaignRequest): Promise<StartedCampaign> {
     return this.request('POST', 'campaigns', request);
   }
-  /** A campaign's dry run (issue 19 §2): its preflight report, nothing written. */
+  /** A campaign's dry run (docs/design.md §6.2): its preflight report, nothing written. */
   preflightCampaign(request: CampaignRequest): Promise<CampaignPreflightReport> {
     return this.request('POST', 'campaigns', { ...request, dryRun: true });
   }
@@ -211,7 +211,7 @@ export class RouteLockApi {
   }): Promise<StartedMigration> {
     return this.request('POST', 'migrations', body);
   }
-  /** A dry run (issue 19 §2): the preflight report, nothing written. */
+  /** A dry run (docs/design.md §6.2): the preflight report, nothing written. */
   preflightMigration(body: {
     resourceId: string;
     target: Location;

@@ -86,7 +86,7 @@ const location = (value: string) => {
 };
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
-/** The cutover window flags both starts take (issue 19 §3); the API validates the window itself. */
+/** The cutover window flags both starts take (docs/design.md §6.10); the API validates the window itself. */
 function windowOptions(command: Command): Command {
   return command
     .option('--not-before <iso>', 'take the write lock no earlier than this instant')

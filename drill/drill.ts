@@ -24,11 +24,11 @@ import {
  *  - no write was accepted at the source after its write lock began (beyond the in-flight bound);
  *  - no conversation has messages in both regions after its swap;
  *  - no partial cutover (Completed ⇔ at the target and unlocked; otherwise at the source, unlocked).
- * And verification at work (issue 19 §1): the first conversation migrated has a delta that loses an item
- * (the example's seam): `verify` must find the mismatch, the swap be refused, the delta copied again,
- * verified and swapped, and nothing lost. It reports verifications run, mismatches and swaps refused.
- * And the cost of the write lock (issue 20 §6): each hold, from the commit escalating to write to the
- * swap's (or the release's) commit, less the work the message store reports inside it (drill/writeLockHold.ts).
+ * And verification at work (docs/design.md §6.5): the first conversation migrated has a delta that loses an
+ * item (the example's seam): `verify` must find the mismatch, the swap be refused, the delta copied again,
+ * verified and swapped, and nothing lost. It reports verifications run, mismatches and swaps refused. And the
+ * cost of the write lock (docs/design.md §6.5): each hold, from the commit escalating to write to the swap's
+ * (or the release's) commit, less the work the message store reports inside it (drill/writeLockHold.ts).
  */
 
 export interface DrillOptions {
@@ -321,7 +321,7 @@ export async function runDrill(
       if (statuses.every((s) => !['Pending', 'Running'].includes(s.status)) || Date.now() > deadline) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    // The end notices (issue 19 §4): the store cleans up on them; the janitor purges whatever is left.
+    // The end notices (docs/design.md §6.11): the store cleans up on them; the janitor purges the rest.
     statuses = await awaitNotices(api, statuses);
     await settleCleanUps(messages);
     const cleanUps = countCleanUps(messages, statuses);

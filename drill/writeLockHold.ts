@@ -2,7 +2,7 @@ import { percentileOf } from '../bench/lib';
 import type { LocationDocument } from '../shared/lock/document';
 
 /**
- * The write-lock hold minus the participant work inside it (issue 20 §6), for the drill and
+ * The write-lock hold minus the participant work inside it (docs/design.md §6.5), for the drill and
  * bench/writeLockHold.ts. Pure: the lock's commits and the participant's work intervals in, the
  * coordination overhead out. The hold is from the commit that escalates to write to the commit that
  * ends it (the swap, or the release of the write lock); the work is what the participant reports
@@ -219,8 +219,8 @@ export function holdSteps(
 }
 
 /**
- * The control for the hold's tail (issue 20 §6): the runner, the participant and the load all share one
- * thread, so a hold is as long as that thread's waits for a CPU inside it, on a machine others use too.
+ * The control for the hold's tail (docs/design.md §6.5): the runner, the participant and the load all share
+ * one thread, so a hold is as long as that thread's waits for a CPU inside it, on a machine others use too.
  * `cpuWaitMs`: how long the thread was runnable but not running between the hold's two commits (Linux
  * schedstat, read at each commit); null where the platform does not say.
  */
@@ -239,7 +239,7 @@ export interface ContentionReport {
    * too), so only read beside the raw figure.
    */
   overheadLessWaitMs: MsDistribution;
-  /** Holds whose hold − work passed `boundMs` (issue 20 §6: 50), and how many of them waited for a CPU longer than the excess. */
+  /** Holds whose hold − work passed `boundMs` (50), and how many waited for a CPU longer than the excess. */
   overBound: { boundMs: number; count: number; withinItLessTheWait: number };
 }
 

@@ -35,7 +35,7 @@ export function tickRetryOptions(): df.RetryOptions {
 }
 
 /**
- * One campaign's runner on Durable Functions (issue 18 §3): tick, wait until the tick's `nextTickAt`
+ * One campaign's runner on Durable Functions (docs/design.md §6.9): tick, wait until the tick's `nextTickAt`
  * or a `wake` event (a pause, resume, cancel, new limits or resources were saved), tick again, until
  * the tick says the campaign has ended; its status is the output. Deterministic under replay: time
  * comes only from the tick's answer and `currentUtcDateTime`, nothing random. Every decision is the

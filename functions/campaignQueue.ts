@@ -9,7 +9,7 @@ import { asObject, poisonCopy } from './migrationQueue';
 import { type Services, onServices } from './services';
 
 /**
- * Queue trigger on `campaigns` (issue 18 §3: a queue message starts a campaign as one starts a
+ * Queue trigger on `campaigns` (a queue message starts a campaign as one starts a
  * migration): messages are base64 JSON, the POST /campaigns body (at most 1,000 ids; more are appended
  * over HTTP). As on `migrations` (functions/migrationQueue.ts): a message no retry can fix (invalid, a
  * region not allowed, its campaignId taken by another target) is logged with the reason and copied to

@@ -21,7 +21,7 @@ import {
 import type { Services } from './services';
 
 /**
- * Campaigns (issue 18 §3): POST /api/campaigns starts one (many resources to one target), GET reads
+ * Campaigns (docs/design.md §6.9): POST /api/campaigns starts one (many resources to one target), GET reads
  * and lists them, POST …/{campaignId}/resources appends a page of ids, …/pause, …/resume and …/cancel
  * steer it, PATCH changes its limits while it runs. The rules live in the CampaignService; these only
  * parse the request and name the caller.

@@ -53,7 +53,7 @@ export interface CoreServices {
   readonly keyring: TokenKeyring;
   readonly audit: AuditLedger;
   readonly forceRelease: ForceReleaseService;
-  /** Campaigns and their members (issue 18 §3). */
+  /** Campaigns and their members (docs/design.md §6.9). */
   readonly campaignRecords: CampaignRecords;
   readonly sink: TelemetrySink;
   /** What the change handler processed, for the telemetry reconciliation (docs/design.md §8). */
@@ -96,8 +96,11 @@ export interface CoreOverrides {
   sink?: TelemetrySink;
   seen?: SeenVersions;
   keyring?: TokenKeyring;
-  /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
-  routerOptions?: Pick<RouterOptions, 'cacheHeaders'>;
+  /**
+   * How the serving router is made (default: `new Router`). Verification hands in testkit/router.ts's
+   * maker, to plant what its negative controls must catch; the seams themselves are not RouterOptions.
+   */
+  newRouter?: (options: RouterOptions) => Router;
 }
 
 /** The Functions host's composition, with the host parts a test may replace. */
@@ -155,7 +158,7 @@ export async function createCoreServices(
   // feed (lockTelemetry) is the backstop. `audit` itself stays the plain ledger (reads, the backstop).
   const trail = new AuditTrail({ ledger: audit, sink });
   const store = new AuditedLocationStore(locations, trail);
-  const router = new Router({
+  const router = (overrides.newRouter ?? ((options: RouterOptions) => new Router(options)))({
     store,
     timing: config.timing,
     clock,
@@ -163,7 +166,6 @@ export async function createCoreServices(
     unsafeForLocks: guards.unsafe,
     onClockSkew: (resourceId, skewSeconds) =>
       sink.event({ name: 'ClockSkewHigh', properties: { resourceId }, measurements: { skewSeconds } }),
-    ...overrides.routerOptions,
   });
   const keyring = overrides.keyring ?? openTokenKeyring(config.security.tokenKeys);
   const seen = overrides.seen ?? (await openSeenVersions(config.store, locations));

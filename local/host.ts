@@ -33,7 +33,7 @@ import { type Scheduler, realScheduler } from '../shared/migration/scheduler';
 import { InProcessMigrationService } from '../shared/migration/service';
 import type { HttpCall, HttpResult } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
-import type { RouterOptions } from '../shared/router';
+import type { Router, RouterOptions } from '../shared/router';
 import { openStore } from '../shared/store/open';
 import type { LocationStore } from '../shared/store/ports/locations';
 import { assertHostAuth, parseHostConfig } from './config';
@@ -57,8 +57,8 @@ export class PortInUseError extends Error {
 export const allEndpoints: readonly EndpointDeclaration[] = [...functionEndpoints, ...metricsEndpoints];
 
 /**
- * Pages outside /api, with the app role each needs (checked like the endpoints' roles): `/` is where the
- * status page used to be, and sends the browser to it (GET /api/status, functions/statusPage.ts).
+ * Pages outside /api, with the app role each needs (checked like the endpoints' roles): `/` sends the
+ * browser to the status page (GET /api/status, functions/statusPage.ts), where a link to the host lands.
  */
 export const extraRoutes: readonly ExtraRoute[] = [
   {
@@ -99,8 +99,8 @@ export interface LocalHostOptions {
   statePath?: string;
   /** How participants are called (tests may intercept); defaults to HTTP with 202 polling. */
   http?: (call: HttpCall) => Promise<HttpResult>;
-  /** Verification only: a planted Cache-Control/Age builder for the serving router (see RouterOptions). */
-  routerOptions?: Pick<RouterOptions, 'cacheHeaders'>;
+  /** How the serving router is made: verification plants its seams through it (functions/services.ts). */
+  newRouter?: (options: RouterOptions) => Router;
   /** A seam for tests (documented): a shorter queue retry backoff than host.json's, so a retry is seen in seconds. */
   queueRetry?: Pick<QueueConsumerOptions, 'retryAfterSeconds' | 'maxDequeueCount'>;
 }
@@ -192,7 +192,7 @@ async function startOnLockedState(options: LocalHostOptions, prepared: Prepared)
     campaignRecords,
     sink,
     seen: telemetryState,
-    ...(options.routerOptions ? { routerOptions: options.routerOptions } : {}),
+    ...(options.newRouter ? { newRouter: options.newRouter } : {}),
   });
   for (const warning of core.warnings) log('warning', warning, {});
   // The runner's activities are the core's own, over the router that serves HTTP: in one process a

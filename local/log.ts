@@ -17,7 +17,7 @@ const levels = { trace: 10, debug: 20, information: 30, warning: 40, error: 50, 
 type Level = keyof typeof levels;
 
 // Exact paths only: a wildcard (`*.token`) made every line cost four times as much.
-// A name with a dash is bracketed (`["x-functions-key"]`): quoted alone it matches nothing (review of #20).
+// A name with a dash is bracketed (`["x-functions-key"]`): quoted alone it matches nothing.
 export const redactedPaths = [
   'token',
   'fencingToken',

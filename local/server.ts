@@ -106,6 +106,9 @@ export function createLocalServer(options: LocalServerOptions): Server {
   for (const entry of compiled)
     for (const m of entry.endpoint.methods) byMethod.set(m, [...(byMethod.get(m) ?? []), entry]);
   const extras = new Map((options.pages?.routes ?? []).map((r) => [r.path, r]));
+  // Decided once per listen: bound to loopback, the host serves loopback names only.
+  let loopbackOnly = false;
+  const serving: Serving = { options, compiled, byMethod, extras, loopbackOnly: () => loopbackOnly };
 
   const limits = options.limits ?? defaultServerLimits;
   const server = createServer(
@@ -118,7 +121,7 @@ export function createLocalServer(options: LocalServerOptions): Server {
       connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
     },
     (req, res) => {
-      serve(req, res).catch((error: unknown) => {
+      serve(serving, req, res).catch((error: unknown) => {
         options.log('error', 'request failed inside the host', { error: (error as Error).message });
         if (!res.headersSent)
           send(res, problemResponse('InternalError', 'The host failed to handle the request.'));
@@ -128,195 +131,251 @@ export function createLocalServer(options: LocalServerOptions): Server {
   );
   // A socket that connects and sends nothing is timed by headersTimeout too (408, then closed).
   server.maxConnections = limits.maxConnections;
-  // Decided once per listen: bound to loopback, the host serves loopback names only.
-  let loopbackOnly = false;
   server.on('listening', () => {
     const address = server.address();
     loopbackOnly =
       typeof address === 'object' && address !== null && isLoopbackHostname((address as AddressInfo).address);
   });
   return server;
+}
 
-  async function serve(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
-    const started = process.hrtime.bigint();
-    const method = (req.method ?? 'GET').toUpperCase();
-    const host = req.headers.host;
-    if (loopbackOnly && host !== undefined && !isLoopbackHostHeader(host)) {
-      return refuseUnread(
-        req,
-        res,
-        problemResponse(
-          'MisdirectedRequest',
-          'This host is bound to loopback and answers only for localhost, 127.0.0.1 or [::1].',
-        ),
-      );
-    }
-    const crossSite = crossSiteRefusal({
-      method,
-      host,
-      origin: single(req.headers.origin),
-      secFetchSite: single(req.headers['sec-fetch-site']),
-      secFetchMode: single(req.headers['sec-fetch-mode']),
-      secFetchDest: single(req.headers['sec-fetch-dest']),
-    });
-    if (crossSite !== null) return refuseUnread(req, res, problemResponse('CrossSiteRequest', crossSite));
-    let url: URL;
-    try {
-      url = new URL(req.url ?? '/', `http://${host ?? '127.0.0.1'}`);
-    } catch {
-      return refuseUnread(
-        req,
-        res,
-        problemResponse('BadRequest', 'The Host header or the request target is not valid.'),
-      );
-    }
-    const extra = extras.get(url.pathname);
-    if (extra && options.pages) {
-      let pageRequest: HttpRequest;
-      try {
-        pageRequest = new HttpRequest({ method, url: url.href, headers: headersOf(req.headers) });
-      } catch {
-        // e.g. a URL with credentials in it (review of issue 20: it was a 500, its error logged the URL)
-        return refuseUnread(req, res, problemResponse('BadRequest', 'The request target is not valid.'));
-      }
-      const refused = await options.pages.refusal(extra.role, pageRequest);
-      if (refused) return refuseUnread(req, res, refused);
-      drain(req);
-      return extra.handle(req, res);
-    }
+/** What serving a request reads: the options, the endpoints compiled, the pages, the bound address. */
+interface Serving {
+  options: LocalServerOptions;
+  compiled: readonly CompiledEndpoint[];
+  byMethod: ReadonlyMap<string, readonly CompiledEndpoint[]>;
+  extras: ReadonlyMap<string, ExtraRoute>;
+  /** Bound to a loopback address (decided once per listen): only loopback Host names are served. */
+  loopbackOnly: () => boolean;
+}
 
-    // A target with user:password in it (absolute form) is refused before anything parses or logs it:
-    // the Request constructor's own error would echo the URL, credentials and all (found by issue 21's
-    // page helper).
-    if (url.username !== '' || url.password !== '') {
-      return refuseUnread(
-        req,
-        res,
-        problemResponse('BadRequest', 'The request target must not carry credentials.'),
-      );
-    }
-    if (!url.pathname.startsWith('/api/')) {
-      return refuseUnread(
-        req,
-        res,
-        problemResponse('NotFound', `No endpoint at ${url.pathname}; the API lives under /api/.`),
-      );
-    }
-    const path = url.pathname.slice('/api/'.length);
-    let matched: { entry: CompiledEndpoint; values: string[] } | undefined;
-    for (const entry of byMethod.get(method) ?? []) {
-      const match = entry.pattern.exec(path);
-      if (match) matched = { entry, values: match.slice(1) };
-    }
-    if (!matched) {
-      // Only for the answer: the methods the path does allow.
-      const allowed = new Set(
-        compiled.filter((entry) => entry.pattern.test(path)).flatMap((entry) => entry.endpoint.methods),
-      );
-      if (allowed.size === 0)
-        return refuseUnread(req, res, problemResponse('NotFound', `No endpoint at ${url.pathname}.`));
-      return refuseUnread(
-        req,
-        res,
-        problemResponse('MethodNotAllowed', `${method} is not allowed on ${url.pathname}.`, {
-          headers: { Allow: [...allowed].join(', ') },
-        }),
-      );
-    }
+/**
+ * One way out: the request is decided first (`decide`), then refused unread, handed to its page, or
+ * answered by its handler; a body not read is drained here, so node:http can finish the request.
+ */
+async function serve(s: Serving, req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+  const started = process.hrtime.bigint();
+  const method = (req.method ?? 'GET').toUpperCase();
+  const decided = await decide(s, req, method);
+  if (decided.kind === 'refuse') return refuseUnread(req, res, decided.response);
+  if (decided.kind === 'page' || !decided.bodyRead) drain(req);
+  if (decided.kind === 'page') return decided.page.handle(req, res);
+  const { endpoint, request, pathname } = decided;
+  const invocationId = randomUUID();
+  const context = new LocalInvocationContext({
+    invocationId,
+    functionName: endpoint.name,
+    logHandler: (level, ...args) =>
+      s.options.log(level, args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a))).join(' '), {
+        function: endpoint.name,
+        invocationId,
+      }),
+  });
+  const result = await endpoint.handler(request, context);
+  const status = await send(res, result ?? { status: 204 });
+  s.options.log('information', `${method} ${pathname} ${status}`, {
+    function: endpoint.name,
+    invocationId,
+    status,
+    ms: Number(process.hrtime.bigint() - started) / 1e6,
+  });
+}
 
-    const params: Record<string, string> = {};
-    try {
-      matched.entry.params.forEach((name, i) => (params[name] = decodeURIComponent(matched.values[i] ?? '')));
-    } catch {
-      return refuseUnread(req, res, problemResponse('BadRequest', 'The path is not valid percent-encoding.'));
-    }
+/**
+ * What to do with a request, in the order that holds least of an unchecked caller: the Host and
+ * cross-site checks and the URL, then a page or the API endpoint, then the caller's identity before
+ * its body is read.
+ */
+async function decide(s: Serving, req: IncomingMessage, method: string): Promise<Decision> {
+  const admitted = admit(s, req, method);
+  if (admitted.kind === 'refuse') return admitted;
+  const { url } = admitted;
+  const page = s.extras.get(url.pathname);
+  if (page && s.options.pages) return pageDecision(req, method, url, page, s.options.pages.refusal);
+  const matched = matchEndpoint(s, url, method);
+  if (matched.kind === 'refuse') return matched;
+  const refused = await bodyRefusal(s, req, method, url, matched);
+  if (refused !== null) return refuse(refused);
+  const body = carriesBody(req) ? await readBody(req) : noBody;
+  if (body === 'tooLarge') return refuse(bodyTooLarge());
+  return invocation(req, method, url, matched, body);
+}
 
-    // Without Content-Length or Transfer-Encoding a request has no body (RFC 9112 §6.3): nothing to read,
-    // and its handler checks the caller as it runs. A body is read only for a caller who may send it.
-    const hasBody = carriesBody(req);
-    if (hasBody) {
-      if (options.refusal) {
-        const refused = await options.refusal(
-          matched.entry.endpoint.role,
-          new BodilessHttpRequest({
-            method,
-            url: url.href,
-            search: url.search,
-            headers: req.headers,
-            params,
-          }),
-        );
-        if (refused) return refuseUnread(req, res, refused);
-      }
-      const contentType = req.headers['content-type'];
-      if (contentType === undefined || !isJsonMediaType(contentType))
-        return refuseUnread(
-          req,
-          res,
-          problemResponse(
-            'UnsupportedMediaType',
-            `A request body must be Content-Type: application/json${contentType === undefined ? '' : `, not ${contentType}`}.`,
-          ),
-        );
-      const declared = req.headers['content-length'];
-      if (declared !== undefined && Number(declared) > MAX_BODY_BYTES)
-        return refuseUnread(req, res, bodyTooLarge());
-    }
-    const body = hasBody ? await readBody(req) : noBody;
-    if (body === noBody) drain(req);
-    if (body === 'tooLarge') return refuseUnread(req, res, bodyTooLarge());
-
-    // GET and HEAD carry no body (the Request constructor would drop it, with a warning).
-    const bodiless = body.length === 0 || method === 'GET' || method === 'HEAD';
-    let request: HttpRequest;
-    if (bodiless) {
-      // What the real one checks on construction the URL parse above has checked (and a URL with
-      // credentials was refused above).
-      request = new BodilessHttpRequest({
-        method,
-        url: url.href,
-        search: url.search,
-        headers: req.headers,
-        params,
-      });
-    } else {
-      try {
-        request = new HttpRequest({
-          method,
-          url: url.href,
-          headers: headersOf(req.headers),
-          params,
-          ...(bodiless ? {} : { body: { bytes: body } }),
-        });
-      } catch (error) {
-        return send(
-          res,
-          problemResponse('BadRequest', `The request cannot be parsed: ${(error as Error).message}`),
-        );
-      }
-    }
-
-    const { endpoint } = matched.entry;
-    const invocationId = randomUUID();
-    const context = new LocalInvocationContext({
-      invocationId,
-      functionName: endpoint.name,
-      logHandler: (level, ...args) =>
-        options.log(level, args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a))).join(' '), {
-          function: endpoint.name,
-          invocationId,
-        }),
-    });
-    const result = await endpoint.handler(request, context);
-    const status = await send(res, result ?? { status: 204 });
-    options.log('information', `${method} ${url.pathname} ${status}`, {
-      function: endpoint.name,
-      invocationId,
-      status,
-      ms: Number(process.hrtime.bigint() - started) / 1e6,
-    });
+/** The checks made before anything of the request is parsed: its Host, cross-site, its URL. */
+function admit(s: Serving, req: IncomingMessage, method: string): Refused | { kind: 'url'; url: URL } {
+  const host = req.headers.host;
+  if (s.loopbackOnly() && host !== undefined && !isLoopbackHostHeader(host)) {
+    return refuse(
+      problemResponse(
+        'MisdirectedRequest',
+        'This host is bound to loopback and answers only for localhost, 127.0.0.1 or [::1].',
+      ),
+    );
+  }
+  const crossSite = crossSiteRefusal({
+    method,
+    host,
+    origin: single(req.headers.origin),
+    secFetchSite: single(req.headers['sec-fetch-site']),
+    secFetchMode: single(req.headers['sec-fetch-mode']),
+    secFetchDest: single(req.headers['sec-fetch-dest']),
+  });
+  if (crossSite !== null) return refuse(problemResponse('CrossSiteRequest', crossSite));
+  try {
+    return { kind: 'url', url: new URL(req.url ?? '/', `http://${host ?? '127.0.0.1'}`) };
+  } catch {
+    return refuse(problemResponse('BadRequest', 'The Host header or the request target is not valid.'));
   }
 }
+
+/** A page outside `/api`, served once its caller passes the pages' check. */
+async function pageDecision(
+  req: IncomingMessage,
+  method: string,
+  url: URL,
+  page: ExtraRoute,
+  refusal: Refusal,
+): Promise<Decision> {
+  let pageRequest: HttpRequest;
+  try {
+    pageRequest = new HttpRequest({ method, url: url.href, headers: headersOf(req.headers) });
+  } catch {
+    // e.g. a URL with credentials in it: the caller's 400, not a 500 whose logged error names the URL
+    return refuse(problemResponse('BadRequest', 'The request target is not valid.'));
+  }
+  const refused = await refusal(page.role, pageRequest);
+  return refused ? refuse(refused) : { kind: 'page', page };
+}
+
+/** The API endpoint the URL names for `method`, with its path parameters decoded. */
+function matchEndpoint(s: Serving, url: URL, method: string): Refused | Matched {
+  // A target with user:password in it (absolute form) is refused before anything parses or logs it:
+  // the Request constructor's own error would echo the URL, credentials and all.
+  if (url.username !== '' || url.password !== '')
+    return refuse(problemResponse('BadRequest', 'The request target must not carry credentials.'));
+  if (!url.pathname.startsWith('/api/'))
+    return refuse(problemResponse('NotFound', `No endpoint at ${url.pathname}; the API lives under /api/.`));
+  const path = url.pathname.slice('/api/'.length);
+  let matched: { entry: CompiledEndpoint; values: string[] } | undefined;
+  for (const entry of s.byMethod.get(method) ?? []) {
+    const match = entry.pattern.exec(path);
+    if (match) matched = { entry, values: match.slice(1) };
+  }
+  if (!matched) return refuse(notMatched(s, path, url.pathname, method));
+  const { entry, values } = matched;
+  try {
+    const params = Object.fromEntries(
+      entry.params.map((name, i) => [name, decodeURIComponent(values[i] ?? '')]),
+    );
+    return { kind: 'endpoint', entry, params };
+  } catch {
+    return refuse(problemResponse('BadRequest', 'The path is not valid percent-encoding.'));
+  }
+}
+
+/** No endpoint for the method: 404, or 405 naming the methods the path does allow. */
+function notMatched(s: Serving, path: string, pathname: string, method: string): HttpResponseInit {
+  const allowed = new Set(
+    s.compiled.filter((entry) => entry.pattern.test(path)).flatMap((entry) => entry.endpoint.methods),
+  );
+  if (allowed.size === 0) return problemResponse('NotFound', `No endpoint at ${pathname}.`);
+  return problemResponse('MethodNotAllowed', `${method} is not allowed on ${pathname}.`, {
+    headers: { Allow: [...allowed].join(', ') },
+  });
+}
+
+/**
+ * Why the request's body may not be read, or null. Without Content-Length or Transfer-Encoding a
+ * request has no body (RFC 9112 §6.3): nothing to read, and its handler checks the caller as it runs.
+ * A body is read only for a caller who may send it, as JSON, declared within the handlers' limit.
+ */
+async function bodyRefusal(
+  s: Serving,
+  req: IncomingMessage,
+  method: string,
+  url: URL,
+  { entry, params }: Matched,
+): Promise<HttpResponseInit | null> {
+  if (!carriesBody(req)) return null;
+  if (s.options.refusal) {
+    const request = new BodilessHttpRequest({
+      method,
+      url: url.href,
+      search: url.search,
+      headers: req.headers,
+      params,
+    });
+    const refused = await s.options.refusal(entry.endpoint.role, request);
+    if (refused) return refused;
+  }
+  const contentType = req.headers['content-type'];
+  if (contentType === undefined || !isJsonMediaType(contentType))
+    return problemResponse(
+      'UnsupportedMediaType',
+      `A request body must be Content-Type: application/json${contentType === undefined ? '' : `, not ${contentType}`}.`,
+    );
+  const declared = req.headers['content-length'];
+  return declared !== undefined && Number(declared) > MAX_BODY_BYTES ? bodyTooLarge() : null;
+}
+
+/** The handler's request, its body read; one the HttpRequest cannot take is the caller's 400. */
+function invocation(
+  req: IncomingMessage,
+  method: string,
+  url: URL,
+  { entry, params }: Matched,
+  body: Buffer,
+): Decision {
+  const { endpoint } = entry;
+  const invoke = (request: HttpRequest): Decision => ({
+    kind: 'invoke',
+    endpoint,
+    request,
+    pathname: url.pathname,
+    bodyRead: body !== noBody,
+  });
+  // GET and HEAD carry no body (the Request constructor would drop it, with a warning).
+  if (body.length === 0 || method === 'GET' || method === 'HEAD') {
+    // What the real one checks on construction the URL parse above has checked (and a URL with
+    // credentials was refused above).
+    return invoke(
+      new BodilessHttpRequest({ method, url: url.href, search: url.search, headers: req.headers, params }),
+    );
+  }
+  try {
+    return invoke(
+      new HttpRequest({
+        method,
+        url: url.href,
+        headers: headersOf(req.headers),
+        params,
+        body: { bytes: body },
+      }),
+    );
+  } catch (error) {
+    return refuse(problemResponse('BadRequest', `The request cannot be parsed: ${(error as Error).message}`));
+  }
+}
+
+/** A request answered without reading (the rest of) its body: `refuseUnread`. */
+type Refused = { kind: 'refuse'; response: HttpResponseInit };
+
+const refuse = (response: HttpResponseInit): Refused => ({ kind: 'refuse', response });
+
+/** The API endpoint a request names, with its path parameters. */
+interface Matched {
+  kind: 'endpoint';
+  entry: CompiledEndpoint;
+  params: Record<string, string>;
+}
+
+/** What the host does with a request (`serve` acts on it in one place). */
+type Decision =
+  | Refused
+  /** A page outside `/api`, its caller checked: it reads what it needs itself. */
+  | { kind: 'page'; page: ExtraRoute }
+  /** An endpoint's handler, with its request built (`bodyRead`: the body was read to its end). */
+  | { kind: 'invoke'; endpoint: HttpEndpoint; request: HttpRequest; pathname: string; bodyRead: boolean };
 
 function bodyTooLarge(): HttpResponseInit {
   return problemResponse('PayloadTooLarge', `The body exceeds ${MAX_BODY_BYTES} bytes.`);

@@ -39,7 +39,7 @@ export interface AuditRecord {
   reason: string | null;
   requestId: string | null;
   /**
-   * A migration's end (swap, release, force-release, reclaim; issue 21 §4): the lock phases it had
+   * A migration's end (swap, release, force-release, reclaim): the lock phases it had
    * reached, in order, from the version's `lastMigration` (`phasesReachedOf`). Absent on a request's
    * records and on records written before it existed.
    */

@@ -104,7 +104,7 @@ export interface MigrationConfig {
    * lock has landed before the copy takes its snapshot.
    */
   inFlightGraceSeconds: number;
-  /** Attempts of a migration, each with a fresh lock (issue 18), and the delay before the next (× 2^(n−1)). */
+  /** Attempts of a migration, each with a fresh lock, and the delay before the next (× 2^(n−1)). */
   migrationAttempts: number;
   migrationRetryDelaySeconds: number;
   /** Attempts for a transient failure (store 503, participant 5xx), and the first retry interval. */
@@ -140,7 +140,7 @@ export interface ReconciliationConfig {
   graceSeconds: number;
 }
 
-/** Campaigns (issue 18 §3). */
+/** Campaigns (docs/design.md §6.9). */
 export interface CampaignConfig {
   /** Between a campaign's ticks: how soon a start follows an ended migration, or a pause its request. */
   tickSeconds: number;
@@ -333,7 +333,9 @@ export function timingInequalities(t: TimingNumbers, earliestEscalationSeconds: 
 
 export { COALESCE_GRACE_SHARE };
 
-/** A migration's attempts with a fresh lock (issue 18): each one may record a whole copy's history. */
+/**
+ * A migration's attempts with a fresh lock (docs/design.md §6.3): each one may record a whole copy's history.
+ */
 export const MAX_MIGRATION_ATTEMPTS = 10;
 
 const timingSchema = z.object({
@@ -474,7 +476,7 @@ const storeSchema = z.object({
   REGION_NAME: z.string().min(1).optional(),
   ROUTELOCK_PARTICIPANTS: participantsSchema.default([]),
   // Workflow version 4: a participant answering 404 to `verify` fails the attempt, instead of counting
-  // as "not verified" (issue 19 §1).
+  // as "not verified" (docs/design.md §6.5).
   ROUTELOCK_REQUIRE_VERIFY: flag.default(false),
   COSMOS_AUDIT_CONTAINER: z
     .string()
@@ -611,7 +613,7 @@ const accessSchema = z.object({
 });
 
 /**
- * Participant call timing (notes/contract17.md), the same under every profile. The timeout's ceiling is
+ * Participant call timing (docs/design.md §6.5), the same under every profile. The timeout's ceiling is
  * the Durable HTTP client's own 240 s, so a participant's answer limit is the same on either runner.
  */
 const participantTimingSchema = z.object({

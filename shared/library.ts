@@ -16,11 +16,8 @@ import { openStore } from './store/open';
  * `@routelock/library/sqlite` (shared/librarySqlite.ts).
  */
 
-/** RouterOptions without the verification and benchmark seams, and with `allowMutations` for `readOnly`. */
-export interface LibraryRouterOptions extends Omit<
-  RouterOptions,
-  'readOnly' | 'rules' | 'cacheHeaders' | 'onWrite' | 'coalesceReads'
-> {
+/** RouterOptions without the second router's `onWrite`, and with `allowMutations` for `readOnly`. */
+export interface LibraryRouterOptions extends Omit<RouterOptions, 'readOnly' | 'onWrite'> {
   /**
    * Let this router write (create and delete routes, every lock mutation, reclaim, force-release).
    * Default false: each of them throws RouteLockError `ReadOnlyRouter` (403) before any store call.
@@ -58,7 +55,7 @@ export async function openRouter(options: OpenRouterOptions = {}): Promise<Route
 }
 
 // The class as a type only: a library user gets a router through createRouter/openRouter, read-only unless
-// it opts in (review of issue 20: an exported constructor made a writable router by default).
+// it opts in: an exported constructor would make a writable router by default.
 export { operationPriority } from './router';
 export type { Router, RouterOptions, RoutedView, MutationOptions, SwapOutcome } from './router';
 export { decide, decisionStatus, withinGrace, freshnessSeconds, cacheLifetimeSeconds } from './client';

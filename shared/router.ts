@@ -89,11 +89,6 @@ export interface RouterOptions {
    * Default: 1 ms on the system clock, 0 (read every time) on an injected clock.
    */
   ttlResolutionMs?: number;
-  /**
-   * The lock rules. Only the verification harness replaces them, to plant the bugs its negative
-   * controls must catch (a skipped token check, say); production always uses the real ones.
-   */
-  rules?: Partial<LockRules>;
   /** Told when a write's store timestamp and this process's clock disagree by more than the skew bound. */
   onClockSkew?: (resourceId: string, skewSeconds: number) => void;
   /** ROUTELOCK_REGIONS: where a route may be placed, locked towards or swapped to; null/absent = anywhere. */
@@ -104,15 +99,27 @@ export interface RouterOptions {
    * cached copy with it, so the read path never serves a copy older than that write.
    */
   onWrite?: (id: string) => void;
+}
+
+/**
+ * What only the test kit replaces (testkit/router.ts `seamedRouter`), kept out of RouterOptions so that
+ * no composition root can pass them; production always uses the real ones.
+ */
+export interface RouterSeams {
   /**
-   * The Cache-Control/Age builder for `view()`. Only the verification harness replaces it, to plant the
-   * old behaviour its negative controls must catch (a full max-age and no Age for a copy held a while:
-   * `(doc, now, cfg) => cacheHeaders(doc, now, cfg, 0)`); production always uses the real one.
+   * The lock rules: the verification harness plants the bugs its negative controls must catch (a
+   * skipped token check, say).
+   */
+  rules?: Partial<LockRules>;
+  /**
+   * The Cache-Control/Age builder for `view()`: the harness plants the old behaviour its negative
+   * controls must catch (a full max-age and no Age for a copy held a while:
+   * `(doc, now, cfg) => cacheHeaders(doc, now, cfg, 0)`).
    */
   cacheHeaders?: typeof cacheHeaders;
   /**
-   * Whether concurrent resolves share store reads (docs/design.md §5.8). Only the read-path benchmark
-   * turns it off, to measure the read path as it was side by side; production always coalesces.
+   * Whether concurrent resolves share store reads (docs/design.md §5.8): the read-path benchmark turns
+   * it off, to measure the read path as it was side by side.
    */
   coalesceReads?: boolean;
 }
@@ -204,6 +211,7 @@ export class Router {
   private readonly versions: LRUCache<string, StoredDocument>;
   private readonly newToken: () => string;
   private readonly options: RouterOptions;
+  private readonly seams: RouterSeams;
   private readonly rules: LockRules;
   /**
    * The read path's store reads in flight (never a mutation's: those must begin after their decision),
@@ -214,9 +222,11 @@ export class Router {
     writeRegion: SharedReads<ReadPathKey, CacheEntry>;
   };
 
-  constructor(options: RouterOptions) {
+  /** `seams`: the test kit's alone (testkit/router.ts); production passes none. */
+  constructor(options: RouterOptions, seams: RouterSeams = {}) {
     this.options = options;
-    this.rules = { ...defaultRules, ...options.rules };
+    this.seams = seams;
+    this.rules = { ...defaultRules, ...seams.rules };
     this.store = options.store;
     this.timing = options.timing;
     this.allowedRegions = options.allowedRegions ?? null;
@@ -292,7 +302,7 @@ export class Router {
     // A copy's age counts from when the read that fetched it began (a slow or joined read's answer is
     // that old already), so a cache downstream never holds it past the one local TTL.
     const heldMs = Math.max(0, now - entry.cachedAt);
-    const headers = (this.options.cacheHeaders ?? cacheHeaders)(entry.stored.doc, now, this.timing, heldMs);
+    const headers = (this.seams.cacheHeaders ?? cacheHeaders)(entry.stored.doc, now, this.timing, heldMs);
     const resolvedAt = served ? requestedAt : Math.min(requestedAt, entry.cachedAt);
     return { view: routeView(entry.stored, now, this.timing), ...headers, resolvedAt };
   }
@@ -343,7 +353,7 @@ export class Router {
       const startedAt = this.clock();
       return { stored: await this.store.read(id, { from: 'nearest', priority }), startedAt };
     };
-    const nearest = await (this.options.coalesceReads === false
+    const nearest = await (this.seams.coalesceReads === false
       ? readNearest()
       : this.sharedReads.nearest.run(`nearest ${priority} ${id}`, readNearest));
     if (now >= this.readThroughFrom(nearest.stored, now, false))
@@ -365,7 +375,7 @@ export class Router {
   ): Promise<CacheEntry> {
     const read = () =>
       held === undefined ? this.readEntry(id, 'writeRegion', priority) : this.readThrough(id, priority, held);
-    if (this.options.coalesceReads === false) return read();
+    if (this.seams.coalesceReads === false) return read();
     return this.sharedReads.writeRegion.run(`writeRegion ${priority} ${id}`, read);
   }
 
@@ -532,7 +542,7 @@ export class Router {
 
   /**
    * The pre-lock, and where the route was as it committed: the copy the rule decided on, under the ETag
-   * the write was conditional on, so the orchestrator need not read the route again (workflow v5).
+   * the write was conditional on, so the orchestrator need not read the route again.
    */
   async prelockRoute(
     id: string,

@@ -7,10 +7,11 @@ import { type CacheHeaders, cacheHeaders } from '../shared/lock/view';
 import { Router } from '../shared/router';
 import { resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
+import { seamedRouter } from '../testkit/router';
 import { T0, productionTiming, seconds } from './support/timing';
 
 /**
- * The server's cache is a tier in series with the client's (issue 14, item 2): a copy the router has
+ * The server's cache is a tier in series with the client's (docs/design.md §5.3): a copy the router has
  * held for a while is served with max-age = what is left of the local TTL and `Age` = the time held, and
  * a client's freshness is max-age − Age. So the two tiers together never hold a copy past one TTL.
  */
@@ -37,7 +38,7 @@ function overstays(build: typeof cacheHeaders, cfg: TimingConfig = timing): stri
   return problems;
 }
 
-/** The old behaviour: every copy served as if just read (full max-age, Age 0 — the same as none). */
+/** The negative control: every copy served as if just read (full max-age, Age 0 — the same as none). */
 const fullMaxAge: typeof cacheHeaders = (doc, now, cfg) => cacheHeaders(doc, now, cfg, 0);
 
 describe('cacheHeaders (the one home of max-age and Age)', () => {
@@ -99,7 +100,7 @@ describe('cacheHeaders (the one home of max-age and Age)', () => {
     expect(overstays(cacheHeaders)).toEqual([]);
   });
 
-  test('negative control: the old headers (full max-age, no Age) overstay the TTL', () => {
+  test('negative control: headers with the full max-age and no Age overstay the TTL', () => {
     const problems = overstays(fullMaxAge);
     expect(problems.length).toBeGreaterThan(100);
     expect(problems).toContain('held 30000 ms, then 60000 ms ignoring Age');
@@ -128,7 +129,7 @@ describe('Router.view: Age and max-age from the time its cache has held the copy
   function setup(options: { cacheHeaders?: typeof cacheHeaders } = {}) {
     const clock = new ManualClock(T0);
     const store = new SqliteStore(':memory:');
-    const router = new Router({ store, timing, clock: clock.now, newToken: () => 'tok', ...options });
+    const router = seamedRouter({ store, timing, clock: clock.now, newToken: () => 'tok', ...options });
     return { clock, store, router };
   }
 
@@ -168,7 +169,7 @@ describe('Router.view: Age and max-age from the time its cache has held the copy
     expect(await router.view('r')).toMatchObject({ cacheControl: 'no-store', ageSeconds: 0 });
   });
 
-  test('the planted builder (a verification seam) is what view() uses: the old headers for a held copy', async () => {
+  test('the planted builder (a verification seam) is what view() uses: full max-age and no Age for a held copy', async () => {
     const { clock, router } = setup({ cacheHeaders: fullMaxAge });
     await router.createRoute('r', SOURCE);
     clock.advance(25_400);

@@ -12,9 +12,9 @@ test('a small drill: every migration completes under traffic with zero violation
   const summary = await runDrill({ resources: 8, migrations: 4, rate: 40, duration: 6 });
   expect(summary.violations).toEqual([]);
   expect(summary.migrations).toMatchObject({ requested: 4, completed: 4, failed: 0, running: 0 });
-  // the lock telemetry's holds (issue 21): the 4 swaps and the attempt verification refused, downgraded
+  // the lock telemetry's holds: the 4 swaps and the attempt verification refused, downgraded
   expect(summary.writeLockSeconds.count).toBe(5);
-  // every write-lock hold less the store's work in it (issue 20 §6): the 4 swaps and the refused attempt
+  // every write-lock hold less the store's work in it: the 4 swaps and the refused attempt
   expect(summary.writeLockHold.endedBy).toEqual({ swap: 4, downgrade: 1 });
   expect(summary.writeLockHold.workMs.count).toBe(5);
   expect(summary.writeLockHold.workMs.p50).toBeGreaterThanOrEqual(150); // the store's 150 ms delta

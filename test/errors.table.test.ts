@@ -13,7 +13,7 @@ import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
 
 /**
  * The one table of error codes (shared/errors.ts): retriability and Retry-After are properties of the
- * code, and the two conditions that used to borrow `StoreUnavailable` have codes of their own.
+ * code, and two conditions that are not an outage have codes of their own, not `StoreUnavailable`.
  */
 
 test('retriable codes, written out: transient faults only', () => {

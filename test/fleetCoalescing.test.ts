@@ -1,7 +1,7 @@
 import { fleet } from '../verify/fleet';
 
 /**
- * Coalescing in the fleet simulation (issue 20 §3; docs/design.md §5.8), a small run of each: every
+ * Coalescing in the fleet simulation (docs/design.md §5.8), a small run of each: every
  * service router shares its reads with the configured join bound (production: 50 ms) while hot resources
  * being migrated get slow write-region reads with writes arriving during them. The negative control, a
  * join bound of twice the in-flight grace (which config refuses), must lose acknowledged writes.

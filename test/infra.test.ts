@@ -131,7 +131,7 @@ const localOnly = new Set([
   'ROUTELOCK_RECONCILE_INTERVAL_SECONDS',
 ]);
 // Read in Azure too, but left at the default there (the JWKS is the tenant's, derived from its id).
-// The participant call timing too (the same under every profile; notes/contract17.md).
+// The participant call timing too (the same under every profile; docs/design.md §6.5).
 const azureDefaults = new Set([
   'ROUTELOCK_ENTRA_JWKS_URI',
   'ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS',
@@ -479,7 +479,7 @@ test('Cosmos DB: bounded staleness with a single write region, and the app ident
 const cosmosDataReader = '00000000-0000-0000-0000-000000000001';
 
 /**
- * Services that link @routelock/library (issue 20 §1): each principal in routeReaderPrincipalIds gets
+ * Services that link @routelock/library (docs/design.md §5.4): each principal in routeReaderPrincipalIds gets
  * the built-in Data Reader, on the routelock account's locations container only; none by default.
  */
 function expectRouteReadersAsDesigned(template: ArmTemplate): void {

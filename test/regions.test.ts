@@ -5,6 +5,7 @@ import { handleMigrationMessage } from '../functions/migrationQueue';
 import { type LocalHost } from '../local/host';
 import { startLocalHost } from './support/localHost';
 import { ManualClock } from '../testkit/clock';
+import { seamedRouter } from '../testkit/router';
 import { parseConfig } from '../shared/config';
 import { swap as swapRule } from '../shared/lock/rules';
 import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
@@ -73,7 +74,7 @@ describe('the router', () => {
       refusal('eastus2'),
     );
     // a rule planted through the `rules` seam that moves the route (here a release that swaps) is held too
-    const planted = new Router({
+    const planted = seamedRouter({
       store: h.store,
       timing,
       clock: h.clock.now,

@@ -63,7 +63,7 @@ async function startedLock(h: ReturnType<typeof setup>, id = 'r', cached = true)
 }
 
 describe('2,000 concurrent resolves of one id', () => {
-  test('cached, lock started: one write-region read for all of them (was 2,000)', async () => {
+  test('cached, lock started: one write-region read for all of them, not 2,000', async () => {
     const h = setup();
     await startedLock(h);
     h.hold();
@@ -248,8 +248,8 @@ describe('writes and mutations', () => {
 });
 
 describe('a slow read', () => {
-  // Review of issue 20: a copy was dated from when its read answered, so a read that took 30 s kept its
-  // (30 s old) copy 30 s past the local TTL the convergence delay counts.
+  // Dated from when its read answered, a read that took 30 s would keep its (30 s old) copy 30 s past the
+  // local TTL the convergence delay counts.
   test('its copy is dated from when the read began: gone one local TTL after that, however long the read took', async () => {
     const h = setup();
     await h.router.createRoute('r', SOURCE);
@@ -269,7 +269,7 @@ describe('a slow read', () => {
 });
 
 describe("a view's resolvedAt (the in-flight grace in library mode)", () => {
-  // Review of issue 20: the README had a library-mode service date a view from its own call, but a view
+  // A library-mode service must not date a view from its own call: a view
   // that joined a read begun before a write lock committed shows the route unlocked: dated from the call,
   // its write passes withinGrace up to the join bound after the delta copy began.
   test('a view that joined a read dates from that read; a cache hit from the call', async () => {

@@ -10,7 +10,7 @@ import { SqliteStore } from '../shared/store/sqlite/locations';
 import { productionTiming, seconds } from './support/timing';
 
 /**
- * The read-through of a copy the router holds is ETag-conditional (issue 20 §3, docs/design.md §5.1): the
+ * The read-through of a copy the router holds is ETag-conditional (docs/design.md §5.1): the
  * write region sends nothing when the version is unchanged, and the router keeps the copy it holds. Safe
  * only if a changed version is always fetched, and the kept copy is dated from the new read's start
  * (its TTL and Age), exactly as a full read's copy would be.
@@ -158,7 +158,7 @@ describe('SqliteStore.readIfChanged', () => {
   });
 });
 
-test('a caller cannot change what the cache keeps: the copy it is handed is frozen (review: a kept copy outlives its read)', async () => {
+test('a caller cannot change what the cache keeps: the copy it is handed is frozen (a kept copy outlives its read)', async () => {
   const h = await heldCopyOfAStartingLock();
   const answer = await h.router.resolve('r');
   expect(answer).toBe(h.held); // the very object the cache keeps while the version is unchanged

@@ -2,7 +2,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
-import { type LocalHost, startLocalHost } from '../local/host';
+import { type LocalHost } from '../local/host';
+import { startLocalHost } from './support/localHost';
 
 /**
  * The status page with more routes than one page of GET /routes (207 > 200): every route listed and

@@ -2,8 +2,8 @@ import type { MigrationStatus } from '../shared/migration/types';
 import { runStatusPageScript } from './support/statusPageScript';
 
 /**
- * What the status page's migrations table says of a migration that ended badly (issue 21 §4): where it
- * stopped and why, from `MigrationStatus.stopped` (the failures branch builds it) or, before that, from
+ * What the status page's migrations table says of a migration that ended badly (docs/design.md §6.12): where
+ * it stopped and why, from `MigrationStatus.stopped` (the failures branch builds it) or, before that, from
  * its error, timeline and attempts. The page's own script, run against stubbed reads.
  */
 

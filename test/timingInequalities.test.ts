@@ -6,7 +6,7 @@ import { virtualRunner } from './support/migrationHarness';
 
 /**
  * The timing inequalities (config.ts timingInequalities; docs/design.md §3.5, the README's Configuration
- * section) and the migration attempt settings (issue 18 §1).
+ * section) and the migration attempt settings (docs/design.md §6.3).
  */
 
 const numbers = (profile: keyof typeof profiles) => {

@@ -5,8 +5,8 @@ import { type FleetResult, fleet as runFleet } from '../verify/fleet';
 // `npm test` as `npm run verify -- --quick`, which exits non-zero on a violation or a control not caught.
 
 /**
- * Verification before the swap (issue 19 §1) in the fleet, its two controls alone (a few seconds each):
- * a delta that drops an item now and then. Verified, every such delta is caught before its swap (no
+ * Verification before the swap (docs/design.md §6.5) in the fleet, its two controls alone (a few seconds
+ * each): a delta that drops an item now and then. Verified, every such delta is caught before its swap (no
  * data violation at all, mismatches found, swaps refused); unverified (404), the data oracle sees the loss.
  */
 describe('a participant whose delta drops an item', () => {

@@ -5,8 +5,8 @@ import { ForwardingStore, type StoreCall } from './forwardingStore';
 
 /**
  * A store whose write region fails over after a swap and drops it, as a bounded-staleness account may
- * lose the writes it acknowledged within the replication window (issue 19 §4): `afterMs` after a swap
- * committed (a write moving a locked route's location), the document reverts to the version before it,
+ * lose the writes it acknowledged within the replication window (docs/design.md §6.11): `afterMs` after a
+ * swap committed (a write moving a locked route's location), the document reverts to the version before it,
  * on every read from then on, replicas included. `drops` swaps are lost at most (default 1).
  */
 export class FailoverStore extends ForwardingStore {

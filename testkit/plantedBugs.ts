@@ -65,7 +65,7 @@ const defaultRulesCall = <K extends 'escalate' | 'swap' | 'renew'>(name: K) =>
 
 /**
  * A planted bug in how participants' answers are judged, injected through the activities (the seam both
- * runners call): `anyTwoHundredIsDone` is the rule before the strict contract (issue 17 §1b) — every
+ * runners call): `anyTwoHundredIsDone` is the rule before the strict contract (docs/design.md §6.5) — every
  * 2xx counts as done — planted by handing the workflow a 200 for any 2xx the participant answered.
  */
 export type ParticipantBug = 'anyTwoHundredIsDone';
@@ -81,8 +81,8 @@ export function plantParticipantBug(activities: Activities, bug: ParticipantBug)
 }
 
 /**
- * Confirmation switched off (issue 19 §4's negative control), planted through the activities: the
- * replica read after a swap answers what the swap itself answered, as a workflow that trusts the
+ * Confirmation switched off (the negative control of docs/design.md §6.11), planted through the activities:
+ * the replica read after a swap answers what the swap itself answered, as a workflow that trusts the
  * acknowledged swap would, so a swap a failover dropped is reported Completed.
  */
 export function plantUnconfirmedSwap(activities: Activities): void {

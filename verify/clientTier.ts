@@ -6,11 +6,11 @@ import type { RouteView } from '../shared/lock/view';
 import type { Router } from '../shared/router';
 
 /**
- * A service's own `RoutingClient` in series with one of the routing service's cache tiers (issue 14
- * item 2): the client resolves over "HTTP" whose every `GET /api/routes/{id}` is answered by that tier's
- * `Router.view()` — the view JSON with its `Cache-Control` and `Age`, as `functions/routes.ts` sends them,
- * and a problem response (`problemFromError`) for an error. No network, no timers: an answer takes no
- * virtual time, so a client request is as instantaneous as the router call behind it.
+ * A service's own `RoutingClient` in series with one of the routing service's cache tiers
+ * (docs/design.md §5.3): the client resolves over "HTTP" whose every `GET /api/routes/{id}` is answered by
+ * that tier's `Router.view()` — the view JSON with its `Cache-Control` and `Age`, as `functions/routes.ts`
+ * sends them, and a problem response (`problemFromError`) for an error. No network, no timers: an answer
+ * takes no virtual time, so a client request is as instantaneous as the router call behind it.
  */
 export class ClientTier {
   readonly client: RoutingClient;

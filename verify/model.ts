@@ -11,11 +11,12 @@ import {
 import { hasStarted, isLive, writeLockInForce } from '../shared/lock/state';
 import { sha256Hex, tokenMatches } from '../shared/lock/token';
 import { enforcement, routeView } from '../shared/lock/view';
-import { Router } from '../shared/router';
+import type { Router } from '../shared/router';
 import type { ReadFrom } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
 import { ForwardingStore } from '../testkit/forwardingStore';
 import { type Bug, plantedRules } from '../testkit/plantedBugs';
+import { seamedRouter } from '../testkit/router';
 
 /**
  * The lock protocol under test: several orchestrators (each with its own router, as separate service
@@ -122,7 +123,13 @@ export async function runCommands(
       const planted = plantedRules(bug);
       return [
         name,
-        new Router({ store, timing, clock: clock.now, cacheMax: 16, ...(planted ? { rules: planted } : {}) }),
+        seamedRouter({
+          store,
+          timing,
+          clock: clock.now,
+          cacheMax: 16,
+          ...(planted ? { rules: planted } : {}),
+        }),
       ];
     }),
   ) as Record<ActorName, Router>;
@@ -144,7 +151,7 @@ export async function runCommands(
     return secrets().some((s) => text.includes(s)) || /tokenHash|idempotencyKeyHash|principalHash/.test(text);
   };
 
-  const strangerRouter = new Router({
+  const strangerRouter = seamedRouter({
     store,
     timing,
     clock: clock.now,
@@ -243,7 +250,7 @@ export async function runCommands(
           migrationId,
           owner: command.actor,
           target: TARGET_OF[command.actor],
-          // the control runs the old workflow's key: its migration id
+          // the control keys the pre-lock by its migration id
           idempotencyKey: bug === 'replayTrustsKeyAlone' ? migrationId : actor.key,
         });
         step.result = { ...grant, token: undefined };

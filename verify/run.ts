@@ -55,11 +55,11 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
     'noSkewMargins',
     'deleteDuringRetiredWindow',
     'serverCacheNoAge',
-    // Issue 19 §1: a delta that drops an item, verified (caught by verification: nothing lost) and not.
+    // A delta that drops an item, verified (caught by verification: nothing lost) and not.
     'deltaDropsItem',
     'deltaDropsItemUnverified',
     'cleanUpAtOnce',
-    // Issue 20 §3: coalescing with a join bound longer than the in-flight grace.
+    // Coalescing with a join bound longer than the in-flight grace.
     'joinLongerThanGrace',
   ] as const) {
     results.push(await fleetControl(control, fleetSize, options.seed));

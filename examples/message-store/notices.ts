@@ -3,7 +3,7 @@ import type { RouteView } from '../../shared/lock/view';
 import type { EndStep } from '../../shared/migration/types';
 
 /**
- * The end notices (issue 19 §4) as the message store keeps them: pure rules, no timers and no I/O
+ * The end notices (docs/design.md §6.11) as the message store keeps them: pure rules, no timers and no I/O
  * (service.ts schedules and deletes). Whatever a notice says, a region's copy is deleted only when the
  * route, resolved afresh, is not there and no lock is bringing it there: never live data.
  */

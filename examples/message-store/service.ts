@@ -359,7 +359,7 @@ export class MessageStore {
   }
 
   /**
-   * A dry run's question (issue 19 §2, an optional step; no job, nothing copied): 200 with whether it
+   * A dry run's question (an optional step; no job, nothing copied): 200 with whether it
    * reaches both regions and what each holds of the resource, tombstones counted apart.
    */
   private preflight(body: unknown): { status: number; body: unknown } {
@@ -380,8 +380,8 @@ export class MessageStore {
   }
 
   /**
-   * `verify` (issue 19 §1): the resource's items at the source against the target's, as they stand now
-   * (under the write lock, nothing changes them). One SQLite read per region: fast, as it must be.
+   * `verify` (docs/design.md §6.5): the resource's items at the source against the target's, as they stand
+   * now (under the write lock, nothing changes them). One SQLite read per region: fast, as it must be.
    */
   private verify(body: unknown): { status: number; body: unknown } {
     const parsed = parseJobRequest(body);
@@ -471,11 +471,11 @@ export class MessageStore {
   }
 
   /**
-   * An end notice (issue 19 §4). `completed`: the source's copy is deleted once `cleanUpSourceAfter` has
-   * passed (scheduled; a repeated notice answers for the same clean-up). `failed` / `cancelled`: the
-   * migration's running copies stop, and the target's partial copy is dropped now. Both only if the
-   * route, resolved afresh, is neither at that region nor being brought there by a lock. A routing
-   * service that cannot be reached answers 503 (routelock retries the notice).
+   * An end notice (docs/design.md §6.11). `completed`: the source's copy is deleted once `cleanUpSourceAfter`
+   * has passed (scheduled; a repeated notice answers for the same clean-up). `failed` / `cancelled`: the
+   * migration's running copies stop, and the target's partial copy is dropped now. Both only if the route,
+   * resolved afresh, is neither at that region nor being brought there by a lock. A routing service that
+   * cannot be reached answers 503 (routelock retries the notice).
    */
   async endNotice(body: unknown): Promise<{ status: number; body: unknown }> {
     const parsed = parseEndNotice(body);

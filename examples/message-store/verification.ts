@@ -3,7 +3,7 @@ import type { VerifyAnswer } from '../../shared/migration/types';
 import type { MessageRow } from './regionStore';
 
 /**
- * The `verify` step's comparison (issue 19 §1), pure: what one region holds of a conversation against
+ * The `verify` step's comparison (docs/design.md §6.5), pure: what one region holds of a conversation against
  * another's, as the copies leave it. A tombstone is applied at the target as a delete (RegionStore.copyFrom),
  * so a tombstoned row counts as absent on either side; a live row is its id, text and version
  * (updatedAt, carried by the copy). It names what differs by message id only, never by content.

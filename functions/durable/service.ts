@@ -77,7 +77,7 @@ export class DurableMigrationService implements MigrationService {
     private readonly settings: MigrationSettings,
     private readonly now: () => number,
     private readonly keyring: TokenKeyring,
-    /** Where an end no orchestration recorded sends its `MigrationEnded` (issue 21 §4). */
+    /** Where an end no orchestration recorded sends its `MigrationEnded` (docs/design.md §6.12). */
     private readonly sink?: TelemetrySink,
   ) {}
 
@@ -248,10 +248,10 @@ export class DurableMigrationService implements MigrationService {
   }
 
   /**
-   * Cancel (issue 18 §2) is the orchestration's `cancel` external event, never a terminate: a terminated
-   * orchestration runs nothing, so it could not release its lock. The request is then kept on the
-   * record, so `status` shows it before the workflow has published it (and a second cancel answers the
-   * same without raising it again).
+   * Cancel (docs/design.md §6.8) is the orchestration's `cancel` external event, never a terminate: a
+   * terminated orchestration runs nothing, so it could not release its lock. The request is then kept on the
+   * record, so `status` shows it before the workflow has published it (and a second cancel answers the same
+   * without raising it again).
    */
   async cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
     const record = await this.records.get(migrationId);

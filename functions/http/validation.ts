@@ -98,7 +98,7 @@ export const campaignId = z.string().regex(campaignIdPattern, {
 });
 
 /**
- * A cutover window (issue 19 §3): its form here, by the one rule (shared/migration/window.ts), the
+ * A cutover window (docs/design.md §6.10): its form here, by the one rule (shared/migration/window.ts), the
  * field at fault named; whether `notAfter` is already past the starter checks by its own clock.
  */
 export const cutoverWindow = z
@@ -148,7 +148,7 @@ export const startCampaignBody = z
     startsPerMinute: startsPerMinute.optional(),
     migrationAttempts: wholeNumber(1, MAX_MIGRATION_ATTEMPTS).optional(),
     window: cutoverWindow.optional(),
-    /** A dry run (issue 19 §2): 200 with a campaign preflight report, nothing written. HTTP only. */
+    /** A dry run (docs/design.md §6.2): 200 with a campaign preflight report, nothing written. HTTP only. */
     dryRun: z.boolean().optional(),
   })
   .refine((b) => (b.resources === undefined) !== (b.from === undefined), {
@@ -213,9 +213,9 @@ export const startMigrationBody = z.strictObject({
   resourceId: routeResourceId,
   target: location,
   migrationId: resourceId.optional(),
-  /** A dry run (issue 19 §2): 200 with a preflight report, nothing written. HTTP only: a queue cannot answer. */
+  /** A dry run: 200 with a preflight report, nothing written. HTTP only: a queue cannot answer. */
   dryRun: z.boolean().optional(),
-  /** Issue 19 §3: the write lock only inside this window. */
+  /** The write lock only inside this window. */
   window: cutoverWindow.optional(),
 });
 

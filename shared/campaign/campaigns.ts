@@ -51,7 +51,7 @@ export interface CampaignDeps {
 }
 
 /**
- * The campaign service on both runners (issue 18 §3): the HTTP endpoints, the queue trigger and the
+ * The campaign service on both runners (docs/design.md §6.9): the HTTP endpoints, the queue trigger and the
  * command line call it; only the launcher differs. Every write is a compare-and-swap on the record, and
  * the state rules are plan.ts's: this class checks what a request means, applies them and wakes the runner.
  */
@@ -181,9 +181,11 @@ export class Campaigns implements CampaignService {
           `Campaign ${campaignId} has ${r.reserved} of its ${MAX_CAMPAIGN_RESOURCES} resources; ${ids.length} more do not fit.`,
         );
       }
-      return { ...r, pages: r.pages + 1, reserved: r.reserved + ids.length, updatedAt: this.at() };
+      return {
+        next: { ...r, pages: r.pages + 1, reserved: r.reserved + ids.length, updatedAt: this.at() },
+        note: undefined,
+      };
     });
-    if (!reserved) throw new RouteLockError('NotFound', `No campaign ${campaignId}.`);
     // seqs from the slots this reservation took: every seq one member's, whatever the batch sizes
     const first = reserved.before.reserved;
     const added = await this.deps.campaigns.addMembers(
@@ -222,9 +224,9 @@ export class Campaigns implements CampaignService {
           `Campaign ${campaignId} is ${r.status}; its limits are final.`,
         );
       const limits = patchedLimits(r.limits, patch, this.deps.maxMigrationAttempts);
-      return { ...r, limits, updatedAt: this.at() };
+      return { next: { ...r, limits, updatedAt: this.at() }, note: undefined };
     });
-    if (!saved) throw new RouteLockError('NotFound', `No campaign ${campaignId}.`);
+    if (saved.after === null) throw new RouteLockError('NotFound', `No campaign ${campaignId}.`);
     await this.kick(campaignId);
     return this.view(saved.after.record);
   }
@@ -235,16 +237,15 @@ export class Campaigns implements CampaignService {
     command: CampaignCommand,
     stamp: (record: CampaignRecord) => CampaignRecord,
   ): Promise<CampaignStatus> {
-    let unchanged: CampaignRecord | undefined;
     const saved = await casLoop(this.deps, await this.read(campaignId), (r) => {
       const status = commandOutcome(r.status, command, campaignId);
-      if (status === r.status) {
-        unchanged = r;
-        return null;
-      }
-      return { ...stamp(r), status, updatedAt: this.at() };
+      return {
+        next: status === r.status ? null : { ...stamp(r), status, updatedAt: this.at() },
+        note: undefined,
+      };
     });
-    if (!saved) return this.view(unchanged as CampaignRecord);
+    // unchanged: the record it was decided on stands
+    if (saved.after === null) return this.view(saved.before);
     await this.kick(campaignId);
     return this.view(saved.after.record);
   }

@@ -22,7 +22,7 @@ import {
 } from './types';
 
 /**
- * A campaign's rules (issue 18 §3), pure: how many may start now, the throttle back-off, the state
+ * A campaign's rules (docs/design.md §6.9), pure: how many may start now, the throttle back-off, the state
  * transitions and the commands, the write-lock histogram, the ETA and the status view. The tick
  * (tick.ts) and the service (campaigns.ts) only apply these; neither decides a rule of its own.
  */

@@ -37,7 +37,7 @@ import {
 } from './types';
 
 /**
- * A campaign's dry run (issue 19 §2): what a create would meet, answered without writing anything (no
+ * A campaign's dry run (docs/design.md §6.2): what a create would meet, answered without writing anything (no
  * campaign record, member, migration record or lock). Each resource gets the migration dry run's own
  * pure `preflight` (shared/migration/preflight.ts): its first failing route check is why it would be
  * skipped. The participants are asked once, about the first resource that would start, as the migration

@@ -8,7 +8,7 @@ import type { TelemetrySink } from '../telemetry/sink';
 import type { CampaignLimitsPatch, CampaignRequest, CampaignState, CampaignStatus } from './types';
 
 /**
- * What the HTTP endpoints, the queue trigger and the command line use (issue 18 §3), the same on both
+ * What the HTTP endpoints, the queue trigger and the command line use (docs/design.md §6.9), the same on both
  * runners: the implementation is `Campaigns` (shared/campaign/campaigns.ts); only the launcher differs.
  */
 export interface CampaignService {

@@ -42,7 +42,7 @@ import {
 } from './types';
 
 /**
- * One tick of a campaign (issue 18 §3): refresh its running members from their migration records,
+ * One tick of a campaign: refresh its running members from their migration records,
  * cancel (when Cancelling) or select and start (when Running) within its limits, and save the counts.
  *
  * Idempotent and safe to repeat after a crash at any point: the state is the record and the members,
@@ -82,7 +82,10 @@ const STATUS_ROUND_MS = 600_000;
 /** Selection reads another page of routes while fewer members than this (or maxConcurrent) wait. */
 const SELECTION_LOW_WATER = 100;
 
-/** What this tick learnt, applied to the record when it saves (re-applied on a lost CAS). */
+/**
+ * What a step of the tick found, applied to the record when it saves (again on a lost CAS). Each step
+ * returns its own; the tick combines them in step order (`combined`).
+ */
 interface TickFindings {
   /** Write-lock holds (ms) of the members that ended. */
   holds: number[];
@@ -95,6 +98,25 @@ interface TickFindings {
   durations: number[];
   /** Start instants of the members left running (for the ETA's elapsed time). */
   runningStarts: number[];
+}
+
+const nothingFound: TickFindings = { holds: [], errors: [], durations: [], runningStarts: [] };
+
+/** Findings of only the fields named. */
+const found = (some: Partial<TickFindings>): TickFindings => ({ ...nothingFound, ...some });
+
+/** Findings in step order: the lists joined, the first throttle reason and the first start kept. */
+function combined(...all: readonly TickFindings[]): TickFindings {
+  const throttledReason = all.find((f) => f.throttledReason !== undefined)?.throttledReason;
+  const firstStartAt = all.find((f) => f.firstStartAt !== undefined)?.firstStartAt;
+  return {
+    holds: all.flatMap((f) => f.holds),
+    errors: all.flatMap((f) => f.errors),
+    durations: all.flatMap((f) => f.durations),
+    runningStarts: all.flatMap((f) => f.runningStarts),
+    ...(throttledReason === undefined ? {} : { throttledReason }),
+    ...(firstStartAt === undefined ? {} : { firstStartAt }),
+  };
 }
 
 /** The rules a tick applies: plan.ts's; a seam only so a test can plant a broken one and see it caught. */
@@ -110,7 +132,8 @@ const planRules: TickRules = { startsAllowed, throttleAfterTick, leaseAllows };
 /**
  * The members' counts, taken once a tick (after the refresh) and kept up with the tick's own changes;
  * `under` is what the record's member slots were when they were taken. An append changes those (its
- * reservation), so a save that finds them changed, or counts gone off, counts again before deciding.
+ * reservation), so a save that finds them changed, or counts gone off (`stale`), counts again before
+ * deciding.
  */
 interface Tally {
   counts: CampaignCounts;
@@ -118,20 +141,31 @@ interface Tally {
   stale: boolean;
 }
 
-async function tallyNow(
-  deps: TickDeps,
-  campaignId: string,
-): Promise<{ versioned: VersionedCampaign; tally: Tally }> {
+/** The record with the members' counts taken under it. */
+interface Counted {
+  versioned: VersionedCampaign;
+  tally: Tally;
+}
+
+/** The record and the counts as a step leaves them, and what the step found. */
+interface Stepped extends Counted {
+  findings: TickFindings;
+}
+
+async function tallyNow(deps: TickDeps, campaignId: string): Promise<Counted> {
   const versioned = await mustGet(deps, campaignId);
   const counts = countsFrom(await deps.campaigns.countMembers(campaignId));
   const { reserved, pages } = versioned.record;
   return { versioned, tally: { counts, under: { reserved, pages }, stale: false } };
 }
 
-/** Members moved from pending to `state` by this tick. */
-function movedFromPending(tally: Tally, state: MemberState, n: number): void {
-  if (n > tally.counts.pending) tally.stale = true;
-  tally.counts = { ...tally.counts, pending: tally.counts.pending - n, [state]: tally.counts[state] + n };
+/** The tally with `n` members moved from pending to `state` by this tick. */
+function movedFromPending(tally: Tally, state: MemberState, n: number): Tally {
+  return {
+    ...tally,
+    stale: tally.stale || n > tally.counts.pending,
+    counts: { ...tally.counts, pending: tally.counts.pending - n, [state]: tally.counts[state] + n },
+  };
 }
 
 /** The lease this tick holds, and the checks of it. */
@@ -152,60 +186,14 @@ export async function campaignTick(
   if (isEnded(read.record.status)) return { done: true, status: read.record.status, nextTickAt: now };
 
   // the lease first: while another tick holds it, this one does nothing and asks to tick again soon
-  const owner = randomUUID();
-  const lease: TickLease = { owner, until: now + TICK_LEASE_MS };
-  const allowsOf = rules.leaseAllows ?? leaseAllows;
-  const held: Held = { lease, allows: (r) => allowsOf(r.tickLease, owner, deps.now()) };
-  let standing: TickLease | undefined;
-  const taken = await casLoop(deps, read, (r) => {
-    if (isEnded(r.status)) return null;
-    if (!held.allows(r)) {
-      standing = r.tickLease;
-      return null;
-    }
-    return { ...r, tickLease: lease };
-  });
-  if (!taken) return notNow(deps, campaignId, now, standing);
-
-  const findings: TickFindings = { holds: [], errors: [], durations: [], runningStarts: [] };
-  // the first tick past a 10-minute boundary since the last save asks about the long-unfinished
-  const askRunner =
-    Math.floor(now / STATUS_ROUND_MS) !== Math.floor(Date.parse(read.record.updatedAt) / STATUS_ROUND_MS);
-  const work = async (): Promise<CampaignRecord | null> => {
-    await refreshRunning(deps, campaignId, now, Date.parse(read.record.updatedAt), askRunner, findings);
-    // counted once a tick: every step below only moves members this tick knows of
-    const counted = await tallyNow(deps, campaignId);
-    const { tally } = counted;
-    let versioned = counted.versioned;
-    if (versioned.record.status === 'Cancelling') {
-      await cancelMembers(deps, versioned.record, findings);
-      movedFromPending(tally, 'cancelled', await cancelPendingMembers(deps.campaigns, campaignId, now));
-    } else if (versioned.record.status === 'Running') {
-      const selected = await selectPage(deps, versioned, tally.counts, findings, held);
-      versioned = selected.versioned;
-      if (selected.slots !== undefined) {
-        const { before, after } = selected.slots;
-        // an append between the count and this reservation: its members are not in the counts
-        if (before.reserved !== tally.under.reserved || before.pages !== tally.under.pages)
-          tally.stale = true;
-        tally.under = after;
-      }
-      const { pending, total } = tally.counts;
-      tally.counts = { ...tally.counts, pending: pending + selected.added, total: total + selected.added };
-      const started = await startMembers(deps, versioned, tally.counts, now, findings, rules, held);
-      versioned = started.versioned;
-      for (const m of started.outcomes) if (m.state !== 'pending') movedFromPending(tally, m.state, 1);
-    }
-    return save(deps, versioned, tally, now, findings, rules, held);
-  };
-  let saved: CampaignRecord | null;
-  try {
-    saved = await work();
-  } catch (error) {
+  const leased = await takeLease(deps, read, now, rules);
+  if (leased.held === null) return notNow(deps, campaignId, now, leased.standing);
+  const { held } = leased;
+  const { saved, findings } = await tickSteps(deps, read, now, rules, held).catch(async (error: unknown) => {
     // a tick that failed (the runner retries it) gives its lease back rather than make the retry wait
-    await releaseLease(deps, campaignId, owner).catch(() => undefined);
+    await releaseLease(deps, campaignId, held.lease.owner).catch(() => undefined);
     throw error;
-  }
+  });
   // another tick took the campaign meanwhile (this one overran its lease): that one saves
   if (saved === null) return notNow(deps, campaignId, now, undefined);
   const status = saved.status;
@@ -217,14 +205,62 @@ export async function campaignTick(
   return { done: ended, status, nextTickAt };
 }
 
+/** This tick's lease taken on the record; else none, and the live lease another tick holds (if any). */
+async function takeLease(
+  deps: TickDeps,
+  read: VersionedCampaign,
+  now: number,
+  rules: TickRules,
+): Promise<{ held: Held } | { held: null; standing: TickLease | undefined }> {
+  const owner = randomUUID();
+  const lease: TickLease = { owner, until: now + TICK_LEASE_MS };
+  const allowsOf = rules.leaseAllows ?? leaseAllows;
+  const held: Held = { lease, allows: (r) => allowsOf(r.tickLease, owner, deps.now()) };
+  const taken = await casLoop<TickLease | undefined>(deps, read, (r) => {
+    if (isEnded(r.status)) return { next: null, note: undefined };
+    if (!held.allows(r)) return { next: null, note: r.tickLease };
+    return { next: { ...r, tickLease: lease }, note: undefined };
+  });
+  return taken.after === null ? { held: null, standing: taken.note } : { held };
+}
+
+/**
+ * The tick's steps under its lease: the running members refreshed, counted once (every step after
+ * only moves members this tick knows of), then cancel (Cancelling) or select and start (Running), then
+ * the save. The record saved (null: another tick took the campaign meanwhile) and what the steps found.
+ */
+async function tickSteps(
+  deps: TickDeps,
+  read: VersionedCampaign,
+  now: number,
+  rules: TickRules,
+  held: Held,
+): Promise<{ saved: CampaignRecord | null; findings: TickFindings }> {
+  const campaignId = read.record.campaignId;
+  const lastSaveAt = Date.parse(read.record.updatedAt);
+  // the first tick past a 10-minute boundary since the last save asks about the long-unfinished
+  const askRunner = Math.floor(now / STATUS_ROUND_MS) !== Math.floor(lastSaveAt / STATUS_ROUND_MS);
+  const refreshed = await refreshRunning(deps, campaignId, now, lastSaveAt, askRunner);
+  const counted = await tallyNow(deps, campaignId);
+  const status = counted.versioned.record.status;
+  const stepped =
+    status === 'Cancelling'
+      ? await cancelStep(deps, counted, now)
+      : status === 'Running'
+        ? await runningStep(deps, counted, now, rules, held)
+        : { ...counted, findings: nothingFound };
+  const findings = combined(refreshed, stepped.findings);
+  return { saved: await save(deps, stepped, now, findings, rules, held), findings };
+}
+
 /** The lease back, if this tick still holds it (best effort: one not given back runs out). */
 async function releaseLease(deps: TickDeps, campaignId: string, owner: string): Promise<void> {
   const current = await deps.campaigns.get(campaignId);
   if (!current) return;
   await casLoop(deps, current, (r) => {
-    if (r.tickLease?.owner !== owner) return null;
+    if (r.tickLease?.owner !== owner) return { next: null, note: undefined };
     const { tickLease: _l, ...rest } = r;
-    return rest;
+    return { next: rest, note: undefined };
   });
 }
 
@@ -246,29 +282,38 @@ async function notNow(
 // b. running members: their migrations' ends
 // ---------------------------------------------------------------------------------------------
 
+/** A running member's refresh: the member as its migration leaves it (null: nothing changed), and what it found. */
+interface Refresh {
+  changed: CampaignMember | null;
+  findings: TickFindings;
+}
+
+const unchanged: Refresh = { changed: null, findings: nothingFound };
+
 async function refreshRunning(
   deps: TickDeps,
   campaignId: string,
   now: number,
   lastTickAt: number,
   askRunner: boolean,
-  findings: TickFindings,
-): Promise<void> {
+): Promise<TickFindings> {
+  let findings = nothingFound;
   for await (const page of runningPages(deps, campaignId)) {
     // a member not due for a read this tick is still running (its start counts for the ETA); the tick
     // that asks about the long-unfinished reads every one
     const outcomes = await inParallel(page, (member) =>
       askRunner || dueForCheck(member.startedAt, now, lastTickAt, deps.settings.tickMs)
-        ? refreshed(deps, member, now, askRunner, findings)
-        : Promise.resolve(null),
+        ? refreshed(deps, member, now, askRunner)
+        : Promise.resolve(unchanged),
     );
-    page.forEach((member, i) => {
-      if (outcomes[i] === null && member.startedAt !== undefined)
-        findings.runningStarts.push(member.startedAt);
-    });
-    const changed = outcomes.filter((m): m is CampaignMember => m !== null);
+    const stillRunning = page.flatMap((member, i) =>
+      (outcomes[i] as Refresh).changed === null && member.startedAt !== undefined ? [member.startedAt] : [],
+    );
+    findings = combined(findings, ...outcomes.map((o) => o.findings), found({ runningStarts: stillRunning }));
+    const changed = outcomes.flatMap((o) => (o.changed === null ? [] : [o.changed]));
     if (changed.length > 0) await deps.campaigns.saveMembers(campaignId, changed);
   }
+  return findings;
 }
 
 /** The running members a page at a time, in seq order (a page saved meanwhile does not move the cursor). */
@@ -287,45 +332,62 @@ async function* runningPages(deps: TickDeps, campaignId: string): AsyncGenerator
   }
 }
 
-/** The member as its migration leaves it, or null when nothing changed. */
+/** A running member refreshed from its migration's record (and, when long unfinished, its runner). */
 async function refreshed(
   deps: TickDeps,
   member: CampaignMember,
   now: number,
   askRunner: boolean,
-  findings: TickFindings,
-): Promise<CampaignMember | null> {
+): Promise<Refresh> {
   const migrationId = member.migrationId ?? memberMigrationId(member.campaignId, member.seq);
+  const failed = (what: string, error: unknown): Refresh => ({
+    changed: null,
+    findings: found({ errors: [`${what} ${migrationId}: ${messageOf(error)}`] }),
+  });
   let record: MigrationRecord | null;
   try {
     record = await deps.records.get(migrationId);
   } catch (error) {
-    findings.errors.push(`reading migration ${migrationId}: ${messageOf(error)}`);
-    return null;
+    return failed('reading migration', error);
   }
-  if (record === null) return startLost(member.startedAt, now) ? backToPending(member) : null;
-  let status = record.status;
-  if (!record.done) {
-    if (!askRunner || now - Date.parse(claimedAtOf(record)) <= LONG_UNFINISHED_MS) return null;
-    try {
-      status = await deps.migrations.status(migrationId);
-    } catch (error) {
-      findings.errors.push(`status of migration ${migrationId}: ${messageOf(error)}`);
-      return null;
-    }
-    if (!terminalStates.has(status.status)) return null;
+  if (record === null)
+    return {
+      changed: startLost(member.startedAt, now) ? backToPending(member) : null,
+      findings: nothingFound,
+    };
+  if (record.done) return endedMember(member, migrationId, record.status, now);
+  if (!askRunner || now - Date.parse(claimedAtOf(record)) <= LONG_UNFINISHED_MS) return unchanged;
+  let status: MigrationStatus;
+  try {
+    status = await deps.migrations.status(migrationId);
+  } catch (error) {
+    return failed('status of migration', error);
   }
+  return terminalStates.has(status.status) ? endedMember(member, migrationId, status, now) : unchanged;
+}
+
+/** A member whose migration ended: its end, and the hold and duration the histogram and the ETA count. */
+function endedMember(
+  member: CampaignMember,
+  migrationId: string,
+  status: MigrationStatus,
+  now: number,
+): Refresh {
   const writeLockMs = writeLockHold(status, now);
-  if (writeLockMs !== undefined) findings.holds.push(writeLockMs);
   const endedAt = endOf(status) ?? now;
-  if (member.startedAt !== undefined) findings.durations.push(Math.max(0, endedAt - member.startedAt));
   return {
-    ...member,
-    migrationId,
-    state: memberStateOf(status.status),
-    endedAt,
-    ...(writeLockMs === undefined ? {} : { writeLockMs }),
-    ...(status.error === undefined ? {} : { reason: status.error }),
+    changed: {
+      ...member,
+      migrationId,
+      state: memberStateOf(status.status),
+      endedAt,
+      ...(writeLockMs === undefined ? {} : { writeLockMs }),
+      ...(status.error === undefined ? {} : { reason: status.error }),
+    },
+    findings: found({
+      holds: writeLockMs === undefined ? [] : [writeLockMs],
+      durations: member.startedAt === undefined ? [] : [Math.max(0, endedAt - member.startedAt)],
+    }),
   };
 }
 
@@ -353,30 +415,45 @@ function writeLockHold(status: MigrationStatus, now: number): number | undefined
 // c. Cancelling: every running migration asked once, the pending cancelled
 // ---------------------------------------------------------------------------------------------
 
-async function cancelMembers(deps: TickDeps, record: CampaignRecord, findings: TickFindings): Promise<void> {
+async function cancelStep(deps: TickDeps, { versioned, tally }: Counted, now: number): Promise<Stepped> {
+  const errors = await cancelMembers(deps, versioned.record);
+  const cancelled = await cancelPendingMembers(deps.campaigns, versioned.record.campaignId, now);
+  return { versioned, tally: movedFromPending(tally, 'cancelled', cancelled), findings: found({ errors }) };
+}
+
+/** Every running member's migration asked to cancel once: the errors of the asks that failed. */
+async function cancelMembers(deps: TickDeps, record: CampaignRecord): Promise<string[]> {
   const campaignId = record.campaignId;
   const actor: Actor = { id: record.cancelRequestedBy ?? `campaign:${campaignId}` };
+  let errors: string[] = [];
   for await (const page of runningPages(deps, campaignId)) {
-    const sent = await inParallel(
+    const asked = await inParallel(
       // a member that joined another's migration is watched to its end, never cancelled by this campaign
       page.filter((m) => m.cancelSent !== true && m.migrationId !== undefined && !isJoined(m)),
-      async (member): Promise<CampaignMember | null> => {
-        try {
-          await deps.migrations.cancel(member.migrationId as string, actor);
-        } catch (error) {
-          // too late (it ends Completed), gone, or one that cannot be cancelled: it ends on its own
-          const settled = ['AlreadySwapped', 'NotFound', 'MigrationNotCancellable'] as const;
-          if (!settled.some((code) => isRouteLockError(error, code))) {
-            findings.errors.push(`cancelling migration ${member.migrationId}: ${messageOf(error)}`);
-            return null;
-          }
-        }
-        return { ...member, cancelSent: true };
-      },
+      (member) => cancelOne(deps, member, actor),
     );
-    const changed = sent.filter((m): m is CampaignMember => m !== null);
+    errors = [...errors, ...asked.flatMap((a) => (a.error === undefined ? [] : [a.error]))];
+    const changed = asked.flatMap((a) => (a.sent === null ? [] : [a.sent]));
     if (changed.length > 0) await deps.campaigns.saveMembers(campaignId, changed);
   }
+  return errors;
+}
+
+/** One member's migration asked to cancel: the member marked sent, or (the ask failed) why not. */
+async function cancelOne(
+  deps: TickDeps,
+  member: CampaignMember,
+  actor: Actor,
+): Promise<{ sent: CampaignMember | null; error?: string }> {
+  try {
+    await deps.migrations.cancel(member.migrationId as string, actor);
+  } catch (error) {
+    // too late (it ends Completed), gone, or one that cannot be cancelled: it ends on its own
+    const settled = ['AlreadySwapped', 'NotFound', 'MigrationNotCancellable'] as const;
+    if (!settled.some((code) => isRouteLockError(error, code)))
+      return { sent: null, error: `cancelling migration ${member.migrationId}: ${messageOf(error)}` };
+  }
+  return { sent: { ...member, cancelSent: true } };
 }
 
 /**
@@ -401,10 +478,51 @@ export async function cancelPendingMembers(
 }
 
 // ---------------------------------------------------------------------------------------------
-// d. Running: `from` selection, one page of routes a tick
+// d. Running: a page of the `from` selection, then the starts within the limits
 // ---------------------------------------------------------------------------------------------
 
+async function runningStep(
+  deps: TickDeps,
+  { versioned, tally }: Counted,
+  now: number,
+  rules: TickRules,
+  held: Held,
+): Promise<Stepped> {
+  const selected = await selectPage(deps, versioned, tally.counts, held);
+  const withPage = afterSelection(tally, selected);
+  const started = await startMembers(deps, selected.versioned, withPage.counts, now, rules, held);
+  const moved = started.outcomes.reduce(
+    (t, m) => (m.state === 'pending' ? t : movedFromPending(t, m.state, 1)),
+    withPage,
+  );
+  return {
+    versioned: started.versioned,
+    tally: moved,
+    findings: combined(selected.findings, started.findings),
+  };
+}
+
 type FromSource = Extract<CampaignSource, { kind: 'from' }>;
+
+/** A page of the selection taken: the record after it, the members it added, what it found. */
+interface Selected {
+  versioned: VersionedCampaign;
+  added: number;
+  /** The record's member slots before and after this page's reservation, when it made one. */
+  slots?: { before: Tally['under']; after: Tally['under'] };
+  findings: TickFindings;
+}
+
+/** The tally with a selected page's members pending in it. */
+function afterSelection(tally: Tally, selected: Selected): Tally {
+  const { pending, total } = tally.counts;
+  const counts = { ...tally.counts, pending: pending + selected.added, total: total + selected.added };
+  if (selected.slots === undefined) return { ...tally, counts };
+  const { before, after } = selected.slots;
+  // an append between the count and this reservation: its members are not in the counts
+  const appended = before.reserved !== tally.under.reserved || before.pages !== tally.under.pages;
+  return { counts, under: after, stale: tally.stale || appended };
+}
 
 /**
  * One page of a `from: {region}` selection: the listed routes now at the region (never the probe's),
@@ -420,54 +538,48 @@ export async function selectionPage(
     limit: PAGE,
     ...(continuation === undefined ? {} : { continuation }),
   });
-  // the listed copies with their ETags: the members' starts pass them on (issue 20 §5)
+  // the listed copies with their ETags: the members' starts pass them on
   const versions = page.items.filter(({ doc }) => doc.location.region === region && !isProbeId(doc.id));
   return { routes: versions.map((item) => item.doc), versions, continuation: page.continuation };
 }
 
 /**
  * One page of the route list: the routes at the source region become members. Their slots are
- * reserved on the record first (pages + 1, reserved + n; seqs reserved + index) so its seqs are this page's alone, then the
- * members are added, then the source's continuation moves on. A crash in between reads the same
- * routes again next tick: they are kept once (addMembers drops a resource it has), at the price of a
- * page reservation.
+ * reserved on the record first (pages + 1, reserved + n; seqs reserved + index) so its seqs are this
+ * page's alone, then the members are added, then the source's continuation moves on. A crash in between
+ * reads the same routes again next tick: they are kept once (addMembers drops a resource it has), at
+ * the price of a page reservation.
  */
 async function selectPage(
   deps: TickDeps,
   versioned: VersionedCampaign,
   counts: CampaignCounts,
-  findings: TickFindings,
   held: Held,
-): Promise<{
-  versioned: VersionedCampaign;
-  added: number;
-  /** The record's member slots before and after this page's reservation, when it made one. */
-  slots?: { before: Tally['under']; after: Tally['under'] };
-}> {
-  const source = versioned.record.source;
-  const none = { versioned, added: 0 };
+): Promise<Selected> {
+  const { record } = versioned;
+  const source = record.source;
+  const none: Selected = { versioned, added: 0, findings: nothingFound };
   if (source.kind !== 'from' || source.done) return none;
-  if (counts.pending >= Math.max(versioned.record.limits.maxConcurrent, SELECTION_LOW_WATER)) return none;
+  if (counts.pending >= Math.max(record.limits.maxConcurrent, SELECTION_LOW_WATER)) return none;
   let page;
   try {
     page = await selectionPage(deps.store, source.region, source.continuation);
   } catch (error) {
-    findings.errors.push(`selecting routes at ${source.region}: ${messageOf(error)}`);
-    return none;
+    return {
+      ...none,
+      findings: found({ errors: [`selecting routes at ${source.region}: ${messageOf(error)}`] }),
+    };
   }
-  const matching = page.routes.map((doc) => doc.id);
-  const etagOf = new Map(page.versions.map((item) => [item.doc.id, item.etag]));
   // this process's router holds them: a member started here decides its pre-lock on the listed copy
   deps.router.holdVersions(page.versions);
-  const record = versioned.record;
-  const limitRoom = source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected;
-  const capacityRoom = MAX_CAMPAIGN_RESOURCES - record.reserved;
-  const room = Math.max(0, Math.min(limitRoom, capacityRoom));
-  const taken = matching.slice(0, room);
-  // the selection ends here once it has all it may take: its limit, or the campaign's capacity
-  const cut = taken.length >= room;
-  if (cut && capacityRoom < limitRoom)
-    findings.errors.push(`the campaign is full (${MAX_CAMPAIGN_RESOURCES} resources): selection stopped`);
+  const { taken, cut, full } = selectionRoom(
+    record,
+    source,
+    page.routes.map((doc) => doc.id),
+  );
+  const findings = full
+    ? found({ errors: [`the campaign is full (${MAX_CAMPAIGN_RESOURCES} resources): selection stopped`] })
+    : nothingFound;
   // the source as this tick read it (a pause meanwhile does not undo a page already taken)
   const sameSelection = (r: CampaignRecord) =>
     held.allows(r) &&
@@ -475,64 +587,116 @@ async function selectPage(
     !r.source.done &&
     r.source.continuation === source.continuation &&
     r.source.selected === source.selected;
-
-  let current = versioned;
-  let added = 0;
-  let slots: { before: Tally['under']; after: Tally['under'] } | undefined;
-  if (taken.length > 0) {
-    const reserved = await casLoop(deps, current, (r) =>
-      sameSelection(r) && r.reserved + taken.length <= MAX_CAMPAIGN_RESOURCES
-        ? { ...r, pages: r.pages + 1, reserved: r.reserved + taken.length }
-        : null,
-    );
-    if (!reserved) return { versioned: await mustGet(deps, record.campaignId), added: 0 };
-    const first = reserved.before.reserved;
-    current = reserved.after;
-    slots = {
-      before: { reserved: first, pages: reserved.before.pages },
-      after: { reserved: current.record.reserved, pages: current.record.pages },
-    };
-    added = await deps.campaigns.addMembers(
-      record.campaignId,
-      taken.map((resourceId, i) => ({ seq: first + i, resourceId, routeEtag: etagOf.get(resourceId) })),
-    );
-  }
-  const advanced = await casLoop(deps, current, (r) => {
-    if (!sameSelection(r)) return null;
-    const from = r.source as FromSource;
-    const { continuation: _old, ...rest } = from;
-    return {
-      ...r,
-      source: {
-        ...rest,
-        ...(page.continuation === null ? {} : { continuation: page.continuation }),
-        selected: from.selected + taken.length,
-        done: page.continuation === null || cut,
-      },
-    };
-  });
+  const etagOf = new Map(page.versions.map((item) => [item.doc.id, item.etag]));
+  const added =
+    taken.length === 0
+      ? { versioned, added: 0 }
+      : await addPage(deps, versioned, taken, etagOf, sameSelection);
+  if (added === null) return { versioned: await mustGet(deps, record.campaignId), added: 0, findings };
+  const advanced = await casLoop(deps, added.versioned, (r) => ({
+    next: sameSelection(r) ? withSourceAdvanced(r, page.continuation, taken.length, cut) : null,
+    note: undefined,
+  }));
   return {
-    versioned: advanced ? advanced.after : await mustGet(deps, record.campaignId),
-    added,
-    ...(slots === undefined ? {} : { slots }),
+    ...added,
+    versioned: advanced.after ?? (await mustGet(deps, record.campaignId)),
+    findings,
   };
 }
 
-// ---------------------------------------------------------------------------------------------
-// d. Running: starts within the limits
-// ---------------------------------------------------------------------------------------------
+/**
+ * What a selection takes of a listed page: up to its limit and the campaign's capacity; `cut` when
+ * that ends the selection, `full` when the capacity was what ended it.
+ */
+function selectionRoom(
+  record: CampaignRecord,
+  source: FromSource,
+  matching: readonly string[],
+): { taken: string[]; cut: boolean; full: boolean } {
+  const limitRoom = source.limit === undefined ? Number.POSITIVE_INFINITY : source.limit - source.selected;
+  const capacityRoom = MAX_CAMPAIGN_RESOURCES - record.reserved;
+  const room = Math.max(0, Math.min(limitRoom, capacityRoom));
+  const taken = matching.slice(0, room);
+  // the selection ends here once it has all it may take: its limit, or the campaign's capacity
+  const cut = taken.length >= room;
+  return { taken, cut, full: cut && capacityRoom < limitRoom };
+}
+
+/**
+ * A page's member slots reserved on the record, then its members added with their listed ETags. Null
+ * when the reservation was declined (the selection moved on, or the campaign has no room).
+ */
+async function addPage(
+  deps: TickDeps,
+  versioned: VersionedCampaign,
+  taken: readonly string[],
+  etagOf: ReadonlyMap<string, string>,
+  sameSelection: (r: CampaignRecord) => boolean,
+): Promise<Omit<Selected, 'findings'> | null> {
+  const reserved = await casLoop(deps, versioned, (r) => ({
+    next:
+      sameSelection(r) && r.reserved + taken.length <= MAX_CAMPAIGN_RESOURCES
+        ? { ...r, pages: r.pages + 1, reserved: r.reserved + taken.length }
+        : null,
+    note: undefined,
+  }));
+  if (reserved.after === null) return null;
+  const { before, after } = reserved;
+  const added = await deps.campaigns.addMembers(
+    before.campaignId,
+    taken.map((resourceId, i) => ({
+      seq: before.reserved + i,
+      resourceId,
+      routeEtag: etagOf.get(resourceId),
+    })),
+  );
+  return {
+    versioned: after,
+    added,
+    slots: {
+      before: { reserved: before.reserved, pages: before.pages },
+      after: { reserved: after.record.reserved, pages: after.record.pages },
+    },
+  };
+}
+
+/** The record with its `from` source moved past a page of `taken` routes. */
+function withSourceAdvanced(
+  r: CampaignRecord,
+  continuation: string | null,
+  taken: number,
+  cut: boolean,
+): CampaignRecord {
+  const from = r.source as FromSource;
+  const { continuation: _old, ...rest } = from;
+  return {
+    ...r,
+    source: {
+      ...rest,
+      ...(continuation === null ? {} : { continuation }),
+      selected: from.selected + taken,
+      done: continuation === null || cut,
+    },
+  };
+}
+
+/** One start's answer: the member as it leaves it, whether the tick starts no more, and what it found. */
+interface Started {
+  member: CampaignMember;
+  stop: boolean;
+  findings: TickFindings;
+}
 
 async function startMembers(
   deps: TickDeps,
   versioned: VersionedCampaign,
   counts: CampaignCounts,
   now: number,
-  findings: TickFindings,
   rules: TickRules,
   held: Held,
-): Promise<{ versioned: VersionedCampaign; outcomes: CampaignMember[] }> {
+): Promise<{ versioned: VersionedCampaign; outcomes: CampaignMember[]; findings: TickFindings }> {
   const campaignId = versioned.record.campaignId;
-  const none = { versioned, outcomes: [] };
+  const none = { versioned, outcomes: [], findings: nothingFound };
   const allowedBy = (r: CampaignRecord) =>
     rules.startsAllowed({
       limits: r.limits,
@@ -548,16 +712,18 @@ async function startMembers(
   if (candidates.length === 0) return none;
 
   // reserve first: the batch is on the record before any of its starts is made
-  let count = 0;
   const reservation = await casLoop(deps, versioned, (r) => {
-    if (r.status !== 'Running' || !held.allows(r)) return null;
-    count = Math.min(candidates.length, allowedBy(r));
-    if (count <= 0) return null;
-    return { ...r, recentStarts: [...pruneStarts(r.recentStarts, now), { at: now, count }] };
+    if (r.status !== 'Running' || !held.allows(r)) return { next: null, note: 0 };
+    const count = Math.min(candidates.length, allowedBy(r));
+    if (count <= 0) return { next: null, note: count };
+    return {
+      next: { ...r, recentStarts: [...pruneStarts(r.recentStarts, now), { at: now, count }] },
+      note: count,
+    };
   });
-  if (!reservation) return { versioned: await mustGet(deps, campaignId), outcomes: [] };
+  if (reservation.after === null) return { ...none, versioned: await mustGet(deps, campaignId) };
   const markedAt = deps.now();
-  const chosen = candidates.slice(0, count).map((m): CampaignMember => ({
+  const chosen = candidates.slice(0, reservation.note).map((m): CampaignMember => ({
     ...m,
     state: 'running',
     migrationId: memberMigrationId(campaignId, m.seq),
@@ -567,57 +733,108 @@ async function startMembers(
   await deps.campaigns.saveMembers(campaignId, chosen);
 
   const record = reservation.after.record;
-  let stopped = false;
-  const startOne = async (member: CampaignMember): Promise<CampaignMember> => {
-    if (stopped) return backToPending(member);
-    if (!leaseLeftForStart(held.lease, deps.now())) {
-      // too little of the lease left for this start to land before another tick may take over
-      stopped = true;
-      findings.errors.push('the tick ran short of its lease: the next tick goes on with the starts');
-      return backToPending(member);
-    }
-    try {
-      const started = await deps.migrations.start({
-        resourceId: member.resourceId,
-        target: record.target,
-        migrationId: member.migrationId,
-        campaignId,
-        ...(record.limits.migrationAttempts === undefined
-          ? {}
-          : { migrationAttempts: record.limits.migrationAttempts }),
-        ...(record.window === undefined ? {} : { window: record.window }),
-        ...(member.routeEtag === undefined ? {} : { routeEtag: member.routeEtag }),
-      });
-      findings.firstStartAt ??= now;
-      const { startFailures: _f, ...ok } = member;
-      return { ...ok, migrationId: started.migrationId };
-    } catch (error) {
-      const failures = member.startFailures ?? 0;
-      const { outcome, counted } = afterStartError(error, failures);
-      if (outcome === 'conflict')
-        return { ...backToPending(member), state: 'conflict', endedAt: now, reason: messageOf(error) };
-      if (outcome === 'skipped') {
-        const { startFailures: _f, ...rest } = backToPending(member);
-        const reason = counted
-          ? `${MAX_START_FAILURES} starts in a row failed; the last: ${messageOf(error)}`
-          : messageOf(error);
-        // the error's code too: what the campaign's status counts its skips by
-        const reasonCode = isRouteLockError(error) ? error.code : 'StartFailed';
-        return { ...rest, state: 'skipped', endedAt: now, reason, reasonCode };
-      }
-      // a store throttling or down: no more starts this tick, and this member's failures counted
-      stopped = true;
-      findings.throttledReason ??= messageOf(error);
-      findings.errors.push(`starting ${member.resourceId}: ${messageOf(error)}`);
-      return counted ? { ...backToPending(member), startFailures: failures + 1 } : backToPending(member);
-    }
-  };
-  // the first alone: a throttling store refuses one start, not a whole parallel round
-  const [first, ...rest] = chosen as [CampaignMember, ...CampaignMember[]];
-  const outcomes = [await startOne(first), ...(await inParallel(rest, startOne))];
+  const starts = await startAll(chosen, (member) => startOne(deps, record, member, now, held));
+  const outcomes = starts.map((s) => s.member);
   await deps.campaigns.saveMembers(campaignId, outcomes);
-  for (const m of outcomes) if (m.state === 'running') findings.runningStarts.push(markedAt);
-  return { versioned: reservation.after, outcomes };
+  const runningStarts = outcomes.filter((m) => m.state === 'running').map(() => markedAt);
+  const findings = combined(...starts.map((s) => s.findings), found({ runningStarts }));
+  return { versioned: reservation.after, outcomes, findings };
+}
+
+/**
+ * The chosen members' starts: the first alone (a throttling store refuses one start, not a whole
+ * parallel round), then the rest PARALLEL at a time, until a start answers `stop`: the members not
+ * begun by then go back to pending.
+ */
+async function startAll(
+  chosen: readonly CampaignMember[],
+  start: (member: CampaignMember) => Started | Promise<Started>,
+): Promise<Started[]> {
+  const notBegun = (member: CampaignMember): Started => ({
+    member: backToPending(member),
+    stop: false,
+    findings: nothingFound,
+  });
+  const [first, ...rest] = chosen as [CampaignMember, ...CampaignMember[]];
+  const head = await start(first);
+  return [head, ...(head.stop ? rest.map(notBegun) : await inParallelUntilStop(rest, start, notBegun))];
+}
+
+/**
+ * One member's start. Answered at once (no await) when too little of the lease is left, so that the
+ * stop is seen before the next start begins.
+ */
+function startOne(
+  deps: TickDeps,
+  record: CampaignRecord,
+  member: CampaignMember,
+  now: number,
+  held: Held,
+): Started | Promise<Started> {
+  if (!leaseLeftForStart(held.lease, deps.now())) {
+    // too little of the lease left for this start to land before another tick may take over
+    const error = 'the tick ran short of its lease: the next tick goes on with the starts';
+    return { member: backToPending(member), stop: true, findings: found({ errors: [error] }) };
+  }
+  return startMigration(deps, record, member, now);
+}
+
+async function startMigration(
+  deps: TickDeps,
+  record: CampaignRecord,
+  member: CampaignMember,
+  now: number,
+): Promise<Started> {
+  try {
+    const started = await deps.migrations.start({
+      resourceId: member.resourceId,
+      target: record.target,
+      migrationId: member.migrationId,
+      campaignId: record.campaignId,
+      ...(record.limits.migrationAttempts === undefined
+        ? {}
+        : { migrationAttempts: record.limits.migrationAttempts }),
+      ...(record.window === undefined ? {} : { window: record.window }),
+      ...(member.routeEtag === undefined ? {} : { routeEtag: member.routeEtag }),
+    });
+    const { startFailures: _f, ...ok } = member;
+    return {
+      member: { ...ok, migrationId: started.migrationId },
+      stop: false,
+      findings: found({ firstStartAt: now }),
+    };
+  } catch (error) {
+    return afterFailedStart(member, error, now);
+  }
+}
+
+/**
+ * A start refused: a conflict or a skip ends the member; a store throttling or down stops this tick's
+ * starts, the member back to pending with its failures counted.
+ */
+function afterFailedStart(member: CampaignMember, error: unknown, now: number): Started {
+  const failures = member.startFailures ?? 0;
+  const { outcome, counted } = afterStartError(error, failures);
+  const ends = (ended: CampaignMember): Started => ({ member: ended, stop: false, findings: nothingFound });
+  if (outcome === 'conflict')
+    return ends({ ...backToPending(member), state: 'conflict', endedAt: now, reason: messageOf(error) });
+  if (outcome === 'skipped') {
+    const { startFailures: _f, ...rest } = backToPending(member);
+    const reason = counted
+      ? `${MAX_START_FAILURES} starts in a row failed; the last: ${messageOf(error)}`
+      : messageOf(error);
+    // the error's code too: what the campaign's status counts its skips by
+    const reasonCode = isRouteLockError(error) ? error.code : 'StartFailed';
+    return ends({ ...rest, state: 'skipped', endedAt: now, reason, reasonCode });
+  }
+  return {
+    member: counted ? { ...backToPending(member), startFailures: failures + 1 } : backToPending(member),
+    stop: true,
+    findings: found({
+      throttledReason: messageOf(error),
+      errors: [`starting ${member.resourceId}: ${messageOf(error)}`],
+    }),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -625,94 +842,110 @@ async function startMembers(
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The tick's own fields applied to the record as it stands: counts, the state they lead to, the rate
- * window, the throttle, the histogram, the first start, the last error. A CAS that loses re-reads and
- * applies them again, so an operator's command or new limits saved meanwhile win; when an append moved
- * the member slots since the count (or the counts went off), it counts again first, so no member an
- * append added is missed by the state it decides (Completed with a member pending).
+ * The tick's own fields applied to the record as it stands (`withFindings`). A CAS that loses re-reads
+ * and applies them again, so an operator's command or new limits saved meanwhile win; when an append
+ * moved the member slots since the count (or the counts went off), it counts again first, so no member
+ * an append added is missed by the state it decides (Completed with a member pending).
  */
 async function save(
   deps: TickDeps,
-  versioned: VersionedCampaign,
-  tally: Tally,
+  stepped: Counted,
   now: number,
   findings: TickFindings,
   rules: TickRules,
   held: Held,
 ): Promise<CampaignRecord | null> {
-  const at = new Date(now).toISOString();
-  const { durations, runningStarts } = findings;
-  const apply = (r: CampaignRecord, counts: CampaignCounts): CampaignRecord => {
-    const status = nextCampaignState(r.status, counts, sourceDone(r.source, counts.total));
-    const throttle = rules.throttleAfterTick(r.throttle, now, findings.throttledReason);
-    const lastTickError = findings.errors.length === 0 ? undefined : findings.errors.slice(0, 3).join('; ');
-    // the lease is released here: the next tick need not wait for it to run out
-    const { throttle: _t, lastTickError: _e, tickLease: _l, runningStartedAt: _r, ...rest } = r;
-    const ended = r.endedMigrations ?? { count: 0, totalMs: 0 };
-    return {
-      ...rest,
-      status,
-      counts,
-      updatedAt: at,
-      recentStarts: pruneStarts(r.recentStarts, now),
-      writeLockHistogram: findings.holds.reduce(addToHistogram, r.writeLockHistogram),
-      ...(durations.length === 0 && r.endedMigrations === undefined
-        ? {}
-        : {
-            endedMigrations: {
-              count: ended.count + durations.length,
-              totalMs: ended.totalMs + durations.reduce((a, b) => a + b, 0),
-            },
-          }),
-      ...(runningStarts.length === 0
-        ? {}
-        : { runningStartedAt: Math.round(runningStarts.reduce((a, b) => a + b, 0) / runningStarts.length) }),
-      ...(throttle === undefined ? {} : { throttle }),
-      ...(lastTickError === undefined ? {} : { lastTickError }),
-      ...(r.firstStartAt === undefined && findings.firstStartAt === undefined
-        ? {}
-        : { firstStartAt: r.firstStartAt ?? findings.firstStartAt }),
-      ...(isEnded(status) ? { endedAt: r.endedAt ?? at } : {}),
-    };
-  };
-  let current = versioned;
-  let counted = tally;
+  const campaignId = stepped.versioned.record.campaignId;
+  let { versioned, tally } = stepped;
   for (let round = 0; ; round += 1) {
-    let moved = false;
-    const saved = await casLoop(deps, current, (r) => {
-      if (!held.allows(r)) return null;
-      moved = counted.stale || r.reserved !== counted.under.reserved || r.pages !== counted.under.pages;
-      return moved ? null : apply(r, counted.counts);
+    const counted = tally;
+    const saved = await casLoop(deps, versioned, (r) => {
+      if (!held.allows(r)) return { next: null, note: { moved: false } };
+      const moved = counted.stale || r.reserved !== counted.under.reserved || r.pages !== counted.under.pages;
+      return { next: moved ? null : withFindings(r, counted.counts, now, findings, rules), note: { moved } };
     });
-    if (!moved) return saved === null ? null : saved.after.record;
+    if (!saved.note.moved) return saved.after?.record ?? null;
     if (round >= 50)
       throw new RouteLockError(
         'PreconditionFailed',
-        `Campaign ${versioned.record.campaignId} kept gaining members under ${round} counts; try again.`,
+        `Campaign ${campaignId} kept gaining members under ${round} counts; try again.`,
       );
-    ({ versioned: current, tally: counted } = await tallyNow(deps, versioned.record.campaignId));
+    ({ versioned, tally } = await tallyNow(deps, campaignId));
   }
+}
+
+/**
+ * The record as this tick leaves it: the counts, the state they lead to, the rate window, the throttle,
+ * the histogram, the ETA's sums, the first start, the last error; and the lease released, so the next
+ * tick need not wait for it to run out.
+ */
+function withFindings(
+  r: CampaignRecord,
+  counts: CampaignCounts,
+  now: number,
+  findings: TickFindings,
+  rules: TickRules,
+): CampaignRecord {
+  const at = new Date(now).toISOString();
+  const { durations, runningStarts } = findings;
+  const status = nextCampaignState(r.status, counts, sourceDone(r.source, counts.total));
+  const throttle = rules.throttleAfterTick(r.throttle, now, findings.throttledReason);
+  const lastTickError = findings.errors.length === 0 ? undefined : findings.errors.slice(0, 3).join('; ');
+  const { throttle: _t, lastTickError: _e, tickLease: _l, runningStartedAt: _r, ...rest } = r;
+  const ended = r.endedMigrations ?? { count: 0, totalMs: 0 };
+  return {
+    ...rest,
+    status,
+    counts,
+    updatedAt: at,
+    recentStarts: pruneStarts(r.recentStarts, now),
+    writeLockHistogram: findings.holds.reduce(addToHistogram, r.writeLockHistogram),
+    ...(durations.length === 0 && r.endedMigrations === undefined
+      ? {}
+      : {
+          endedMigrations: {
+            count: ended.count + durations.length,
+            totalMs: ended.totalMs + durations.reduce((a, b) => a + b, 0),
+          },
+        }),
+    ...(runningStarts.length === 0
+      ? {}
+      : { runningStartedAt: Math.round(runningStarts.reduce((a, b) => a + b, 0) / runningStarts.length) }),
+    ...(throttle === undefined ? {} : { throttle }),
+    ...(lastTickError === undefined ? {} : { lastTickError }),
+    ...(r.firstStartAt === undefined && findings.firstStartAt === undefined
+      ? {}
+      : { firstStartAt: r.firstStartAt ?? findings.firstStartAt }),
+    ...(isEnded(status) ? { endedAt: r.endedAt ?? at } : {}),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
 // helpers
 // ---------------------------------------------------------------------------------------------
 
+/** What a change decides on the record as it stands: the record to write (null: none), and a note of why. */
+export interface CasDecision<N> {
+  next: CampaignRecord | null;
+  note: N;
+}
+
 /**
- * Replace the record with `change(record)` under its ETag, re-reading and deciding again on a lost
- * race; null when `change` declines (the campaign moved on). `before` is the record it was applied to.
+ * Replace the record with `change(record).next` under its ETag, re-reading and deciding again on a lost
+ * race. Answers the last decision's note, the record it was made on (`before`), and the record written
+ * (`after`; null when the change declined: the campaign moved on).
  */
-export async function casLoop(
+export async function casLoop<N = undefined>(
   deps: Pick<TickDeps, 'campaigns'>,
   versioned: VersionedCampaign,
-  change: (record: CampaignRecord) => CampaignRecord | null,
-): Promise<{ before: CampaignRecord; after: VersionedCampaign } | null> {
+  change: (record: CampaignRecord) => CasDecision<N>,
+): Promise<{ before: CampaignRecord; after: VersionedCampaign | null; note: N }> {
   let current = versioned;
   for (let i = 0; ; i += 1) {
-    const next = change(current.record);
-    if (next === null) return null;
+    const { next, note } = change(current.record);
+    if (next === null) return { before: current.record, after: null, note };
     const replaced = await deps.campaigns.replace(next, current.etag);
-    if (replaced) return { before: current.record, after: replaced };
+    if (replaced) return { before: current.record, after: replaced, note };
     if (i >= 50)
       throw new RouteLockError(
         'PreconditionFailed',
@@ -737,6 +970,38 @@ export async function inParallel<T, R>(items: readonly T[], work: (item: T) => P
       const i = next;
       next += 1;
       results[i] = await work(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, worker));
+  return results;
+}
+
+/**
+ * `work` over `items` as `inParallel` does, until an answer says `stop`: the items not begun by then get
+ * `notBegun(item)`. An answer `work` gives at once (not a promise) stops the very next item. The stop is
+ * this loop's own state, shared by its workers as `next` is.
+ */
+async function inParallelUntilStop<T, R extends { stop: boolean }>(
+  items: readonly T[],
+  work: (item: T) => R | Promise<R>,
+  notBegun: (item: T) => R,
+): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  let stopped = false;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next;
+      next += 1;
+      const item = items[i] as T;
+      if (stopped) {
+        results[i] = notBegun(item);
+        continue;
+      }
+      const pending = work(item);
+      const answer = pending instanceof Promise ? await pending : pending;
+      results[i] = answer;
+      stopped ||= answer.stop;
     }
   };
   await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, worker));

@@ -2,8 +2,8 @@ import type { Location } from '../lock/document';
 import type { CutoverWindow, PreflightCheck, PreflightCheckName, PreflightTiming } from '../migration/types';
 
 /**
- * Campaigns (issue 18 §3): many resources moved to one target as one thing an operator starts, watches,
- * slows down, pauses and stops. Its migrations are ordinary migrations (same start path, one per
+ * Campaigns (docs/design.md §6.9): many resources moved to one target as one thing an operator starts,
+ * watches, slows down, pauses and stops. Its migrations are ordinary migrations (same start path, one per
  * resource, `campaignId` on their records); the campaign only decides when each one starts.
  *
  * State lives in the store (port shared/store/ports/campaigns.ts): one campaign record (ETag
@@ -140,7 +140,7 @@ export interface CampaignRecord {
   cancelRequestedBy?: string;
   /** Why the last tick could not do all it wanted (a store outage, a throttle), for operators. */
   lastTickError?: string;
-  /** Issue 19 §3: every member's cutover window, passed to each start. */
+  /** Every member's cutover window, passed to each start. */
   window?: CutoverWindow;
 }
 
@@ -169,8 +169,8 @@ export interface CampaignMember {
   /** A cancel was sent to its migration. */
   cancelSent?: boolean;
   /**
-   * The route's ETag as the selection listed it (issue 20 §5): its start passes it on, which saves the
-   * start's and the pre-lock's reads where the router holds that version; never trusted for safety.
+   * The route's ETag as the selection listed it (docs/design.md §6.7): its start passes it on, which saves
+   * the start's and the pre-lock's reads where the router holds that version; never trusted for safety.
    */
   routeEtag?: string;
 }
@@ -200,7 +200,7 @@ export interface CampaignStatus {
   cancelRequestedAt?: string;
   cancelRequestedBy?: string;
   lastTickError?: string;
-  /** Its members' cutover window (issue 19 §3). */
+  /** Its members' cutover window (docs/design.md §6.10). */
   window?: CutoverWindow;
   /** Where its migrations are listed. */
   migrationsUrl: string;
@@ -230,7 +230,7 @@ export interface CampaignRequest {
   maxConcurrent?: number;
   startsPerMinute?: number;
   migrationAttempts?: number;
-  /** Issue 19 §3: every member migration's cutover window. */
+  /** Every member migration's cutover window. */
   window?: CutoverWindow;
 }
 
@@ -244,7 +244,7 @@ export interface CampaignLimitsPatch {
 export const memberMigrationId = (campaignId: string, seq: number): string => `${campaignId}.${seq}`;
 
 // ---------------------------------------------------------------------------------------------
-// The dry run (issue 19 §2): POST /campaigns {dryRun: true}, shared/campaign/preflight.ts
+// The dry run (docs/design.md §6.2): POST /campaigns {dryRun: true}, shared/campaign/preflight.ts
 // ---------------------------------------------------------------------------------------------
 
 /** Why a dry run counts a resource out: the first failing route check of its migration preflight. */

@@ -91,7 +91,7 @@ export interface LastMigration {
   /** Lets a swap or release replayed with the token that completed it get 200 instead of 410. */
   tokenHash: string;
   convergenceDelaySeconds: number;
-  /** A release's reason (issue 21 §4; shared/lock/rules.ts checkedReleaseReason): why it was aborted. */
+  /** A release's reason (shared/lock/rules.ts checkedReleaseReason): why it was aborted. */
   reason?: string;
 }
 

@@ -79,7 +79,7 @@ export interface ReleaseRequest {
   /** With `phase: "write"`: the write-lock attempt this downgrade belongs to (as for a swap). */
   writeAt?: string | undefined;
   /**
-   * Why the lock ends (issue 21 §4): human text, at most MAX_RELEASE_REASON_CHARS, stamped on the
+   * Why the lock ends (docs/design.md §6.12): human text, at most MAX_RELEASE_REASON_CHARS, stamped on the
    * version (`lastChange.reason`, and a full release's `lastMigration.reason`) for the audit ledger.
    * Checked by `checkedReleaseReason`; the workflow bounds its own with `boundedReleaseReason`.
    */
@@ -340,7 +340,7 @@ function swapRule(doc: LocationDocument, req: SwapRequest, now: number, cfg: Tim
 }
 
 // ---------------------------------------------------------------------------------------------
-// A release's reason (issue 21 §4)
+// A release's reason (docs/design.md §6.12)
 // ---------------------------------------------------------------------------------------------
 
 /** The longest reason a release records (characters, after trimming). */

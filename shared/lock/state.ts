@@ -31,7 +31,7 @@ const SECOND = 1000;
 
 /**
  * Epoch ms of an ISO instant, exactly as `Date.parse` gives it: the read path dates every lock on every
- * read-through, and `Date.parse` was a tenth of it (issue 20 §3). The canonical shape `toISOString`
+ * read-through, and `Date.parse` costs a tenth of it. The canonical shape `toISOString`
  * writes (`YYYY-MM-DDTHH:MM:SS.sssZ`, year 0100–9999, every field in range) is read digit by digit;
  * anything else (an offset, fewer digits, a day past the month's end, `24:00`) goes to `Date.parse`
  * itself, so the two never disagree (test/lock/instantMs.test.ts checks it against `Date.parse`).

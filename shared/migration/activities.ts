@@ -45,7 +45,7 @@ export interface ActivityDependencies {
   records?: MigrationRecords | undefined;
   /** How `callParticipant` reaches participants (default: fetch, DefaultAzureCredential). A seam for tests. */
   participantHttp?: ParticipantHttpOptions | undefined;
-  /** Where `recordOutcome` sends `MigrationEnded` (issue 21 §4): the services' sink. */
+  /** Where `recordOutcome` sends `MigrationEnded` (docs/design.md §6.12): the services' sink. */
   sink?: TelemetrySink | undefined;
 }
 
@@ -108,7 +108,7 @@ export function createActivities(
   };
   const tokenOf = (seed: AttemptLockSeed) => credentials(seed).token;
   return {
-    // Version 5 (`withLocation`) decides on the version of the route the router holds, named as
+    // `withLocation` decides on the version of the route the router holds, named as
     // If-Match: the read saved when it is current, a 412 decided again on the write region's copy when
     // not (as for every conditional step), a refusal confirmed there (Router.mutate). It answers where the
     // route was from the copy the pre-lock committed on, so the workflow does not read it again.

@@ -1,7 +1,7 @@
 import type { HttpAnswer, MigrationSettings } from './types';
 
 /**
- * The participant protocol v2 (issue 17 §1b, notes/contract17.md): the one home for what a participant's
+ * The participant protocol v2 (docs/design.md §6.5): the one home for what a participant's
  * answer means. Pure: the workflow (both versions) classifies every answer here, the activity resolves
  * Locations and reads Retry-After here, and the docs describe this table.
  */

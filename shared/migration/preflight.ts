@@ -24,7 +24,7 @@ import {
 } from './types';
 
 /**
- * A migration's dry run (issue 19 §2): what a start would meet, answered without writing anything (no
+ * A migration's dry run (docs/design.md §6.2): what a start would meet, answered without writing anything (no
  * record, lock, claim, audit record or telemetry). `preflight` is the pure core (table-tested);
  * `runPreflight` does the reads and the participants' `preflight` calls. Both runners answer it through
  * the same HTTP handler, so it has one home.
@@ -48,7 +48,7 @@ export interface PreflightFacts {
   doc: LocationDocument | null;
   running: RunningMigration | null;
   participants: readonly { name: string; answer: HttpAnswer }[];
-  /** The request's cutover window (issue 19 §3), if it has one. */
+  /** The request's cutover window (docs/design.md §6.10), if it has one. */
   window?: CutoverWindow | undefined;
 }
 

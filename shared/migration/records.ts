@@ -29,7 +29,7 @@ export interface MigrationRecord {
    * (absent: `createdAt`). A claim younger than the start grace is never taken for a dead starter's.
    */
   claimedAt?: string;
-  /** The campaign that started it (issue 18 §3); absent for a migration started on its own. */
+  /** The campaign that started it (docs/design.md §6.9); absent for a migration started on its own. */
   campaignId?: string;
   input: MigrationInput;
   status: MigrationStatus;
@@ -69,7 +69,7 @@ export function newMigrationInput(fields: {
   target: Location;
   settings: MigrationSettings;
   lock: LockSeed;
-  /** Version 4: the cutover window (checked by the starter: shared/migration/window.ts). */
+  /** The cutover window (checked by the starter: shared/migration/window.ts). */
   window?: CutoverWindow | undefined;
 }): MigrationInput {
   const { window, ...rest } = fields;

@@ -5,7 +5,7 @@ import type { MigrationAttempt, MigrationPhase, MigrationState, MigrationStatus,
 import { terminalStates } from './types';
 
 /**
- * How a migration ended, in one place (issue 21 §4; docs/design.md §6.12): the phase it had reached, the
+ * How a migration ended, in one place (docs/design.md §6.12): the phase it had reached, the
  * stable code, a human reason and when, derived from what the workflow records (the status's phase,
  * timeline, error and attempts). `GET /api/migrations/{id}` and the list show it as `stopped` on a Failed,
  * Conflict or Cancelled migration; the `MigrationEnded` event carries it for every outcome. Pure: both

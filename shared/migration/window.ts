@@ -3,7 +3,7 @@ import { RouteLockError } from '../errors';
 import type { CutoverWindow } from './types';
 
 /**
- * Cutover windows (issue 19 §3; docs/design.md §6.10): when a migration may hold its write lock. The one
+ * Cutover windows (docs/design.md §6.10): when a migration may hold its write lock. The one
  * home of the rule: the request's validation, the dry run and the workflow all ask it. Pure functions of
  * (window, instant); instants in epoch ms. luxon answers what an IANA zone's offset is at an instant;
  * the wall-clock arithmetic below is over those offsets, so DST gaps and repeats follow one rule:

@@ -15,7 +15,7 @@ import { EVENT_KEY, type TelemetryEventName, type TelemetryMetricName } from './
  * reason; the metrics stay for Metrics Explorer, which nothing deduplicates.
  */
 
-/** The dedup key of an event derived from one document version (the contract of issue 21). */
+/** The dedup key of an event derived from one document version (docs/design.md §8.1). */
 export function versionEventKey(name: TelemetryEventName, resourceId: string, version: string): string {
   return `${name}:${resourceId}:${version}`;
 }

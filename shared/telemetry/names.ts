@@ -29,14 +29,14 @@ export const telemetryEventNames = [
   // Campaigns (shared/campaign/tick.ts).
   'CampaignStarted',
   'CampaignEnded',
-  // Issue 21: a migration's end, one per migration attempt that ended (outcome, code, phase reached).
+  // A migration's end, one per migration attempt that ended (outcome, code, phase reached).
   'MigrationEnded',
-  // Issue 21: the reconciliation found a document change the telemetry did not see.
+  // The reconciliation found a document change the telemetry did not see.
   'TelemetryGap',
-  // Issue 21 (ops): the sweeper found a lock whose lease has expired, before it tries to reclaim it
+  // The sweeper found a lock whose lease has expired, before it tries to reclaim it
   // (shared/sweeper.ts; eventKey `OrphanedLockFound:${resourceId}:${version}` of the version it read).
   'OrphanedLockFound',
-  // Issue 21 review B (telemetry): a lease renewed (from one document version: phase, the phase's new
+  // A lease renewed (from one document version: phase, the phase's new
   // expiresAt), so the stall alert sees a long copy's renewals as progress. One per renewal (lease/3).
   'LockRenewed',
 ] as const;
@@ -47,11 +47,11 @@ export const telemetryMetricNames = [
   'writeLockSeconds',
   'hardDeleteSeconds',
   'migrationSeconds',
-  // Issue 21: the change feed's lag (now − the last processed document's `_ts`), per batch.
+  // The change feed's lag (now − the last processed document's `_ts`), per batch.
   'changeFeedLagSeconds',
-  // Issue 21: changes the reconciliation found missing from the telemetry, per run.
+  // Changes the reconciliation found missing from the telemetry, per run.
   'telemetryGaps',
-  // Issue 21 (ops): request-path decisions a service reports (shared/telemetry/decisions.ts), one per
+  // Request-path decisions a service reports (shared/telemetry/decisions.ts), one per
   // refused, tombstoned, misdirected or unserved operation; and Cosmos DB throttling (429) that reached
   // the store adapter after the SDK's own retries (shared/store/cosmos/common.ts).
   'writesRefused',

@@ -68,7 +68,7 @@ const lockOf = async (id: string) => (await host.services.store.read(id, { from:
 
 test('one caller under three names cannot open and approve its own force-release', async () => {
   await lockedRoute('conv-x');
-  // the old identity, a forgeable display-name header, is no identity at all now
+  // a forgeable display-name header is no identity at all
   const byName = await send(
     'POST',
     '/ops/routes/conv-x/force-release',
@@ -166,8 +166,8 @@ describe('the approval rule', () => {
     );
   });
 
-  test('negative control: compared by display name (the old rule), one person under three names is "ready"', () => {
-    // what the old handler did: the name was the identity
+  test('negative control: compared by display name, one person under three names is "ready"', () => {
+    // the negative control: the name as the identity
     const request = openRequest({
       id: 'fr-2',
       resourceId: 'r',

@@ -17,7 +17,7 @@ import type { ManualClock } from '../../testkit/clock';
 import { call, handlerServices } from '../support/handlers';
 
 /**
- * POST /api/campaigns {dryRun: true} through the registered handler over SQLite files (issue 19 §2):
+ * POST /api/campaigns {dryRun: true} through the registered handler over SQLite files (docs/design.md §6.2):
  * 200 with the campaign preflight report (each resource's migration preflight, the participants asked
  * once), a bad body a 400 like a create's, and nothing written anywhere, a repeat included.
  */

@@ -12,7 +12,7 @@ import type { PreflightTiming } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 
 /**
- * The campaign dry run's pure parts (issue 19 §2): the least duration under maxConcurrent and
+ * The campaign dry run's pure parts (docs/design.md §6.2): the least duration under maxConcurrent and
  * startsPerMinute, and the report from facts (each resource's migration preflight, counted by reason).
  */
 

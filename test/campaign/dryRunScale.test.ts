@@ -6,9 +6,9 @@ import { startLocalHost } from '../support/localHost';
 import type { CampaignPreflightReport } from '../../shared/campaign/types';
 
 /**
- * The campaign dry run at its request bound (issue 19 §2): 1,000 resources on the embedded host (SQLite
- * file, real HTTP), by ids and by a `from` selection. Reads only, so it answers well within a request's
- * time; the figures are printed for the report.
+ * The campaign dry run at its request bound (docs/design.md §6.2): 1,000 resources on the embedded host
+ * (SQLite file, real HTTP), by ids and by a `from` selection. Reads only, so it answers well within a
+ * request's time; the figures are printed for the report.
  */
 
 const N = 1000;

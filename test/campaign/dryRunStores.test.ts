@@ -24,10 +24,10 @@ import { campaignRecord } from '../support/campaignRecord';
 import { useCosmosServers } from '../support/cosmosServers';
 
 /**
- * The campaign dry run at the service level on each store (issue 19 §2): SQLite and the Cosmos stand-in
- * (routes, migration records and campaign records alike). It reads, and writes nothing: no campaign
- * record, no member, no migration record, no route change, a repeat with the same campaignId included.
- * The negative control plants a dry run that does write, and the same comparison catches it.
+ * The campaign dry run at the service level on each store (docs/design.md §6.2): SQLite and the Cosmos
+ * stand-in (routes, migration records and campaign records alike). It reads, and writes nothing: no campaign
+ * record, no member, no migration record, no route change, a repeat with the same campaignId included. The
+ * negative control plants a dry run that does write, and the same comparison catches it.
  */
 
 const SOURCE = { region: 'westeurope' };

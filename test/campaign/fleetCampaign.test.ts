@@ -1,7 +1,7 @@
 import { type FleetOptions, fleet } from '../../verify/fleet';
 
 /**
- * The campaign slice of `npm run verify` (issue 18 §4): one campaign over the fleet's 16 resources
+ * The campaign slice of `npm run verify`: one campaign over the fleet's 16 resources
  * (maxConcurrent 8, startsPerMinute 2) on virtual time, under 20 % store faults on the routing store
  * and on the campaign store, the process dying after a journal step of each migration and at campaign
  * store calls (mid-tick), and a rival deployment. Every oracle of the fleet holds, the limits are never

@@ -7,7 +7,7 @@ import { FaultyStore } from '../../testkit/faultyStore';
 import { SOURCE, TARGET, campaignHarness, operator, worstMinute } from './harness';
 
 /**
- * Campaigns on the embedded host's real parts (issue 18 §3): the in-process migration runner and
+ * Campaigns on the embedded host's real parts (docs/design.md §6.9): the in-process migration runner and
  * service over SQLite, SqliteCampaignRecords, the campaign tick and its in-process runner, all on
  * virtual time. Every limit is checked from outside (the migration records' start instants, the
  * runner's unfinished migrations sampled at every start), and each check is shown to catch a planted
@@ -262,6 +262,31 @@ describe('cancel', () => {
       expect(await h.campaigns.cancel(campaignId, operator)).toMatchObject({ status: 'Cancelled' });
     },
   );
+
+  test("cancelling campaign B never cancels campaign A's migration that B's member joined", async () => {
+    const h = campaignHarness({ env: { ROUTELOCK_CACHE_TIERS: 'local=10' } });
+    try {
+      await h.routes(['r-0', 'r-1']);
+      await h.campaigns.create({ campaignId: 'A', target: TARGET, resources: ['r-0', 'r-1'] }, operator);
+      await h.runUntil(async () => (await h.counts('A')).running === 2);
+      await h.campaigns.create({ campaignId: 'B', target: TARGET, resources: ['r-0'] }, { id: 'operator-2' });
+      await h.runUntil(async () => (await h.counts('B')).running === 1);
+      expect((await h.members('B', 'running'))[0]!.migrationId).toBe('A.0');
+      await h.campaigns.cancel('B', { id: 'operator-2' });
+      await h.settle();
+      // A.0 is A's: B's cancel leaves it running
+      expect(await h.campaigns.status('A')).toMatchObject({
+        status: 'Completed',
+        counts: { completed: 2, cancelled: 0 },
+      });
+      // B watched the joined migration to its end and counts it
+      expect(await h.campaigns.status('B')).toMatchObject({ status: 'Cancelled', counts: { completed: 1 } });
+      const a0 = (await h.migrationRecords('A')).find((r) => r.migrationId === 'A.0');
+      expect(a0?.status.cancelRequestedBy).toBeUndefined();
+    } finally {
+      h.cleanup();
+    }
+  });
 });
 
 describe('a crash of the runner', () => {

@@ -4,7 +4,7 @@ import { resetCounters } from '../../shared/store/ports/locations';
 import { SOURCE, TARGET, campaignHarness, operator } from './harness';
 
 /**
- * Issue 20 §5: a `from` campaign lists its routes, so its router holds their versions and each member's
+ * A `from` campaign lists its routes, so its router holds their versions and each member's
  * start passes the route's ETag on (CampaignMember.routeEtag): no existence read, the pre-lock decided on
  * the listed copy. A lock-only member then reads its route once (the swap's replica confirmation); an
  * `ids` campaign's member twice (the start's existence read as well). The routes are written by another

@@ -1,7 +1,7 @@
 import { windowFromFlags } from '../../cli/format';
 
 /**
- * Review of issue 19 (revB): the CLI's window flags. README: "a malformed span, instant or zone is
+ * The CLI's window flags. README: "a malformed span, instant or zone is
  * exit 2, nothing sent" (windowFromFlags throws, main maps it to a usage error). The API's rule
  * (shared/migration/window.ts) wants an RFC 3339 instant with an offset and a real date, and HH:MM
  * times of day: whatever it would refuse as malformed must be refused here, before anything is sent.

@@ -15,7 +15,7 @@ import { READ_LEAD_HEADER } from '../../shared/inflight';
 import { Front, type HostOnClock, SOURCE, T, TARGET, hostOnManualClock, scriptedServer } from './harness';
 
 /**
- * Issue 20 §3: concurrent resolves of one id share one request (shared/inflight.ts), and a joined view
+ * Concurrent resolves of one id share one request (shared/inflight.ts), and a joined view
  * is as old as the request it joined: its `resolvedAt` is that request's, so the join bound is spent
  * from the in-flight grace like the request's own time.
  */

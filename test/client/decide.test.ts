@@ -5,7 +5,7 @@ import type { Operation } from '../../shared/lock/view';
 import { type HostOnClock, SOURCE, TARGET, hostOnManualClock } from './harness';
 
 /**
- * Issue 20 §1: `decide()` for every case, with the HTTP answer a service gives its own caller
+ * `decide()` for every case, with the HTTP answer a service gives its own caller
  * (`decisionStatus`, docs/design.md §5.5), each case resolved over HTTP from the embedded host through
  * one migration's phases: unlocked, pre-lock pending, hard-delete lock, write lock, swapped; at the
  * source, at the target and elsewhere; a missing route; a stale view and an outage.

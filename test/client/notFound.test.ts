@@ -2,7 +2,7 @@ import { DEFAULT_NOT_FOUND_TTL_MS, RoutingClient, RoutingServiceError } from '..
 import { type HostOnClock, SOURCE, T, hostOnManualClock, scriptedServer } from './harness';
 
 /**
- * Issue 20 §1: a short negative cache for 404. A storm of lookups of a missing id costs one request per
+ * A short negative cache for 404. A storm of lookups of a missing id costs one request per
  * `notFoundTtlMs`; a route created elsewhere meanwhile is seen at most that long late (safe: a 404
  * allows nothing), and one this client creates is seen at once.
  */
@@ -69,7 +69,7 @@ test('a 404 that is not NotFound (a wrong base URL) is not remembered', async ()
   }
 });
 
-// Review of issue 20: a resolve in flight across this client's own putRoute cached its 404 after it.
+// A resolve in flight across this client's own putRoute must not cache its 404 after it.
 test('a 404 answered across this client’s own putRoute is not cached: the route is seen at once', async () => {
   const view = { id: 'conv-race', location: SOURCE };
   const problem = () =>

@@ -2,7 +2,7 @@ import { RoutingClient, RoutingServiceError } from '../../shared/client';
 import { Front } from './harness';
 
 /**
- * Issue 20 §1: a hung routing service no longer hangs the service's requests. `timeoutMs` bounds the
+ * A hung routing service does not hang the service's requests. `timeoutMs` bounds the
  * whole exchange (headers and body); the timeout is `Unreachable` (status 0, retry after 1 s), saying it
  * timed out. The bounds below only catch a hang; they are not speed checks.
  */
@@ -69,8 +69,8 @@ test('a timeout must be positive', () => {
   expect(() => new RoutingClient({ baseUrl: 'http://x/api', timeoutMs: 0 })).toThrow(RangeError);
 });
 
-// Review of issue 20: the access-token callback ran before the timer started, so a hung credential hung
-// every resolve; one that threw surfaced as a raw error.
+// The access-token callback runs inside the deadline: started before the timer, a hung credential would
+// hang every resolve, and one that threw would surface as a raw error.
 test('a hung access-token callback is inside the deadline; a failing one is Unreachable', async () => {
   const hung = new RoutingClient({
     baseUrl: 'http://routing.invalid/api',

@@ -10,7 +10,7 @@ import type { Operation, RouteView } from '../../shared/lock/view';
 import { Front, type HostOnClock, SOURCE, T, TARGET, hostOnManualClock } from './harness';
 
 /**
- * Issue 20 §1: what `resolve` does when routelock cannot be reached. `'fail'` (the default) raises
+ * What `resolve` does when routelock cannot be reached. `'fail'` (the default) raises
  * `Unreachable`, which a service answers with 503. `'serveStaleReads'` serves the last view for reads
  * only, up to `staleForMs` past its freshness: writes and deletes stay `unavailable`, because a lock may
  * have been taken during the outage and the pre-lock's convergence wait counts only the cache's TTL.

@@ -5,7 +5,7 @@ import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { poll } from '../support/poll';
 
 /**
- * Review of issue 19 (revB): the example participant's end notices across a retry. A retry
+ * The example participant's end notices across a retry. A retry
  * (POST /migrations/{id}/retry) keeps the migrationId and numbers its attempts after the failed ones
  * (retryRecord); the notice carries that migrationAttempt. A notice of one attempt must not answer for,
  * nor stop, another attempt's work.

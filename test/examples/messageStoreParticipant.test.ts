@@ -377,7 +377,7 @@ test("openapi.yaml's ParticipantJob (webhooks participantStep) names exactly the
   expect(Object.keys(job.properties).sort()).toEqual(Object.keys(contractBody()).sort());
 });
 
-describe('verify (issue 19 §1): counts and a digest of the resource at each region', () => {
+describe('verify (docs/design.md §6.5): counts and a digest of the resource at each region', () => {
   const verifyBody = (resourceId = 'conv-1') => contractBody({ step: 'verify', resourceId, stepAttempt: 1 });
 
   async function copied(options: Partial<MessageStoreOptions> = {}) {
@@ -469,7 +469,7 @@ describe('verify (issue 19 §1): counts and a digest of the resource at each reg
   });
 });
 
-describe('end notices (issue 19 §4): clean up, never live data', () => {
+describe('end notices (docs/design.md §6.11): clean up, never live data', () => {
   let host: LocalHost;
   let api: string;
   beforeAll(async () => {

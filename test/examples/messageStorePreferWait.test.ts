@@ -12,7 +12,7 @@ import { startLocalHost } from '../support/localHost';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 
 /**
- * `Prefer: wait=N` at the example participant (docs/design.md §6.5, issue 20 §6): a job that ends within
+ * `Prefer: wait=N` at the example participant (docs/design.md §6.5): a job that ends within
  * N is answered 200 with no poll; one that runs longer 202 + Location after N, its poll held the same
  * way; a build that ignores the header answers 202 at once and is polled, as before. End to end on the
  * in-process runner: the delta answered 200 inside the window (no poll at all), and a participant that

@@ -18,7 +18,7 @@ import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';
 import { poll } from '../support/poll';
 
 /**
- * The `campaigns` queue (issue 18 §3: a queue message starts a campaign as one starts a migration) on
+ * The `campaigns` queue (a queue message starts a campaign as one starts a migration) on
  * Azurite, consumed by the embedded host with the Functions host's semantics: base64 JSON, an invalid
  * message to `campaigns-poison` unchanged at once, a transient failure thrown for the queue to retry.
  */

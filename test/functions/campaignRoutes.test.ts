@@ -8,7 +8,7 @@ import { poll } from '../support/poll';
 import { type TestPrincipal, allRoles, asPrincipal } from '../support/principals';
 
 /**
- * The campaign routes (issue 18 §3) over real HTTP on the embedded host: its router, the registered
+ * The campaign routes (docs/design.md §6.9) over real HTTP on the embedded host: its router, the registered
  * handlers, the in-process campaign runner. Callers are App Service principals (ROUTELOCK_AUTH=
  * appservice), so the declared roles are enforced as in Azure.
  */

@@ -235,6 +235,6 @@ test('an operation that needs a role offers no anonymous alternative, and the pa
         expect({ path, entraBearer: offers(op, 'entraBearer') }).toEqual({ path, entraBearer: true });
     }
   }
-  // negative control: the `{}` /status used to declare is caught
+  // negative control: an anonymous `{}` alternative on /status is caught
   expect(anonymous({ ...spec.paths['/status']!.get!, security: [{ appServiceSession: [] }, {}] })).toBe(true);
 });

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import type { EndpointDeclaration } from '../../functions/http/endpoint';
-import { type LocalHost, allEndpoints, startLocalHost } from '../../local/host';
+import { type LocalHost, allEndpoints } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { allRoles, asPrincipal } from '../support/principals';
 

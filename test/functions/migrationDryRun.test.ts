@@ -13,8 +13,8 @@ import type { TelemetrySink } from '../../shared/telemetry/sink';
 import { call, handlerServices } from '../support/handlers';
 
 /**
- * POST /api/migrations {dryRun: true} through the registered handler over a SQLite file (issue 19 §2):
- * 200 with the preflight report, nothing written anywhere, the participants asked `step: "preflight"`.
+ * POST /api/migrations {dryRun: true} through the registered handler over a SQLite file (docs/design.md
+ * §6.2): 200 with the preflight report, nothing written anywhere, the participants asked `step: "preflight"`.
  */
 
 const SOURCE = { region: 'westeurope' };

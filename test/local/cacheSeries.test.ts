@@ -8,15 +8,16 @@ import { VirtualScheduler } from '../../testkit/virtualScheduler';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { seamedRouterMaker } from '../../testkit/router';
 
 /**
- * The server's cache is a tier in series with the client's (issue 14, item 2), over real HTTP on the
+ * The server's cache is a tier in series with the client's (docs/design.md §5.3), over real HTTP on the
  * embedded host, on a manual clock:
  *
  * - a service resolving through one instance while another instance (a second router on the same
  *   store) takes the pre-lock and then the write lock: its RoutingClient sees the pre-lock within one
  *   local TTL of its commit, and never `write: allow` at the source once the write lock has committed.
- *   Negative control: the old headers (a full max-age and no Age for a copy held a while) break both.
+ *   Negative control: headers without Age (a full max-age and no Age for a copy held a while) break both.
  * - in one host, the runner's writes, force-release and the probe land in the cache that serves HTTP.
  */
 
@@ -58,7 +59,7 @@ async function series(plantOldHeaders: boolean): Promise<Trace> {
     store,
     log: () => undefined,
     ...(plantOldHeaders
-      ? { routerOptions: { cacheHeaders: (doc, now, cfg) => cacheHeaders(doc, now, cfg, 0) } }
+      ? { newRouter: seamedRouterMaker({ cacheHeaders: (doc, now, cfg) => cacheHeaders(doc, now, cfg, 0) }) }
       : {}),
   });
   const timing = host.config.timing;
@@ -126,7 +127,7 @@ describe('RoutingClient in series with the server cache, two instances on one st
     expect(trace.allowedUnderWriteLock).toEqual([]);
   });
 
-  test('negative control: with the old headers (full max-age, no Age) the client overstays both bounds', async () => {
+  test('negative control: with headers of full max-age and no Age the client overstays both bounds', async () => {
     const trace = await series(true);
     expect(trace.maxAge).toBe(0);
     expect(trace.lastWithoutPrelock - trace.prelockAt).toBeGreaterThanOrEqual(trace.ttlMs);
@@ -182,7 +183,7 @@ describe('one host: every writer goes through the router that serves HTTP', () =
   test("a migration's pre-lock and swap are on the HTTP read path at once (the runner writes through it)", async () => {
     const clock = new ManualClock(T);
     const scheduler = new VirtualScheduler(clock);
-    // Notes the virtual time the swap committed: version 4 then confirms it on a replica for longer than
+    // Notes the virtual time the swap committed: the workflow then confirms it on a replica for longer than
     // the local tier's TTL, so the route must be read at that moment, not when the migration is done.
     let swapCommittedAt: number | undefined;
     const store = new (class extends SqliteStore {

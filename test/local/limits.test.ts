@@ -1,6 +1,7 @@
 import { type Socket, connect } from 'node:net';
 import { parseHostConfig } from '../../local/config';
-import { type LocalHost, startLocalHost } from '../../local/host';
+import { type LocalHost } from '../../local/host';
+import { startLocalHost } from '../support/localHost';
 import { ConfigError } from '../../shared/config';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { asPrincipal } from '../support/principals';

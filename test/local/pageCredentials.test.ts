@@ -3,8 +3,8 @@ import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 
 /**
- * Review of issue 20: an absolute-form request target with credentials in it (`GET http://u:p@host/`) for
- * the status page was a 500, and the host's error line carried `u:p`. Now a 400, and nothing logged of it.
+ * An absolute-form request target with credentials in it (`GET http://u:p@host/`) for the status page is a
+ * 400, and nothing of it is logged: not a 500 whose error line carries `u:p`.
  */
 
 let host: LocalHost | undefined;

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,13 +78,20 @@ test('bad configuration exits non-zero and names the variable', async () => {
   expect(port.output).toContain('PORT: expected a TCP port number');
 });
 
-test('the banner prints the URL, the store, the timing profile and a curl walkthrough', async () => {
+test('the banner prints the URL, the store, the timing profile and a migration that runs as pasted, twice', async () => {
   const host = await spawnHost({ ROUTELOCK_SQLITE_PATH: join(dir, 'banner.db') });
   try {
     const out = host.output();
     expect(out).toContain(`store:   sqlite (${join(dir, 'banner.db')})`);
     expect(out).toContain('timing:  dev (convergence delay 3 s');
-    expect(out).toMatch(/curl -s -X POST http:\/\/127\.0\.0\.1:\d+\/api\/routes\/conv-42\/swap/);
+    const lines = out.split('\n');
+    const start = lines.findIndex((line) => line.startsWith('Try it'));
+    const example = lines.slice(start + 1, lines.indexOf('', start)).map((line) => line.trim());
+    expect(example[0]).toMatch(/^A=http:\/\/127\.0\.0\.1:\d+\/api; /);
+    for (const run of [1, 2]) {
+      const answer = execFileSync('bash', ['-euc', example.join('\n')], { encoding: 'utf8' });
+      expect({ run, started: /"migrationId":"m-[^"]+"/.test(answer) }).toEqual({ run, started: true });
+    }
   } finally {
     host.child.kill('SIGTERM');
     await host.exited;

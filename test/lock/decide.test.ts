@@ -6,7 +6,7 @@ import { T0, productionTiming as cfg, seconds } from '../support/timing';
 import { newLocationDocument } from '../../shared/lock/document';
 
 /**
- * Issue 14 §1: `decide()` compares full locations (region and account). A move between two accounts of
+ * `decide()` compares full locations (region and account). A move between two accounts of
  * one region — the probe's own case — walked through its phases, asked from every place a service might
  * serve it from, in both the object and the string form.
  */
@@ -29,7 +29,7 @@ function views(): { hardDelete: RouteView; swapped: RouteView } {
   return { hardDelete, swapped: routeView({ doc, etag: 'e2' }, go + seconds(71), cfg) };
 }
 
-/** The comparison before the fix: region only, and a location without an account matched any account. */
+/** The negative control's comparison: region only, a location without an account matching any account. */
 function oldDecide(view: RouteView, operation: 'write' | 'delete', serving: string | Location) {
   const location = view.location;
   const here =
@@ -56,7 +56,7 @@ test('the pending target and the retired source are never served, in either form
   expect(decide(swapped, 'write', TARGET).kind).toBe('allow');
 });
 
-test('negative control: the old region-only comparison lets the retired source write and delete', () => {
+test('negative control: a region-only comparison lets the retired source write and delete', () => {
   const { swapped } = views();
   expect(oldDecide(swapped, 'write', 'westeurope')).toBe('allow');
   expect(oldDecide(swapped, 'delete', { region: 'westeurope' })).toBe('allow');

@@ -3,7 +3,7 @@ import { prng } from '../../testkit/prng';
 
 /**
  * `instantMs` (shared/lock/state.ts) reads the canonical ISO shape digit by digit instead of calling
- * `Date.parse` (the read path's lock dating, issue 20 §3). It must give exactly what `Date.parse` gives for
+ * `Date.parse` (the read path's lock dating). It must give exactly what `Date.parse` gives for
  * every string, canonical or not: a lock instant read one millisecond off would move a lock's start or end.
  */
 describe('instantMs equals Date.parse', () => {

@@ -1,11 +1,11 @@
 import { RouteLockError, errorKind } from '../../shared/errors';
 import { type LocationDocument, SCHEMA_VERSION, type StoredDocument } from '../../shared/lock/document';
 import * as rules from '../../shared/lock/rules';
-import { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { sweepOrphans } from '../../shared/sweeper';
 import { ManualClock } from '../../testkit/clock';
+import { type SeamedRouterOptions, seamedRouter } from '../../testkit/router';
 import {
   type CaseName,
   type Mutation,
@@ -22,7 +22,7 @@ import { type Called, call, handlerServices } from '../support/handlers';
 import { productionTiming as timing } from '../support/timing';
 
 /**
- * Mixed versions during rollout (issue 20 §2, docs/design.md §2.8), through the router on both stores —
+ * Mixed versions during rollout (docs/design.md §2.8), through the router on both stores —
  * SQLite and the Cosmos stand-in (as it ships, and quoting ETags as Cosmos DB does) — and through the
  * HTTP API: a newer document is read whole and routed as its version-1 counterpart; every mutation of it
  * is refused with 409 UnsupportedSchemaVersion and leaves document and ETag as they were; every mutation
@@ -74,8 +74,8 @@ const nextId = (label: string) => `${label.replace(/[^a-z0-9]+/gi, '-')}-${(uniq
 describe.each(adapters)('%s', (_name, open) => {
   let store: LocationStore;
   let clock: ManualClock;
-  const router = (options: Partial<ConstructorParameters<typeof Router>[0]> = {}) =>
-    new Router({ store, timing, clock: clock.now, ...options });
+  const router = (options: Partial<SeamedRouterOptions> = {}) =>
+    seamedRouter({ store, timing, clock: clock.now, ...options });
   beforeEach(async () => {
     store = await open();
     clock = new ManualClock();

@@ -25,7 +25,7 @@ import {
 import { productionTiming as cfg } from '../support/timing';
 
 /**
- * Mixed versions during rollout (issue 20 §2, docs/design.md §2.8), the pure half: a document of a newer
+ * Mixed versions during rollout (docs/design.md §2.8), the pure half: a document of a newer
  * schemaVersion is routed and enforced from the fields this version knows, exactly as its version-1
  * counterpart; the one check refuses to write it; and every rule builds the next document from the stored
  * one, so a write of a known version keeps the fields it does not know. The stores, the router's

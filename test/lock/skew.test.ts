@@ -6,7 +6,7 @@ import { enforcement } from '../../shared/lock/view';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
 
 /**
- * Issue 14 §3: clock-skew margins at the phase boundaries. Two instances whose clocks differ by 4 s
+ * Clock-skew margins at the phase boundaries. Two instances whose clocks differ by 4 s
  * (inside the declared 5 s): whatever the lock's holder is allowed to do at its own time, a service
  * at the same real instant must already (or still) enforce the phase that makes it safe. Each property
  * is walked across its boundary in 250 ms steps; the control runs the same walk with the margin at 0.

@@ -3,7 +3,7 @@ import { ManualClock } from '../../testkit/clock';
 import { virtualRunner } from '../support/migrationHarness';
 
 /**
- * Review of issue 19 §4: the confirmation's replica read refused (a read region's 403: StoreRejected,
+ * The confirmation's replica read refused (a read region's 403: StoreRejected,
  * a code attemptVerdict calls final) after the swap committed. The migration must not end Failed with a
  * `failed` notice: the participant would drop the target the route now points to.
  */

@@ -9,7 +9,7 @@ import { countWorkItems, measureAll, table } from '../../bench/durableWorkItems'
 test('work items per migration: 0, 1 and 2 participants under the dev and production profiles', async () => {
   const rows = await measureAll();
   expect(rows.every((r) => r.status === 'Completed')).toBe(true);
-  // workflow version 5 (issue 20 §5): no re-read after the pre-lock (one activity fewer) and, without
+  // workflow version 5 (docs/design.md §6.7): no re-read after the pre-lock (one activity fewer) and, without
   // participants, no read-path check (another fewer)
   expect(table(rows)).toBe(
     [

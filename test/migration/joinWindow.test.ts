@@ -18,7 +18,7 @@ import { call, handlerServices } from '../support/handlers';
 import { virtualRunner } from '../support/migrationHarness';
 
 /**
- * Review of issue 19 (revB): a start that names a cutover window must not silently join a running
+ * A start that names a cutover window must not silently join a running
  * migration of the resource that has no window, or another one: the caller asked that the write lock be
  * taken only inside its window, and the migration it joined takes it whenever. Same window (a retried
  * request): it joins, as a repeated start always did; no window on the second start: it joins.

@@ -16,7 +16,7 @@ import { assertNoSecrets } from '../support/secrets';
 import { attemptSeed } from '../../shared/migration/activities';
 
 /**
- * Issue 21 §4: every end of a migration run sends exactly one `MigrationEnded` (keyed
+ * Every end of a migration run sends exactly one `MigrationEnded` (keyed
  * `MigrationEnded:<migrationId>:<attempt>`), from the in-process runner and from Durable's
  * `recordOutcome`, with the outcome, the stable code and the phase it had reached; a Failed, Conflict
  * or Cancelled status read back shows the same as `stopped`; a release's audit record carries the

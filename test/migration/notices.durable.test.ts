@@ -9,9 +9,10 @@ import { migrationFixture } from '../../testkit/migrationFixture';
 import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
 
 /**
- * Confirmation and end notices (issue 19 §4) on the Durable runner, replayed through durable-functions'
- * own executor (testkit/durableReplay.ts) with the real orchestrator: the confirmation's wait is a
- * durable timer, the notices `callParticipant` activities raced against a timer, after the final status.
+ * Confirmation and end notices (docs/design.md §6.11) on the Durable runner, replayed through
+ * durable-functions' own executor (testkit/durableReplay.ts) with the real orchestrator: the confirmation's
+ * wait is a durable timer, the notices `callParticipant` activities raced against a timer, after the final
+ * status.
  */
 
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };

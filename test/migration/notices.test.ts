@@ -4,7 +4,7 @@ import { virtualRunner } from '../support/migrationHarness';
 import { type ParticipantServer, type StepBehaviour, startParticipant } from '../support/participantServer';
 
 /**
- * End notices (issue 19 §4, workflow version 4) on the in-process runner, over real participant servers
+ * End notices (workflow version 4) on the in-process runner, over real participant servers
  * and the real `callParticipant` activity: after the swap is confirmed on a replica, after the final
  * Failed and after Cancelled, every participant gets one POST; best effort, never changing the status.
  */

@@ -6,7 +6,7 @@ import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
 import { virtualRunner } from '../support/migrationHarness';
 
 /**
- * The swap confirmed durable (issue 19 §4, version 4): a write-region failover that drops the swap it
+ * The swap confirmed durable (version 4): a write-region failover that drops the swap it
  * acknowledged (testkit/failoverStore.ts) is noticed by the replica read after the replication bound;
  * the migration re-drives (swaps again under the same write lock, or starts a fresh attempt) and ends
  * Completed with the route at the target, the `completed` notice only after that. Negative control:

@@ -13,7 +13,7 @@ import {
 import type { HttpAnswer, MigrationSettings } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 
-/** Every row of the participant contract (notes/contract17.md), as the classifier answers it. */
+/** Every row of the participant contract (docs/design.md §6.5), as the classifier answers it. */
 
 const LOC = 'https://p.test/jobs/1';
 type Row = [string, RequestKind, StepNeed, HttpAnswer, Verdict['kind'], RegExp?];

@@ -309,7 +309,7 @@ describe('answers that fail the attempt, the route left at the source', () => {
   });
 });
 
-describe('negative control: the old "any 2xx is done" rule loses data', () => {
+describe('negative control: an "any 2xx is done" rule loses data', () => {
   const noLocation: StepBehaviour = { kind: 'poll', polls: 0, location: 'none' };
   test('planted: a 202 without Location counts as done, the route swaps to a target without the data', async () => {
     const r = await migrate([{ bulkCopy: noLocation, deltaCopy: noLocation }], { plant: true });

@@ -9,7 +9,7 @@ import { requestParticipant } from '../../shared/migration/participantHttp';
 import type { ParticipantCall } from '../../shared/migration/types';
 
 /**
- * `Prefer: wait=N` on participant requests (docs/design.md §6.5, issue 20 §6): N whole seconds, inside
+ * `Prefer: wait=N` on participant requests (docs/design.md §6.5): N whole seconds, inside
  * the request's timeout; a participant reads it with parsePreferWait. The bound's negative control: a
  * wait as long as the timeout makes a participant that honours it fully answer after the request gave
  * up (status 0, a transient retry), which is why N stays half a second inside it.

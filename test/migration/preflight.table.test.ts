@@ -9,7 +9,7 @@ import {
 } from '../../shared/migration/preflight';
 import { migrationSettings } from '../../shared/migration/workflow';
 
-/** The dry run's pure core (issue 19 §2): each check passing and failing, and a negative control. */
+/** The dry run's pure core (docs/design.md §6.2): each check passing and failing, and a negative control. */
 
 const NOW = Date.parse('2026-12-01T12:00:00.000Z');
 const iso = (offsetSeconds: number) => new Date(NOW + offsetSeconds * 1000).toISOString();

@@ -5,12 +5,12 @@ import { resetCounters } from '../../shared/store/ports/locations';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /**
- * Issue 20 §5, the reads version 5 saves, each with the concurrent change it must still catch: the
- * re-read after the pre-lock (its answer says where the route was), the read-path check's write-region
- * read-through (a replica read instead; none for a lock-only migration), the pre-lock's read (decided
- * on the version the router holds) and the start's existence read (a caller's ETag of a version held).
- * A change in between, an operator's force-release or a delete, changes the ETag the next conditional
- * write names: a 412, decided again on the write region's copy, where the lock is not this migration's.
+ * The reads the workflow saves (docs/design.md §6.7), each with the concurrent change it must still catch:
+ * the re-read after the pre-lock (its answer says where the route was), the read-path check's write-region
+ * read-through (a replica read instead; none for a lock-only migration), the pre-lock's read (decided on the
+ * version the router holds) and the start's existence read (a caller's ETag of a version held). A change in
+ * between, an operator's force-release or a delete, changes the ETag the next conditional write names: a 412,
+ * decided again on the write region's copy, where the lock is not this migration's.
  */
 
 const SOURCE = { region: 'westeurope' };

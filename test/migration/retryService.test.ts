@@ -13,7 +13,7 @@ import { ManualClock } from '../../testkit/clock';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /**
- * `retry(migrationId, actor)` (issue 18 §1): a new attempt of an ended, Failed migration, same id,
+ * `retry(migrationId, actor)` (docs/design.md §6.3): a new attempt of an ended, Failed migration, same id,
  * through the per-resource claim a start takes, its status keeping the earlier attempts; on both
  * MigrationService implementations.
  */

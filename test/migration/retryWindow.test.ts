@@ -13,7 +13,7 @@ import { migrationSettings } from '../../shared/migration/workflow';
 import { virtualRunner } from '../support/migrationHarness';
 
 /**
- * Review of issue 19 (revB): a retry keeps the migration's cutover window (retryRecord). A window
+ * A retry keeps the migration's cutover window (retryRecord). A window
  * already over can only fail the retry again (WindowClosed, never retried): the retry must be refused
  * up front, a 400 naming the window, nothing written (the record stays Failed, no attempt started), as
  * a start with that window is.

@@ -22,7 +22,7 @@ import { virtualRunner } from '../support/migrationHarness';
 /**
  * docs/design.md §6.2: N concurrent starts of one resource start exactly one migration, every other
  * caller gets today's answer for a second start (that migration for the same target, 409
- * `MigrationInProgress` for another), and no record is left Pending. Negative controls: the old
+ * `MigrationInProgress` for another), and no record is left Pending. Negative controls: a
  * check-then-start (no claim) is caught.
  */
 
@@ -100,7 +100,7 @@ function watched(records: MigrationRecords, ids: Set<string>): MigrationRecords 
   };
 }
 
-/** The old check-then-start: a record per start, no per-resource claim (the negative control). */
+/** A check-then-start: a record per start, no per-resource claim (the negative control). */
 function withoutClaim(records: MigrationRecords): MigrationRecords {
   return {
     createIfNoActive: async (record) => {
@@ -430,7 +430,7 @@ describe('in-process runner', () => {
         return { record, created: this.createPlain(record) };
       }
       private createPlain(record: MigrationRecord): boolean {
-        // the old check-then-start: insert whenever this migration id is new
+        // a check-then-start: insert whenever this migration id is new
         const before = this.unfinished().length;
         void this.create(record);
         return this.unfinished().length > before;
@@ -443,32 +443,29 @@ describe('in-process runner', () => {
   });
 });
 
-describe.each(backends)(
-  'a retry racing a start of another migration, records on %s (review of issue 18)',
-  (_name, open) => {
-    test('the retry wins the resource; the start is 409 MigrationInProgress; the reopened record is not ended', async () => {
-      const h = await durable(await open());
-      const first = await h.service.start({ resourceId: 'conv-r', target: TARGET, migrationId: 'm-f' });
-      const record = (await h.records.get('m-f'))!;
-      await h.records.saveStatus('m-f', { ...record.status, status: 'Failed', error: 'store down' }, true);
-      h.client.instances.get(first.instanceId)!.runtimeStatus = 'Completed';
-      const settle = <T>(p: Promise<T>) =>
-        p.then(
-          (value) => ({ value }),
-          (error: RouteLockError) => ({ code: error.code }),
-        );
-      const retry = settle(h.service.retry('m-f', { id: 'operator' }));
-      // the start comes while the retry's startNew is in flight: its old instance (ended) is not the
-      // reopened record's run, and the reopened claim is younger than the start grace
-      await new Promise((r) => setTimeout(r, 20));
-      const start = settle(h.service.start({ resourceId: 'conv-r', target: OTHER, migrationId: 'm-n' }));
-      const [retried, started] = await Promise.all([retry, start]);
-      expect(retried).toMatchObject({ value: { migrationId: 'm-f', created: true } });
-      expect(started).toEqual({ code: 'MigrationInProgress' });
-      expect(await h.records.get('m-n')).toBeNull();
-      expect((await h.records.get('m-f'))?.done).toBe(false);
-      expect(h.client.instances.get(first.instanceId)?.input.migrationId).toBe('m-f');
-      expect(await h.stuck()).toEqual([]);
-    });
-  },
-);
+describe.each(backends)('a retry racing a start of another migration, records on %s', (_name, open) => {
+  test('the retry wins the resource; the start is 409 MigrationInProgress; the reopened record is not ended', async () => {
+    const h = await durable(await open());
+    const first = await h.service.start({ resourceId: 'conv-r', target: TARGET, migrationId: 'm-f' });
+    const record = (await h.records.get('m-f'))!;
+    await h.records.saveStatus('m-f', { ...record.status, status: 'Failed', error: 'store down' }, true);
+    h.client.instances.get(first.instanceId)!.runtimeStatus = 'Completed';
+    const settle = <T>(p: Promise<T>) =>
+      p.then(
+        (value) => ({ value }),
+        (error: RouteLockError) => ({ code: error.code }),
+      );
+    const retry = settle(h.service.retry('m-f', { id: 'operator' }));
+    // the start comes while the retry's startNew is in flight: its old instance (ended) is not the
+    // reopened record's run, and the reopened claim is younger than the start grace
+    await new Promise((r) => setTimeout(r, 20));
+    const start = settle(h.service.start({ resourceId: 'conv-r', target: OTHER, migrationId: 'm-n' }));
+    const [retried, started] = await Promise.all([retry, start]);
+    expect(retried).toMatchObject({ value: { migrationId: 'm-f', created: true } });
+    expect(started).toEqual({ code: 'MigrationInProgress' });
+    expect(await h.records.get('m-n')).toBeNull();
+    expect((await h.records.get('m-f'))?.done).toBe(false);
+    expect(h.client.instances.get(first.instanceId)?.input.migrationId).toBe('m-f');
+    expect(await h.stuck()).toEqual([]);
+  });
+});

@@ -190,7 +190,7 @@ describe('migrationEndedEvent', () => {
   });
 });
 
-describe('review of issue 21: an end nothing dates, failure text shown raw', () => {
+describe('an end nothing dates, failure text shown raw', () => {
   // the runner failed before its pre-lock (an orchestration terminated, a start that threw)
   const undated = status({ phase: 'starting', error: 'orchestration terminated', attempt: 1 });
   const record = { createdAt: T(0), claimedAt: T(3) };

@@ -1,7 +1,7 @@
 import { SOURCE, TARGET, failoverMigration } from '../support/failoverMigration';
 
 /**
- * Review of issue 19 §4: a swap a failover dropped (SwapLost) was live for a while: clients routed to
+ * A swap a failover dropped (SwapLost) was live for a while: clients routed to
  * the target wrote there, writes the source does not hold. A `failed` notice then tells participants
  * the target's copy may be dropped: those writes with it. No such notice after a lost swap.
  */

@@ -1,8 +1,8 @@
 import { SOURCE, TARGET, failoverMigration } from '../support/failoverMigration';
 
 /**
- * Review of issue 19: a swap whose answer was lost (SwapUnknown) is judged by the gate between attempts
- * on a write-region read alone. Version 4 promises the `completed` notice (a participant deletes the
+ * A swap whose answer was lost (SwapUnknown) is judged by the gate between attempts
+ * on a write-region read alone. The workflow promises the `completed` notice (a participant deletes the
  * source on it) only once the replication bound has passed and a replica shows the swap.
  */
 

@@ -8,7 +8,7 @@ import {
 } from '../support/participantServer';
 
 /**
- * Verify before the swap (issue 19 §1, workflow version 4) on the in-process runner: real participant
+ * Verify before the swap (workflow version 4) on the in-process runner: real participant
  * servers (test/support/participantServer.ts) called through the real `callParticipant` activity, on
  * virtual time. A participant's `verify` compares its items at the source and the target honestly.
  */

@@ -1,7 +1,7 @@
 import { judgeVerifyRound } from '../../shared/migration/workflow/verify';
 
 /**
- * Review of issue 19 §1: a verify answer that says `match: true` while its own counts differ is not a
+ * A verify answer that says `match: true` while its own counts differ is not a
  * verification the swap may rest on (a participant's bug, or a lie): it is a mismatch, never a swap.
  */
 

@@ -1,7 +1,7 @@
 import type { CutoverWindow } from '../../shared/migration/types';
 import { nextWriteSlot, rfc3339Ms, windowProblem } from '../../shared/migration/window';
 
-/** Cutover windows' pure rule (issue 19 §3): validation, the next write slot, DST, and a negative control. */
+/** Cutover windows' pure rule: validation, the next write slot, DST, and a negative control. */
 
 const at = (iso: string): number => Date.parse(iso);
 const MIN = 60_000;

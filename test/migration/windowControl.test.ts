@@ -2,7 +2,7 @@ import type { CutoverWindow } from '../../shared/migration/types';
 import { type LockCall, watchLocks, writeLocks, writeLocksOutside } from './windowSupport';
 
 /**
- * NEGATIVE CONTROL for cutover windows (issue 19 §3): the write lock is never taken outside the
+ * NEGATIVE CONTROL for cutover windows (docs/design.md §6.10): the write lock is never taken outside the
  * window, the whole write budget included. A window that closes 7.5 minutes after the moment the
  * write lock would be taken (less than the 900 s budget): the real rule refuses it (WindowClosed, no
  * write lock); a planted rule that checks only the start (ignores the hold) takes the lock, and the

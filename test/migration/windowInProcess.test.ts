@@ -4,7 +4,7 @@ import { virtualRunner } from '../support/migrationHarness';
 import { watchLocks, writeLocks, writeLocksOutside } from './windowSupport';
 
 /**
- * Cutover windows on the in-process runner (issue 19 §3, workflow version 4): the write lock only
+ * Cutover windows on the in-process runner (workflow version 4): the write lock only
  * inside the window, the wait on durable timers renewing the hard-delete lock, the early failures, and
  * a cancel during the wait. Production timing on virtual time (a 6 h hard-delete lease renewed every
  * 2 h, a 900 s write budget, a 3-day pre-lock cap); the clock starts at 2026-01-01T00:00Z.

@@ -23,7 +23,7 @@ import { call, handlerServices } from '../support/handlers';
 import { watchLocks, writeLocks, writeLocksOutside } from './windowSupport';
 
 /**
- * A cutover window on the requests (issue 19 §3): POST /migrations and POST /campaigns validate it
+ * A cutover window on the requests (docs/design.md §6.10): POST /migrations and POST /campaigns validate it
  * (a bad one is a 400 naming the field, nothing written), the dry run reports it, a campaign keeps it
  * on its record (SQLite and Cosmos alike) and passes it to every member's start.
  */

@@ -3,7 +3,7 @@ import type { MigrationStatus } from '../../shared/migration/types';
 import { runStatusPageScript } from '../support/statusPageScript';
 
 /**
- * `waitingForWindow` where operators look (issue 19 §3): the status page's migrations table (its own
+ * `waitingForWindow` where operators look (docs/design.md §6.10): the status page's migrations table (its own
  * script run against stubbed reads, test/support/statusPageScript.ts; the browser test is
  * test/statusPage.test.ts) and the command line's `migration show`.
  */

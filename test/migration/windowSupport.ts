@@ -2,8 +2,8 @@ import type { ActivityInputs } from '../../shared/migration/types';
 import type { Activities } from '../../shared/migration/activities';
 
 /**
- * What the cutover-window tests watch (issue 19 §3): every lock activity with the time it ran, and the
- * oracle the negative control holds the workflow to, written apart from the rule it checks.
+ * What the cutover-window tests watch (docs/design.md §6.10): every lock activity with the time it ran, and
+ * the oracle the negative control holds the workflow to, written apart from the rule it checks.
  */
 
 export interface LockCall {

@@ -204,7 +204,7 @@ test('every workbook query parses and analyses clean, and reads only names the c
     expect({ panel: name, problems: problems(query) }).toEqual({ panel: name, problems: [] });
 });
 
-test('the panels and alerts read what the issue asks for', () => {
+test('the panels and alerts read exactly these events, metrics and tables', () => {
   const used = (queries: string[]) => {
     const all: Record<string, Set<string>> = {};
     for (const q of queries)

@@ -14,7 +14,7 @@ import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { call, handlerServices } from '../support/handlers';
 
 /**
- * Issue 21 §4: a release records why (`lastChange.reason`, and a full release's `lastMigration.reason`),
+ * A release records why (`lastChange.reason`, and a full release's `lastMigration.reason`),
  * and the audit record of the release carries the reason and the phases reached, the same record from
  * the write path and from the change feed's backstop. A reason is one line of bounded text with no
  * credential; a caller's bad one is a 400 that changes nothing.
@@ -82,7 +82,7 @@ describe('checkedReleaseReason: the one rule of a release reason', () => {
     ['a base64 token holding / is redacted', `key ${base64WithSlash} x`, 'key [redacted] x'],
     ['a base64 token led by /', `key /${base64WithSlash}`, 'key [redacted]'],
     ['a token as an ARM id name is redacted', `${arm}/${token}/x`, `${arm}/[redacted]/x`],
-    // what people write reads as written (review: these came out [redacted])
+    // what people write reads as written, not [redacted]
     [
       'a hyphenated CamelCase id',
       'superseded by Migrate-ContosoRetail-Orders-20261130',

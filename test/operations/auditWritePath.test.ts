@@ -242,7 +242,7 @@ async function afterDroppedBatch(hooked: boolean): Promise<string[][]> {
 
 test('negative control: without the write-path hook, a dropped change-feed batch loses the records', async () => {
   expect(await afterDroppedBatch(true)).toEqual([['swap'], ['forceRelease']]);
-  // The write path removed (the wiring before this change): only the feed writes, and it dropped them.
+  // The write path removed: only the feed writes, and it dropped them.
   expect(await afterDroppedBatch(false)).toEqual([[], []]);
 });
 

@@ -6,7 +6,7 @@ import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { productionTiming } from '../support/timing';
 
 /**
- * Library mode is read-only by default (issue 20 §1): every mutation of a router from `createRouter`
+ * Library mode is read-only by default (docs/design.md §5.4): every mutation of a router from `createRouter`
  * is refused with ReadOnlyRouter before any store call; `allowMutations: true` (and routelock's own
  * routers, which never set `readOnly`) write as before.
  */

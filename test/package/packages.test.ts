@@ -29,12 +29,12 @@ import {
 import { type LockEntry, dependencyFiles, productionLocations } from '../../scripts/package';
 
 /**
- * The two packages as a service gets them (issue 20 §1): built (`npm run packages`), packed (`npm pack`),
- * installed from the tarballs into scratch projects in the OS temporary folder, outside this project
- * (so Node cannot fall back to its node_modules), with `npm install --offline` and an empty npm cache:
- * every dependency must come from this project's own install, copied into the scratch project's
- * node_modules beforehand (npm keeps an installed package that satisfies the range and fetches nothing).
- * Then, from there, in child processes, through both `require` and `import`:
+ * The two packages as a service gets them (docs/design.md §5.4): built (`npm run packages`), packed (`npm
+ * pack`), installed from the tarballs into scratch projects in the OS temporary folder, outside this project
+ * (so Node cannot fall back to its node_modules), with `npm install --offline` and an empty npm cache: every
+ * dependency must come from this project's own install, copied into the scratch project's node_modules
+ * beforehand (npm keeps an installed package that satisfies the range and fetches nothing). Then, from there,
+ * in child processes, through both `require` and `import`:
  * - the client resolves routes from the embedded host's handlers over real HTTP and decides;
  * - the library resolves and decides from the same SQLite file, and refuses to write;
  * - a Cosmos-only library install (no better-sqlite3) loads its main entry.

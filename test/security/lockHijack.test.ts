@@ -4,18 +4,18 @@ import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
 import { RouteLockError } from '../../shared/errors';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { Router } from '../../shared/router';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { plantedRules } from '../../testkit/plantedBugs';
+import { seamedRouter } from '../../testkit/router';
 import { attemptHijack } from '../support/hijack';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';
 
 /**
- * Finding 1 of the security review, reproduced as it was reported: start a migration, read everything a
- * caller with an ordinary key can read, and replay the live pre-lock with each of those values as the
- * Idempotency-Key and the owner. Before the fix one of them (the migration id) answered 200 with a fresh
- * token and the attacker swapped the resource with nothing copied.
+ * A lock hijack: start a migration, read everything a caller with an ordinary key can read, and replay
+ * the live pre-lock with each of those values as the Idempotency-Key and the owner. None may answer 200
+ * with a fresh token: with the migration id as the key (the negative control), one does, and the attacker
+ * swaps the resource with nothing copied.
  */
 
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };
@@ -105,17 +105,17 @@ test('a stranger with every public value gets 423 and the migration completes', 
   expect(moved.location).toEqual(TARGET);
 }, 60_000);
 
-test('negative control: the old replay rule with the old key (the migration id) is hijacked by the same attack', async () => {
+test('negative control: a replay rule that trusts the key alone, keyed by the migration id, is hijacked by the same attack', async () => {
   const config = parseConfig({});
   const clock = new ManualClock();
-  const router = new Router({
+  const router = seamedRouter({
     store: new SqliteStore(':memory:'),
     timing: config.timing,
     clock: clock.now,
     rules: plantedRules('replayTrustsKeyAlone'),
   });
   await router.createRoute('conv-1', SOURCE);
-  // what the workflow did before the fix: Idempotency-Key = migration id, owner = instance id
+  // the negative control's keys: Idempotency-Key = migration id, owner = instance id
   await router.prelock('conv-1', {
     migrationId: 'm-1',
     owner: 'migrate-conv-1',

@@ -73,7 +73,7 @@ describe('ROUTELOCK_PARTICIPANTS', () => {
     }
   });
 
-  test('negative control: the old shape is still refused on an unknown field', () => {
+  test('negative control: a participant carrying a `token` is refused on the unknown field', () => {
     expect(problemsOf([{ name: 'm', url: 'https://m.example/migrate', token: 'x' }])).toEqual([
       expect.stringMatching(/^ROUTELOCK_PARTICIPANTS: .*token/),
     ]);

@@ -11,7 +11,7 @@ import { poll } from '../support/poll';
 import { fastHostEnv } from '../support/timing';
 
 /**
- * Finding 3 of the security review: nothing that stores orchestration state may hold a usable token.
+ * Tokens at rest (docs/design.md §9.3): nothing that stores orchestration state may hold a usable token.
  * A whole migration on the embedded host, file-backed, then every byte it left (database, WAL, shared
  * memory, key file folder), every log and telemetry line and every answer is searched for the migration's
  * fencing token and Idempotency-Key, which the test derives as the activities do.
@@ -117,7 +117,7 @@ test('after a full migration no token or Idempotency-Key is on disk, in a log li
 describe('negative controls for the scan', () => {
   const planted = 'PLANTED-TOKEN-0123456789abcdefghijklmnop';
 
-  test('a token journaled the old way is found in the files', () => {
+  test('a token journaled in the clear is found in the files', () => {
     const path = join(dir, 'state.db');
     const state = new SqliteMigrationState(path);
     state.append('m-1', '0', { value: { token: planted } });

@@ -19,7 +19,7 @@ import { campaignRecord } from '../support/campaignRecord';
 import { useCosmosServers } from '../support/cosmosServers';
 
 /**
- * The campaigns port's contract (issue 18 §3), one table of behaviours for every adapter: the
+ * The campaigns port's contract (docs/design.md §6.9), one table of behaviours for every adapter: the
  * campaign record under ETag compare-and-swap, the keyset-paged list, and the member rows (one per
  * campaign and resource, in seq order per state).
  */

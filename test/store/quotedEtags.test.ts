@@ -21,7 +21,7 @@ import { useCosmosServers } from '../support/cosmosServers';
  * in that form (testkit/quotingStore.ts) over SQLite and over the stock test server. On each: the library
  * keeps them opaque, the HTTP ETag header carries exactly one pair of quotes, a caller's If-Match from
  * either the header or a grant's `etag` names its version, a stale one is still 412, and an unlocked route
- * deletes (the bug the issue measured: 412 on a quoting emulator).
+ * deletes on a quoting emulator too (never a 412).
  */
 
 const servers = useCosmosServers();

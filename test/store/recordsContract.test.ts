@@ -169,7 +169,7 @@ describe.each(backends)('records contract: %s', (_name, open) => {
       const note = { cancelRequestedAt: '2026-01-01T00:00:00.000Z', cancelRequestedBy: 'op-1' };
       await ports.migrations.amendUnfinished('m-am', note);
       expect((await ports.migrations.get('m-am'))?.status).toEqual({ ...record.status, ...note });
-      // the workflow ended meanwhile: a later note must not undo its final status (issue 18 review)
+      // the workflow ended meanwhile: a later note must not undo its final status
       const final = { ...record.status, status: 'Completed' as const, phase: 'swapped' as const };
       await ports.migrations.saveStatus('m-am', final, true);
       await ports.migrations.amendUnfinished('m-am', { cancelRequestedBy: 'op-2' });

@@ -27,7 +27,7 @@ let containers = 0;
 const settings = migrationSettings(parseConfig({}));
 const keyring = TokenKeyring.ephemeral();
 
-/** The claim rule before the fix (the negative control): any done record of its migration made a claim stale. */
+/** The negative control's claim rule: any done record of its migration made a claim stale. */
 class StaleWhenDone extends CosmosMigrationRecords {
   protected override async recordOf(claim: ClaimItem): Promise<MigrationRecord | null> {
     const standing = await this.get(claim.migrationId);
@@ -121,7 +121,7 @@ describe.each([
     expect(unfinished).toEqual(['m-f']);
   });
 
-  test('negative control: with the old stale rule the start takes the claim over, two run', async () => {
+  test('negative control: with a claim stale once any record of its migration is done, the start takes the claim over, two run', async () => {
     const h = await failedMigration((c) => new StaleWhenDone(c));
     const { retried, concurrent: started } = await retryPausedFor(h, () =>
       h.records.createIfNoActive(migrationRecord('m-2')),

@@ -34,7 +34,7 @@ export interface HistoryScenario {
   jobMs: number;
   /** Stop mid-run (a deployment): after the episode where this holds. */
   stopWhen?: ReplayOptions['stopWhen'];
-  /** Version 4: the participant answers `verify` with this (absent: 404, not verified). */
+  /** The participant answers `verify` with this (absent: 404, not verified). */
   verify?: VerifyAnswer;
 }
 

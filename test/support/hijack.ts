@@ -1,5 +1,5 @@
 /**
- * The lock-hijack attack (security issue, finding 1): with nothing but the values a route view, a
+ * The lock-hijack attack (docs/design.md §9.2): with nothing but the values a route view, a
  * migration status and a start response show, replay the live pre-lock with every one of them, alone
  * and joined, as the Idempotency-Key and as the owner. Returns the attempts that got a token.
  */

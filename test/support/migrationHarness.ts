@@ -14,8 +14,9 @@ import { SqliteStore } from '../../shared/store/sqlite/locations';
 import type { TelemetrySink } from '../../shared/telemetry/sink';
 
 /**
- * A stubbed participant that implements only the copies: version 4's `verify` (an optional step, issue
- * 19 §1) answers 404, "not verified", and never reaches the stub (its call log stays the copies').
+ * A stubbed participant that implements only the copies: version 4's `verify` (an optional step,
+ * docs/design.md §6.5) answers 404, "not verified", and never reaches the stub (its call log stays the
+ * copies').
  */
 export const copiesOnly =
   (stub: (call: HttpCall) => Promise<HttpResult>) =>

@@ -2,7 +2,7 @@ import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
- * A fake migration participant (notes/contract17.md): `POST /migrate {migrationId, resourceId, from, to,
+ * A fake migration participant (docs/design.md §6.5): `POST /migrate {migrationId, resourceId, from, to,
  * step, migrationAttempt, stepAttempt, attempt, sequence, lockAcquiredAt}`. A job is (migrationId,
  * migrationAttempt, step, stepAttempt); a repeated POST answers for the same job; a POST of a job older
  * (lockAcquiredAt, sequence) than one seen for the resource answers 409. It holds data per location and
@@ -69,7 +69,7 @@ export interface ParticipantOptions {
   /** Answer 401 to any request (POST or poll) whose Authorization is not exactly `Bearer <this>`. */
   requireBearer?: string;
   /**
-   * A planted bug (issue 19's negative control): the delta copy of these step attempts leaves out the
+   * A planted bug: the delta copy of these step attempts leaves out the
    * source's last item.
    */
   deltaDropsLastItem?: (stepAttempt: number) => boolean;

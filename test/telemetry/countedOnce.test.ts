@@ -12,7 +12,7 @@ import {
 } from '../../shared/telemetry/sink';
 
 /**
- * Review B of issue 21: figures that were lost or counted twice. A journal write that fails must leave
+ * Figures neither lost nor counted twice. A journal write that fails must leave
  * the event uncounted (so the retry counts it), the lag must keep reporting while a batch fails, and a
  * campaign's start and end are keyed so a redelivered tick counts once.
  */

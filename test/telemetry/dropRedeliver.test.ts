@@ -16,11 +16,11 @@ import { assertNoSecrets } from '../support/secrets';
 import { KeepingSink } from '../../testkit/keepingSink';
 
 /**
- * Issue 21 §2's done-when: the change feed drops a batch (a handler invocation that never ran, a version
- * the feed coalesced away) and redelivers batches (the same one twice, overlapping ones), on SQLite and on
- * the Cosmos stand-in. Real document versions from real migrations, delivered as the Cosmos change feed
- * delivers them (the item with its `_etag` and `_ts`); the reconciliation reads the real store's listing
- * by change time and the real seen-versions store.
+ * The reconciliation's promise (docs/design.md §8.2): the change feed drops a batch (a handler invocation
+ * that never ran, a version the feed coalesced away) and redelivers batches (the same one twice, overlapping
+ * ones), on SQLite and on the Cosmos stand-in. Real document versions from real migrations, delivered as the
+ * Cosmos change feed delivers them (the item with its `_etag` and `_ts`); the reconciliation reads the real
+ * store's listing by change time and the real seen-versions store.
  */
 
 const SOURCE = { region: 'westeurope' };

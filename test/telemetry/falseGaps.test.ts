@@ -16,7 +16,7 @@ import {
 import { MetricsRecorder, nullSink } from '../../shared/telemetry/sink';
 
 /**
- * Review B of issue 21: a TelemetryGap must mean a real loss. A batch the change-feed trigger is still
+ * A TelemetryGap must mean a real loss. A batch the change-feed trigger is still
  * retrying is no gap (the grace covers the retry horizon, and config refuses less on Cosmos DB); the
  * window must leave no change unchecked between two runs; a long migration's versions must not evict the
  * previous one's end key; a run the page bound cut short says so. Each with its negative control.
@@ -138,7 +138,7 @@ describe('a batch the trigger is still retrying is no gap', () => {
     expect(snapshot.duplicatesIgnored).toBeGreaterThan(0); // found by several overlapping runs, one key
   });
 
-  test('negative control: the old 300 s grace reports the retried batch as a gap that stays', async () => {
+  test('negative control: a 300 s grace reports the retried batch as a gap that stays', async () => {
     const snapshot = await retriedBatch({ graceSeconds: 300, windowSeconds: 3600 }, T0 + 21 * MINUTE);
     expect(snapshot).toMatchObject({ telemetryGaps: 1, events: { MigrationSwapped: 1 } });
   });

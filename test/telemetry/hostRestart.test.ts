@@ -78,7 +78,7 @@ test('/api/metrics survives a restart; a change the handler never saw is a Telem
       MigrationSwapped: 1,
     });
     expect((await metricsOf(host)).writeLockSeconds.count).toBe(1);
-    // the runner's MigrationEnded (issue 21 §4): counted by outcome, and kept across the restart
+    // the runner's MigrationEnded (docs/design.md §6.12): counted by outcome, and kept across the restart
     for (let i = 0; i < 50 && (await metricsOf(host)).migrations.completed !== 1; i += 1)
       await new Promise((r) => setTimeout(r, 20));
     expect((await metricsOf(host)).migrations).toEqual({

@@ -6,7 +6,7 @@ import { telemetryEventNames } from '../../shared/telemetry/names';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
 
 /**
- * Review B of issue 21: a long hard-delete bulk copy writes nothing but renewals for hours, so the stall
+ * A long hard-delete bulk copy writes nothing but renewals for hours, so the stall
  * alert (infra/monitoring/alerts/migrationStalled.kql) needs each renewal as progress: a `LockRenewed`
  * keyed per version, with the phase and the phase's new expiry (the alert's deadline). Built with the
  * real lock rules.

@@ -5,9 +5,9 @@ import { MetricsRecorder } from '../../shared/telemetry/sink';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
 
 /**
- * Review B of issue 21: the write-lock hold came only from the attempt that swapped, so a write lock that
- * overran its budget and was downgraded, or was released, reported no hold: the longest 423 periods never
- * reached the chart, the p99 alert or /api/metrics. Now the downgrade's or release's version carries the
+ * Every write lock reports its hold, not only the attempt that swapped: a write lock that overran its
+ * budget and was downgraded, or was released, is among the longest 423 periods, which the chart, the p99
+ * alert and /api/metrics must see. The downgrade's or release's version carries the
  * attempt (lastChange.writeAt/writeExpiresAt) and its LockReleased the hold, capped at the write lease's
  * end. Built with the real lock rules.
  */
@@ -76,7 +76,7 @@ test('negative control: a swap is counted once (MigrationSwapped), a release wit
   expect(holdsOf(lockTelemetry(aborted, 0, 'v8').events)).toEqual([]);
 });
 
-test('a stuck write lock force-released, or reclaimed by the sweeper, reports its hold too (review D)', () => {
+test('a stuck write lock force-released, or reclaimed by the sweeper, reports its hold too', () => {
   const locked = writeLocked();
   const lease = locked.lock?.phase === 'write' ? (Date.parse(locked.lock.writeExpiresAt) - w) / 1000 : 0;
   const forced = forceRelease(

@@ -26,7 +26,7 @@ import type { FleetCampaignStats } from './types';
 import { CRASH_STEPS, pick } from './world';
 
 /**
- * A campaign in the fleet (issue 18 §3, §4): one campaign over every resource of the fleet, to one
+ * A campaign in the fleet (docs/design.md §6.9): one campaign over every resource of the fleet, to one
  * target, with a `maxConcurrent` and a `startsPerMinute`, driven by the real `Campaigns` service,
  * `campaignTick` and `InProcessCampaignRunner` in the orchestrator's process, starting its migrations
  * through the ordinary start path of the crashing orchestrator's runner. The environment misbehaves:

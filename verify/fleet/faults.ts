@@ -149,15 +149,15 @@ export function storeFault(kind: StoreFault): never {
 export const FAILOVER_SHARE = 0.05;
 
 /**
- * A write-region failover that drops the acknowledged writes its replicas had not received (issue 19
- * §4): under bounded staleness the write region acknowledges a write before the other regions hold it,
- * so a failover loses the last replication window's writes. Now and then (FAILOVER_SHARE of swaps,
- * seeded) one comes right after a swap, before it replicated: the route reverts to the newest version
- * the lagging replica held, the one before the swap (LaggingStore forgets what came after), and the
- * route is back at its source under the write lock that copied the delta. Only that route, and only the
- * swap: a wider window would also revert earlier lock steps the services already acted on, a loss the
- * rules re-check at the next step and the decision oracles would blame on the store; the swap is the
- * loss the confirmation (workflow/confirm.ts) is there to notice.
+ * A write-region failover that drops the acknowledged writes its replicas had not received
+ * (docs/design.md §6.11): under bounded staleness the write region acknowledges a write before the other
+ * regions hold it, so a failover loses the last replication window's writes. Now and then (FAILOVER_SHARE of
+ * swaps, seeded) one comes right after a swap, before it replicated: the route reverts to the newest version
+ * the lagging replica held, the one before the swap (LaggingStore forgets what came after), and the route is
+ * back at its source under the write lock that copied the delta. Only that route, and only the swap: a wider
+ * window would also revert earlier lock steps the services already acted on, a loss the rules re-check at the
+ * next step and the decision oracles would blame on the store; the swap is the loss the confirmation
+ * (workflow/confirm.ts) is there to notice.
  */
 export class WriteRegionFailover {
   count = 0;

@@ -30,7 +30,7 @@ import { LOCATIONS, RegionData, locationKey, pick } from './world';
 export type { FleetControl, FleetOptions, FleetResult, FleetStats } from './types';
 
 /**
- * The fleet simulation (issue #7 §3): the real router, lock rules, workflow and in-process runner, on
+ * The fleet simulation: the real router, lock rules, workflow and in-process runner, on
  * virtual time, in an environment that misbehaves. Only the environment is simulated:
  *
  * - one write region (SQLite) under replicas that lag by up to the replication bound (LaggingStore);
@@ -42,7 +42,7 @@ export type { FleetControl, FleetOptions, FleetResult, FleetStats } from './type
  *   tier's (edge 2 h, regional 30 min, local 60 s by default), enforcing `decide()` on user reads, writes
  *   and deletes against per-location data; and a fourth way in, the service's own `RoutingClient` in
  *   series behind its largest tier (edge), over "HTTP" answered by that tier's router (`ClientTier`):
- *   the in-series overstay the old headers allowed (up to twice the TTL) would exceed the delay;
+ *   the in-series overstay headers without Age would allow (up to twice the TTL) would exceed the delay;
  * - skewed clocks: every service (its routers and its `decide` time) and every orchestrator instance
  *   (runner and activities router; each restart is a new instance) is off true time by its own offset
  *   within ±skew/2 (production's 5 s skew), so any two differ by at most the declared skew;
@@ -101,7 +101,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     Math.floor(random() * timing.replicationBoundSeconds * 1000),
   );
   const store = new FaultInjectingStore(replicas, random, options.faultRate);
-  // Now and then after a swap, a failover that drops the replication window's writes (issue 19 §4).
+  // Now and then after a swap, a failover that drops the replication window's writes (docs/design.md §6.11).
   const failover = new WriteRegionFailover({
     random,
     scheduler: env.scheduler,

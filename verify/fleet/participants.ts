@@ -10,7 +10,7 @@ export interface ParticipantState {
   bulkStartedAt: Map<string, number>;
   currentCopy: Map<string, string>;
   copies: number;
-  /** `verify` answered (issue 19 §1), those that found a mismatch, and items the delta controls dropped. */
+  /** `verify` answered, those that found a mismatch, and items the delta controls dropped. */
   verifications: number;
   mismatches: number;
   itemsDropped: number;
@@ -101,8 +101,8 @@ function holding(shelf: Shelf): { count: number; digest: string; live: Set<strin
 }
 
 /**
- * `verify` (issue 19 §1), as a data service answers it under the write lock: the resource's live items
- * at the source against the target's, now (a write lock that lapsed meanwhile shows as a mismatch too).
+ * `verify` (docs/design.md §6.5), as a data service answers it under the write lock: the resource's live
+ * items at the source against the target's, now (a write lock that lapsed meanwhile shows as a mismatch too).
  * Some controls' participants do not implement it (controlsWithoutVerify).
  */
 async function verifyResource(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
@@ -133,10 +133,10 @@ async function verifyResource(f: Fleet, body: ParticipantRequest): Promise<HttpR
 }
 
 /**
- * An end notice (issue 19 §4): on `completed`, the source's copy is deleted once `cleanUpSourceAfter`
- * has come (the retired-source window's end), as a real participant reclaims the space; `failed` and
- * `cancelled` are acknowledged (the target's partial copy is replaced by the next bulk copy anyway).
- * Trusting the notice is the point: the workflow sends `completed` only for a swap a replica showed.
+ * An end notice (docs/design.md §6.11): on `completed`, the source's copy is deleted once
+ * `cleanUpSourceAfter` has come (the retired-source window's end), as a real participant reclaims the space;
+ * `failed` and `cancelled` are acknowledged (the target's partial copy is replaced by the next bulk copy
+ * anyway). Trusting the notice is the point: the workflow sends `completed` only for a swap a replica showed.
  */
 function endNotice(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
   if (body.step === 'completed') {

@@ -74,8 +74,9 @@ export function countEnd(f: Fleet): void {
 }
 
 /**
- * Verification (issue 19 §1): what the participants answered, and the verify rounds with a mismatch in
- * the migrations' statuses: each one a swap the workflow refused (it swaps only after a round that matched).
+ * Verification (docs/design.md §6.5): what the participants answered, and the verify rounds with a mismatch
+ * in the migrations' statuses: each one a swap the workflow refused (it swaps only after a round that
+ * matched).
  */
 function countVerifications(f: Fleet): void {
   const p = f.participants;

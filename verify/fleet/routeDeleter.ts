@@ -7,7 +7,7 @@ import { DELETE_AFTER_SWAP_SHARE, between, locationKey } from './world';
  * The route-deleting actor (a user or operator): shortly after some swaps it DELETEs the route through
  * a router of its own, expecting 409 ConvergencePending while the retired source is write-blocked, and
  * comes back after Retry-After; once deleted, the route is re-created at once at the same location.
- * Control: it deletes straight through the store, stopped only by a live lock (as the old code was).
+ * Control: it deletes straight through the store, stopped only by a live lock.
  */
 
 /** The actor's clock: true time off by its own offset. */

@@ -2,9 +2,10 @@ import { decide } from '../../shared/client';
 import type { TimingConfig } from '../../shared/config';
 import type { Location, LocationDocument } from '../../shared/lock/document';
 import { cacheHeaders } from '../../shared/lock/view';
-import { Router } from '../../shared/router';
+import type { Router } from '../../shared/router';
 import type { LocationStore } from '../../shared/store/ports/locations';
 import { HeldReadStore } from '../../testkit/heldReadStore';
+import { seamedRouter } from '../../testkit/router';
 import { ClientTier } from '../clientTier';
 import { NoReadThroughTier, type Tier, controlJoinBoundMs, regionOnlyDecide } from './controls';
 import { type FleetEnv, drawOffset } from './state';
@@ -61,10 +62,10 @@ export function createServices(env: FleetEnv, store: LocationStore) {
         env.heldReads.delete(key);
         return env.scheduler.timer(clock.now() + heldMs).promise.then(() => undefined);
       });
-      // Control: the tier feeding the client sends the old headers (a full max-age, Age 0, however
+      // Control: the tier feeding the client sends headers without Age (a full max-age, Age 0, however
       // long its cache has held the copy).
       const oldHeaders = control === 'serverCacheNoAge' && index === behindTier;
-      return new Router({
+      return seamedRouter({
         store: heldStore,
         timing: tierTiming,
         clock: serviceClock,

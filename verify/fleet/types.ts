@@ -18,7 +18,7 @@ export type FleetControl =
   /** The same bug, the participants answering 404 to `verify`: the data oracle must see the loss. */
   | 'deltaDropsItemUnverified'
   /**
-   * Confirmation switched off (issue 19 §4): the swap's own answer taken for the replica's, so the
+   * Confirmation switched off (docs/design.md §6.11): the swap's own answer taken for the replica's, so the
    * `completed` notice (and the participants' clean-up of the source) follows a swap a failover dropped.
    */
   | 'cleanUpAtOnce'
@@ -72,7 +72,7 @@ export interface FleetStats {
   /** Why migrations ended Failed or Conflict (numbers elided), with counts. */
   reasons: Record<string, number>;
   /**
-   * Automatic retry with a fresh lock (issue 18), over the orchestrator's own migrations (not the
+   * Automatic retry with a fresh lock (docs/design.md §6.3), over the orchestrator's own migrations (not the
    * rival's): Completed or NoOp on attempt 1, or on a later one; Failed after all attempts, or before.
    */
   attempts: {
@@ -122,8 +122,8 @@ export interface FleetStats {
   stallFors: number;
   copies: number;
   /**
-   * Verification before the swap (issue 19 §1): `verify` answered by the participants, mismatches among
-   * them, the verify rounds with a mismatch in the migrations' statuses (each a swap refused), and the
+   * Verification before the swap (docs/design.md §6.5): `verify` answered by the participants, mismatches
+   * among them, the verify rounds with a mismatch in the migrations' statuses (each a swap refused), and the
    * items the delta controls dropped.
    */
   verification: { run: number; mismatches: number; swapsRefused: number; itemsDropped: number };

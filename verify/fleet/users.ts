@@ -125,11 +125,11 @@ async function userOp(
 }
 
 /**
- * A hot resource (issue 20 §3): for up to four resources being migrated, one tier of the service where
- * the route lives gets a slow write-region read of it (throttled: a tenth of the in-flight grace to
- * twice it), and six writes arrive at that tier while it is in flight. With the configured join bound (50 ms) only those
- * within 50 ms join it, and land within the grace of when it began (or give up when it outlasts their
- * budget); with the control's bound (twice the grace) they join it late, take an answer older than the
+ * A hot resource (docs/design.md §5.8): for up to four resources being migrated, one tier of the service
+ * where the route lives gets a slow write-region read of it (throttled: a tenth of the in-flight grace to
+ * twice it), and six writes arrive at that tier while it is in flight. With the configured join bound (50 ms)
+ * only those within 50 ms join it, and land within the grace of when it began (or give up when it outlasts
+ * their budget); with the control's bound (twice the grace) they join it late, take an answer older than the
  * grace, and land after the copies started.
  */
 export function hotBursts(f: Fleet): void {

@@ -16,7 +16,7 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-10-15' existing = {
 var dataReader = '00000000-0000-0000-0000-000000000001'
 
 // One at a time: Cosmos DB takes one control-plane write per account at once, and parallel role
-// assignments fail with 412 "another operation is in progress" (review of issue 20).
+// assignments fail with 412 "another operation is in progress".
 @batchSize(1)
 resource readers 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2025-10-15' = [
   for principalId in principalIds: {

@@ -1,7 +1,7 @@
 import type { CampaignMember, CampaignRecord, CampaignState, MemberState } from '../../campaign/types';
 
 /**
- * The campaigns port (issue 18 §3): a campaign record under ETag compare-and-swap, and one member row
+ * The campaigns port (docs/design.md §6.9): a campaign record under ETag compare-and-swap, and one member row
  * per (campaignId, resourceId). Adapters: shared/store/sqlite/campaigns.ts (the embedded host) and
  * shared/store/cosmos/campaigns.ts (container `campaigns`, partition key /campaignId: a campaign and
  * its members share one logical partition). Failures are RouteLockErrors naming a campaign.

@@ -19,10 +19,10 @@ export interface MigrationRecords {
    */
   createIfNoActive(record: MigrationRecord): Promise<ActiveClaim>;
   /**
-   * An operator's retry (issue 18): replace an ended, Failed migration's record with `record` (same
-   * migrationId, a new input and status, not done) under the same per-resource claim, so a retry races
-   * starts as safely as a start does. `created: false` with the record that stands when the migration is
-   * not an ended Failed one, or the resource has another unfinished migration. NotFound when unknown.
+   * An operator's retry (docs/design.md §6.3): replace an ended, Failed migration's record with `record`
+   * (same migrationId, a new input and status, not done) under the same per-resource claim, so a retry races
+   * starts as safely as a start does. `created: false` with the record that stands when the migration is not
+   * an ended Failed one, or the resource has another unfinished migration. NotFound when unknown.
    */
   reopenIfNoActive(record: MigrationRecord): Promise<ActiveClaim>;
   get(migrationId: string): Promise<MigrationRecord | null>;

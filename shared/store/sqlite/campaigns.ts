@@ -40,8 +40,8 @@ const versioned = (row: CampaignRow): VersionedCampaign => ({
 });
 
 /**
- * The embedded host's campaigns (issue 18 §3), tables `campaigns` (one row per campaign, under an ETag
- * that every write replaces with a fresh random one) and `campaign_members` (one row per campaign and
+ * The embedded host's campaigns (docs/design.md §6.9), tables `campaigns` (one row per campaign, under an
+ * ETag that every write replaces with a fresh random one) and `campaign_members` (one row per campaign and
  * resource: the primary key is what keeps a resource listed twice to one member).
  */
 export class SqliteCampaignRecords extends SqliteTables implements CampaignRecords {
