@@ -12,7 +12,7 @@ import { migrationSettings, migrationWorkflow } from '../shared/migration/workfl
 import { newMigrationInput } from '../shared/migration/records';
 import { assertRouteExists } from '../shared/migration/service';
 import type { Activities } from '../shared/migration/activities';
-import type { MigrationInput, MigrationStatus } from '../shared/migration/types';
+import { type MigrationInput, type MigrationStatus, WORKFLOW_VERSION } from '../shared/migration/types';
 import { Router } from '../shared/router';
 import { type LocationStore, resetCounters } from '../shared/store/ports/locations';
 import { SqliteStore } from '../shared/store/sqlite/locations';
@@ -119,13 +119,13 @@ async function driveLockOnly(input: MigrationInput, activities: Activities, cloc
 type Start = 'alone' | 'held' | 'start path' | 'start path, ETag passed';
 
 /**
- * Location-document reads (by region) and writes per lock-only migration, workflow version 4 against 5,
- * side by side on one SQLite store: `alone`, the routes written by another process (this router holds
+ * Location-document reads (by region) and writes per lock-only migration of the current workflow
+ * version, on one SQLite store: `alone`, the routes written by another process (this router holds
  * no version of them); `held`, written through this router (it holds the version the caller's ETag
  * names); `start path`, the start's existence read first (`assertRouteExists`, as POST /migrations and
  * a campaign's member start do), with or without the route's ETag passed (a campaign that listed it).
  */
-async function routeReads(config: Config, version: 4 | 5, start: Start, count: number) {
+async function routeReads(config: Config, start: Start, count: number) {
   const clock = new ManualClock();
   const store = new SqliteStore(':memory:');
   const router = new Router({ store, timing: config.timing, clock: clock.now, cacheMax: count + 10 });
@@ -155,12 +155,12 @@ async function routeReads(config: Config, version: 4 | 5, start: Start, count: n
       settings,
       lock: keyring.newSeed(),
     });
-    ended.push(await driveLockOnly({ ...input, workflowVersion: version }, activities, clock));
+    ended.push(await driveLockOnly(input, activities, clock));
   }
   const c = store.counters;
   const per = (x: number) => Math.round((x / count) * 100) / 100;
   return {
-    version,
+    version: WORKFLOW_VERSION,
     start,
     completed: ended.filter((s) => s.status === 'Completed').length,
     nearestReads: per(c.nearestReads),
@@ -174,13 +174,13 @@ export async function runRouteReads(count = 100) {
   const config = parseConfig({});
   const rows: Awaited<ReturnType<typeof routeReads>>[] = [];
   for (const start of ['alone', 'held', 'start path', 'start path, ETag passed'] as const)
-    for (const version of [4, 5] as const) rows.push(await routeReads(config, version, start, count));
+    rows.push(await routeReads(config, start, count));
   return rows;
 }
 
 export async function runMigration(options: { concurrency: number[]; repeats: number; cosmosCount: number }) {
   const config = parseConfig({});
-  // The location-document reads of workflow versions 4 and 5 side by side (100 migrations each).
+  // The location-document reads per lock-only migration (100 migrations each).
   const reads = await runRouteReads();
   // Reads and writes per migration, with and without the saving (SQLite, 100 migrations each).
   const withSaving = await runMigrations(new SqliteStore(':memory:'), 100, {

@@ -29,29 +29,6 @@ const skippedPaths = new Set(['docs', 'bench/results', 'infra/arm', 'infra/tools
 const historyFile = (path: string) => /(^|\/)CHANGELOG\.md$/.test(path) || path === 'bench/README.md';
 const scanned = /\.(ts|js|mjs|cjs|sh|bicep|kql|ya?ml|md)$/;
 
-/**
- * TEMPORARY: files being rewritten in parallel (one workflow version; state returned, not mutated) whose
- * comments still cite issues, reviews or versions. The lead empties this list once those branches are
- * merged; an entry whose file has become clean fails the last test below, so it cannot linger.
- */
-const beingRewritten = [
-  'local/server.ts',
-  'shared/campaign/tick.ts',
-  'shared/migration/workflow.ts',
-  'shared/migration/workflow/attempts.ts',
-  'shared/migration/workflow/cancel.ts',
-  'shared/migration/workflow/cleanUp.ts',
-  'shared/migration/workflow/confirm.ts',
-  'shared/migration/workflow/converge.ts',
-  'shared/migration/workflow/copy.ts',
-  'shared/migration/workflow/notify.ts',
-  'shared/migration/workflow/prelock.ts',
-  'shared/migration/workflow/state.ts',
-  'shared/migration/workflow/swap.ts',
-  'shared/migration/workflow/verify.ts',
-  'shared/migration/workflow/window.ts',
-];
-
 /** What provenance looks like, each with what to write instead. */
 const provenance: [kind: string, pattern: RegExp][] = [
   // the word, an optional "#" and a number, also when a comment's line break falls between them
@@ -91,9 +68,9 @@ const all = files(root).map((path) => ({ path, found: findings(readFileSync(join
 
 describe('comments and test names carry no provenance', () => {
   test('no file cites an issue, a review, a "Version N:" history or a file not in the repository', () => {
-    const report = all
-      .filter(({ path }) => !beingRewritten.includes(path))
-      .flatMap(({ path, found }) => found.map((f) => `${path}:${f.line}: ${f.kind}: ${f.text}`));
+    const report = all.flatMap(({ path, found }) =>
+      found.map((f) => `${path}:${f.line}: ${f.kind}: ${f.text}`),
+    );
     expect(report).toEqual([]);
   });
 
@@ -164,11 +141,4 @@ describe('comments and test names carry no provenance', () => {
     ])
       expect(findings(text)).toEqual([]);
   });
-
-  test.each(beingRewritten)(
-    '%s, being rewritten, still has provenance to remove (else drop it from the list)',
-    (path) => {
-      expect(all.find((f) => f.path === path)?.found.length ?? 0).toBeGreaterThan(0);
-    },
-  );
 });

@@ -4,7 +4,6 @@ import type { Location } from '../lock/document';
 import type { TokenKeyring } from '../security/tokenKeys';
 import type { Activities } from './activities';
 import { instanceIdFor } from './instanceId';
-import { callParticipant } from './participantHttp';
 import type { JournalEntry, MigrationRecordPage, MigrationRecordQuery } from '../store/ports/migrations';
 import type { SqliteMigrationState } from '../store/sqlite/migrations';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from './records';
@@ -75,9 +74,9 @@ export interface InProcessRunnerOptions {
   /** Makes each migration's lock seed at start (the activities derive its credentials with it). */
   keyring: TokenKeyring;
   /**
-   * A seam (tests and verify answer participants in process): version 1's polled `http` step, and
-   * version 2's job POSTs (one request each; the polls of a Location it answers go over HTTP, through
-   * the activity). Without it, version 1 calls over HTTP with 202 polling and version 2 runs the activity.
+   * A seam (tests and verify answer participants in process): the job POSTs, one request each (the
+   * polls of a Location it answers go over HTTP, through the activity). Without it, the
+   * `callParticipant` activity makes every request.
    */
   http?: (call: HttpCall) => Promise<HttpResult>;
   /** Migration ids; defaults to `m-<uuid>`. A seam: tests and verify pin them for readable traces. */
@@ -119,14 +118,11 @@ export class InProcessRunner {
   private readonly liveTimers = new Set<() => void>();
   private readonly cancels = new Map<string, CancelSignal>();
   private stopped = false;
-  private readonly http: (call: HttpCall) => Promise<HttpResult>;
   private readonly stepListeners = new Set<(event: StepTiming) => void>();
   /** The runs whose end was reported (`MigrationEnded`): once per run, however many final statuses follow. */
   private readonly endsReported = new Set<string>();
 
-  constructor(private readonly options: InProcessRunnerOptions) {
-    this.http = options.http ?? ((call) => callParticipant(call, options.scheduler));
-  }
+  constructor(private readonly options: InProcessRunnerOptions) {}
 
   /**
    * Be told of every step performed live (not replayed), with when it began and ended on the wall
@@ -396,7 +392,6 @@ export class InProcessRunner {
         }
         return recorded ?? record(await this.task(step));
       case 'activity':
-      case 'http':
         return recorded ?? record(await this.task(step));
       case 'all':
       case 'race': {
@@ -461,7 +456,6 @@ export class InProcessRunner {
       await this.timer(task.fireAt).promise;
       return { value: null };
     }
-    if (task.kind === 'http') return { value: await this.http(task.call) };
     if (
       task.name === 'callParticipant' &&
       this.options.http &&
@@ -488,7 +482,7 @@ export class InProcessRunner {
     }
   }
 
-  /** Version 2's one request, answered by the `http` seam: what the activity would make of its answer. */
+  /** A job's POST answered by the `http` seam: what the activity would make of its answer. */
   private async seamRequest(
     call: ParticipantCall,
     http: (call: HttpCall) => Promise<HttpResult>,

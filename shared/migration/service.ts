@@ -18,8 +18,8 @@ import {
   type MigrationStatus,
   pendingStatus,
   terminalStates,
-  workflowVersionOf,
 } from './types';
+import { supportsVersion } from './workflow/capabilities';
 
 /**
  * Starting and reading migrations, whoever runs them: Durable Functions in Azure, the in-process
@@ -29,7 +29,7 @@ export interface MigrationRequest {
   resourceId: string;
   target: Location;
   migrationId?: string | undefined;
-  /** The campaign starting it: kept on its record, listed by `GET /migrations?campaignId=`. */
+  /** The campaign starting it (docs/design.md §6.9): kept on its record, listed by `GET /migrations?campaignId=`. */
   campaignId?: string | undefined;
   /** Fewer attempts than configured (a campaign's `migrationAttempts`); more are capped (the history room). */
   migrationAttempts?: number | undefined;
@@ -75,7 +75,7 @@ export interface MigrationService {
    * Ask a migration to cancel (docs/design.md §6.8): 200 with the status as it stands, `cancelRequestedAt`
    * set; the migration stops at its next step, releases its lock and ends Cancelled (poll for it).
    * 404 NotFound when unknown; 409 AlreadySwapped after the swap; an ended migration answers its status
-   * unchanged; 409 MigrationNotCancellable for a migration started before workflow version 3.
+   * unchanged; 409 MigrationNotCancellable for a migration of a workflow version this code does not run.
    */
   cancel(migrationId: string, actor: Actor): Promise<MigrationStatus>;
   /**
@@ -178,9 +178,9 @@ export function listLimit(limit: number | undefined): number {
 /**
  * The one rule of what a cancel answers before any request is sent, on both runners: a swapped
  * migration (Completed, or about to publish it) is past cancelling; an ended one, or one already asked,
- * answers its status unchanged (a cancel is idempotent); a migration started before workflow version 3
- * never listens for the request (its steps are recorded without the waits), so it is refused rather
- * than terminated, which would leave its lock to lapse. Null: send the request.
+ * answers its status unchanged (a cancel is idempotent); a migration of a workflow version this code
+ * does not replay (workflow/capabilities.ts) is refused: no runner here would take the request, and a
+ * terminate would leave its lock to lapse. Null: send the request.
  */
 export function cancelAnswer(status: MigrationStatus, input: MigrationInput): MigrationStatus | null {
   if (status.phase === 'swapped' || status.status === 'Completed') {
@@ -190,10 +190,10 @@ export function cancelAnswer(status: MigrationStatus, input: MigrationInput): Mi
     );
   }
   if (terminalStates.has(status.status) || status.cancelRequestedAt !== undefined) return status;
-  if (workflowVersionOf(input) < 3) {
+  if (!supportsVersion(input.workflowVersion)) {
     throw new RouteLockError(
       'MigrationNotCancellable',
-      `Migration ${status.migrationId} was started by workflow version ${workflowVersionOf(input)}, which cannot be cancelled; it ends on its own.`,
+      `Migration ${status.migrationId} was started by workflow version ${input.workflowVersion ?? 1}, which this deployment does not run; it cannot be cancelled here.`,
     );
   }
   return null;
@@ -229,7 +229,7 @@ export function joinRunning(
       { resourceId: request.resourceId },
     );
   }
-  // a start that names a window never joins one that takes its write lock at other times
+  // a start that names a window never joins one that takes its write lock at other times (docs/design.md §6.10)
   if (request.window !== undefined && !sameWindow(running.window, request.window)) {
     throw new RouteLockError(
       'MigrationInProgress',

@@ -11,7 +11,7 @@ import type { LockGrant, RouteView } from '../lock/view';
 
 export interface MigrationSettings {
   replicationBoundSeconds: number;
-  /** The declared clock skew: the holder ends each phase this much early (optional: older inputs). */
+  /** The declared clock skew: the holder ends each phase this much early (absent: none). */
   clockSkewSeconds?: number;
   safetyBufferSeconds: number;
   hardDeleteLeaseSeconds: number;
@@ -19,64 +19,43 @@ export interface MigrationSettings {
   writeBudgetSeconds: number;
   deltaAttempts: number;
   deltaRetryDelaySeconds: number;
-  /** Optional: inputs journaled before it existed replay without the wait. */
+  /** The wait before the first copy for requests routed just before a lock (absent: none). */
   inFlightGraceSeconds?: number;
   retryAttempts: number;
   retryIntervalSeconds: number;
   participants: Participant[];
   /**
-   * Participant calls (protocol v2, participantContract.ts). Optional: inputs journaled before they
-   * existed read the defaults (`participantTiming`).
+   * Participant calls (participantContract.ts). Absent: the defaults (`participantTiming`).
    */
   participantTimeoutSeconds?: number;
   participantPollMinSeconds?: number;
   participantPollMaxSeconds?: number;
   /**
-   * Automatic retry with a fresh lock (workflow version 3): attempts per series, and the delay
-   * before attempt n+1 (× 2^(n−1)). Optional: older inputs run one attempt.
+   * Automatic retry with a fresh lock: attempts per series, and the delay before attempt n+1
+   * (× 2^(n−1)). Absent: one attempt.
    */
   migrationAttempts?: number;
   migrationRetryDelaySeconds?: number;
   /** The most history actions one attempt may record (its copies at their worst, and its other steps). */
   attemptActionsBound?: number;
   /**
-   * A participant that answers 404 to `verify` fails the attempt instead of
-   * counting as "not verified" (ROUTELOCK_REQUIRE_VERIFY). Optional: older inputs did not verify.
+   * A participant that answers 404 to `verify` fails the attempt instead of counting as "not
+   * verified" (ROUTELOCK_REQUIRE_VERIFY). Absent: false.
    */
   requireVerify?: boolean;
   /**
-   * ROUTELOCK_PRELOCK_MAX_SECONDS, a new lock's cap from its pre-lock: a
-   * cutover window beyond it fails the attempt before its pre-lock. Optional: older inputs lack it.
+   * ROUTELOCK_PRELOCK_MAX_SECONDS, a new lock's cap from its pre-lock: a cutover window beyond it
+   * fails the attempt before its pre-lock. Absent: not checked before the pre-lock.
    */
   prelockMaxSeconds?: number;
 }
 
 /**
- * The workflow version new migrations start with (docs/design.md §6.7). A running instance replays the steps
- * of the version it started with, so a redeploy never changes a history under way:
- * - 1 (no `workflowVersion` in the input): participants called by the runner's polled `http` step
- *   (Durable `callHttp` with polling), raced against the renewal timer. Breaks on the real extension,
- *   kept only so instances started before version 2 replay; delete it, and the `http`
- *   step, once no version-1 instance runs (they end within the pre-lock's maximum, ROUTELOCK_PRELOCK_MAX_SECONDS).
- * - 2: one `callParticipant` activity per request, polls on durable timers (participantContract.ts).
- * - 3: attempts and cancel (docs/design.md §6.3, §6.8). An attempt that fails for a transient reason is
- *   released and tried again with a fresh lock (workflow/attempts.ts), each participant job naming its
- *   `migrationAttempt`; every timer and race also ends on a cancel request (Durable: the `cancel` external
- *   event), and the workflow asks whether one arrived between steps (`cancelRequested`).
- */
-
-/**
- * - 4: verify before the swap (`verify` under the write lock after the delta; a mismatch
- *   releases the write lock and copies the delta again), cutover windows (the write lock only inside
- *   `input.window`, waiting on durable timers with the hard-delete lock renewed), the swap confirmed
- *   durable (a replica read after the replication bound) before Completed, and end notices to every
- *   participant (`completed` | `failed` | `cancelled`, best effort, never blocking).
+ * The workflow version new migrations start with. A running instance replays the steps of the version
+ * it started with, so a redeploy never changes a history under way; which versions this code replays,
+ * and what each may do, is workflow/capabilities.ts (docs/design.md §6.7).
  */
 export const WORKFLOW_VERSION = 5;
-
-/** An input's workflow version: one without `workflowVersion` was started by version 1. */
-export const workflowVersionOf = (input: Pick<MigrationInput, 'workflowVersion'>): number =>
-  input.workflowVersion ?? 1;
 
 /** What starts a migration: a queue message or `POST /migrations`, completed by the starter. */
 export interface MigrationInput {
@@ -88,13 +67,16 @@ export interface MigrationInput {
   settings: MigrationSettings;
   /**
    * Made at start, outside the orchestrator: what the lock's token and Idempotency-Key derive from. The
-   * workflow hands each attempt after the first this seed with its `attempt` (version 3).
+   * workflow hands each attempt after the first this seed with its `attempt`.
    */
   lock: AttemptLockSeed;
-  /** The workflow version that started it (`WORKFLOW_VERSION`); absent: 1. */
+  /**
+   * The workflow version that started it (`WORKFLOW_VERSION`). Absent on inputs of version 1, which
+   * this code no longer replays (workflow/capabilities.ts refuses them).
+   */
   workflowVersion?: number;
   /**
-   * An operator's retry of a Failed migration (version 3): the attempts it already made, kept in the
+   * An operator's retry of a Failed migration: the attempts it already made, kept in the
    * status; this run numbers its attempts after them.
    */
   earlierAttempts?: MigrationAttempt[];
@@ -103,8 +85,8 @@ export interface MigrationInput {
 }
 
 /**
- * When a migration may hold the write lock (docs/design.md §6.10). All optional; an absent field does not
- * limit. `notBefore`/`notAfter`: RFC 3339 instants. `daily`: local wall-clock times "HH:MM" in an IANA time
+ * When a migration may hold the write lock (docs/design.md §6.10). All optional; an absent field does not limit.
+ * `notBefore`/`notAfter`: RFC 3339 instants. `daily`: local wall-clock times "HH:MM" in an IANA time
  * zone; `end` before `start` spans midnight. The whole write budget must fit inside the window.
  */
 export interface CutoverWindow {
@@ -114,12 +96,12 @@ export interface CutoverWindow {
 }
 
 /**
- * A lock seed as the activities get it: the migration's seed and, from attempt 2 of version 3, the
+ * A lock seed as the activities get it: the migration's seed and, from attempt 2 on, the
  * attempt whose lock it stands for (the activities derive a fresh seed for it: `attemptSeed`).
  */
 export type AttemptLockSeed = LockSeed & { attempt?: number };
 
-/** One attempt of a migration (version 3): its own lock, from pre-lock to release or swap. */
+/** One attempt of a migration: its own lock, from pre-lock to release or swap. */
 export interface MigrationAttempt {
   /** 1-based, across an operator's retries too. */
   attempt: number;
@@ -128,9 +110,9 @@ export interface MigrationAttempt {
   outcome: MigrationState;
   reason?: string;
   /**
-   * On an attempt that did not complete: the stable code it ended with (a lock error's,
-   * or the workflow's own: StepFailed, WriteBudgetExceeded, Cancelled…) and the furthest phase it reached
-   * (shared/migration/stopped.ts phaseReached). Absent on attempts recorded before they existed.
+   * On an attempt that did not complete: the stable code it ended with (a lock error's, or the
+   * workflow's own: StepFailed, WriteBudgetExceeded, Cancelled…) and the furthest phase it reached
+   * (shared/migration/stopped.ts phaseReached). Absent on a Completed attempt.
    */
   code?: string;
   stoppedAt?: MigrationPhase;
@@ -159,8 +141,8 @@ export const migrationStates = [
 ] as const;
 export type MigrationState = (typeof migrationStates)[number];
 /**
- * An operator's cancel (docs/design.md §6.8), as the workflow receives it: Durable's `cancel` external
- * event's payload, or the in-process runner's request. Who asked is an actor id, never a credential.
+ * An operator's cancel (docs/design.md §6.8), as the workflow receives it: Durable's `cancel` external event's
+ * payload, or the in-process runner's request. Who asked is an actor id, never a credential.
  */
 export interface CancelRequest {
   requestedAt: string;
@@ -194,9 +176,9 @@ export interface MigrationStatus {
   cancelRequestedAt?: string;
   /** Who asked to cancel: the actor's id. */
   cancelRequestedBy?: string;
-  /** The attempt running or last run (version 3; 1-based). */
+  /** The attempt running or last run (1-based). */
   attempt?: number;
-  /** Every attempt that ended, oldest first (version 3), each with its reason. */
+  /** Every attempt that ended, oldest first, each with its reason. */
   attempts?: MigrationAttempt[];
   /** Every verification run, oldest first (one entry per participant per verify round). */
   verifications?: Verification[];
@@ -294,8 +276,8 @@ export interface ActivityInputs {
     target: Location;
     lock: AttemptLockSeed;
     /**
-     * Answer where the route was (`PrelockGrant.location`), and decide on the version of the
-     * route the router holds, conditional on its ETag (a read saved; a stale one costs a 412 and a read).
+     * Answer where the route was (`PrelockGrant.location`), and decide on the version of the route the
+     * router holds, conditional on its ETag (a read saved; a stale one costs a 412 and a read).
      */
     withLocation?: true;
   };
@@ -312,7 +294,7 @@ export interface ActivityInputs {
    */
   swap: { resourceId: string; lock: AttemptLockSeed; ifMatch?: string; writeAt?: string | undefined };
   /**
-   * `reason` (docs/design.md §6.12): why the lock ends, bounded and credential-free (`releaseReason`,
+   * `reason`: why the lock ends, bounded and credential-free (`releaseReason`,
    * workflow/cleanUp.ts), stamped on the version for the audit ledger. Optional: Durable replays by
    * activity name, so histories scheduled without it replay unchanged.
    */
@@ -326,12 +308,12 @@ export interface ActivityInputs {
   };
   /**
    * `writeRegion`: the authoritative copy. `readPath`: what a service resolving the route sees.
-   * `replica` (version 4): the store's nearest replica, uncached (a read region's copy: is a swap there?).
+   * `replica`: the store's nearest replica, uncached (a read region's copy: is a swap there?).
    */
   readRoute: { resourceId: string; from: 'writeRegion' | 'readPath' | 'replica' };
   /** Durable only: the final status, kept after the instance id is reused by a later migration. */
   recordOutcome: { status: MigrationStatus };
-  /** One request to a participant (workflow version 2): the job's POST, or a GET of its poll Location. */
+  /** One request to a participant: the job's POST, or a GET of its poll Location. */
   callParticipant: ParticipantCall;
 }
 
@@ -344,8 +326,8 @@ export interface SwapOutcome {
 export type SeededGrant = Omit<LockGrant, 'token'>;
 
 /**
- * The pre-lock's grant and (since version 5) where the route was when the pre-lock committed: the
- * write region's copy it was decided on, under that copy's ETag, so version 5 does not read it again.
+ * The pre-lock's grant and where the route was when the pre-lock committed: the write region's copy it
+ * was decided on, under that copy's ETag, so the workflow does not read it again.
  */
 export type PrelockGrant = SeededGrant & { location?: Location };
 
@@ -383,7 +365,7 @@ export type ActivityResult<T> =
 // ---------------------------------------------------------------------------------------------
 
 export type CopyStep = 'bulkCopy' | 'deltaCopy';
-/** Every step a participant is asked (version 4 adds `verify` and the end notices). */
+/** Every step a participant is asked: the copies, `verify`, and the end notices. */
 export type ParticipantStep = CopyStep | 'verify' | EndStep;
 
 export interface ParticipantRequest {
@@ -393,11 +375,11 @@ export interface ParticipantRequest {
   to: Location;
   step: ParticipantStep;
   /**
-   * Which run of the step this is (1 for the bulk copy; the write-lock attempt for the delta).
-   * Version 1's job key with migrationId and step; version 2 sends it as the alias of `stepAttempt`.
+   * Which run of the step this is (1 for the bulk copy; the write-lock attempt for the delta): the
+   * alias of `stepAttempt`, kept for participants that key jobs by (migrationId, step, attempt).
    */
   attempt: number;
-  /** Version 2 on (docs/design.md §6.5): the job is (migrationId, migrationAttempt, step, stepAttempt). */
+  /** The job is (migrationId, migrationAttempt, step, stepAttempt) (docs/design.md §6.5). */
   migrationAttempt?: number;
   stepAttempt?: number;
   /** Increases with every new job of the migration: with `lockAcquiredAt`, orders jobs of a resource. */
@@ -452,7 +434,7 @@ export interface HttpAnswer {
   retryAfterSeconds?: number;
 }
 
-/** Version 1's participant call (the runner's polled `http` step), and the in-process test seam's POST. */
+/** A participant job's POST as the in-process runner's test seam (`http`) is handed it. */
 export interface HttpCall {
   method: 'POST';
   url: string;
@@ -465,8 +447,8 @@ export interface HttpCall {
 }
 
 /**
- * A participant's final answer (version 1: after any 202 polling), or a transport failure (status 0).
- * The in-process seam may add a Location (relative or absolute) and Retry-After to version 2's POST.
+ * What the in-process test seam answers a POST: the participant's answer, or a transport failure
+ * (status 0), with a Location (relative or absolute) and Retry-After when it answered 202.
  */
 export interface HttpResult {
   status: number;
@@ -482,11 +464,10 @@ export interface HttpResult {
 export type TaskStep =
   | { kind: 'activity'; name: ActivityName; input: ActivityInputs[ActivityName] }
   /**
-   * `cancellable` (version 3): the timer also ends on a cancel request, and answers it (`CancelRequest`);
+   * `cancellable`: the timer also ends on a cancel request, and answers it (`CancelRequest`);
    * otherwise it answers null.
    */
-  | { kind: 'timer'; fireAt: number; cancellable?: true }
-  | { kind: 'http'; call: HttpCall };
+  | { kind: 'timer'; fireAt: number; cancellable?: true };
 
 /**
  * What a race answers: whether the deadline came first, and the result of every task that had
@@ -495,7 +476,7 @@ export type TaskStep =
 export interface RaceResult {
   deadlineFirst: boolean;
   settled: unknown[];
-  /** A cancellable race that a cancel request ended first (version 3). */
+  /** A cancellable race that a cancel request ended first. */
   cancelled?: CancelRequest;
 }
 

@@ -1,26 +1,29 @@
 import type { Config } from '../config';
 import { convergenceWaitUntil } from '../lock/state';
 import type { MigrationInput, MigrationSettings, MigrationStatus, Step } from './types';
-import { pendingStatus, workflowVersionOf } from './types';
 import { attemptingMigration } from './workflow/attempts';
-import { cancelMigration, cancelledBeforeStart } from './workflow/cancel';
-import { cleanUp } from './workflow/cleanUp';
+import { workflowCapabilities } from './workflow/capabilities';
 import { convergencePhase } from './workflow/converge';
 import { hardDeletePhase } from './workflow/hardDelete';
-import { prelockPhase } from './workflow/prelock';
 import type { Ending, Prelocked } from './workflow/state';
-import { publish } from './workflow/steps';
 import { writePhase } from './workflow/write';
 import { worstCaseAttemptActions } from './workflow/bound';
 
 export { renewEveryMs } from './workflow/copy';
 export { confirmAndNoticeActions, worstCaseAttemptActions } from './workflow/bound';
 export { cancelMigration } from './workflow/cancel';
-export { attemptVerdict, attemptingMigration, retryDelayMs } from './workflow/attempts';
-export { cleanUp } from './workflow/cleanUp';
+export { afterFailedAttempt, attemptVerdict, attemptingMigration, retryDelayMs } from './workflow/attempts';
+export {
+  CAPABILITIES,
+  type Capabilities,
+  type Capability,
+  UnsupportedWorkflowVersion,
+  WORKFLOW_FLOOR,
+  workflowCapabilities,
+} from './workflow/capabilities';
 export { convergencePhase } from './workflow/converge';
 export { hardDeletePhase } from './workflow/hardDelete';
-export { prelockPhase, releaseUnseenPrelock } from './workflow/prelock';
+export { releaseUnseenPrelock, tryPrelock } from './workflow/prelock';
 export type {
   Cancelled,
   Ending,
@@ -41,16 +44,16 @@ export { writePhase } from './workflow/write';
  *
  * 1. pre-lock. Its token and Idempotency-Key derive from the input's random `lock` seed under a key
  *    only the activities hold, so a retried activity replays its own lock and no one else can
- * 2. re-read the route; already at the target → release, NoOp (version 5: the pre-lock's answer says
- *    where the route was; one already at the target was refused there)
+ * 2. where the route was: the pre-lock's answer (one already at the target was refused there, NoOp)
  * 3. durable timer until max(startsAt, acquiredAt + replication bound) + safety buffer
- * 4. confirm the lock is visible on the read path (version 5: on a replica; lock-only, not at all)
+ * 4. confirm the lock is visible on a replica (a lock-only migration skips it)
  * 5. hard-delete lock; every participant's bulkCopy, renewing the hard-delete lease on a timer
  * 6. write lock; deltaCopy, renewing the write lock; swap. A delta that overruns the write budget:
  *    release the write lock (writes resume), wait, try again; after the last attempt, abort
  * 7. any failure: release with the token; Failed with the reason. Never a partial cutover: the swap is
- *    one conditional write. Version 3: a transient failure ends one attempt; after a delay the
- *    migration starts over at step 1 with a fresh lock (workflow/attempts.ts), Failed once none are left.
+ *    one conditional write. A transient failure ends one attempt; after a delay the migration
+ *    starts over at step 1 with a fresh lock (workflow/attempts.ts), Failed once none are left.
+ * 8. the swap confirmed on a replica, then the end notices to every participant.
  *
  * Each step is a phase generator in workflow/, taking the state the one before returned and answering
  * the next state or how the migration ends; `migrationWorkflow` only runs them in order.
@@ -100,18 +103,15 @@ export function attemptActionsBound(config: Config): number {
   });
 }
 
+/**
+ * The migration of one input. Its capabilities are fixed here, at its start, from the version it
+ * recorded: an instance of a version this code does not replay fails at once (UnsupportedWorkflowVersion)
+ * instead of running steps its history never held. No phase branches on a capability today (the floor
+ * is the current version: workflow/capabilities.ts says how one is added and retired).
+ */
 export function* migrationWorkflow(input: MigrationInput): Workflow {
-  // Version 3: attempts, each with a fresh lock; versions 1 and 2 run the one attempt they always did.
-  if (workflowVersionOf(input) >= 3) return yield* attemptingMigration(input, withPrelock);
-  const running = yield* publish(pendingStatus(input), { status: 'Running' });
-  const neverStarted = yield* cancelledBeforeStart(input, running);
-  if (neverStarted) return neverStarted;
-  const prelocked = yield* prelockPhase(input, running);
-  if (prelocked.kind === 'cancelled') return yield* cancelMigration(input, prelocked);
-  if (prelocked.kind !== 'next') return prelocked.status;
-  const ending = yield* withPrelock(prelocked.state);
-  if (ending.kind === 'cancelled') return yield* cancelMigration(input, ending);
-  return ending.kind === 'done' ? ending.status : yield* cleanUp(input, ending);
+  workflowCapabilities(input);
+  return yield* attemptingMigration(input, withPrelock);
 }
 
 /** Steps 2–6 with the pre-lock held, each phase on the state the one before returned. */

@@ -12,7 +12,7 @@ import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 import { InProcessMigrationService } from '../../shared/migration/service';
 
 /**
- * Automatic retry with a fresh lock (workflow version 3; docs/design.md §6.3): which
+ * Automatic retry with a fresh lock (docs/design.md §6.3): which
  * failures are retried, attempts recorded in the status, a fresh lock per attempt, never two locks of
  * one migration at once, and never an attempt after a swap.
  */
@@ -112,11 +112,11 @@ describe('in-process runner (dev timing, virtual time)', () => {
     // every job names its attempt; attempt 2's jobs come after (supersede) every job of attempt 1
     const jobs = seen.map((c) => [c.body.migrationAttempt, c.body.step, c.body.sequence]);
     expect(jobs).toEqual([
-      // version 4: 2 + 2 × deltaAttempts (3) job numbers per attempt (workflow/copy.ts jobSequence)
+      // 2 + 2 × deltaAttempts (3) job numbers per attempt (workflow/copy.ts jobSequence)
       [1, 'bulkCopy', 1],
       [2, 'bulkCopy', 9],
       [2, 'deltaCopy', 10],
-      // version 4: the end notice, last of attempt 2 (no notice for attempt 1)
+      // the end notice, last of attempt 2 (no notice for attempt 1)
       [2, 'completed', 16],
     ]);
     // each attempt its own lock (a fresh Idempotency-Key: attempt 2's pre-lock was not a replay)
@@ -262,10 +262,13 @@ test.each([0, 8, 15])(
     const config = parseConfig({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANTS: PARTICIPANTS });
     const start = Date.UTC(2026, 2, 1);
     const fixture = await migrationFixture({ config, start, source: SOURCE, target: TARGET });
-    const input = { ...fixture.input, workflowVersion: 3 };
+    const input = fixture.input;
     const jobs: [number | undefined, string, number | undefined][] = [];
     fixture.activities.callParticipant = async (call: ParticipantCall) => {
       if (call.method !== 'POST') return { ok: true, value: { status: 200, body: null } };
+      // the copies only: verify (optional) not implemented, the end notice not recorded
+      if (call.body.step !== 'bulkCopy' && call.body.step !== 'deltaCopy')
+        return { ok: true, value: { status: 404, body: null } };
       jobs.push([call.body.migrationAttempt, call.body.step, call.body.sequence]);
       const refuse = (call.body.migrationAttempt ?? 1) === 1;
       return { ok: true, value: refuse ? { status: 422, body: 'not now' } : { status: 200, body: null } };
@@ -289,10 +292,11 @@ test.each([0, 8, 15])(
       [1, 'Failed'],
       [2, 'Completed'],
     ]);
+    // attempt 2's jobs numbered after attempt 1's 2 + 2 × deltaAttempts (workflow/copy.ts jobSequence)
     expect(jobs).toEqual([
       [1, 'bulkCopy', 1],
-      [2, 'bulkCopy', 5],
-      [2, 'deltaCopy', 6],
+      [2, 'bulkCopy', 9],
+      [2, 'deltaCopy', 10],
     ]);
     const { doc } = await fixture.store.read('conv-1', { from: 'writeRegion' });
     expect(doc).toMatchObject({ location: TARGET, lock: null });
@@ -306,7 +310,6 @@ test('no further attempt when the history could not hold one more at its worst (
   // one attempt's worst case as large as the extension's whole cap: attempt 1's steps leave no room
   const input = {
     ...fixture.input,
-    workflowVersion: 3,
     settings: { ...fixture.input.settings, attemptActionsBound: 100_000 },
   };
   fixture.activities.callParticipant = async () => ({ ok: true, value: { status: 422, body: 'no' } });

@@ -7,7 +7,7 @@ import {
   SOURCE,
   START,
   TARGET,
-  V2,
+  V5,
   durableMigration,
   participantJobs,
 } from '../support/durableMigrations';
@@ -16,10 +16,9 @@ import {
  * Cancel on Durable Functions (docs/design.md §6.8): the `cancel` external event, through the faithful
  * harness (testkit/durableReplay models EventRaised and WaitForExternalEvent as durable-js 3.5.0 and the
  * extension handle them). A cancel in each phase ends Cancelled with the lock released and the route
- * unchanged; a version-2 input never waits for the event.
+ * unchanged.
  */
 
-const V3: InputVersion = { ...V2, label: 'v3', toInput: (i) => ({ ...i, workflowVersion: 3 }) };
 const request: CancelRequest = { requestedAt: '2026-01-01T00:00:00.000Z', by: 'operator-1' };
 const participants = [{ name: 'messages', url: 'https://messages.test/migrate' }];
 const HOUR = 3_600_000;
@@ -45,7 +44,7 @@ async function cancelled(
 ) {
   const h = await durableMigration({
     participants,
-    version: options.version ?? V3,
+    version: options.version ?? V5,
     ...(options.env ? { env: options.env } : {}),
   });
   const { http } = jobs(options.deltaMs);
@@ -83,12 +82,11 @@ const deltaCopying: When = (s) =>
     (a) => a.name === 'migrationCallParticipant' && JSON.stringify(a.input).includes('deltaCopy'),
   );
 
-const duringReread: When = (s) => scheduled(s, 'migrationReadRoute') > 0 && phaseOf(s.statuses) === 'prelock';
 const duringEscalation: When = (s) =>
   scheduled(s, 'migrationEscalate') > 0 && phaseOf(s.statuses) === 'converging';
 const duringRenewal: When = (s) => phaseOf(s.statuses) === 'hardDelete' && scheduled(s, 'migrationRenew') > 0;
 
-describe('cancel through the Durable replay harness (workflow version 3)', () => {
+describe('cancel through the Durable replay harness', () => {
   test.each([
     ['before the pre-lock', { at: START }, 'starting'],
     ['during the pre-lock activity', duringPrelock, 'starting'],
@@ -97,7 +95,6 @@ describe('cancel through the Durable replay harness (workflow version 3)', () =>
     ['write, the delta copy running', deltaCopying, 'write'],
     // an event raised while an activity runs goes to the waiter already tracked:
     // the next wait must answer it, not track a fresh waiter for an event already given away
-    ['during the re-read activity (after the pre-lock)', duringReread, 'prelock'],
     ['during the hard-delete escalation activity', duringEscalation, 'converging'],
     ['during a renewal between copy rounds', duringRenewal, 'hardDelete'],
   ] as [string, When, string][])(
@@ -150,7 +147,7 @@ describe('cancel through the Durable replay harness (workflow version 3)', () =>
 
   test('a fresh orchestrator process after the event replays it from history and cancels alike', async () => {
     const outcome = async (crashBeforeRun?: number) => {
-      const h = await durableMigration({ participants, version: V3 });
+      const h = await durableMigration({ participants, version: V5 });
       const { http } = jobs(HOUR);
       const events = [{ name: CANCEL_EVENT, input: request, when: bulkCopying }];
       const result = await h.make({ http, events, ...(crashBeforeRun ? { crashBeforeRun } : {}) }).run();
@@ -165,7 +162,7 @@ describe('cancel through the Durable replay harness (workflow version 3)', () =>
   });
 
   test('cancel raised twice: one Cancelled, one release', async () => {
-    const h = await durableMigration({ participants, version: V3 });
+    const h = await durableMigration({ participants, version: V5 });
     const { http } = jobs(HOUR);
     const events: RaisedEvent[] = [
       { name: CANCEL_EVENT, input: request, when: bulkCopying },
@@ -188,20 +185,5 @@ describe('cancel through the Durable replay harness (workflow version 3)', () =>
     const real = await cancelled(bulkCopying, { deltaMs: 1000 });
     expect([control.output.status, control.doc.location]).toEqual(['Completed', TARGET]);
     expect([real.output.status, real.doc.location]).toEqual(['Cancelled', SOURCE]);
-  });
-
-  test('a version-2 input never waits for the event: no WaitForExternalEvent action, and it completes', async () => {
-    const seen: unknown[] = [];
-    const h = await durableMigration({ participants, version: V2 });
-    const { http } = jobs(1000);
-    const result = await h
-      .make({
-        http,
-        events: [{ name: CANCEL_EVENT, input: request, when: bulkCopying }],
-        observe: (_run, actions) => seen.push(actions),
-      })
-      .run();
-    expect(result.output).toMatchObject({ status: 'Completed' });
-    expect(JSON.stringify(seen)).not.toContain('"actionType":6');
   });
 });

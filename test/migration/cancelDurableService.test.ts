@@ -111,7 +111,7 @@ describe('DurableMigrationService.cancel', () => {
     expect(client.raised).toHaveLength(0);
   });
 
-  test('a version-2 instance never listens for the event: 409 MigrationNotCancellable, nothing raised', async () => {
+  test('an instance of a workflow version this code does not run: 409 MigrationNotCancellable, nothing raised', async () => {
     const { client, records, service, migrationId, instance } = await setup();
     const record = (await records.get(migrationId))!;
     const db = (

@@ -9,8 +9,8 @@ import { ManualClock } from '../../testkit/clock';
 import { virtualRunner } from '../support/migrationHarness';
 
 /**
- * Cancel on the in-process runner (docs/design.md §6.8): the request is journaled, every cancellable wait
- * ends on it and the next check finds it. A cancel in each phase ends Cancelled with the lock released and
+ * Cancel on the in-process runner (docs/design.md §6.8): the request is journaled, every cancellable wait ends
+ * on it and the next check finds it. A cancel in each phase ends Cancelled with the lock released and
  * the route unchanged; a runner restarted after the request still cancels.
  */
 
@@ -67,7 +67,7 @@ async function setup(hang: 'bulkCopy' | 'deltaCopy' | 'none' = 'none', env: Reco
   return { h, service, calls, swaps, prelocks, doc };
 }
 
-describe('cancel on the in-process runner (workflow version 3)', () => {
+describe('cancel on the in-process runner', () => {
   test('before the pre-lock: it never starts, no lock is taken', async () => {
     const { h, service, prelocks, doc } = await setup();
     // the cancel arrives as the migration starts: journaled before its first check
@@ -194,10 +194,10 @@ describe('cancel on the in-process runner (workflow version 3)', () => {
     expect(ended.cancelRequestedAt).toBe(first.cancelRequestedAt);
   });
 
-  test('a version-2 migration (journaled before version 3) is refused: 409 MigrationNotCancellable', async () => {
+  test('a migration of a workflow version this code does not run is refused: 409 MigrationNotCancellable', async () => {
     const { h, service } = await setup('bulkCopy');
     const { migrationId } = await service.start({ resourceId: 'r-1', target: TARGET });
-    // as a version-2 runner journaled it
+    // as a record written by a version below the floor
     const record = h.state.activeFor('r-1')!;
     const db = (
       h.state as unknown as { db: { prepare: (sql: string) => { run: (...a: unknown[]) => void } } }

@@ -4,14 +4,13 @@ import { migrationFixture } from '../../testkit/migrationFixture';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { SqliteStore } from '../../shared/store/sqlite/locations';
 import { FaultyStore } from '../../testkit/faultyStore';
-import { DurableReplay, EventType, type HttpReply, type ReplayResult } from '../../testkit/durableReplay';
+import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 import {
   type InputVersion,
   SOURCE,
   START,
   TARGET,
-  V1,
-  V2,
+  V5,
   durableMigration,
   participantJobs,
 } from '../support/durableMigrations';
@@ -40,8 +39,8 @@ async function setup(env: Record<string, string> = {}, participants: { name: str
     } = {},
   ) => {
     let failNext = options.failNext;
-    // the input is the version new migrations run (v2): its participant calls are callParticipant activities
-    if (options.http) V2.connect?.(activities, options.http, () => replay.now);
+    // the input is the version new migrations run: its participant calls are callParticipant activities
+    if (options.http) V5.connect?.(activities, options.http, () => replay.now);
     replay = new DurableReplay({
       orchestrator: migrationOrchestrator,
       name: 'migrationOrchestrator',
@@ -67,9 +66,8 @@ async function setup(env: Record<string, string> = {}, participants: { name: str
   return { config, store, records, input, make, activities, keyring };
 }
 
-/** A participant request, on either path: Durable's callHttp (v1) or the callParticipant activity. */
-const isParticipantCall = (a: { kind: string; name?: string }) =>
-  a.kind === 'http' || a.name === 'migrationCallParticipant';
+/** A participant request: the callParticipant activity. */
+const isParticipantCall = (a: { name?: string }) => a.name === 'migrationCallParticipant';
 
 const names = (actions: { kind: string; name?: string }[]) =>
   actions.map((a) => (a.kind === 'activity' ? a.name : a.kind));
@@ -88,7 +86,7 @@ describe('Durable orchestrator replayed through the real engine', () => {
             : result;
         };
       }
-      // a participant without verify (version 4's optional step): 404
+      // a participant without verify (an optional step): 404
       const result = await h
         .make({
           http: (r) => ({
@@ -118,14 +116,14 @@ describe('Durable orchestrator replayed through the real engine', () => {
     expect(result.error).toBeUndefined();
     expect((result.output as MigrationStatus).status).toBe('Completed');
     expect(names(result.actions)).toEqual([
-      'timer', // version 3: the first cancel check, due at once (docs/design.md §6.8)
+      'timer', // the first cancel check, due at once (docs/design.md §6.8)
       'migrationPrelock',
-      // version 5: no re-read (the pre-lock answers where the route was) and, lock-only, no read-path check
+      // no re-read (the pre-lock answers where the route was) and, lock-only, no read-path check
       'timer',
       'migrationEscalate',
       'migrationEscalate',
       'migrationSwap',
-      // version 4: the swap confirmed on a replica once the replication bound has passed
+      // the swap confirmed on a replica once the replication bound has passed
       'timer',
       'migrationReadRoute',
       'migrationRecordOutcome',
@@ -151,7 +149,7 @@ describe('Durable orchestrator replayed through the real engine', () => {
     const status = result.output as MigrationStatus;
     expect(status).toMatchObject({ status: 'Failed', phase: 'released' });
     expect(status.error).toMatch(/participant messages answered 400 to bulkCopy/);
-    // version 3: a participant's refusal fails its attempt, and each of the 3 attempts takes a fresh lock
+    // a participant's refusal fails its attempt, and each of the 3 attempts takes a fresh lock
     // and releases it with its own token
     const release = result.actions.filter((a) => a.name === 'migrationRelease');
     expect(release.map((a) => (a.input as { lock: { attempt: number } }).lock.attempt)).toEqual([1, 2, 3]);
@@ -242,11 +240,10 @@ describe('why the workflow races fresh tasks only', () => {
 });
 
 /**
- * Scenarios per input version: each runs today's orchestrator through the faithful harness and must
- * pass: version 1 (callHttp, kept for its histories) and version 2 (callParticipant, participants
- * answering 202 + Location).
+ * Scenarios per input version this code runs: each runs today's orchestrator through the faithful
+ * harness and must pass (callParticipant, participants answering 202 + Location).
  */
-const VERSIONS: InputVersion[] = [V1, V2];
+const VERSIONS: InputVersion[] = [V5];
 const ONE = [{ name: 'messages', url: 'https://messages.test/migrate' }];
 const TWO = [...ONE, { name: 'media', url: 'https://media.test/migrate' }];
 /** A 300 s hard-delete and write lease: renewed every 100 s, so a copy of a few minutes races renewals. */
@@ -258,22 +255,6 @@ const SHORT_LEASES = {
 };
 
 describe.each(VERSIONS)('faithful harness scenarios, input $label', (version) => {
-  test('one participant answering 200: Completed, route moved, each copy one call', async () => {
-    const m = await durableMigration({ participants: ONE, version });
-    const participant = participantJobs({ answers: version.answers, durationMs: () => 20_000 });
-    const result = await m.make({ http: participant.http }).run();
-    expect(result).toMatchObject({ runtimeStatus: 'Completed', error: undefined });
-    expect((result.output as MigrationStatus).status).toBe('Completed');
-    expect(participant.calls.filter((c) => c.method === 'POST').map((c) => c.job)).toEqual([
-      'messages.test:bulkCopy:1',
-      'messages.test:deltaCopy:1',
-    ]);
-    expect((await m.store.read('conv-1', { from: 'writeRegion' })).doc).toMatchObject({
-      location: TARGET,
-      lock: null,
-    });
-  });
-
   test('renewals race a long copy: the participant takes 230 s (inside the 240 s client limit)', async () => {
     const m = await durableMigration({ env: SHORT_LEASES, participants: TWO, version });
     const participant = participantJobs({
@@ -287,7 +268,7 @@ describe.each(VERSIONS)('faithful harness scenarios, input $label', (version) =>
     const firstCopy = result.actions.findIndex(isParticipantCall);
     const renewals = sequence.filter((n, i) => n === 'migrationRenew' && i > firstCopy);
     expect(renewals.length).toBeGreaterThanOrEqual(2); // at 100 s and 200 s of the bulk copy
-    // one job per participant and step, whether asked again (v1: POST after each renewal) or polled
+    // one job per participant and step, polled across the renewals
     const jobs = new Set(participant.calls.map((c) => c.job));
     expect([...jobs].filter((j) => j.includes(':bulkCopy:')).sort()).toEqual([
       'media.test:bulkCopy:1',
@@ -298,42 +279,6 @@ describe.each(VERSIONS)('faithful harness scenarios, input $label', (version) =>
     ).toBeGreaterThanOrEqual(3);
     const media = participant.calls.filter((c) => c.job === 'media.test:bulkCopy:1' && c.method === 'POST');
     expect(media).toHaveLength(1); // the finished job is not asked again
-  });
-
-  test('a participant slower than 240 s: the Durable HTTP client gives up, the attempt is retried, then Failed', async () => {
-    const m = await durableMigration({ participants: ONE, version, env: { ROUTELOCK_RETRY_ATTEMPTS: '2' } });
-    const participant = participantJobs({ answers: 'sync', durationMs: () => 600_000 });
-    const result = await m.make({ http: participant.http }).run();
-    const status = result.output as MigrationStatus;
-    expect(status.status).toBe('Failed');
-    expect(status.error).toMatch(/participant messages answered nothing to bulkCopy/);
-    if (!version.connect) {
-      // through Durable's callHttp: the built-in HTTP activity failed on its client's timeout
-      const timedOut = result.history.filter((e) => e.EventType === EventType.TaskFailed);
-      expect(timedOut[0]?.Reason).toMatch(/HttpClient.Timeout of 240 seconds/);
-    }
-  });
-
-  test('activity retries exhausted (store down): Failed with the reason, the lock released', async () => {
-    const m = await durableMigration({ participants: ONE, version, env: { ROUTELOCK_RETRY_ATTEMPTS: '3' } });
-    m.outage.set('escalate', 3); // every attempt of the first escalation
-    const participant = participantJobs({ answers: version.answers, durationMs: () => 1000 });
-    const result = await m.make({ http: participant.http }).run();
-    expect(result.runtimeStatus).toBe('Completed');
-    const status = result.output as MigrationStatus;
-    expect(status).toMatchObject({ status: 'Failed', phase: 'released' });
-    expect(status.error).toMatch(/Store throttled \(429\)/);
-    // three attempts, two retry timers with backoff, and the extension's timer after the last failure
-    const retry = result.actions.filter((a) => a.purpose === 'retry');
-    const attempts = result.actions.filter((a) => a.name === 'migrationEscalate');
-    expect(attempts).toHaveLength(3);
-    const fired = (i: number) => (retry[i]?.fireAt as number) - START;
-    expect(retry).toHaveLength(3);
-    expect(fired(1) - fired(0)).toBe(m.input.settings.retryIntervalSeconds * 2 * 1000);
-    expect((await m.store.read('conv-1', { from: 'writeRegion' })).doc).toMatchObject({
-      location: SOURCE,
-      lock: null,
-    });
   });
 
   test('a crash mid-copy: a new process replays the stored history, the copy is asked again, it finishes the same', async () => {
@@ -358,70 +303,5 @@ describe.each(VERSIONS)('faithful harness scenarios, input $label', (version) =>
       location: TARGET,
       lock: null,
     });
-  });
-});
-
-describe('negative control: the harness catches what the real extension does to a polled callHttp', () => {
-  const run202 = async (participants: typeof ONE) => {
-    const m = await durableMigration({ participants, env: SHORT_LEASES });
-    const participant = participantJobs({ answers: 'async', durationMs: () => 60_000 });
-    const result = await m
-      .make({ http: participant.http })
-      .run()
-      .catch((e: Error) => ({ thrown: e.message }));
-    return { result, participant };
-  };
-
-  test('one participant: the race ends, its canceled timer lets the replay run ahead of the poll timer', async () => {
-    // On replay the shim sees the race timer canceled, so Task.WhenAny completes at once and the next
-    // action takes the id the extension gave the poll timer when the 202 arrived.
-    const { result } = await run202(ONE);
-    expect(result).toMatchObject({ runtimeStatus: 'Failed' });
-    expect((result as ReplayResult).error).toMatch(
-      /^Non-Deterministic workflow detected: A previous execution of this orchestration scheduled a timer task with sequence number \d+ named but the current orchestration replay instead produced a ScheduleTaskOrchestratorAction/,
-    );
-  });
-
-  test('one participant copying past a renewal: the renewal activity receives the participant’s 202', async () => {
-    // The renewal timer and a poll timer fire together: the extension schedules the renewal first
-    // (id n) and the poll GET at its timer (n + 1); durable-js had numbered that GET n when the 202
-    // came. The renewal's answer goes to the GET, the GET's 202 to the renewal, and the workflow
-    // reads the 202 as a refused renewal: the migration fails and releases the lock.
-    const m = await durableMigration({ participants: ONE, env: SHORT_LEASES });
-    const participant = participantJobs({ answers: 'async', durationMs: () => 150_000 });
-    const result = await m.make({ http: participant.http }).run();
-    expect(result.runtimeStatus).toBe('Completed');
-    expect(result.output).toMatchObject({
-      status: 'Failed',
-      phase: 'released',
-      error: 'bulkCopy: undefined: undefined; lock released',
-    });
-    const scheduled = result.history.filter((e) => e.EventType === EventType.TaskScheduled);
-    const renew = scheduled.find((e) => e.Name === 'migrationRenew');
-    // the next task the extension schedules is the poll GET, numbered right after the renewal
-    expect(scheduled[scheduled.indexOf(renew as never) + 1]).toMatchObject({
-      EventId: (renew?.EventId as number) + 1,
-      Name: 'BuiltIn::HttpActivity',
-    });
-    const renewed = result.history.find(
-      (e) => e.EventType === EventType.TaskCompleted && e.TaskScheduledId === renew?.EventId,
-    );
-    expect(JSON.parse(renewed?.Result as string)).toMatchObject({ ok: true }); // the renewal itself succeeded
-  });
-
-  test('two participants: the poll GET ids diverge and durable-js reads a timer as an HTTP answer', async () => {
-    const { result } = await run202(TWO);
-    expect(result).toMatchObject({
-      runtimeStatus: 'Failed',
-      error:
-        "Orchestrator function 'migrationOrchestrator' failed: Cannot read properties of undefined (reading 'statusCode')",
-    });
-  });
-
-  test('the control: the same participants answering 200 when done pass (the 202 polling is what fails)', async () => {
-    const m = await durableMigration({ participants: TWO, env: SHORT_LEASES });
-    const participant = participantJobs({ answers: 'sync', durationMs: () => 60_000 });
-    const result = await m.make({ http: participant.http }).run();
-    expect(result).toMatchObject({ runtimeStatus: 'Completed', output: { status: 'Completed' } });
   });
 });

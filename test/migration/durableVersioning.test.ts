@@ -2,13 +2,15 @@ import { mkdirSync, readdirSync } from 'node:fs';
 import type { OrchestrationContext, OrchestrationHandler } from 'durable-functions';
 import { activityFunctionName, retryOptions, runOnDurable } from '../../functions/durable/runOnDurable';
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
-import type {
-  MigrationInput,
-  MigrationStatus,
-  ParticipantCall,
-  Step,
-  TaskStep,
+import {
+  type MigrationInput,
+  type MigrationStatus,
+  type ParticipantCall,
+  type Step,
+  type TaskStep,
+  WORKFLOW_VERSION,
 } from '../../shared/migration/types';
+import { WORKFLOW_FLOOR } from '../../shared/migration/workflow/capabilities';
 import { type Workflow, migrationWorkflow } from '../../shared/migration/workflow';
 import { DurableReplay, EventType } from '../../testkit/durableReplay';
 import {
@@ -26,60 +28,51 @@ import {
 import { FIXTURE_KEYRING, FIXTURE_SEED, participantJobs } from '../support/durableMigrations';
 
 /**
- * Deploying while migrations run (docs/design.md §6.7): histories recorded by earlier orchestrators
- * (test/fixtures/durable/v<N>-*.json, one set per workflow version) replayed through the orchestrator
- * in the tree, by the faithful harness (testkit/durableReplay.ts). Each must reproduce exactly the
- * recorded orchestrator actions and draw no nondeterminism from the extension's replay; the one
- * stopped mid-bulk-copy must then run on to completion. A workflow change that alters the path of a
+ * Deploying while migrations run (docs/design.md §6.7): histories recorded by the orchestrator of each
+ * workflow version still replayed (test/fixtures/durable/v<N>-*.json; README.md there) replayed through
+ * the orchestrator in the tree, by the faithful harness (testkit/durableReplay.ts). Each must reproduce
+ * exactly the recorded orchestrator actions and draw no nondeterminism from the extension's replay; the
+ * ones stopped mid-run must then run on to completion. A workflow change that alters the path of a
  * version still deployed fails here, which is the point: old instances keep the old path until they end.
  *
  * The fixtures are reproducible (test/support/durableHistories.ts: virtual clock, a public fixture key
  * ring and seed, numbered ETags, scripted participants).
  *
- * Adding a version N (WORKFLOW_VERSION = N in shared/migration/types.ts, version N−1's path kept behind
- * `workflowVersionOf`): when version N ships, add its `InputVersion` (test/support/durableMigrations.ts),
- * its scenarios `vN-no-participants`, `vN-one-participant`, `vN-mid-bulk-copy` to SCENARIOS
- * (test/support/durableHistories.ts) and a row to VERSIONS below, then run
- * `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`: it writes only the
- * fixtures not on disk yet and never overwrites one. Commit them with the code that recorded them; from
- * then on that version's path is frozen (the planted-change controls below show a v2 change is caught;
- * point them at the newest version's fixture). Never re-record a version still running somewhere.
+ * Adding a version N (a change of the steps: WORKFLOW_VERSION = N, the change a named capability in
+ * shared/migration/workflow/capabilities.ts): add its `InputVersion` (test/support/durableMigrations.ts),
+ * its scenarios `vN-…` to SCENARIOS (test/support/durableHistories.ts) and a row to VERSIONS below, then
+ * run `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`: it writes only
+ * the fixtures not on disk yet and never overwrites one. Commit them with the code that recorded them;
+ * from then on that version's path is frozen (point the planted-change controls below at the newest
+ * version's fixture). Never re-record a version still running somewhere.
  *
- * Deleting a version: its fixtures, scenarios, VERSIONS row, InputVersion and code path (e.g. copyAllV1
- * and its dispatch in copyAll) go together, in one change, and only once no instance started with it
- * can be running anywhere: every deployment's task hub shows no instance Pending, Running or Suspended
- * whose input carries that version (absent `workflowVersion` = 1). Before that, deleting either the
- * fixtures or the code breaks the replay of those instances.
+ * Retiring a version (raising WORKFLOW_FLOOR): its fixtures, scenarios, VERSIONS row, InputVersion and
+ * the old side of each capability it retires go together, in one change, and only once no instance
+ * started with it can be running anywhere: every deployment's task hub shows no instance Pending,
+ * Running or Suspended whose input carries that version. Before that, deleting either the fixtures or
+ * the code breaks the replay of those instances.
  */
 
 const recording = process.env.ROUTELOCK_RECORD_FIXTURES === '1';
 
 interface VersionRow {
   prefix: string;
-  /** What the recorded input carries: absent for version 1. */
-  workflowVersion: number | undefined;
+  /** What the recorded input carries. */
+  workflowVersion: number;
   /** How the resumed run asks the participant for the bulk copy in flight at the stop. */
   resumes: { method: 'POST' | 'GET'; postsAgain: boolean };
-  /** Scenarios of this version besides the three every version has (v4: a wait for a cutover window). */
+  /** Scenarios of this version besides the three every version has (a wait for a cutover window). */
   extraScenarios?: string[];
 }
 
 const VERSIONS: VersionRow[] = [
-  // version 1: callHttp; the new process POSTs the same job again (the same job, by its body)
-  { prefix: 'v1', workflowVersion: undefined, resumes: { method: 'POST', postsAgain: true } },
-  // version 2: the job's Location is in the history; the redelivered poll asks it, no second POST
-  { prefix: 'v2', workflowVersion: 2, resumes: { method: 'GET', postsAgain: false } },
-  // version 3: attempts and cancel around version 2's participant path
-  { prefix: 'v3', workflowVersion: 3, resumes: { method: 'GET', postsAgain: false } },
-  // version 4: verify, cutover windows, the swap confirmed on a replica, end notices
+  // the job's Location is in the history: the redelivered poll asks it, no second POST
   {
-    prefix: 'v4',
-    workflowVersion: 4,
+    prefix: 'v5',
+    workflowVersion: 5,
     resumes: { method: 'GET', postsAgain: false },
     extraScenarios: ['window-wait'],
   },
-  // version 5: the pre-lock's answer instead of a re-read, the read-path check on a replica (none lock-only)
-  { prefix: 'v5', workflowVersion: 5, resumes: { method: 'GET', postsAgain: false } },
 ];
 
 const scenariosOf = (prefix: string) => SCENARIOS.filter((s) => s.name.startsWith(`${prefix}-`));
@@ -145,7 +138,7 @@ function* unchanged(step: Step): Generator<Step, unknown, unknown> {
 }
 
 /**
- * pollWaitMs 5 s longer, as copyAllV2 would run it: the wait after a round of participant calls ends
+ * pollWaitMs 5 s longer, as copyAll would run it: the wait after a round of participant calls ends
  * 5 s later, and the loop sleeps again while the time is short of it (`due` empty: sleepUntil).
  */
 function* pollWaitLonger(step: Step, afterRound: boolean): Generator<Step, unknown, unknown> {
@@ -156,7 +149,7 @@ function* pollWaitLonger(step: Step, afterRound: boolean): Generator<Step, unkno
   return undefined;
 }
 
-/** The version-2 job body with a field dropped (`sequence`), e.g. a refactor of participantJob. */
+/** The job body with a field dropped (`sequence`), e.g. a refactor of participantJob. */
 function* postBodyChanged(step: Step): Generator<Step, unknown, unknown> {
   if (step.kind !== 'race' && step.kind !== 'all') return yield step;
   const tasks = step.tasks.map((t) => {
@@ -188,8 +181,7 @@ if (!recording)
       );
       for (const scenario of scenarios) {
         const { input } = readHistory(scenario.name);
-        if (row.workflowVersion === undefined) expect(input).not.toHaveProperty('workflowVersion');
-        else expect(input).toHaveProperty('workflowVersion', row.workflowVersion);
+        expect(input).toHaveProperty('workflowVersion', row.workflowVersion);
       }
     });
 
@@ -246,7 +238,7 @@ if (!recording)
       const bulk = participant.calls.filter((c) => c.job === 'messages.test:bulkCopy:1');
       expect(bulk.some((c) => c.method === 'POST')).toBe(row.resumes.postsAgain);
       if (!row.resumes.postsAgain) {
-        // v2: the redelivered poll is the one scheduled before the stop, at its Location; the copy ends
+        // the redelivered poll is the one scheduled before the stop, at its Location; the copy ends
         // when the job the old process POSTed ends (its last poll within one poll wait after), not later
         const scheduledPoll = recorded.history.filter((e) => e.EventType === EventType.TaskScheduled).at(-1);
         expect(bulk[0]?.at).toBe(Date.parse(scheduledPoll?.Timestamp as string));
@@ -261,8 +253,8 @@ if (!recording)
   });
 
 if (!recording)
-  test('v4-window-wait: the history stopped in a window wait replays to its actions, then takes the write lock when the window opens', async () => {
-    const scenario = SCENARIOS.find((s) => s.name === 'v4-window-wait');
+  test('v5-window-wait: the history stopped in a window wait replays to its actions, then takes the write lock when the window opens', async () => {
+    const scenario = SCENARIOS.find((s) => s.name === 'v5-window-wait');
     if (!scenario) throw new Error('scenario missing');
     const recorded = readHistory(scenario.name);
     expect(recorded.result.runtimeStatus).toBe('Running');
@@ -303,7 +295,7 @@ describe('recorded histories, every version', () => {
 
   test('a recording is reproducible: two recordings of each scenario are identical', async () => {
     // (Compared with each other, not with the committed files: those were recorded by the code of their
-    // version, and a later orchestrator records new inputs, e.g. settings that version 1 did not have.)
+    // version, and a later orchestrator may record new inputs, e.g. settings added since.)
     for (const scenario of SCENARIOS)
       expect(await recordHistory(scenario)).toEqual(await recordHistory(scenario));
   });
@@ -326,8 +318,44 @@ describe('recorded histories, every version', () => {
     }
   });
 
+  test('the fixtures cover exactly the versions this code replays, WORKFLOW_FLOOR to WORKFLOW_VERSION', () => {
+    const replayed = Array.from(
+      { length: WORKFLOW_VERSION - WORKFLOW_FLOOR + 1 },
+      (_, i) => WORKFLOW_FLOOR + i,
+    );
+    expect(VERSIONS.map((v) => v.workflowVersion)).toEqual(replayed);
+  });
+
+  test.each([
+    ['below the floor', WORKFLOW_FLOOR - 1],
+    ['none recorded (version 1)', undefined],
+    ['newer than this code', WORKFLOW_VERSION + 1],
+  ])(
+    'an instance of a version this code does not replay (%s) fails at its start, running no step',
+    async (_label, workflowVersion) => {
+      const recorded = readHistory('v5-one-participant');
+      const { workflowVersion: _current, ...rest } = recorded.input;
+      const input = workflowVersion === undefined ? rest : { ...rest, workflowVersion };
+      const seen: unknown[][] = [];
+      const result = await new DurableReplay({
+        orchestrator: migrationOrchestrator,
+        name: 'migrationOrchestrator',
+        instanceId: input.instanceId,
+        input,
+        start: Date.parse(recorded.history[0]?.Timestamp as string),
+        observe: (_run, actions) => seen.push(actions),
+        activity: (fn) => Promise.reject(new Error(`an unsupported instance ran ${fn}`)),
+      }).run();
+      expect(result.runtimeStatus).toBe('Failed');
+      expect(result.error).toMatch(
+        new RegExp(`workflow version ${workflowVersion ?? 1}.* is not replayed by this deployment`),
+      );
+      expect(seen.flat()).toEqual([]);
+    },
+  );
+
   test('negative control: a history whose activity was renamed since is refused as nondeterministic', async () => {
-    const recorded = readHistory('v1-one-participant');
+    const recorded = readHistory('v5-one-participant');
     const history = recorded.history.map((e) =>
       e.EventType === EventType.TaskScheduled && e.Name === 'migrationSwap'
         ? { ...e, Name: 'migrationSwapV0' }
@@ -346,8 +374,8 @@ describe('recorded histories, every version', () => {
     expect(result.error).toMatch(/Non-Deterministic workflow detected: .*named 'migrationSwapV0'/);
   });
 
-  describe('negative controls: a planted change of the version-2 path is caught by the v2 fixtures', () => {
-    const recorded = () => readHistory('v2-one-participant');
+  describe('negative controls: a planted change of the current path is caught by its fixtures', () => {
+    const recorded = () => readHistory('v5-one-participant');
 
     test('the planting itself changes nothing: the unaltered steps replay the fixture', async () => {
       const seen: unknown[][] = [];

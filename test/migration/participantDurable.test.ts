@@ -10,12 +10,11 @@ import { WORKFLOW_VERSION } from '../../shared/migration/types';
 import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import { plantParticipantBug } from '../../testkit/plantedBugs';
-import { V1 } from '../support/durableMigrations';
 import { worstCaseCopyActions } from '../../shared/migration/workflow/copy';
 import { profiles } from '../../shared/profiles';
 
 /**
- * The participant protocol v2 on the Durable runner, replayed through durable-functions' own executor
+ * The participant protocol on the Durable runner, replayed through durable-functions' own executor
  * (testkit/durableReplay.ts, its current API): participants are `callParticipant` activities, polls are
  * durable timers, never `callHttp`. Participants answer at the harness's virtual time.
  */
@@ -48,16 +47,13 @@ async function replay(
     ...options.env,
   });
   const fixture = await migrationFixture({ config, start: START, source: SOURCE, target: TARGET });
-  const input: MigrationInput =
-    options.version === 1
-      ? V1.toInput(fixture.input)
-      : { ...fixture.input, workflowVersion: options.version ?? WORKFLOW_VERSION };
+  const input: MigrationInput = { ...fixture.input, workflowVersion: options.version ?? WORKFLOW_VERSION };
   const calls: { participant: string; step: string; method: string; at: number; status: number }[] = [];
   fixture.activities.callParticipant = async (call) => {
     const value = answer(call, fixture.clock.now());
     const step =
       call.method === 'POST' ? call.body.step : call.url.includes('/deltaCopy/') ? 'deltaCopy' : 'bulkCopy';
-    // the copy contract only: version 4's end notices have their own tests (notices.durable.test.ts)
+    // the copy contract only: the end notices have their own tests (notices.durable.test.ts)
     if (step !== 'bulkCopy' && step !== 'deltaCopy') return { ok: true, value };
     calls.push({
       participant: call.participant,
@@ -86,7 +82,7 @@ async function replay(
 
 /**
  * Each participant's job takes `lengthMs` of virtual time from its first POST; answered 202 + Location
- * meanwhile. They implement only the copies: version 4's verify answers 404 (not implemented).
+ * meanwhile. They implement only the copies: verify answers 404 (not implemented).
  */
 function jobs(lengthMs: Record<string, number>): Answer {
   const ends = new Map<string, number>();
@@ -141,10 +137,9 @@ test('two participants answering 202: POST once, poll on durable timers, renew t
     callParticipant: sequence.filter((n) => n === 'migrationCallParticipant').length,
     timers: sequence.filter((n) => n === 'timer').length,
     renewals: sequence.filter((n) => n === 'migrationRenew').length,
-    // version 3: one more timer, the first cancel check's (before the pre-lock; docs/design.md §6.8);
-    // version 4: the verify round, a POST each (404: not implemented) and its race timer; the
-    // confirmation's timer and replica read; the two end notices and their race timer; version 5: no
-    // re-read after the pre-lock
+    // besides the copies: the first cancel check's timer (before the pre-lock; docs/design.md §6.8);
+    // the verify round, a POST each (404: not implemented) and its race timer; the confirmation's timer
+    // and replica read; the two end notices and their race timer; no re-read after the pre-lock
   }).toEqual({ actions: 57, callParticipant: 23, timers: 22, renewals: 5 });
 });
 
@@ -189,41 +184,6 @@ describe('negative control on Durable: a 202 without Location', () => {
   });
 });
 
-describe('version 1 instances (inputs without workflowVersion)', () => {
-  test('keep their callHttp steps (history compatibility), and no callParticipant activity', async () => {
-    const r = await replay(() => ({ status: 500, body: 'never called' }), {
-      version: 1,
-      http: () => ({ statusCode: 200 }),
-    });
-    expect(r.status.status).toBe('Completed');
-    const sequence = names(r.result.actions);
-    expect(sequence.filter((n) => n === 'http')).toHaveLength(4);
-    expect(sequence).not.toContain('migrationCallParticipant');
-    expect(r.result.actions.find((a) => a.kind === 'http')!.input).toEqual({
-      migrationId: 'm-1',
-      resourceId: 'conv-1',
-      from: SOURCE,
-      to: TARGET,
-      step: 'bulkCopy',
-      attempt: 1,
-    });
-  });
-  test('never swap on a 202 without a Location: on the real extension the instance fails, the route stays', async () => {
-    // The extension answers such a 202 with a poll timer durable-js does not expect (its
-    // CreateLocationPollRequest then fails on the missing Location): the instance fails as
-    // non-deterministic before the workflow sees the answer. Its lock is not released but lapses with its
-    // lease (the sweeper's case); what matters is that no swap to the empty target happens.
-    const r = await replay(() => ({ status: 500, body: 'never called' }), {
-      version: 1,
-      http: () => ({ statusCode: 202 }),
-    });
-    expect(r.result.runtimeStatus).toBe('Failed');
-    expect(r.result.error).toMatch(/Non-Deterministic workflow detected/);
-    expect(names(r.result.actions)).not.toContain('migrationSwap');
-    expect(r.doc).toMatchObject({ location: SOURCE });
-  });
-});
-
 test('the history stays bounded: a 1-hour bulk copy polled at the 30 s cap costs about 2 actions per poll', async () => {
   const r = await replay(jobs({ 'messages:bulkCopy': 3600_000 }), {
     env: { ROUTELOCK_PROFILE: 'production', ROUTELOCK_PARTICIPANTS: JSON.stringify([PARTICIPANTS[0]]) },
@@ -236,9 +196,8 @@ test('the history stays bounded: a 1-hour bulk copy polled at the 30 s cap costs
   );
   const copy = names(actions.slice(first, write));
   const polls = r.calls.filter((c) => c.step === 'bulkCopy' && c.method === 'GET').length;
-  // the participant contract (docs/design.md §6.5): about 2·3600/pollMax actions per hour per participant
-  // (plus the first polls' backoff from 1 s: 6 more): one activity and one sleep per poll, the POST with its
-  // race timer
+  // about 2·3600/pollMax actions per hour per participant (plus the first polls' backoff
+  // from 1 s: 6 more): one activity and one sleep per poll, the POST with its race timer
   expect(polls).toBeLessThanOrEqual(3600 / 30 + 6);
   expect(copy.length).toBe(2 * polls + 2);
   // the bound config checks settings against (workflow/copy.ts) holds for what the harness recorded

@@ -16,7 +16,7 @@ import { virtualRunner } from '../support/migrationHarness';
 import { type ParticipantServer, type StepBehaviour, startParticipant } from '../support/participantServer';
 
 /**
- * The participant protocol v2 end to end: the in-process runner (virtual time) calls real participant
+ * The participant protocol end to end: the in-process runner (virtual time) calls real participant
  * servers through the real `callParticipant` activity, one rule per test (docs/design.md §6.5).
  */
 
@@ -94,7 +94,7 @@ async function migrate(
   const stepOf = new Map<string, string>(); // poll Location → its job's step
   h.activities.callParticipant = async (input: ParticipantCall) => {
     const step = input.method === 'POST' ? input.body.step : (stepOf.get(input.url) ?? '?');
-    // version 4's end notices have their own tests (notices.test.ts)
+    // the end notices have their own tests (notices.test.ts)
     if (isEndNotice(step)) return call(input);
     const entry: Seen = { participant: input.participant, step, method: input.method, at: h.clock.now() };
     seen.push(entry);
@@ -135,7 +135,7 @@ describe('answers that complete', () => {
     const r = await migrate([{}]);
     expect(r.status.status).toBe('Completed');
     expect(r.doc).toMatchObject({ location: TARGET, lock: null });
-    // bulkCopy, deltaCopy, and verify (version 4), which this participant does not implement (404)
+    // bulkCopy, deltaCopy, and verify, which this participant does not implement (404)
     expect(r.seen.map((s) => `${s.method} ${s.status}`)).toEqual(['POST 200', 'POST 200', 'POST 404']);
     expect(r.status.verifications).toEqual([expect.objectContaining({ outcome: 'notImplemented' })]);
     expect(r.parts[0]!.dataAt(TARGET, 'r-1')).toEqual(ITEMS);
@@ -490,13 +490,13 @@ describe('the callParticipant request itself', () => {
 });
 
 describe('versions', () => {
-  test('new migrations start with WORKFLOW_VERSION; a version-1 journal resumes through the polled http step', async () => {
+  test('new migrations start with WORKFLOW_VERSION; a journal of a version this code does not replay ends Failed, running nothing', async () => {
     const calls: HttpCall[] = [];
     const h = virtualRunner({
       env: { ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p1', url: 'https://p1.test/migrate' }]) },
       http: async (call) => {
         calls.push(call);
-        // a participant without verify (version 4 asks it): 404, not implemented
+        // a participant without verify: 404, not implemented
         return call.body.step === 'verify' ? { status: 404, body: null } : { status: 200, body: null };
       },
     });
@@ -504,7 +504,7 @@ describe('versions', () => {
     await h.router.createRoute('r-2', SOURCE);
     const started = h.runner.start({ resourceId: 'r-1', target: TARGET });
     expect(started.record.input.workflowVersion).toBe(WORKFLOW_VERSION);
-    // a migration a version-1 host started (its input has no workflowVersion), resumed by this one
+    // a migration a version-1 host started (its input has no workflowVersion), found by this one
     const { workflowVersion: _v, ...v1 } = {
       ...started.record.input,
       migrationId: 'm-old',
@@ -514,21 +514,18 @@ describe('versions', () => {
     h.state.createUnlessActive(newMigrationRecord(v1, new Date(h.clock.now()).toISOString()));
     expect(h.runner.resumeAll()).toBe(1);
     await h.settle();
-    expect((await h.runner.status('m-old')).status).toBe('Completed');
+    const old = await h.runner.status('m-old');
+    expect(old.status).toBe('Failed');
+    expect(old.error).toMatch(/workflow version 1 \(none recorded\) is not replayed by this deployment/);
+    expect(calls.filter((c) => c.body.migrationId === 'm-old')).toEqual([]);
     expect((await h.runner.status(started.record.migrationId)).status).toBe('Completed');
-    const old = calls.filter((c) => c.body.migrationId === 'm-old').map((c) => c.body);
-    // version 1's body, exactly: no v2 numbering
-    expect(old).toEqual([
-      { migrationId: 'm-old', resourceId: 'r-2', from: SOURCE, to: TARGET, step: 'bulkCopy', attempt: 1 },
-      { migrationId: 'm-old', resourceId: 'r-2', from: SOURCE, to: TARGET, step: 'deltaCopy', attempt: 1 },
-    ]);
     const jobs = calls.filter((c) => c.body.migrationId !== 'm-old' && !isEndNotice(c.body.step));
     expect(jobs.map((c) => c.body.sequence)).toEqual([1, 2, 3]);
   });
 
-  test('sequence: the bulk copy 1, delta attempt n 1 + n; stepAttempt = attempt', () => {
+  test('sequence: the bulk copy 1, delta attempt n 2n; stepAttempt = attempt', () => {
     const state = {
-      input: { migrationId: 'm', resourceId: 'r', target: TARGET },
+      input: { migrationId: 'm', resourceId: 'r', target: TARGET, settings: { deltaAttempts: 3 } },
       from: SOURCE,
       grant: { acquiredAt: '2026-01-01T00:00:00.000Z' },
     } as unknown as Escalated;
@@ -543,8 +540,8 @@ describe('versions', () => {
     ).toEqual([
       [1, 1, 1],
       [2, 1, 1],
-      [3, 2, 2],
-      [4, 3, 3],
+      [4, 2, 2],
+      [6, 3, 3],
     ]);
   });
 });

@@ -16,14 +16,13 @@ import {
   type Moving,
   type Prelocked,
   type Workflow,
-  cleanUp,
   convergencePhase,
   hardDeletePhase,
-  prelockPhase,
   releaseUnseenPrelock,
   swapPhase,
-  writePhase,
+  tryPrelock,
 } from '../../shared/migration/workflow';
+import { releaseAfterFailure } from '../../shared/migration/workflow/cleanUp';
 import { visibilityRead } from '../../shared/migration/workflow/converge';
 import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 
@@ -61,6 +60,7 @@ const input: MigrationInput = {
   target: TARGET,
   settings,
   lock: TokenKeyring.ephemeral().newSeed(),
+  workflowVersion: 5,
 };
 
 const running = { ...pendingStatus(input), status: 'Running' as const };
@@ -182,9 +182,9 @@ function driveGivingUp<T>(
   return { output: next.value, steps };
 }
 
-describe('prelockPhase', () => {
+describe('tryPrelock', () => {
   test('granted: the next state carries its ETag and grant, the status its timeline', async () => {
-    const { output, calls } = await drive(() => prelockPhase(input, running), {
+    const { output, calls } = await drive(() => tryPrelock(input, running), {
       prelock: [ok(grant({ etag: 'e-pre' }))],
     });
     expect(calls).toEqual([
@@ -196,6 +196,7 @@ describe('prelockPhase', () => {
           owner: 'migrate-conv-1',
           target: TARGET,
           lock: input.lock,
+          withLocation: true,
         },
       },
     ]);
@@ -205,34 +206,28 @@ describe('prelockPhase', () => {
     });
   });
 
-  test('a swap moments ago is waited out on its Retry-After; another lock is a Conflict', async () => {
-    const { output, steps } = await drive(() => prelockPhase(input, running), {
+  test('a swap moments ago is waited out on its Retry-After; another lock is refused', async () => {
+    const { output, steps } = await drive(() => tryPrelock(input, running), {
       prelock: [
         { ok: false, code: 'ConvergencePending', message: 'just swapped', retryAfterSeconds: 7 },
         no('Locked'),
       ],
     });
     expect(steps).toEqual(['prelock', 'timer@7000', 'prelock']);
-    expect(output).toEqual({
-      kind: 'done',
-      status: { ...running, status: 'Conflict', error: 'Locked: Locked here' },
-    });
+    expect(output).toEqual({ kind: 'refused', result: no('Locked') });
   });
 
-  test('failure: a store down through every retry fails it, releasing a pre-lock that committed unseen', () => {
-    const { output, steps } = driveGivingUp(prelockPhase(input, running), {
+  test('failure: a store down through every retry, releasing a pre-lock that committed unseen', () => {
+    const { output, steps } = driveGivingUp(tryPrelock(input, running), {
       prelock: [down],
       readRoute: [ok(route())],
       release: [ok(route(SOURCE, null))],
     });
-    expect(steps).toEqual(['prelock', 'readRoute', 'release', 'status']);
+    expect(steps).toEqual(['prelock', 'readRoute', 'release']);
     expect(output).toEqual({
-      kind: 'done',
-      status: {
-        ...running,
-        status: 'Failed',
-        error: 'prelock: the store is down; its pre-lock, committed unseen, was released',
-      },
+      kind: 'unanswered',
+      message: 'the store is down',
+      left: 'its pre-lock, committed unseen, was released',
     });
   });
 });
@@ -270,7 +265,7 @@ describe('releaseUnseenPrelock (the pre-lock clean-up)', () => {
   });
 });
 
-describe('convergencePhase, version 5: no re-read; the read-path check on a replica, none lock-only', () => {
+describe('convergencePhase: no re-read; the read-path check on a replica, none lock-only', () => {
   const waitUntil = START + 30_000;
   const v5 = (participants: MigrationSettings['participants']): Prelocked => {
     const i = { ...input, workflowVersion: 5, settings: { ...settings, participants } };
@@ -279,15 +274,10 @@ describe('convergencePhase, version 5: no re-read; the read-path check on a repl
 
   const none: MigrationSettings['participants'] = [];
   test.each([
-    [1, none, 'readPath'],
-    [4, none, 'readPath'],
-    [4, settings.participants, 'readPath'],
-    [5, settings.participants, 'replica'],
-    [5, none, null],
-  ])('version %i, participants %j: the check reads %s', (version, participants, expected) => {
-    expect(
-      visibilityRead({ ...input, workflowVersion: version, settings: { ...settings, participants } }),
-    ).toBe(expected);
+    [settings.participants, 'replica'],
+    [none, null],
+  ])('participants %j: the check reads %s', (participants, expected) => {
+    expect(visibilityRead({ ...input, settings: { ...settings, participants } })).toBe(expected);
   });
 
   test("with a participant: where the route was comes from the pre-lock's answer; the wait, then a replica", async () => {
@@ -295,7 +285,7 @@ describe('convergencePhase, version 5: no re-read; the read-path check on a repl
     const { output, calls, steps } = await drive(() => convergencePhase(state, waitUntil), {
       readRoute: [ok(route(SOURCE, null)), ok(route())],
     });
-    // (timer@0: version 3's cancel check before the phase)
+    // (timer@0: the cancel check before the phase)
     expect(steps).toEqual(['timer@0', 'timer@30000', 'readRoute', 'timer@31000', 'readRoute']);
     expect(calls.map((c) => (c.input as { from: string }).from)).toEqual(['replica', 'replica']);
     expect(output).toEqual({ kind: 'next', state: { ...moving, input: state.input } });
@@ -309,7 +299,7 @@ describe('convergencePhase, version 5: no re-read; the read-path check on a repl
     expect(output).toEqual({ kind: 'next', state: { ...moving, input: state.input } });
   });
 
-  test('a version-5 grant without a location (never answered so): the route is read, as before', async () => {
+  test('a grant without a location (never answered so): the route is read', async () => {
     const state = { ...v5([]), grant: grant() };
     const { calls } = await drive(() => convergencePhase(state, waitUntil), {
       readRoute: [ok(route())],
@@ -320,19 +310,6 @@ describe('convergencePhase, version 5: no re-read; the read-path check on a repl
 
 describe('convergencePhase', () => {
   const waitUntil = START + 30_000;
-
-  test('re-reads the route, waits until the given instant, then sees its lock on the read path', async () => {
-    const { output, calls, steps } = await drive(() => convergencePhase(prelocked, waitUntil), {
-      readRoute: [ok(route(SOURCE, null)), ok(route(SOURCE, null)), ok(route())],
-    });
-    expect(steps).toEqual(['readRoute', 'timer@30000', 'readRoute', 'timer@31000', 'readRoute']);
-    expect(calls.map((c) => (c.input as { from: string }).from)).toEqual([
-      'writeRegion',
-      'readPath',
-      'readPath',
-    ]);
-    expect(output).toEqual({ kind: 'next', state: moving });
-  });
 
   test('already at the target: released, NoOp', async () => {
     const { output } = await drive(() => convergencePhase(prelocked, waitUntil), {
@@ -349,87 +326,9 @@ describe('convergencePhase', () => {
       },
     });
   });
-
-  test('failure: never visible on the read path, failed at the converging status', async () => {
-    const { output, steps } = await drive(() => convergencePhase(prelocked, waitUntil), {
-      readRoute: [ok(route(SOURCE, null)), ok(route(SOURCE, null)), ok(route(SOURCE, null))],
-    });
-    expect(steps).toEqual([
-      'readRoute',
-      'timer@30000',
-      'readRoute',
-      'timer@31000',
-      'readRoute',
-      'timer@32000',
-    ]);
-    expect(output).toEqual({
-      kind: 'failed',
-      status: moving.status,
-      reason: 'the pre-lock never became visible on the read path',
-      code: 'NotVisible',
-      // version 4's end notices: the source the attempt read (workflow/state.ts EndJob)
-      job: { from: SOURCE, migrationAttempt: 1 },
-    });
-  });
-
-  test('failure: a read the runner gave up on fails it at the last status published', () => {
-    const { output, steps } = driveGivingUp(convergencePhase(prelocked, waitUntil), {
-      readRoute: [ok(route(SOURCE, null)), down],
-    });
-    expect(steps).toEqual(['readRoute', 'status', 'timer', 'readRoute']);
-    expect(output).toEqual({
-      kind: 'failed',
-      status: moving.status,
-      reason: 'the store is down',
-      code: 'StepFailed',
-      job: { from: SOURCE, migrationAttempt: 1 },
-    });
-  });
 });
 
 describe('hardDeletePhase', () => {
-  const hd = grant({ phase: 'hardDelete', hardDeleteAt: iso(40_000), etag: 'e-hd' });
-
-  test('escalates on the ETag it was given, bulk-copies at every participant, hands on the ETag', async () => {
-    const { output, calls, steps } = await drive(
-      () => hardDeletePhase(moving),
-      { escalate: [ok(hd)] },
-      () => ({ statusCode: 200 }),
-    );
-    expect(steps).toEqual(['escalate', 'http', 'timer@40000']);
-    expect(calls[0]?.input).toEqual({
-      resourceId: 'conv-1',
-      lock: input.lock,
-      phase: 'hardDelete',
-      ifMatch: 'e-pre',
-    });
-    expect(output).toEqual({
-      kind: 'next',
-      state: {
-        ...moving,
-        etag: 'e-hd',
-        status: {
-          ...moving.status,
-          phase: 'hardDelete',
-          timeline: { ...moving.status.timeline, hardDeleteAt: iso(40_000) },
-        },
-      },
-    });
-  });
-
-  test('failure: a participant refusing the bulk copy fails it at the hardDelete status', async () => {
-    const { output } = await drive(
-      () => hardDeletePhase(moving),
-      { escalate: [ok(hd)] },
-      () => ({ statusCode: 400 }),
-    );
-    expect(output).toMatchObject({
-      kind: 'failed',
-      status: { phase: 'hardDelete', timeline: { hardDeleteAt: iso(40_000) } },
-      reason: 'bulkCopy: ParticipantFailed: participant messages answered 400 to bulkCopy (attempt 1)',
-    });
-  });
-
   test('failure: an escalation refused fails it at the status it was given', async () => {
     const { output } = await drive(() => hardDeletePhase(moving), { escalate: [no('Locked')] });
     expect(output).toEqual({
@@ -442,114 +341,7 @@ describe('hardDeletePhase', () => {
   });
 });
 
-describe('writePhase', () => {
-  // A write lock that ends before the copy could: the delta overruns (its deadline is the lock's end).
-  const short = (etag: string) => grant({ phase: 'write', writeAt: iso(0), phaseExpiresAt: iso(2000), etag });
-  const long = (etag: string) =>
-    grant({ phase: 'write', writeAt: iso(9000), phaseExpiresAt: iso(600_000), etag });
-  const overrunThenCopy = (request: { body: unknown }) =>
-    (request.body as { attempt: number }).attempt === 1
-      ? { statusCode: 200, durationMs: 3_600_000 }
-      : { statusCode: 200 };
-
-  test('an overrun: writes resume, the hard-delete lock is renewed, and the second attempt swaps', async () => {
-    const { output, calls, steps } = await drive(
-      () => writePhase(moving),
-      {
-        escalate: [ok(short('e-w1')), ok(long('e-w2'))],
-        release: [ok({ ...route(), etag: 'e-down' })],
-        renew: [ok(grant({ phase: 'hardDelete', etag: 'e-renewed' }))],
-        swap: [ok({ view: route(TARGET, null), swappedAt: iso(99_000) })],
-      },
-      overrunThenCopy,
-    );
-    // the first race's deadline is the write lock's end; the second's a renewal a third of the lease on
-    expect(steps).toEqual([
-      'escalate',
-      'http',
-      'timer@2000',
-      'release',
-      'timer@3000',
-      'renew',
-      'escalate',
-      'http',
-      'timer@13000',
-      'swap',
-    ]);
-    expect(calls.map((c) => [c.name, (c.input as { ifMatch?: string }).ifMatch])).toEqual([
-      ['escalate', 'e-pre'],
-      ['release', 'e-w1'],
-      ['renew', 'e-down'],
-      ['escalate', 'e-renewed'],
-      ['swap', 'e-w2'],
-    ]);
-    expect(calls[1]?.input).toMatchObject({ phase: 'write', writeAt: iso(0) });
-    expect(calls[4]?.input).toMatchObject({ writeAt: iso(9000) });
-    expect(output).toEqual({
-      kind: 'done',
-      status: {
-        ...moving.status,
-        status: 'Completed',
-        phase: 'swapped',
-        deltaAttempts: 2,
-        timeline: { ...moving.status.timeline, writeAt: iso(9000), swappedAt: iso(99_000) },
-      },
-    });
-  });
-
-  test('failure: every attempt overruns, the write budget is exceeded', async () => {
-    const { output } = await drive(
-      () => writePhase(moving),
-      {
-        escalate: [ok(short('e-w1')), ok(short('e-w2'))],
-        release: [ok({ ...route(), etag: 'e-down1' }), ok({ ...route(), etag: 'e-down2' })],
-        renew: [no('MaxLeaseReached')],
-      },
-      () => ({ statusCode: 200, durationMs: 3_600_000 }),
-    );
-    expect(output).toMatchObject({
-      kind: 'failed',
-      status: { phase: 'hardDelete', deltaAttempts: 2 },
-      reason: `write budget exceeded on all 2 attempts (deltaCopy: the write lock ran out at ${iso(2000)} with deltaCopy still running)`,
-    });
-  });
-
-  test('failure: a hard-delete renewal refused between attempts', async () => {
-    const { output } = await drive(
-      () => writePhase(moving),
-      { escalate: [ok(short('e-w1'))], release: [ok({ ...route(), etag: 'e-down' })], renew: [no('Locked')] },
-      overrunThenCopy,
-    );
-    expect(output).toMatchObject({
-      kind: 'failed',
-      status: { phase: 'hardDelete', deltaAttempts: 1 },
-      reason: 'renew the hard-delete lock: Locked: Locked here',
-    });
-  });
-});
-
 describe('swapPhase', () => {
-  test('swaps pinned to the write-lock attempt: Completed', async () => {
-    const { output, calls } = await drive(() => swapPhase(writing), {
-      swap: [ok({ view: route(TARGET, null), swappedAt: iso(70_000) })],
-    });
-    expect(calls).toEqual([
-      {
-        name: 'swap',
-        input: { resourceId: 'conv-1', lock: input.lock, ifMatch: 'e-write', writeAt: iso(5000) },
-      },
-    ]);
-    expect(output).toEqual({
-      kind: 'done',
-      status: {
-        ...writing.status,
-        status: 'Completed',
-        phase: 'swapped',
-        timeline: { ...writing.status.timeline, swappedAt: iso(70_000) },
-      },
-    });
-  });
-
   test('a write lock that lapsed before the swap is an overrun, tried again', async () => {
     const { output } = await drive(() => swapPhase(writing), { swap: [no('InvalidTransition', 'lapsed')] });
     expect(output).toEqual({ kind: 'lapsed', overrun: 'swap: lapsed' });
@@ -567,34 +359,22 @@ describe('swapPhase', () => {
   });
 });
 
-describe('cleanUp', () => {
-  const failure = { kind: 'failed' as const, status: writing.status, reason: 'deltaCopy: boom' };
-
+describe('releaseAfterFailure (the release after a failed attempt)', () => {
   test.each([
     ['released', [ok(route(SOURCE, null))], 'released'],
     ['a lock that lapsed already', [no('LockExpired')], 'released'],
     ['failure: the release refused', [no('Locked')], 'release refused (Locked); the lease will free it'],
   ])('%s', async (_what, release, released) => {
-    const { output, calls } = await drive(() => cleanUp(input, failure), { release });
-    // the release says why (docs/design.md §6.12): the failure's reason, for the audit ledger
+    const { output, calls } = await drive(() => releaseAfterFailure(input, 'deltaCopy: boom'), { release });
+    // the release says why: the failure's reason, for the audit ledger
     expect(calls).toEqual([
       { name: 'release', input: { resourceId: 'conv-1', lock: input.lock, reason: 'deltaCopy: boom' } },
     ]);
-    expect(output).toEqual({
-      ...writing.status,
-      status: 'Failed',
-      phase: 'released',
-      error: `deltaCopy: boom; lock ${released}`,
-    });
+    expect(output).toBe(released);
   });
 
   test('failure: a release the runner gave up on: the lease frees the lock', () => {
-    const { output } = driveGivingUp(cleanUp(input, failure), { release: [down] });
-    expect(output).toEqual({
-      ...writing.status,
-      status: 'Failed',
-      phase: 'released',
-      error: 'deltaCopy: boom; lock release failed (the store is down); the lease will free it',
-    });
+    const { output } = driveGivingUp(releaseAfterFailure(input, 'deltaCopy: boom'), { release: [down] });
+    expect(output).toBe('release failed (the store is down); the lease will free it');
   });
 });

@@ -95,12 +95,8 @@ describe('judgeVerifyRound', () => {
 });
 
 describe('jobSequence: every new job of a migration gets a larger number', () => {
-  const input = (workflowVersion: number | undefined, attempt: number) =>
-    ({
-      ...(workflowVersion === undefined ? {} : { workflowVersion }),
-      settings: { deltaAttempts: 3 },
-      lock: { attempt },
-    }) as unknown as MigrationInput;
+  const input = (attempt: number) =>
+    ({ settings: { deltaAttempts: 3 }, lock: { attempt } }) as unknown as MigrationInput;
   const steps: [ParticipantStep, number][] = [
     ['bulkCopy', 1],
     ['deltaCopy', 1],
@@ -111,21 +107,13 @@ describe('jobSequence: every new job of a migration gets a larger number', () =>
     ['verify', 3],
     ['completed', 1],
   ];
-  test('version 4: bulk 1, delta n 2n, verify n 2n + 1, the end notice 2 + 2 × deltaAttempts', () => {
-    expect(steps.map(([s, n]) => jobSequence(input(4, 1), s, n))).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  test('bulk 1, delta n 2n, verify n 2n + 1, the end notice 2 + 2 × deltaAttempts', () => {
+    expect(steps.map(([s, n]) => jobSequence(input(1), s, n))).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     // attempt 2 after attempt 1's 8 numbers
-    expect(steps.map(([s, n]) => jobSequence(input(4, 2), s, n))).toEqual([9, 10, 11, 12, 13, 14, 15, 16]);
+    expect(steps.map(([s, n]) => jobSequence(input(2), s, n))).toEqual([9, 10, 11, 12, 13, 14, 15, 16]);
   });
-  test('versions 2 and 3 keep their numbers (bulk 1, delta n 1 + n; attempts after 1 + deltaAttempts)', () => {
-    for (const v of [2, 3]) {
-      expect(jobSequence(input(v, 1), 'bulkCopy', 1)).toBe(1);
-      expect(jobSequence(input(v, 1), 'deltaCopy', 3)).toBe(4);
-      expect(jobSequence(input(v, 2), 'bulkCopy', 1)).toBe(5);
-      expect(jobSequence(input(v, 2), 'deltaCopy', 1)).toBe(6);
-    }
-  });
-  test('strictly increasing through a migration of three attempts (version 4)', () => {
-    const all = [1, 2, 3].flatMap((a) => steps.map(([s, n]) => jobSequence(input(4, a), s, n)));
+  test('strictly increasing through a migration of three attempts', () => {
+    const all = [1, 2, 3].flatMap((a) => steps.map(([s, n]) => jobSequence(input(a), s, n)));
     expect(all.every((n, i) => i === 0 || n > all[i - 1]!)).toBe(true);
   });
 });

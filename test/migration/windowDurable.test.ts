@@ -1,10 +1,10 @@
 import { CANCEL_EVENT, type CutoverWindow, type MigrationStatus } from '../../shared/migration/types';
 import type { RaisedEvent } from '../../testkit/durableReplay';
-import { type InputVersion, START, SOURCE, V2, durableMigration } from '../support/durableMigrations';
+import { type InputVersion, START, SOURCE, V5, durableMigration } from '../support/durableMigrations';
 import { watchLocks, writeLocks, writeLocksOutside } from './windowSupport';
 
 /**
- * Cutover windows on Durable Functions (workflow version 4), through the replay harness
+ * Cutover windows on Durable Functions (docs/design.md §6.10), through the replay harness
  * that drives the real orchestrator with durable-functions' executor: the wait is durable timers (each
  * also waiting for the cancel event) with hard-delete renewals between them, replayed from history.
  * Production timing; the instance starts at 2026-03-01T00:00Z.
@@ -14,14 +14,14 @@ const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const BUDGET_MS = 900_000;
 
-const v4 = (window: CutoverWindow): InputVersion => ({
-  ...V2,
-  label: 'v4 with a window',
-  toInput: (i) => ({ ...i, workflowVersion: 4, window }),
+const withWindow = (window: CutoverWindow): InputVersion => ({
+  ...V5,
+  label: 'with a window',
+  toInput: (i) => ({ ...V5.toInput(i), window }),
 });
 
 async function replay(window: CutoverWindow, events: RaisedEvent[] = []) {
-  const h = await durableMigration({ version: v4(window) });
+  const h = await durableMigration({ version: withWindow(window) });
   const locks = watchLocks(h.activities, h.clock.now);
   const harness = h.make({ events });
   const result = await harness.run();

@@ -1,25 +1,16 @@
-import { InvocationContext } from '@azure/functions';
 import type { AccessToken, TokenCredential } from '@azure/identity';
-import * as df from 'durable-functions';
-import type { OrchestrationContext } from 'durable-functions';
-import { ExecutionStartedEvent } from 'durable-functions/lib/src/history/ExecutionStartedEvent';
-import { HistoryEventOptions } from 'durable-functions/lib/src/history/HistoryEventOptions';
-import { OrchestratorStartedEvent } from 'durable-functions/lib/src/history/OrchestratorStartedEvent';
-import { DurableOrchestrationInput, createOrchestrator } from 'durable-functions/lib/src/util/testingUtils';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { runOnDurable } from '../../functions/durable/runOnDurable';
 import { ConfigError, parseConfig } from '../../shared/config';
 import { audienceScope, callParticipant } from '../../shared/migration/participantHttp';
 import type { Scheduler } from '../../shared/migration/scheduler';
-import type { HttpCall, MigrationStatus, Step } from '../../shared/migration/types';
-import { type Workflow, migrationSettings } from '../../shared/migration/workflow';
+import type { HttpCall } from '../../shared/migration/types';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 
 /**
  * Participants: their URLs carry no secrets and no plain http off loopback (they are copied into every
  * migration's stored input), and one with an `audience` is called with a managed-identity bearer
- * token — in-process through @azure/identity, on Durable through the extension's token source.
+ * token through @azure/identity.
  */
 
 function problemsOf(participants: unknown): string[] {
@@ -251,56 +242,4 @@ test('redirects are not followed, and a poll Location over plain http elsewhere 
     await new Promise<void>((resolve) => front.close(() => resolve()));
     await new Promise<void>((resolve) => elsewhere.close(() => resolve()));
   }
-});
-
-describe('the Durable runner', () => {
-  /** A workflow of one participant call: what runOnDurable turns into context.df.callHttp. */
-  function* oneCall(call: HttpCall): Workflow {
-    yield { kind: 'http', call } satisfies Step;
-    return {} as MigrationStatus;
-  }
-
-  /** The actions the orchestrator asks the extension for, on its first run, as the extension gets them. */
-  async function firstActions(call: HttpCall): Promise<Record<string, unknown>[]> {
-    const settings = migrationSettings(parseConfig({}));
-    const orchestrator = function* (context: OrchestrationContext) {
-      return yield* runOnDurable(context, oneCall(call), settings);
-    };
-    const at = new HistoryEventOptions(-1, new Date(Date.UTC(2026, 0, 1)));
-    const history = [
-      new OrchestratorStartedEvent(at),
-      new ExecutionStartedEvent({ ...at, name: 'test', input: '{}' } as never),
-    ];
-    const state = (await createOrchestrator(orchestrator as never)(
-      new DurableOrchestrationInput('i-1', history, {}) as never,
-      new InvocationContext({ functionName: 'test' }),
-    )) as { actions: unknown[][] };
-    return JSON.parse(JSON.stringify(state.actions.flat())) as Record<string, unknown>[];
-  }
-
-  test('a call with an audience carries a ManagedIdentityTokenSource for <audience>/.default', async () => {
-    const [action] = await firstActions(request('https://m.example/migrate', 'api://routelock-messages'));
-    expect(action).toMatchObject({
-      actionType: 8, // CallHttp
-      httpRequest: {
-        method: 'POST',
-        uri: 'https://m.example/migrate',
-        headers: { 'Content-Type': 'application/json' },
-        tokenSource: { kind: 'AzureManagedIdentity', resource: 'api://routelock-messages/.default' },
-        asynchronousPatternEnabled: true,
-      },
-    });
-    const source = new df.ManagedIdentityTokenSource('api://routelock-messages/.default');
-    expect((action as { httpRequest: { tokenSource: unknown } }).httpRequest.tokenSource).toEqual(
-      JSON.parse(JSON.stringify(source)),
-    );
-  });
-
-  test('a call without an audience carries no token source', async () => {
-    const [action] = await firstActions(request('https://m.example/migrate'));
-    expect(action).toMatchObject({ actionType: 8, httpRequest: { uri: 'https://m.example/migrate' } });
-    expect((action as { httpRequest: Record<string, unknown> }).httpRequest).not.toHaveProperty(
-      'tokenSource',
-    );
-  });
 });

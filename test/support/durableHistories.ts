@@ -3,31 +3,21 @@ import { join } from 'node:path';
 import type { MigrationInput, ParticipantCall, VerifyAnswer } from '../../shared/migration/types';
 import {
   EventType,
-  HTTP_ACTIVITY,
   type HttpReply,
   type HttpRequestSeen,
   type ReplayOptions,
   type WireEvent,
 } from '../../testkit/durableReplay';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
-import {
-  type InputVersion,
-  V1,
-  V2,
-  V3,
-  V4,
-  V5,
-  durableMigration,
-  participantJobs,
-} from './durableMigrations';
+import { type InputVersion, V5, durableMigration, participantJobs } from './durableMigrations';
 
 /**
  * Durable histories recorded with the orchestrator of the day through the faithful harness, kept as
- * fixtures (test/fixtures/durable/<name>.json) so a later orchestrator must replay them: the
- * instances a deployment finds running. Everything in them is reproducible: virtual clock, fixed key
- * ring and seed (public, see FIXTURE_KEYRING), ETags numbered in write order, participants scripted.
- * Record with `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`: it
- * writes only the fixtures not yet on disk (a new version's), since a fixture of a version still
+ * fixtures (test/fixtures/durable/<name>.json, README.md there) so a later orchestrator must replay
+ * them: the instances a deployment finds running. Everything in them is reproducible: virtual clock,
+ * fixed key ring and seed (public, see FIXTURE_KEYRING), ETags numbered in write order, participants
+ * scripted. Record with `ROUTELOCK_RECORD_FIXTURES=1 npx jest test/migration/durableVersioning.test.ts`:
+ * it writes only the fixtures not yet on disk (a new version's), since a fixture of a version still
  * deployed never changes.
  */
 
@@ -58,136 +48,25 @@ const SHORT_LEASES = {
   ROUTELOCK_WRITE_LEASE_SECONDS: '300',
   ROUTELOCK_DELTA_ATTEMPTS: '1',
 };
-const isParticipantCall = (a: { kind: string; name?: string }) =>
-  a.kind === 'http' || a.name === activityFunctionName('callParticipant');
+const isParticipantCall = (a: { name?: string }) => a.name === activityFunctionName('callParticipant');
 const isPoll = (a: { name?: string; input?: unknown }) =>
   a.name === activityFunctionName('callParticipant') && (a.input as { method?: string }).method === 'GET';
 
+/** Stopped right after the first poll that follows the first renewal mid-bulk-copy: a deployment then. */
+const afterFirstRenewedPoll: ReplayOptions['stopWhen'] = ({ actions }) => {
+  const copy = actions.findIndex(isParticipantCall);
+  const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
+  return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
+};
+
+const MATCH = { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' };
+
+/**
+ * The histories of the current workflow version: one each of the shapes a deployment can find an
+ * instance in (finished without participants, finished with one polled across renewals, stopped
+ * mid-bulk-copy, stopped waiting for a cutover window).
+ */
 export const SCENARIOS: HistoryScenario[] = [
-  {
-    name: 'v1-no-participants',
-    version: V1,
-    description: 'a migration without participants, completed',
-    participants: [],
-    env: {},
-    jobMs: 0,
-  },
-  {
-    name: 'v1-one-participant',
-    version: V1,
-    description: 'one participant answering 200 to each copy after 20 s, completed',
-    participants: MESSAGES,
-    env: {},
-    jobMs: 20_000,
-  },
-  {
-    name: 'v1-mid-bulk-copy',
-    version: V1,
-    description:
-      'one participant whose bulk copy takes 230 s, 300 s leases (renewed every 100 s); stopped right after the first renewal was scheduled mid-copy',
-    participants: MESSAGES,
-    env: SHORT_LEASES,
-    jobMs: 230_000,
-    stopWhen: ({ actions }) => {
-      const copy = actions.findIndex((a) => a.kind === 'http');
-      return copy >= 0 && actions.slice(copy).some((a) => a.name === 'migrationRenew');
-    },
-  },
-  {
-    name: 'v2-no-participants',
-    version: V2,
-    description: 'a migration without participants, completed',
-    participants: [],
-    env: {},
-    jobMs: 0,
-  },
-  {
-    name: 'v2-one-participant',
-    version: V2,
-    description:
-      'one participant answering 202 + Location to each copy, polled until its 200 after 110 s; 300 s leases (renewed every 100 s), so each copy renews its lock between polls; completed',
-    participants: MESSAGES,
-    env: SHORT_LEASES,
-    jobMs: 110_000,
-  },
-  {
-    name: 'v2-mid-bulk-copy',
-    version: V2,
-    description:
-      'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
-    participants: MESSAGES,
-    env: SHORT_LEASES,
-    jobMs: 230_000,
-    stopWhen: ({ actions }) => {
-      const copy = actions.findIndex(isParticipantCall);
-      const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
-      return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
-    },
-  },
-  {
-    name: 'v3-no-participants',
-    version: V3,
-    description: 'a migration without participants, completed',
-    participants: [],
-    env: {},
-    jobMs: 0,
-  },
-  {
-    name: 'v3-one-participant',
-    version: V3,
-    description:
-      'one participant answering 202 + Location to each copy, polled until its 200 after 110 s; 300 s leases (renewed every 100 s), so each copy renews its lock between polls; completed',
-    participants: MESSAGES,
-    env: SHORT_LEASES,
-    jobMs: 110_000,
-  },
-  {
-    name: 'v3-mid-bulk-copy',
-    version: V3,
-    description:
-      'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
-    participants: MESSAGES,
-    env: SHORT_LEASES,
-    jobMs: 230_000,
-    stopWhen: ({ actions }) => {
-      const copy = actions.findIndex(isParticipantCall);
-      const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
-      return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
-    },
-  },
-  {
-    name: 'v4-no-participants',
-    version: V4,
-    description: 'a migration without participants: the swap confirmed on a replica, completed',
-    participants: [],
-    env: {},
-    jobMs: 0,
-  },
-  {
-    name: 'v4-one-participant',
-    version: V4,
-    description:
-      'one participant answering 202 + Location to each copy, polled until its 200 after 110 s; 300 s leases (renewed every 100 s); verify answers a match; the swap confirmed on a replica; the completed notice delivered',
-    participants: MESSAGES,
-    env: SHORT_LEASES,
-    jobMs: 110_000,
-    verify: { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' },
-  },
-  {
-    name: 'v4-mid-bulk-copy',
-    version: V4,
-    description:
-      'one participant whose bulk copy takes 230 s, answered 202 + Location and polled, 300 s leases (renewed every 100 s); stopped right after the first poll following the first renewal was scheduled',
-    participants: MESSAGES,
-    env: SHORT_LEASES,
-    jobMs: 230_000,
-    verify: { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' },
-    stopWhen: ({ actions }) => {
-      const copy = actions.findIndex(isParticipantCall);
-      const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
-      return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
-    },
-  },
   {
     name: 'v5-no-participants',
     version: V5,
@@ -205,7 +84,7 @@ export const SCENARIOS: HistoryScenario[] = [
     participants: MESSAGES,
     env: SHORT_LEASES,
     jobMs: 110_000,
-    verify: { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' },
+    verify: MATCH,
   },
   {
     name: 'v5-mid-bulk-copy',
@@ -215,19 +94,15 @@ export const SCENARIOS: HistoryScenario[] = [
     participants: MESSAGES,
     env: SHORT_LEASES,
     jobMs: 230_000,
-    verify: { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' },
-    stopWhen: ({ actions }) => {
-      const copy = actions.findIndex(isParticipantCall);
-      const renew = actions.findIndex((a, i) => i > copy && a.name === 'migrationRenew');
-      return copy >= 0 && renew >= 0 && actions.slice(renew).some(isPoll);
-    },
+    verify: MATCH,
+    stopWhen: afterFirstRenewedPoll,
   },
   {
-    name: 'v4-window-wait',
+    name: 'v5-window-wait',
     version: {
-      ...V4,
+      ...V5,
       toInput: (i) => ({
-        ...V4.toInput(i),
+        ...V5.toInput(i),
         window: { daily: { start: '06:00', end: '08:00', timeZone: 'Europe/Berlin' } },
       }),
     },
@@ -304,7 +179,7 @@ const PARTICIPANT_ACTIVITY = activityFunctionName('callParticipant');
  * Bring a fresh store to where a recorded history left it: run the activities the history shows
  * completed, in order, at their recorded times. Each must answer what it answered then (the
  * activities of the day still understand the inputs old instances hand them). Participant calls
- * (callHttp, callParticipant) are the participant's, not the store's: skipped. Returns mismatches.
+ * (callParticipant) are the participant's, not the store's: skipped. Returns mismatches.
  */
 export async function replayActivities(
   recorded: RecordedHistory,
@@ -316,12 +191,7 @@ export async function replayActivities(
       results.set(e.TaskScheduledId as number, e);
   const mismatches: string[] = [];
   for (const e of recorded.history) {
-    if (
-      e.EventType !== EventType.TaskScheduled ||
-      e.Name === HTTP_ACTIVITY ||
-      e.Name === PARTICIPANT_ACTIVITY
-    )
-      continue;
+    if (e.EventType !== EventType.TaskScheduled || e.Name === PARTICIPANT_ACTIVITY) continue;
     const answer = results.get(e.EventId);
     if (answer?.EventType !== EventType.TaskCompleted) continue;
     const input = (JSON.parse(e.Input as string) as unknown[])[0];
@@ -334,7 +204,7 @@ export async function replayActivities(
 
 /**
  * The participant service outlives a deployment of the app: hand it the jobs the recorded history
- * POSTed through `callParticipant` (version 2), at their recorded times, so the resumed run finds each
+ * POSTed through `callParticipant`, at their recorded times, so the resumed run finds each
  * job where the old process left it. Answers the POSTs' times.
  */
 export function primeParticipant(

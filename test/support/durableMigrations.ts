@@ -76,16 +76,13 @@ export class NumberedEtagStore extends ForwardingStore {
   }
 }
 
-/** Which migration input the scenarios start: the lead adds version 2 (callParticipant) at merge. */
+/** Which migration input the scenarios start, and how its participants are connected. */
 export interface InputVersion {
   label: string;
   toInput: (input: MigrationInput) => MigrationInput;
-  /** How its participants answer a job that takes a while: 200 at the end (v1) or 202 + polling. */
+  /** How its participants answer a job that takes a while: 200 at the end, or 202 + polling. */
   answers: 'sync' | 'async';
-  /**
-   * Route this version's participant calls to the scripted participants (v2: replace
-   * `activities.callParticipant`); absent, they go through the harness's built-in HTTP activity.
-   */
+  /** Route the participant calls to the scripted participants (replaces `activities.callParticipant`). */
   connect?: (
     activities: Activities,
     http: (request: HttpRequestSeen) => HttpReply,
@@ -93,22 +90,16 @@ export interface InputVersion {
   ) => void;
 }
 
-/** Inputs of version 1, without `workflowVersion`: participants called by Durable's callHttp. */
-export const V1: InputVersion = {
-  label: 'v1 (no workflowVersion, callHttp)',
-  toInput: ({ workflowVersion: _dropped, ...i }) => i,
-  answers: 'sync',
-};
-
 /**
- * Inputs of version 2: participants called by the `callParticipant` activity, one request each, polled by the
- * workflow on durable timers. The activity's own HTTP (timeout, Location, token) is tested against a
- * real server in participantProtocol.test.ts; here it answers from the scripted participants at the
- * harness's virtual time, a reply slower than the request timeout counting as no answer.
+ * The current workflow version (WORKFLOW_VERSION): participants called by the `callParticipant`
+ * activity, one request each, polled by the workflow on durable timers. The activity's own HTTP
+ * (timeout, Location, token) is tested against a real server in participantProtocol.test.ts; here it
+ * answers from the scripted participants at the harness's virtual time, a reply slower than the
+ * request timeout counting as no answer.
  */
-export const V2: InputVersion = {
-  label: 'v2 (workflowVersion 2, callParticipant)',
-  toInput: (i) => ({ ...i, workflowVersion: 2 }),
+export const V5: InputVersion = {
+  label: 'v5 (workflowVersion 5)',
+  toInput: (i) => ({ ...i, workflowVersion: 5 }),
   answers: 'async',
   connect: (activities, http, now) => {
     activities.callParticipant = async (call) => {
@@ -145,32 +136,6 @@ function jsonOrText(content: string): unknown {
   }
 }
 
-/** Inputs of version 3: version 2's participant path, with attempts (a fresh lock each) and cancel. */
-export const V3: InputVersion = {
-  ...V2,
-  label: 'v3 (workflowVersion 3, attempts and cancel)',
-  toInput: (i) => ({ ...i, workflowVersion: 3 }),
-};
-
-/**
- * Inputs of version 4: verify before the swap, cutover windows, the swap confirmed on a replica, end notices.
- */
-export const V4: InputVersion = {
-  ...V2,
-  label: 'v4 (workflowVersion 4, verify, windows, confirmed swap, notices)',
-  toInput: (i) => ({ ...i, workflowVersion: 4 }),
-};
-
-/**
- * Inputs of version 5 (docs/design.md §6.7): the pre-lock answers where the route was (no re-read), the
- * read-path check reads a replica, and a lock-only migration skips it.
- */
-export const V5: InputVersion = {
-  ...V2,
-  label: 'v5 (workflowVersion 5, fewer route reads)',
-  toInput: (i) => ({ ...i, workflowVersion: 5 }),
-};
-
 export interface Job {
   host: string;
   step: string;
@@ -181,7 +146,7 @@ export interface Job {
  * Participant services: a POST starts the job (the same job POSTed again is the same job), and the
  * answer comes when it ends. `sync`: the POST answers 200 when the job ends. `async`: 202 + absolute
  * Location at once, polls answer 202 until the job ends, then 200. They implement only the copies:
- * version 4's `verify` (optional) answers 404 and is not in `calls`.
+ * `verify` (optional) answers 404 and is not in `calls`.
  */
 export function participantJobs(options: {
   durationMs: (job: Job) => number;
@@ -245,7 +210,7 @@ export async function durableMigration(
     store,
     ...(options.reproducible ? { keyring: FIXTURE_KEYRING, seed: FIXTURE_SEED } : {}),
   });
-  const version = options.version ?? V1;
+  const version = options.version ?? V5;
   const input = version.toInput(fixture.input);
   /** Activities the store refuses: by name, `times` calls each (counting every retry attempt). */
   const outage = new Map<string, number>();

@@ -1,4 +1,3 @@
-import { type Location, sameLocation } from '../../lock/document';
 import { leadingCode, phaseReached } from '../stopped';
 import type {
   CancelRequest,
@@ -10,28 +9,19 @@ import type {
   Step,
   Verification,
 } from '../types';
-import { pendingStatus, terminalStates, workflowVersionOf } from '../types';
-import { lockGone, releaseAfterFailure, releaseReason } from './cleanUp';
+import { pendingStatus, terminalStates } from '../types';
+import { releaseAfterFailure, releaseReason } from './cleanUp';
 import { MAX_ORCHESTRATION_ACTIONS } from './copy';
+import { type Gate, previousLockGone } from './gate';
 import { tryPrelock, prelockRefusal } from './prelock';
 import { cancelMigration, cancelledBeforeStart } from './cancel';
-import { confirmDelayMs } from './confirm';
 import { notifyEnd } from './notify';
 import { type EndJob, type Ending, type Failure, type Prelocked, cancelled } from './state';
 import { windowShutBeforePrelock } from './window';
-import {
-  CancelRequested,
-  activity,
-  cancelRequested,
-  now,
-  publish,
-  readRouteOrNull,
-  sleep,
-  sleepUntil,
-} from './steps';
+import { CancelRequested, cancelRequested, now, publish, sleep } from './steps';
 
 /**
- * Automatic retry with a fresh lock (workflow version 3, issue 18 §1; docs/design.md §6.3). An attempt
+ * Automatic retry with a fresh lock (docs/design.md §6.3). An attempt
  * is one lock, from pre-lock to swap or release. One that fails for a transient reason is released,
  * and after `migrationRetryDelaySeconds × 2^(n−1)` on a durable timer the migration takes a fresh
  * pre-lock (the activities derive attempt n's seed: `attemptSeed`), up to `migrationAttempts` times.
@@ -40,7 +30,7 @@ import {
  * after a swap: a route found at the target ends the migration.
  */
 
-/** Whether a failed attempt is tried again: the one home of the rule (table test: attempts.table.test.ts). */
+/** Whether a failed attempt's code allows another: the one home of the rule (table-tested). */
 export type AttemptVerdict = 'retry' | 'final';
 
 /**
@@ -66,9 +56,9 @@ const transientCodes: ReadonlySet<string> = new Set([
   'WriteBudgetExceeded',
   'NotVisible',
   'SwapUnknown',
-  // version 4: a swap a write-region failover dropped (workflow/confirm.ts); a fresh lock starts over
+  // a swap a write-region failover dropped (workflow/confirm.ts); a fresh lock starts over
   'SwapLost',
-  // version 4: the target differed from the source on every write-lock attempt; a fresh attempt copies again
+  // the target differed from the source on every write-lock attempt; a fresh attempt copies again
   'VerificationFailed',
 ]);
 
@@ -82,170 +72,271 @@ export const retryDelayMs = (input: MigrationInput, failedInSeries: number): num
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-/** What one attempt came to: its final status (published), or a failure with or without a lock held. */
-type AttemptEnd = Extract<Ending, { kind: 'done' }> | (Failure & { lockHeld: boolean });
+/** What follows a failed attempt: the gate first, another attempt, or the end (with a note). */
+export type AfterFailure = { kind: 'gate' } | { kind: 'retry' } | { kind: 'final'; note: string };
+
+/** What decides what follows a failed attempt. */
+export interface FailedAttempt {
+  /** What failed (`Failure.code`). */
+  code: string | undefined;
+  /** This attempt's number, and the last this run may make. */
+  attempt: number;
+  last: number;
+  /** History actions this run recorded so far, and one attempt's worst case (`attemptActionsBound`). */
+  actions: number;
+  attemptActionsBound: number;
+  /** The gate already let this failure through (the route was free). */
+  gated: boolean;
+}
 
 /**
- * The migration of a version-3 input: attempts numbered after an operator's earlier ones
- * (`earlierAttempts`), each with its own lock, until one ends or `migrationAttempts` were made.
- * Version 4: once the final status is published, the end notices (workflow/notify.ts).
+ * The one rule of what follows a failed attempt (table-tested). A swap whose answer was lost goes to
+ * the gate first, even with no attempt left: it may have landed, and a Failed migration's notice has
+ * the participants drop the target. Then: the end, when no attempt is left or the code is final;
+ * another attempt only while the history can hold one more at its worst (the Durable extension stops
+ * an orchestration at MAX_ORCHESTRATION_ACTIONS; config.ts holds one attempt's worst case under it).
  */
-export function* attemptingMigration(
-  input: MigrationInput,
-  withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
-): Generator<Step, MigrationStatus, unknown> {
-  const seen = { swapLost: false };
-  const { status, job } = yield* attemptsToTheEnd(input, withPrelock, seen);
-  if (workflowVersionOf(input) < 4) return status;
-  // A swap a failover dropped was live a while: the target may hold writes the source lacks, so no
-  // `failed` / `cancelled` notice (drop the target's copy) after one; only a later swap's `completed`.
-  const told = seen.swapLost && status.status !== 'Completed' ? undefined : job;
-  return yield* notifyEnd(input, status, told);
+export function afterFailedAttempt(f: FailedAttempt): AfterFailure {
+  if (f.code === 'SwapUnknown' && !f.gated) return { kind: 'gate' };
+  if (f.attempt >= f.last || attemptVerdict(f.code) === 'final') return { kind: 'final', note: '' };
+  if (f.actions + f.attemptActionsBound > MAX_ORCHESTRATION_ACTIONS)
+    return { kind: 'final', note: ' (no room in the history for another attempt)' };
+  return { kind: 'retry' };
 }
+
+/** What one attempt came to: its final status (published), or a failure with or without a lock held. */
+type AttemptEnd = Extract<Ending, { kind: 'done' }> | (Failure & { lockHeld: boolean });
 
 /** The final status (published), and the job of the last attempt that read the route (the notices'). */
 interface MigrationEnd {
   status: MigrationStatus;
   job: EndJob | undefined;
+  /** A swap was seen and then lost (a failover dropped it). */
+  swapLost: boolean;
 }
 
+/** Where a run's attempts stand between two of them: everything the next one, and the end, need. */
+interface Series {
+  /** The attempt to run next. */
+  readonly n: number;
+  /** The attempts that ended, an operator's earlier ones first. */
+  readonly ended: MigrationAttempt[];
+  /** The job of the last attempt that read the route. */
+  readonly lastJob: EndJob | undefined;
+  /** History actions this run's attempts recorded. */
+  readonly actions: number;
+  /** The verifications so far: the next attempt's status keeps them. */
+  readonly verifications: Verification[];
+  readonly swapLost: boolean;
+}
+
+/** What one turn of the attempts' loop answers: the series for the next attempt, or the end. */
+type SeriesTurn = { kind: 'next'; series: Series } | { kind: 'end'; end: MigrationEnd };
+
+const endTurn = (end: MigrationEnd): SeriesTurn => ({ kind: 'end', end });
+
+/** This run's attempts: numbered after an operator's earlier ones, `migrationAttempts` at most. */
+const seriesBounds = (input: MigrationInput): { first: number; last: number } => {
+  const before = input.earlierAttempts?.length ?? 0;
+  return { first: before + 1, last: before + Math.max(1, input.settings.migrationAttempts ?? 1) };
+};
+
+/**
+ * The migration: attempts, each with its own lock, until one ends or `migrationAttempts` were made;
+ * once the final status is published, the end notices (workflow/notify.ts).
+ */
+export function* attemptingMigration(
+  input: MigrationInput,
+  withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+): Generator<Step, MigrationStatus, unknown> {
+  const { status, job, swapLost } = yield* attemptsToTheEnd(input, withPrelock);
+  // A swap a failover dropped was live a while: the target may hold writes the source lacks, so no
+  // `failed` / `cancelled` notice (drop the target's copy) after one; only a later swap's `completed`.
+  const told = swapLost && status.status !== 'Completed' ? undefined : job;
+  return yield* notifyEnd(input, status, told);
+}
+
+/** A fold over the series: each attempt's turn answers the next series, or the end. */
 function* attemptsToTheEnd(
   input: MigrationInput,
   withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
-  seen: { swapLost: boolean },
 ): Generator<Step, MigrationEnd, unknown> {
-  let ended: MigrationAttempt[] = [...(input.earlierAttempts ?? [])];
-  let lastJob: EndJob | undefined;
-  const first = ended.length + 1;
-  const last = ended.length + Math.max(1, input.settings.migrationAttempts ?? 1);
-  const history = { actions: 0 };
-  const v4 = workflowVersionOf(input) >= 4;
-  let verifications: Verification[] = [];
-  for (let n = first; ; n += 1) {
-    const attemptInput: MigrationInput = { ...input, lock: { ...input.lock, attempt: n } };
-    const startedAt = yield* now();
-    // Issue 21 §4: an attempt that did not complete also records its code and the phase it reached
-    // (none on a Completed one: its status is exactly what it always was).
-    const entry = (
-      endedAt: number,
-      outcome: MigrationState,
-      reason?: string,
-      stop?: { code: string | undefined; stoppedAt: MigrationPhase },
-    ): MigrationAttempt => ({
-      attempt: n,
-      startedAt: iso(startedAt),
-      endedAt: iso(endedAt),
-      outcome,
-      ...(reason === undefined ? {} : { reason }),
-      ...(stop === undefined || outcome === 'Completed'
-        ? {}
-        : { ...(stop.code === undefined ? {} : { code: stop.code }), stoppedAt: stop.stoppedAt }),
+  const earlier = input.earlierAttempts ?? [];
+  let turn: SeriesTurn = {
+    kind: 'next',
+    series: {
+      n: seriesBounds(input).first,
+      ended: [...earlier],
+      lastJob: undefined,
+      actions: 0,
+      verifications: [],
+      swapLost: false,
+    },
+  };
+  while (turn.kind === 'next') turn = yield* attemptTurn(input, withPrelock, turn.series);
+  return turn.end;
+}
+
+/** Attempt n: run it, stamping its statuses; then its end, or what its failure leads to. */
+function* attemptTurn(
+  input: MigrationInput,
+  withPrelock: (prelocked: Prelocked) => Generator<Step, Ending, unknown>,
+  series: Series,
+): Generator<Step, SeriesTurn, unknown> {
+  const { n } = series;
+  const attemptInput: MigrationInput = { ...input, lock: { ...input.lock, attempt: n } };
+  const startedAt = yield* now();
+  const run = yield* stampingStatuses(
+    oneAttempt(attemptInput, series.ended, n, withPrelock, series.verifications),
+    stampFor(n, startedAt, series.ended),
+  );
+  const end = run.result;
+  const lastJob = end.job ?? series.lastJob;
+  const swapLost = series.swapLost || (end.kind === 'failed' && end.code === 'SwapLost');
+  if (end.kind === 'done') return endTurn({ status: run.final ?? end.status, job: lastJob, swapLost });
+  const settling = yield* failedAttempt(input, attemptInput, n, end, startedAt, series.ended);
+  const after: Series = {
+    n: n + 1,
+    ended: settling.status.attempts ?? [],
+    lastJob,
+    actions: series.actions + run.actions,
+    verifications: end.status.verifications ?? series.verifications,
+    swapLost,
+  };
+  return yield* settleFailure(settling, after);
+}
+
+/** A failed attempt being settled: which, why, and the status that records it (still Running). */
+interface Settling {
+  readonly input: MigrationInput;
+  /** The input with the attempt's lock seed: its lock is the one released or waited out. */
+  readonly attemptInput: MigrationInput;
+  readonly n: number;
+  readonly code: string | undefined;
+  readonly reason: string;
+  readonly status: MigrationStatus;
+}
+
+/** Release a lock still held, and record the attempt as Failed with its code and furthest phase. */
+function* failedAttempt(
+  input: MigrationInput,
+  attemptInput: MigrationInput,
+  n: number,
+  end: Exclude<AttemptEnd, { kind: 'done' }>,
+  startedAt: number,
+  ended: MigrationAttempt[],
+): Generator<Step, Settling, unknown> {
+  const lock = end.lockHeld
+    ? `; lock ${yield* releaseAfterFailure(attemptInput, releaseReason(end.reason, end.code))}`
+    : '';
+  const reason = `${end.reason}${lock}`;
+  const stop = { code: end.code ?? leadingCode(end.reason), stoppedAt: phaseReached(end.status) };
+  const attempts = [...ended, attemptEntry(n, startedAt, yield* now(), 'Failed', reason, stop)];
+  const status: MigrationStatus = { ...end.status, phase: 'released', error: reason, attempt: n, attempts };
+  return { input, attemptInput, n, code: end.code, reason, status };
+}
+
+/** What follows a failed attempt (afterFailedAttempt), carried out. */
+function* settleFailure(settling: Settling, after: Series): Generator<Step, SeriesTurn, unknown> {
+  const { input } = settling;
+  const decide = (gated: boolean): AfterFailure =>
+    afterFailedAttempt({
+      code: settling.code,
+      attempt: settling.n,
+      last: seriesBounds(input).last,
+      actions: after.actions,
+      attemptActionsBound: input.settings.attemptActionsBound ?? 0,
+      gated,
     });
-    const earlier = ended;
-    let final: MigrationStatus | undefined;
-    const end = yield* stampingStatuses(
-      oneAttempt(attemptInput, earlier, n, withPrelock, verifications),
-      (status, endedAt, reached) => {
-        const stop = {
-          code: status.status === 'Cancelled' ? 'Cancelled' : leadingCode(status.error),
-          stoppedAt: reached,
-        };
-        const stamped = {
-          ...status,
-          attempt: n,
-          attempts:
-            endedAt === undefined ? earlier : [...earlier, entry(endedAt, status.status, status.error, stop)],
-        };
-        if (endedAt !== undefined) final = stamped;
-        return stamped;
-      },
-      history,
-    );
-    lastJob = end.job ?? lastJob;
-    if (end.kind === 'failed' && end.code === 'SwapLost') seen.swapLost = true;
-    if (end.kind === 'done') return { status: final ?? end.status, job: lastJob };
-    // version 4: the next attempt's status keeps this one's verifications
-    verifications = end.status.verifications ?? verifications;
-    const lock = end.lockHeld
-      ? `; lock ${yield* releaseAfterFailure(attemptInput, releaseReason(end.reason, end.code))}`
-      : '';
-    const reason = `${end.reason}${lock}`;
-    ended = [
-      ...ended,
-      entry(yield* now(), 'Failed', reason, {
-        code: end.code ?? leadingCode(end.reason),
-        stoppedAt: phaseReached(end.status),
-      }),
-    ];
-    const failedStatus = {
-      ...end.status,
-      phase: 'released' as const,
-      error: reason,
-      attempt: n,
-      attempts: ended,
-    };
-    const swapUnknown = end.code === 'SwapUnknown';
-    // The gate's verdict on a swap whose answer was lost: the route decides, not the attempts left.
-    const endAtGate = function* (
-      gate: Extract<Gate, { kind: 'ended' }>,
-      cancel?: CancelRequest,
-    ): Generator<Step, MigrationEnd, unknown> {
-      const patched = gate.outcome === 'Completed' ? relabelLast(ended, 'Completed', gate.reason) : ended;
-      const status = yield* publish(failedStatus, {
-        status: gate.outcome,
-        phase: gate.outcome === 'Completed' ? 'swapped' : 'released',
-        error: gate.outcome === 'Failed' ? `${reason}; ${gate.reason}` : gate.reason,
-        attempts: patched,
-        ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
-      });
-      // Version 4: no notice on a swap the gate could not settle (a failed one could drop a live target)
-      if (gate.unconfirmed || (swapUnknown && v4 && gate.outcome === 'Failed'))
-        return { status, job: undefined };
-      const landed = gate.cleanUpSourceAfter;
-      return { status, job: lastJob && landed ? { ...lastJob, cleanUpSourceAfter: landed } : lastJob };
-    };
-    // Version 4: a swap whose answer was lost goes to the gate even with no attempt left: it may have
-    // landed, and a Failed migration's notice has the participants drop the target.
-    // Still Running meanwhile; a cancel requested by the time it ends is recorded (too late after a swap).
-    if (swapUnknown && v4) {
-      yield* publish(failedStatus);
-      const gate = yield* previousLockGone(attemptInput, true, reason);
-      if (gate.kind === 'free' && gate.sawSwap) seen.swapLost = true;
-      if (gate.kind !== 'free') return yield* endAtGate(gate, (yield* cancelRequested(input)) ?? undefined);
-    }
-    // Another attempt only while the history can hold one more at its worst (the Durable extension stops
-    // an orchestration at MAX_ORCHESTRATION_ACTIONS; config.ts holds one attempt's worst case under it).
-    const room = history.actions + (input.settings.attemptActionsBound ?? 0) <= MAX_ORCHESTRATION_ACTIONS;
-    if (n >= last || attemptVerdict(end.code) === 'final' || !room) {
-      const why =
-        n < last && attemptVerdict(end.code) === 'retry' && !room
-          ? ' (no room in the history for another attempt)'
-          : '';
-      const status = yield* publish(failedStatus, { status: 'Failed', error: `${reason}${why}` });
-      return { status, job: lastJob };
-    }
-    // Still Running: the reason is kept in `attempts`, the migration goes on.
-    if (!(swapUnknown && v4)) yield* publish(failedStatus);
-    let cancel: CancelRequest | undefined;
-    try {
-      // a cancel ends the wait for the next attempt
-      yield* sleep(retryDelayMs(input, n - first + 1), input);
-    } catch (error) {
-      if (!(error instanceof CancelRequested)) throw error;
-      cancel = error.request;
-    }
-    // Before another attempt, or before calling a cancel done: attempt n's lock must be gone (its
-    // release may have failed, or a pre-lock committed unseen), and a swap whose answer was lost ends
-    // the migration Completed, a cancel then too late (review of issue 18).
-    const gate = yield* previousLockGone(attemptInput, swapUnknown, reason);
-    if (gate.kind === 'free' && gate.sawSwap) seen.swapLost = true;
-    if (gate.kind !== 'free') return yield* endAtGate(gate, cancel);
-    if (cancel) {
-      // attempt n's lock is seen gone: nothing left to release
-      const ending = cancelled({ input, status: failedStatus, etag: '' }, cancel, false);
-      return { status: yield* cancelMigration(attemptInput, ending), job: lastJob };
-    }
+  const first = decide(false);
+  if (first.kind !== 'gate') return yield* endOrRetry(settling, after, first);
+  // Still Running meanwhile; a cancel requested by the time the gate ends is recorded (too late after a swap).
+  yield* publish(settling.status);
+  const gate = yield* previousLockGone(settling.attemptInput, true, settling.reason);
+  if (gate.kind !== 'free') {
+    const cancel = (yield* cancelRequested()) ?? undefined;
+    return endTurn(yield* endAtGate(settling, after, gate, cancel));
   }
+  // once gated, the rule never answers the gate again
+  return yield* endOrRetry(
+    settling,
+    sawSwap(after, gate),
+    decide(true) as Exclude<AfterFailure, { kind: 'gate' }>,
+  );
+}
+
+const sawSwap = (series: Series, gate: Extract<Gate, { kind: 'free' }>): Series =>
+  gate.sawSwap ? { ...series, swapLost: true } : series;
+
+function* endOrRetry(
+  settling: Settling,
+  after: Series,
+  move: Exclude<AfterFailure, { kind: 'gate' }>,
+): Generator<Step, SeriesTurn, unknown> {
+  if (move.kind === 'retry') return yield* retryAfterDelay(settling, after);
+  const error = `${settling.reason}${move.note}`;
+  const status = yield* publish(settling.status, { status: 'Failed', error });
+  return endTurn({ status, job: after.lastJob, swapLost: after.swapLost });
+}
+
+/**
+ * Another attempt after its delay. Still Running: the reason is kept in `attempts`. A cancel ends the
+ * wait; before another attempt, or before calling a cancel done, the gate: attempt n's lock must be
+ * gone (its release may have failed, or a pre-lock committed unseen), and a swap whose answer was lost
+ * ends the migration Completed, a cancel then too late.
+ */
+function* retryAfterDelay(settling: Settling, after: Series): Generator<Step, SeriesTurn, unknown> {
+  const { input, attemptInput } = settling;
+  const swapUnknown = settling.code === 'SwapUnknown';
+  // a lost swap's status was published before its gate
+  if (!swapUnknown) yield* publish(settling.status);
+  const cancel = yield* waitForNextAttempt(input, settling.n - seriesBounds(input).first + 1);
+  const gate = yield* previousLockGone(attemptInput, swapUnknown, settling.reason);
+  if (gate.kind !== 'free') return endTurn(yield* endAtGate(settling, after, gate, cancel));
+  const series = sawSwap(after, gate);
+  if (!cancel) return { kind: 'next', series };
+  // attempt n's lock is seen gone: nothing left to release
+  const ending = cancelled({ input, status: settling.status, etag: '' }, cancel, false);
+  const status = yield* cancelMigration(attemptInput, ending);
+  return endTurn({ status, job: series.lastJob, swapLost: series.swapLost });
+}
+
+/** The delay before the next attempt on a durable timer; a cancel request ends it (and is answered). */
+function* waitForNextAttempt(
+  input: MigrationInput,
+  failedInSeries: number,
+): Generator<Step, CancelRequest | undefined, unknown> {
+  try {
+    yield* sleep(retryDelayMs(input, failedInSeries), input);
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof CancelRequested)) throw error;
+    return error.request;
+  }
+}
+
+/** The gate's verdict on the migration: the route decides, not the attempts left. */
+function* endAtGate(
+  settling: Settling,
+  after: Series,
+  gate: Extract<Gate, { kind: 'ended' }>,
+  cancel: CancelRequest | undefined,
+): Generator<Step, MigrationEnd, unknown> {
+  const ended = settling.status.attempts ?? [];
+  const completed = gate.outcome === 'Completed';
+  const status = yield* publish(settling.status, {
+    status: gate.outcome,
+    phase: completed ? 'swapped' : 'released',
+    error: gate.outcome === 'Failed' ? `${settling.reason}; ${gate.reason}` : gate.reason,
+    attempts: completed ? relabelLast(ended, 'Completed', gate.reason) : ended,
+    ...(cancel ? { cancelRequestedAt: cancel.requestedAt, cancelRequestedBy: cancel.by } : {}),
+  });
+  const { lastJob, swapLost } = after;
+  // No notice on a swap the gate could not settle (a failed one could drop a live target).
+  if (gate.unconfirmed || (settling.code === 'SwapUnknown' && gate.outcome === 'Failed'))
+    return { status, job: undefined, swapLost };
+  const landed = gate.cleanUpSourceAfter;
+  return { status, job: lastJob && landed ? { ...lastJob, cleanUpSourceAfter: landed } : lastJob, swapLost };
 }
 
 /** The last attempt relabelled (a lost swap found landed: Completed, without a failure's code and phase). */
@@ -254,6 +345,51 @@ const relabelLast = (attempts: MigrationAttempt[], outcome: MigrationState, reas
     if (i !== attempts.length - 1) return a;
     const { code: _code, stoppedAt: _stoppedAt, ...rest } = a;
     return { ...rest, outcome, reason };
+  });
+
+/** Where an attempt that did not complete stopped: its code and the furthest phase it reached. */
+interface AttemptStop {
+  code: string | undefined;
+  stoppedAt: MigrationPhase;
+}
+
+/** One ended attempt as `attempts` records it (a Completed one without a stop: its status says it all). */
+function attemptEntry(
+  n: number,
+  startedAt: number,
+  endedAt: number,
+  outcome: MigrationState,
+  reason?: string,
+  stop?: AttemptStop,
+): MigrationAttempt {
+  return {
+    attempt: n,
+    startedAt: iso(startedAt),
+    endedAt: iso(endedAt),
+    outcome,
+    ...(reason === undefined ? {} : { reason }),
+    ...(stop === undefined || outcome === 'Completed'
+      ? {}
+      : { ...(stop.code === undefined ? {} : { code: stop.code }), stoppedAt: stop.stoppedAt }),
+  };
+}
+
+/** How attempt n stamps each status it publishes: its number, and the attempts ended before it. */
+const stampFor =
+  (n: number, startedAt: number, earlier: MigrationAttempt[]) =>
+  (status: MigrationStatus, endedAt: number | undefined, reached: MigrationPhase): MigrationStatus => ({
+    ...status,
+    attempt: n,
+    attempts:
+      endedAt === undefined
+        ? earlier
+        : [
+            ...earlier,
+            attemptEntry(n, startedAt, endedAt, status.status, status.error, {
+              code: status.status === 'Cancelled' ? 'Cancelled' : leadingCode(status.error),
+              stoppedAt: reached,
+            }),
+          ],
   });
 
 /** One attempt: its pre-lock and, with the lock held, steps 2–6. */
@@ -274,7 +410,7 @@ function* oneAttempt(
   // a cancel before this attempt's pre-lock: it never takes a lock (workflow/cancel.ts)
   const neverStarted = yield* cancelledBeforeStart(input, running);
   if (neverStarted) return { kind: 'done', status: neverStarted };
-  // version 4: a cutover window closed for good, or beyond a new lock's cap, takes no lock
+  // a cutover window closed for good, or beyond a new lock's cap, takes no lock
   const shut = yield* windowShutBeforePrelock(input);
   if (shut) return { kind: 'failed', status: running, ...shut, lockHeld: false };
   const tried = yield* tryPrelock(input, running);
@@ -306,6 +442,20 @@ function* oneAttempt(
   return ending.kind === 'done' ? ending : { ...ending, lockHeld: true };
 }
 
+/** What a stamped run came to: its result, the history actions it recorded, its last terminal status. */
+interface Stamped<T> {
+  result: T;
+  actions: number;
+  final: MigrationStatus | undefined;
+}
+
+/** What the stamping has seen so far. */
+interface Stamping {
+  readonly reached: MigrationPhase | undefined;
+  readonly actions: number;
+  readonly final: MigrationStatus | undefined;
+}
+
 /**
  * Runs `inner`, stamping every status it publishes (`stamp`; a terminal one gets the time it ended,
  * from a `now` step just before, and the furthest phase the attempt's statuses reached), and counting
@@ -315,39 +465,47 @@ function* oneAttempt(
 function* stampingStatuses<T>(
   inner: Generator<Step, T, unknown>,
   stamp: (status: MigrationStatus, endedAt: number | undefined, reached: MigrationPhase) => MigrationStatus,
-  history: { actions: number },
-): Generator<Step, T, unknown> {
-  let result = inner.next();
-  let reached: MigrationPhase | undefined;
-  while (!result.done) {
-    const step = result.value;
-    history.actions += historyActions(step);
-    if (step.kind === 'status') {
-      reached = phaseReached(step.status, reached);
-      const endedAt = terminalStates.has(step.status.status) ? yield* now() : undefined;
-      yield { kind: 'status', status: stamp(step.status, endedAt, reached) };
-      result = inner.next(undefined);
+): Generator<Step, Stamped<T>, unknown> {
+  let seen: Stamping = { reached: undefined, actions: 0, final: undefined };
+  let next = inner.next();
+  while (!next.done) {
+    const step = next.value;
+    const actions = seen.actions + historyActions(step);
+    if (step.kind !== 'status') {
+      seen = { ...seen, actions };
+      next = yield* passThrough(inner, step);
       continue;
     }
-    let answer: unknown;
-    try {
-      answer = yield step;
-    } catch (error) {
-      result = inner.throw(error);
-      continue;
-    }
-    result = inner.next(answer);
+    const reached = phaseReached(step.status, seen.reached);
+    const endedAt = terminalStates.has(step.status.status) ? yield* now() : undefined;
+    const stamped = stamp(step.status, endedAt, reached);
+    yield { kind: 'status', status: stamped };
+    seen = { reached, actions, final: endedAt === undefined ? seen.final : stamped };
+    next = inner.next(undefined);
   }
-  return result.value;
+  return { result: next.value, actions: seen.actions, final: seen.final };
+}
+
+/** One step passed to the runner, and its answer (or its error) passed back into `inner`. */
+function* passThrough<T>(
+  inner: Generator<Step, T, unknown>,
+  step: Step,
+): Generator<Step, IteratorResult<Step, T>, unknown> {
+  let answer: unknown;
+  try {
+    answer = yield step;
+  } catch (error) {
+    return inner.throw(error);
+  }
+  return inner.next(answer);
 }
 
 /** The Durable history actions a step records: a task one each, a race its timer too (as copy.ts counts). */
 export function historyActions(step: Step): number {
   switch (step.kind) {
     case 'activity':
-    case 'http':
       return 1;
-    // a cancellable wait also waits for the cancel event (version 3)
+    // a cancellable wait also waits for the cancel event
     case 'timer':
       return step.cancellable ? 2 : 1;
     case 'race':
@@ -362,101 +520,3 @@ export function historyActions(step: Step): number {
       return 0;
   }
 }
-
-type Gate =
-  /** `sawSwap`: the write region showed the swap, gone since (a failover dropped it). */
-  | { kind: 'free'; sawSwap?: true }
-  | {
-      kind: 'ended';
-      outcome: 'Completed' | 'NoOp' | 'Failed';
-      reason: string;
-      /** Completed: the retired-source window's end, while the route shows one (the completed notice). */
-      cleanUpSourceAfter?: string;
-      /** Completed in the write region, never shown on a replica: no end notice. */
-      unconfirmed?: true;
-    };
-
-/**
- * Before attempt n+1: the write region must show no live lock of this migration (attempt n's, whose
- * release failed or went unanswered). Released again with attempt n's seed, or waited out to the end of
- * its lease; a route already at the target ends the migration (after a swap whose answer was lost,
- * Completed: never a second attempt after a swap).
- */
-function* previousLockGone(
-  input: MigrationInput,
-  swapUnknown: boolean,
-  /** Why attempt n ended: its lock, released again here, records it. */
-  failure: string,
-): Generator<Step, Gate, unknown> {
-  const { resourceId, migrationId, target, settings: s } = input;
-  const attempt = input.lock.attempt ?? 1;
-  // The last round only looks: the one before it waited out the lease.
-  const rounds = Math.max(2, s.retryAttempts);
-  let sawSwap = false;
-  for (let round = 1; round <= rounds; round += 1) {
-    let seen;
-    try {
-      seen = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
-    } catch {
-      yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (round - 1));
-      continue;
-    }
-    if (!seen.ok)
-      return { kind: 'ended', outcome: 'Failed', reason: `read the route: ${seen.code}: ${seen.message}` };
-    if (atTarget(seen.value.location, target)) {
-      // Version 4: a swap whose answer was lost is Completed (and its source cleaned up on the notice)
-      // only once a replica shows it after the replication bound, as confirmSwap asks of any swap: the
-      // write region's copy alone may be one a failover drops. Not shown yet: look again next round.
-      if (swapUnknown && workflowVersionOf(input) >= 4) {
-        sawSwap = true;
-        yield* sleepUntil((yield* now()) + confirmDelayMs(s));
-        const replica = yield* readRouteOrNull(resourceId, 'replica');
-        const shown =
-          replica?.ok === true &&
-          atTarget(replica.value.location, target) &&
-          replica.value.lock?.migrationId !== migrationId;
-        if (!shown) continue;
-      }
-      return swapUnknown
-        ? {
-            kind: 'ended',
-            outcome: 'Completed',
-            reason: `attempt ${attempt}'s swap landed; its answer was lost`,
-            ...(seen.value.secondary?.role === 'retiredSource'
-              ? { cleanUpSourceAfter: seen.value.secondary.writesBlockedUntil }
-              : {}),
-          }
-        : { kind: 'ended', outcome: 'NoOp', reason: 'the resource already sits at the target' };
-    }
-    const lock = seen.value.lock;
-    if (!lock || lock.migrationId !== migrationId) return { kind: 'free', ...(sawSwap ? { sawSwap } : {}) };
-    try {
-      const released = yield* activity('release', {
-        resourceId,
-        lock: input.lock,
-        reason: releaseReason(`attempt ${attempt} ended, its lock left behind: ${failure}`),
-      });
-      if (lockGone(released)) continue;
-    } catch {
-      // the store is still out: try again after a backoff, and at last wait out the lease
-    }
-    if (round < rounds - 1) yield* sleep(s.retryIntervalSeconds * 1000 * 2 ** (round - 1));
-    else yield* sleepUntil(Date.parse(lock.expiresAt) + ((s.clockSkewSeconds ?? 0) + 1) * 1000);
-  }
-  // Version 4: the write region showed the swap but no replica confirmed it: never Failed (its notice
-  // would have the live target dropped), and no completed notice either (the source must stay).
-  if (sawSwap)
-    return {
-      kind: 'ended',
-      outcome: 'Completed',
-      reason: `attempt ${attempt}'s swap landed in the write region; its answer was lost and no replica showed it: no completed notice`,
-      unconfirmed: true,
-    };
-  return {
-    kind: 'ended',
-    outcome: 'Failed',
-    reason: `could not see attempt ${attempt}'s lock gone from the write region; no further attempt`,
-  };
-}
-
-const atTarget = (location: Location, target: Location): boolean => sameLocation(location, target);

@@ -26,9 +26,9 @@ export function worstCaseAttemptActions(a: AttemptShape): number {
   return (
     ATTEMPT_STEP_ACTIONS +
     worstCaseCopyActions(a) +
-    // version 4: waiting for a cutover window (workflow/window.ts)
+    // waiting for a cutover window (workflow/window.ts)
     worstCaseWindowActions(a) +
-    // version 4: the swap confirmed on a replica (re-driven at worst), then the end notices
+    // the swap confirmed on a replica (re-driven at worst), then the end notices
     confirmAndNoticeActions(a.participants, a.retryAttempts)
   );
 }

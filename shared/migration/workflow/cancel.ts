@@ -4,9 +4,9 @@ import type { Cancelled } from './state';
 import { cancelRequested, publish } from './steps';
 
 /**
- * The cancel path (issue 18 §2, version 3). A cancel request ends the migration at its next step:
+ * The cancel path (docs/design.md §6.8). A cancel request ends the migration at its next step:
  * whatever the phase, the lock is released with its token (the `release` activity, unpinned like
- * cleanUp's: the whole lock goes, so writes and deletes resume at the source), and the migration ends
+ * a failed attempt's: the whole lock goes, so writes and deletes resume at the source), and the migration ends
  * Cancelled, naming who asked (an actor id, never a credential) and when. The swap is the one step a
  * cancel cannot stop once it runs: a swap that committed ends Completed, with the late request recorded.
  */
@@ -25,12 +25,12 @@ export function* cancelMigration(
   });
 }
 
-/** Before the pre-lock (version 3): a migration cancelled already never starts; null when it may. */
+/** Before the pre-lock: a migration cancelled already never starts; null when it may. */
 export function* cancelledBeforeStart(
   input: MigrationInput,
   status: MigrationStatus,
 ): Generator<Step, MigrationStatus | null, unknown> {
-  const request = yield* cancelRequested(input);
+  const request = yield* cancelRequested();
   if (!request) return null;
   return yield* publish(status, {
     status: 'Cancelled',
@@ -40,8 +40,8 @@ export function* cancelledBeforeStart(
 }
 
 /** After a swap that committed: a cancel requested meanwhile came too late, and the status says so. */
-export function* lateCancel(input: MigrationInput): Generator<Step, Partial<MigrationStatus>, unknown> {
-  const request = yield* cancelRequested(input);
+export function* lateCancel(): Generator<Step, Partial<MigrationStatus>, unknown> {
+  const request = yield* cancelRequested();
   return request ? requestFields(request) : {};
 }
 

@@ -6,7 +6,7 @@ import { type Ending, type Escalated, endJobOf, failed } from './state';
 import { activity, now, publish, readRouteOrNull, sleep, sleepUntil } from './steps';
 
 /**
- * The swap confirmed durable (workflow version 4, issue 19 §4; docs/design.md §6.11). Under bounded
+ * The swap confirmed durable (docs/design.md §6.11). Under bounded
  * staleness a write-region failover may drop writes acknowledged within the replication window, the
  * swap among them. So after the swap the status says `swapped` but stays Running; once the replication
  * bound and the safety buffer have passed, a replica must show the swap (the route at the target, this
@@ -43,7 +43,7 @@ export function* confirmSwap(state: Escalated, swapped: SwapOutcome): Generator<
     if (seen.kind === 'confirmed') {
       const status = yield* publish(current.status, {
         status: 'Completed',
-        ...(yield* lateCancel(current.input)),
+        ...(yield* lateCancel()),
       });
       const job = endJobOf(current);
       const cleanUpSourceAfter = retiredSourceEnd(outcome.view, swappedAt);

@@ -1,30 +1,31 @@
 import { type Location, sameLocation } from '../../lock/document';
-import { type MigrationInput, type Step, workflowVersionOf } from '../types';
+import type { MigrationInput, Step } from '../types';
+import { releaseReason } from './cleanUp';
 import { type Moving, type PhaseResult, type Prelocked, done, failed, guarded, next, refused } from './state';
 import { activity, publish, sleep, sleepUntil, stopIfCancelled } from './steps';
-import { releaseReason } from './cleanUp';
 
 /**
- * 2–4. Re-read the route (a stale location read upstream may have sent us a resource already moved:
- * release, NoOp), wait out cache convergence on a durable timer until `waitUntil`, then confirm the
+ * 2–4. Take where the route was from the pre-lock's answer (or read it: a resource already moved is
+ * released, NoOp), wait out cache convergence on a durable timer until `waitUntil`, then confirm the
  * lock is visible where services look before anything is restricted.
  */
 export function* convergencePhase(
   state: Prelocked,
   waitUntil: number,
 ): Generator<Step, PhaseResult<Moving>, unknown> {
-  return yield* guarded(state, (prelocked) => reread(prelocked, waitUntil));
+  return yield* guarded(state, (prelocked) => locate(prelocked, waitUntil));
 }
 
-function* reread(state: Prelocked, waitUntil: number): Generator<Step, PhaseResult<Moving>, unknown> {
+function* locate(state: Prelocked, waitUntil: number): Generator<Step, PhaseResult<Moving>, unknown> {
   const { resourceId, lock, target } = state.input;
-  yield* stopIfCancelled(state.input);
-  // Version 5: the pre-lock's answer says where the route was: the write region's copy it was decided
-  // on, conditional on its ETag (a route already at the target was refused there: AlreadyAtTarget).
+  yield* stopIfCancelled();
+  // The pre-lock's answer says where the route was: the write region's copy it was decided on,
+  // conditional on its ETag (a route already at the target was refused there: AlreadyAtTarget).
   // Whatever changes it later (an operator's force-release, a delete) changes the ETag the next
   // escalation names: a 412, decided again on the write region's copy, where the lock is not ours.
-  const known = workflowVersionOf(state.input) >= 5 ? state.grant.location : undefined;
+  const known = state.grant.location;
   if (known !== undefined) return yield* converging(state, known, waitUntil);
+  // A grant without it (an activity that did not answer it): read the route; already there, NoOp.
   const route = yield* activity('readRoute', { resourceId, from: 'writeRegion' });
   if (!route.ok) return refused(state, 'read the route', route);
   if (sameLocation(route.value.location, target)) {
@@ -60,14 +61,13 @@ function* converging(
 }
 
 /**
- * Where version 5 looks for the lock after the wait: a replica (what a service's cache miss reads; the
+ * Where the workflow looks for the lock after the wait: a replica (what a service's cache miss reads; the
  * write region's read-through adds nothing a conditional escalation does not catch), and for a
  * lock-only migration nowhere. The check exists so the copies may rely on every service enforcing the
  * lock, as the in-flight grace does; with no participant nothing is copied, and the lock-only swap
  * is still confirmed on a replica after the replication bound (confirm.ts).
  */
-export function visibilityRead(input: MigrationInput): 'readPath' | 'replica' | null {
-  if (workflowVersionOf(input) < 5) return 'readPath';
+export function visibilityRead(input: MigrationInput): 'replica' | null {
   return input.settings.participants.length === 0 ? null : 'replica';
 }
 

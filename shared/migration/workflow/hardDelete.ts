@@ -14,7 +14,7 @@ export function* hardDeletePhase(state: Moving): Generator<Step, PhaseResult<Mov
 
 function* escalateToHardDelete(state: Moving): Generator<Step, PhaseResult<Moving>, unknown> {
   const { resourceId, lock, settings } = state.input;
-  yield* stopIfCancelled(state.input);
+  yield* stopIfCancelled();
   const hd = yield* waitingOutConvergence(
     'escalate',
     { resourceId, lock, phase: 'hardDelete', ifMatch: state.etag },

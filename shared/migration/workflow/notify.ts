@@ -24,7 +24,7 @@ import type { EndJob } from './state';
 import { now, publish, sleep, step } from './steps';
 
 /**
- * End notices (workflow version 4, issue 19 §4; docs/design.md §6.11): once a migration has ended
+ * End notices (docs/design.md §6.11): once a migration has ended
  * Completed (its swap confirmed), Failed (no attempt left) or Cancelled, every participant is told, one
  * POST each, all at once, through the `callParticipant` activity: `completed` with when the source may be
  * cleaned up, `failed` / `cancelled` with why (the target's partial copy may be dropped). Best effort:

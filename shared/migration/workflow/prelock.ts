@@ -6,8 +6,7 @@ import type {
   PrelockGrant,
   Step,
 } from '../types';
-import { workflowVersionOf } from '../types';
-import { type Cancelled, type PhaseResult, type Prelocked, cancelled, done, messageOf } from './state';
+import { type Cancelled, type Prelocked, cancelled, messageOf } from './state';
 import { CancelRequested, activity, publish, waitingOutConvergence } from './steps';
 import { releaseReason } from './cleanUp';
 
@@ -19,36 +18,20 @@ export const prelockRefusal = (code: string): MigrationState =>
       ? 'NoOp'
       : 'Failed';
 
-/**
- * 1. pre-lock. Its token and Idempotency-Key derive from the input's random `lock` seed under a key
- * only the activities hold. A swap moments ago (ConvergencePending) is waited out, a few times at most.
- * A store that stays down through every retry fails the migration here, never leaving it unfinished.
- * Every ending but the grant is published here: no lock is held, so there is nothing to clean up.
- */
-export function* prelockPhase(
-  input: MigrationInput,
-  status: MigrationStatus,
-): Generator<Step, PhaseResult<Prelocked>, unknown> {
-  const tried = yield* tryPrelock(input, status);
-  if (tried.kind === 'next' || tried.kind === 'cancelled') return tried;
-  if (tried.kind === 'unanswered') {
-    return done(
-      yield* publish(status, { status: 'Failed', error: `prelock: ${tried.message}; ${tried.left}` }),
-    );
-  }
-  const { code, message } = tried.result;
-  return done(yield* publish(status, { status: prelockRefusal(code), error: `${code}: ${message}` }));
-}
-
 /** A pre-lock tried: the grant, its refusal, or no answer (and what became of a lock committed unseen). */
 export type PrelockTried =
   | { kind: 'next'; state: Prelocked }
-  /** Cancelled while waiting out a refusal (version 3): no lock of this migration's is held. */
+  /** Cancelled while waiting out a refusal: no lock of this migration's is held. */
   | Cancelled
   | { kind: 'refused'; result: { code: string; message: string } }
   | { kind: 'unanswered'; message: string; left: string };
 
-/** The pre-lock's steps, without the ending: `prelockPhase` publishes it, workflow/attempts.ts judges it. */
+/**
+ * 1. pre-lock. Its token and Idempotency-Key derive from the input's random `lock` seed under a key
+ * only the activities hold. A swap moments ago (ConvergencePending) is waited out, a few times at most.
+ * A store that stays down through every retry fails the attempt here, never leaving it unfinished. It
+ * answers how the pre-lock went; workflow/attempts.ts judges it (no lock is held but the grant's).
+ */
 export function* tryPrelock(
   input: MigrationInput,
   status: MigrationStatus,
@@ -60,7 +43,7 @@ export function* tryPrelock(
     owner: input.instanceId,
     target: input.target,
     lock,
-    ...prelockSaving(input),
+    ...prelockSaving,
   };
   let pre: ActivityResult<PrelockGrant>;
   try {
@@ -80,12 +63,11 @@ export function* tryPrelock(
 }
 
 /**
- * Version 5: the pre-lock answers where the route was, so the route is not read again (converge.ts), and
- * its activity decides on the version the router holds (activities.ts): the read it saves, a 412 and a
+ * The pre-lock answers where the route was, so the route is not read again (converge.ts), and its
+ * activity decides on the version the router holds (activities.ts): the read it saves, a 412 and a
  * re-read when that version is stale.
  */
-export const prelockSaving = (input: MigrationInput): { withLocation?: true } =>
-  workflowVersionOf(input) >= 5 ? { withLocation: true } : {};
+const prelockSaving = { withLocation: true } as const;
 
 /**
  * The clean-up after a pre-lock that failed unanswered. A timed-out pre-lock may have committed

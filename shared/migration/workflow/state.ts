@@ -23,8 +23,8 @@ export interface WorkflowState {
 }
 
 /**
- * After the pre-lock: its grant, from which the convergence wait is counted, and (version 5) where the
- * route was when it committed.
+ * After the pre-lock: its grant, from which the convergence wait is counted, and where the route was
+ * when it committed.
  */
 export interface Prelocked extends WorkflowState {
   readonly grant: PrelockGrant;
@@ -41,7 +41,7 @@ export interface Escalated extends Moving {
 }
 
 /**
- * Version 4: what the end notices (workflow/notify.ts) tell participants of the attempt that ended: the
+ * What the end notices (workflow/notify.ts) tell participants of the attempt that ended: the
  * copies' source and lock, and after a swap when the source may be cleaned up. Set once the route was
  * read (a job may have been sent); absent before that, when nothing was copied.
  */
@@ -69,12 +69,12 @@ const withJob = (state: WorkflowState): { job?: EndJob } => {
   return job === undefined ? {} : { job };
 };
 
-/** The migration must stop: `cleanUp` releases the lock and publishes Failed with the reason. */
+/** The attempt must stop: workflow/attempts.ts releases the lock and records the failure with its reason. */
 export interface Failure {
   kind: 'failed';
   status: MigrationStatus;
   reason: string;
-  /** Version 4's end notices: the attempt's job, when it got as far as reading the route. */
+  /** For the end notices: the attempt's job, when it got as far as reading the route. */
   job?: EndJob;
   /**
    * What failed, for `attemptVerdict` (workflow/attempts.ts): a lock error's code, `StepFailed` (a step
@@ -85,7 +85,7 @@ export interface Failure {
 }
 
 /**
- * An operator cancelled (version 3): `cancelMigration` (workflow/cancel.ts) releases the lock, when one
+ * An operator cancelled: `cancelMigration` (workflow/cancel.ts) releases the lock, when one
  * may be held, and publishes Cancelled.
  */
 export interface Cancelled {

@@ -9,7 +9,6 @@ import {
   type MigrationSettings,
   type MigrationStatus,
   type Step,
-  workflowVersionOf,
 } from '../types';
 
 /**
@@ -32,11 +31,11 @@ export function* now(): Generator<Step, number, unknown> {
   return yield* step<number>({ kind: 'now' });
 }
 
-/** Which migration a wait belongs to: a version-3 one ends the wait on a cancel request. */
-export type CancelScope = Pick<MigrationInput, 'workflowVersion'>;
+/** Which migration a wait belongs to: a wait in a migration's scope ends on its cancel request. */
+export type CancelScope = Pick<MigrationInput, 'migrationId'>;
 
 /**
- * A cancel request found by a cancellable wait or check (version 3). Thrown into the phase, where
+ * A cancel request found by a cancellable wait or check. Thrown into the phase, where
  * `guarded` turns it into the `cancelled` ending: the phase stops at once, whatever it was doing, and
  * the cancel path (workflow/cancel.ts) releases the lock.
  */
@@ -46,25 +45,23 @@ export class CancelRequested extends Error {
   }
 }
 
-/** Version 3 waits and checks for cancel requests; version 1 and 2 inputs yield exactly their old steps. */
-export const cancellable = (scope: CancelScope | undefined): boolean =>
-  scope !== undefined && workflowVersionOf(scope) >= 3;
-
-/** Has a cancel been requested (version 3)? Answers the request, or null; never waits. */
-export function* cancelRequested(scope: CancelScope): Generator<Step, CancelRequest | null, unknown> {
-  if (!cancellable(scope)) return null;
+/** Has a cancel been requested? Answers the request, or null; never waits. */
+export function* cancelRequested(): Generator<Step, CancelRequest | null, unknown> {
   return yield* step<CancelRequest | null>({ kind: 'cancelRequested' });
 }
 
 /** Between steps that are not waits: stop here if a cancel was requested meanwhile. */
-export function* stopIfCancelled(scope: CancelScope): Generator<Step, void, unknown> {
-  const request = yield* cancelRequested(scope);
+export function* stopIfCancelled(): Generator<Step, void, unknown> {
+  const request = yield* cancelRequested();
   if (request) throw new CancelRequested(request);
 }
 
-/** A durable timer; with a version-3 `scope`, a cancel request ends it early (CancelRequested). */
+/**
+ * A durable timer; with a `scope`, a cancel request ends it early (CancelRequested). Without one (the
+ * waits bounded by a lease, e.g. the gate between attempts) it runs to its end.
+ */
 export function* sleepUntil(fireAt: number, scope?: CancelScope): Generator<Step, void, unknown> {
-  if (!cancellable(scope)) {
+  if (scope === undefined) {
     yield* step({ kind: 'timer', fireAt });
     return;
   }

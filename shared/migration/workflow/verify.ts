@@ -4,7 +4,7 @@ import { type Escalated, type Failure, failed } from './state';
 import { now, publish } from './steps';
 
 /**
- * Version 4's verify round (issue 19 §1, docs/design.md §6.5): under the write lock, after the delta
+ * The verify round (docs/design.md §6.5): under the write lock, after the delta
  * copy and before the swap, every participant is asked whether the target holds what the source holds.
  * A mismatch refuses the swap; the write phase releases the write lock and copies the delta again.
  */

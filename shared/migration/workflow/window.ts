@@ -1,13 +1,12 @@
 import { holderEndsAt } from '../../lock/state';
-import type { CutoverWindow, MigrationInput, MigrationSettings, Step } from '../types';
-import { workflowVersionOf } from '../types';
+import type { MigrationInput, MigrationSettings, Step } from '../types';
 import { nextWriteSlot } from '../window';
 import { renewEveryMs, renewLock } from './copy';
 import { type Moving, type PhaseResult, failed, next, refused } from './state';
 import { now, publish, sleepUntil } from './steps';
 
 /**
- * Cutover windows in the workflow (version 4, issue 19 §3; docs/design.md §6.10). The pre-lock and the
+ * Cutover windows in the workflow (docs/design.md §6.10). The pre-lock and the
  * copies run whenever; the write lock is only taken at a slot where the whole write budget fits in
  * `input.window` (nextWriteSlot, shared/migration/window.ts). Until then the workflow waits on durable,
  * cancellable timers, renewing the hard-delete lock as during the bulk copy, never past the lock's own
@@ -16,10 +15,6 @@ import { now, publish, sleepUntil } from './steps';
  */
 
 const iso = (ms: number): string => new Date(ms).toISOString();
-
-/** The window a version-4 input carries; older inputs never had one (their steps stay as they were). */
-const windowOf = (input: MigrationInput): CutoverWindow | undefined =>
-  workflowVersionOf(input) >= 4 ? input.window : undefined;
 
 /** The whole freeze must fit in the window: the write budget is the hold. */
 const holdMsOf = (s: MigrationSettings): number => s.writeBudgetSeconds * 1000;
@@ -40,7 +35,7 @@ const unreachableReason = (slot: number, s: MigrationSettings, cap: number, whos
 export function* windowShutBeforePrelock(
   input: MigrationInput,
 ): Generator<Step, { reason: string; code: 'WindowClosed' | 'WindowUnreachable' } | null, unknown> {
-  const window = windowOf(input);
+  const { window } = input;
   if (window === undefined) return null;
   const s = input.settings;
   const t = yield* now();
@@ -59,11 +54,11 @@ export function* windowShutBeforePrelock(
  * Before each write-lock attempt, holding the hard-delete lock: wait for the window's next slot. Each
  * round renews the hard-delete lock (its answer carries the cap, `maxExpiresAt`), then sleeps at most
  * one renewal period (renewEveryMs of the hard-delete lease) on a cancellable timer. While it waits the
- * status carries `waitingForWindow`; the status once open has the key removed. No window (or a version
- * 1–3 input): no step at all.
+ * status carries `waitingForWindow`; the status once open has the key removed. No window: no step at
+ * all.
  */
 export function* windowPhase(state: Moving): Generator<Step, PhaseResult<Moving>, unknown> {
-  const window = windowOf(state.input);
+  const { window } = state.input;
   if (window === undefined) return next(state);
   const s = state.input.settings;
   const holdMs = holdMsOf(s);

@@ -1,4 +1,4 @@
-import { type Step, workflowVersionOf } from '../types';
+import type { Step } from '../types';
 import { copyAll, inFlightGrace, renewLock } from './copy';
 import {
   type Ending,
@@ -17,8 +17,8 @@ import { windowPhase } from './window';
 import { verifyRound } from './verify';
 
 /**
- * A write-lock attempt whose delta (or swap) overran the write budget, or (version 4) whose verify
- * found a mismatch (`mismatch`); writes resumed.
+ * A write-lock attempt whose delta (or swap) overran the write budget, or whose verify found a
+ * mismatch (`mismatch`); writes resumed.
  */
 interface Overran {
   kind: 'overran';
@@ -28,7 +28,7 @@ interface Overran {
 }
 
 /**
- * 6. Write lock, delta copy, (version 4) verify, and swap, within the write budget, up to
+ * 6. Write lock, delta copy, verify, and swap, within the write budget, up to
  * `deltaAttempts` times. A delta that overruns, or a verify that finds a mismatch: release the write
  * lock (writes resume, the hard-delete lock stays), wait, renew the hard-delete lock, try again; after
  * the last attempt, fail (`VerificationFailed` when the last one found a mismatch).
@@ -44,7 +44,7 @@ export function* writePhase(state: Moving): Generator<Step, Ending, unknown> {
       if (renewed.kind !== 'next') return renewed;
       current = renewed.state;
     }
-    // version 4: the write lock only inside the cutover window (workflow/window.ts)
+    // the write lock only inside the cutover window (workflow/window.ts)
     const open = yield* guarded(current, windowPhase);
     if (open.kind !== 'next') return open;
     current = open.state;
@@ -81,7 +81,7 @@ function* renewBetweenAttempts(state: Moving): Generator<Step, PhaseResult<Movin
 
 function* writeAttempt(state: Moving, attempt: number): Generator<Step, Ending | Overran, unknown> {
   const { resourceId, lock } = state.input;
-  yield* stopIfCancelled(state.input);
+  yield* stopIfCancelled();
   const w = yield* activity('escalate', { resourceId, lock, phase: 'write', ifMatch: state.etag });
   if (!w.ok) return refused(state, 'escalate to write', w);
   const writing: Escalated = {
@@ -116,7 +116,7 @@ function* deltaCopyAndSwap(state: Escalated, attempt: number): Generator<Step, E
     return yield* releaseWriteLock(copied, `deltaCopy: ${copy.result.message}`);
   }
   let verified = copied;
-  if (workflowVersionOf(state.input) >= 4 && s.participants.length > 0) {
+  if (s.participants.length > 0) {
     const round = yield* verifyRound(copied, attempt);
     if (round.kind === 'mismatch') return yield* releaseWriteLock(round.state, round.reason, true);
     if (round.kind === 'overran') return yield* releaseWriteLock(round.state, round.overrun);

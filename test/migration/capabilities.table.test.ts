@@ -1,0 +1,66 @@
+import { WORKFLOW_VERSION } from '../../shared/migration/types';
+import {
+  CAPABILITIES,
+  UnsupportedWorkflowVersion,
+  WORKFLOW_FLOOR,
+  capabilitiesAt,
+  has,
+  supportsVersion,
+  workflowCapabilities,
+} from '../../shared/migration/workflow/capabilities';
+
+/**
+ * Workflow versioning (docs/design.md §6.7): an instance's capabilities are named, decided once from the
+ * version it started with, and an instance of a version this code does not replay is refused with a
+ * typed error. The rule is tested on a made-up table; the live table is checked against the floor.
+ */
+
+/** A made-up history: replayed versions 3 to 6, two capabilities introduced by 4 and 6. */
+const TABLE = { confirmOnReplica: 4, fewerReads: 6 } as const;
+const at = (version: number | undefined) => capabilitiesAt(version, TABLE, 3, 6);
+
+test.each<[number, string[]]>([
+  [3, []],
+  [4, ['confirmOnReplica']],
+  [5, ['confirmOnReplica']],
+  [6, ['confirmOnReplica', 'fewerReads']],
+])('version %i has %j', (version, names) => {
+  expect([...at(version)].sort()).toEqual(names);
+});
+
+test('a capability is asked by name', () => {
+  expect(has(at(5), 'confirmOnReplica')).toBe(true);
+  expect(has(at(5), 'fewerReads')).toBe(false);
+});
+
+test.each([
+  ['below the floor', 2],
+  ['newer than this code', 7],
+  ['none recorded (version 1)', undefined],
+  ['not a whole number', 4.5],
+])('a version %s is refused, typed: UnsupportedWorkflowVersion', (_label, version) => {
+  expect(() => at(version)).toThrow(UnsupportedWorkflowVersion);
+  try {
+    at(version);
+  } catch (error) {
+    expect(error).toMatchObject({ code: 'UnsupportedWorkflowVersion', version, floor: 3, current: 6 });
+  }
+});
+
+test('the live table: the floor is at most the current version, and every capability lies above the floor', () => {
+  expect(WORKFLOW_FLOOR).toBeLessThanOrEqual(WORKFLOW_VERSION);
+  for (const since of Object.values<number>(CAPABILITIES)) {
+    expect(since).toBeGreaterThan(WORKFLOW_FLOOR);
+    expect(since).toBeLessThanOrEqual(WORKFLOW_VERSION);
+  }
+});
+
+test('a new migration (WORKFLOW_VERSION) is replayed; a version below the floor is not', () => {
+  expect(supportsVersion(WORKFLOW_VERSION)).toBe(true);
+  expect(workflowCapabilities({ workflowVersion: WORKFLOW_VERSION })).toBeInstanceOf(Set);
+  expect(supportsVersion(WORKFLOW_FLOOR - 1)).toBe(false);
+  expect(() => workflowCapabilities({ workflowVersion: WORKFLOW_FLOOR - 1 })).toThrow(
+    /workflow version 4 is not replayed by this deployment, which runs versions 5 to 5/,
+  );
+  expect(() => workflowCapabilities({})).toThrow(UnsupportedWorkflowVersion);
+});
