@@ -1,0 +1,94 @@
+using System.Text.RegularExpressions;
+using Newtonsoft.Json.Linq;
+
+namespace RouteLock.WebJobsHost;
+
+/// <summary>A setting the host cannot start with; the launcher prints <see cref="Code"/> and the message.</summary>
+public sealed class SettingsException(string message) : Exception(message)
+{
+    public string Code => "HOST_SETTING_INVALID";
+}
+
+/// <summary>
+/// Everything the host reads from its environment and host.json, checked before anything starts. host.json's
+/// `extensions` section becomes `AzureWebJobs:Extensions:…` configuration, the same keys the
+/// `AzureWebJobs__Extensions__…` variables set, so the extensions bind their options from it as the
+/// Functions host makes them do.
+/// </summary>
+public sealed record HostSettings(
+    Uri WorkerUrl,
+    int Port,
+    string Storage,
+    IReadOnlyDictionary<string, string?> Configuration,
+    bool QueuePollingSet,
+    bool DurablePollingSet)
+{
+    static readonly Regex AppSetting = new("%([^%]+)%");
+    static readonly Regex HubName = new("^[A-Za-z][A-Za-z0-9]{2,49}$");
+
+    public static HostSettings Load(Func<string, string?> env)
+    {
+        string worker = env("ROUTELOCK_WORKER_URL") ?? throw new SettingsException("ROUTELOCK_WORKER_URL is not set");
+        string storage = env("AzureWebJobsStorage") ?? "";
+        if (storage.Length == 0) throw new SettingsException("AzureWebJobsStorage is not set");
+        string portText = env("PORT") ?? "7071";
+        if (!int.TryParse(portText, out int port) || port is < 0 or > 65535)
+            throw new SettingsException($"PORT={portText} is not a port number");
+        string path = env("ROUTELOCK_HOST_JSON") ?? "host.json";
+        JObject hostJson;
+        try { hostJson = JObject.Parse(File.ReadAllText(path)); }
+        catch (Exception e) { throw new SettingsException($"{path}: {e.Message}"); }
+        var extensions = hostJson["extensions"] as JObject ?? new JObject();
+        var config = new Dictionary<string, string?>(StringComparer.OrdinalIgnoreCase);
+        Flatten(extensions, "AzureWebJobs:Extensions", config, env);
+        CheckDurable(config);
+        CheckQueues(config);
+        return new HostSettings(new Uri(worker), port, storage, config,
+            config.ContainsKey("AzureWebJobs:Extensions:queues:maxPollingInterval"),
+            config.ContainsKey("AzureWebJobs:Extensions:durableTask:storageProvider:maxQueuePollingInterval"));
+    }
+
+    /// <summary>Nested objects become `:`-joined keys; `%NAME%` is read from the environment, as the host does.</summary>
+    static void Flatten(JToken token, string prefix, Dictionary<string, string?> into, Func<string, string?> env)
+    {
+        switch (token)
+        {
+            case JObject obj:
+                foreach (var (key, value) in obj) Flatten(value!, $"{prefix}:{key}", into, env);
+                break;
+            case JArray array:
+                for (int i = 0; i < array.Count; i++) Flatten(array[i], $"{prefix}:{i}", into, env);
+                break;
+            default:
+                string raw = token.Type == JTokenType.Boolean ? token.ToString().ToLowerInvariant() : token.ToString();
+                into[prefix] = AppSetting.Replace(raw, m =>
+                    env(m.Groups[1].Value) ?? throw new SettingsException($"{prefix} names the app setting {m.Groups[1].Value}, which is not set"));
+                break;
+        }
+    }
+
+    static void CheckDurable(Dictionary<string, string?> config)
+    {
+        if (config.TryGetValue("AzureWebJobs:Extensions:durableTask:hubName", out var hub) && !HubName.IsMatch(hub ?? ""))
+            throw new SettingsException($"extensions.durableTask.hubName '{hub}' is not a task hub name (3–50 letters and digits, a letter first)");
+        foreach (var (key, value) in config)
+            if (key.EndsWith("Interval", StringComparison.OrdinalIgnoreCase) && key.Contains(":durableTask:", StringComparison.OrdinalIgnoreCase) && !TimeSpan.TryParse(value, out _))
+                throw new SettingsException($"{key} '{value}' is not a time span (hh:mm:ss)");
+    }
+
+    static void CheckQueues(Dictionary<string, string?> config)
+    {
+        foreach (var (key, value) in config)
+        {
+            if (!key.StartsWith("AzureWebJobs:Extensions:queues:", StringComparison.OrdinalIgnoreCase)) continue;
+            string name = key[(key.LastIndexOf(':') + 1)..];
+            bool ok = name.ToLowerInvariant() switch
+            {
+                "visibilitytimeout" or "maxpollinginterval" => TimeSpan.TryParse(value, out var t) && t >= TimeSpan.Zero,
+                "maxdequeuecount" or "batchsize" or "newbatchthreshold" => int.TryParse(value, out int n) && n > 0,
+                _ => true,
+            };
+            if (!ok) throw new SettingsException($"extensions.queues.{name} '{value}' is not valid");
+        }
+    }
+}

@@ -1,0 +1,169 @@
+'use strict';
+// `npm run start:functions`: the app on the real Functions extensions without Core Tools. Builds (tsc and
+// dotnet, both incremental), checks the settings, then starts Azurite (in memory, loopback, telemetry off),
+// the Node worker stand-in and the WebJobs host (hosts/webjobs), prints the API base, and on Ctrl-C or
+// SIGTERM stops every process it started. Settings: local.settings.json's Values (as `func start` reads
+// them), then the environment, with `npm start`'s defaults (dev timing, ROUTELOCK_AUTH=none) and
+// ROUTELOCK_TASK_HUB `routelocklocal` (host.json names it).
+const { spawn, execFileSync } = require('node:child_process');
+const { existsSync, readFileSync } = require('node:fs');
+const { dirname, join } = require('node:path');
+const { setTimeout, clearTimeout } = require('node:timers');
+const { buildIfStale } = require('./build-state');
+
+const root = dirname(require.resolve('../package.json'));
+const hostDir = join(root, 'hosts/webjobs');
+const hostDll = join(hostDir, 'bin/Debug/net10.0/routelock-webjobs-host.dll');
+const KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
+const children = [];
+let stopping = false;
+
+function say(line) {
+  process.stdout.write(`start:functions: ${line}\n`);
+}
+
+function fail(code, message) {
+  process.stderr.write(`start:functions: ${code}: ${message}\n`);
+  return stop(1);
+}
+
+function values(file) {
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')).Values ?? {}) : {};
+}
+
+/** The app's settings as the Functions host would hand them to the worker. */
+function settings() {
+  const { localEnv } = require(join(root, 'dist/local/host.js'));
+  // the embedded host's defaults (dev timing, ROUTELOCK_AUTH=none): the front door binds loopback only
+  const env = localEnv({
+    ROUTELOCK_TASK_HUB: 'routelocklocal',
+    ...values(join(root, 'local.settings.json')),
+    ...process.env,
+  });
+  delete env.CONTAINER_NAME; // the Durable extension would take the machine for Linux consumption
+  return env;
+}
+
+/** A bad setting stops here, before any process starts: the app's own parser, then the port. */
+/**
+ * A bad setting stops here, before any process starts: the app's own parser, then the port. The timer
+ * schedules the triggers name (`%ROUTELOCK_SWEEP_SCHEDULE%`) take the app's defaults, which Azure's app
+ * settings always carry (infra/bicep/main.bicep) but a developer's environment does not.
+ */
+function check(env) {
+  const { parseConfig } = require(join(root, 'dist/shared/config.js'));
+  const { operations } = parseConfig(env);
+  const port = env.PORT ?? '7071';
+  if (!/^\d+$/.test(port) || Number(port) > 65535) throw new Error(`PORT=${port} is not a port number`);
+  return {
+    ROUTELOCK_PROBE_SCHEDULE: operations.probeSchedule,
+    ROUTELOCK_SWEEP_SCHEDULE: operations.sweepSchedule,
+    ROUTELOCK_RECONCILE_SCHEDULE: operations.reconciliation.schedule,
+    ...env,
+  };
+}
+
+function dotnetBuild() {
+  execFileSync('dotnet', ['build', hostDir, '--packages', join(root, '.tools/nuget'), '-nologo', '-v', 'q'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1' },
+  });
+}
+
+/** Start a child and resolve with the first match of `ready` in its output (its stderr passes through). */
+function start(name, command, args, env, ready) {
+  const child = spawn(command, args, { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  children.push({ name, child });
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`${name} did not start in 120 s:\n${seen}`)), 120_000);
+    const onData = (chunk) => {
+      seen += chunk;
+      const match = ready.exec(seen);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match);
+      }
+    };
+    child.stdout.setEncoding('utf8').on('data', onData);
+    child.stderr.setEncoding('utf8').on('data', (chunk) => {
+      onData(chunk);
+      process.stderr.write(chunk);
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (!stopping) {
+        reject(new Error(`${name} exited (${signal ?? code}):\n${seen}`));
+        void fail('PROCESS_EXITED', `${name} exited (${signal ?? code}); stopping the others`);
+      }
+    });
+  });
+}
+
+async function startAzurite() {
+  const bin = join(root, 'node_modules/azurite/dist/src/azurite.js');
+  const hosts = ['--blobHost', '127.0.0.1', '--queueHost', '127.0.0.1', '--tableHost', '127.0.0.1'];
+  const ports = ['--blobPort', '0', '--queuePort', '0', '--tablePort', '0'];
+  const flags = ['--inMemoryPersistence', '--disableTelemetry', '--skipApiVersionCheck', '--silent'];
+  const ready =
+    /Blob service is successfully listening at http:\/\/127\.0\.0\.1:(\d+)[\s\S]*Queue service is successfully listening at http:\/\/127\.0\.0\.1:(\d+)[\s\S]*Table service is successfully listening at http:\/\/127\.0\.0\.1:(\d+)/;
+  const [, blob, queue, table] = await start(
+    'azurite',
+    process.execPath,
+    [bin, ...hosts, ...ports, ...flags],
+    process.env,
+    ready,
+  );
+  const endpoint = (kind, port) => `${kind}Endpoint=http://127.0.0.1:${port}/devstoreaccount1;`;
+  return `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};${endpoint('Blob', blob)}${endpoint('Queue', queue)}${endpoint('Table', table)}`;
+}
+
+/** Stop the host first (it drains its work), then the worker, then Azurite; SIGKILL after 15 s. */
+async function stop(code) {
+  if (stopping) return;
+  stopping = true;
+  for (const { child } of [...children].reverse()) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await exited;
+    clearTimeout(timer);
+  }
+  process.exit(code);
+}
+
+async function main() {
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+  buildIfStale(root, (line) => say(line));
+  let env;
+  try {
+    env = check(settings());
+  } catch (error) {
+    return fail('SETTING_INVALID', error instanceof Error ? error.message : String(error));
+  }
+  say('building hosts/webjobs (dotnet, incremental)…');
+  dotnetBuild();
+  const storage = await startAzurite();
+  const [, workerUrl] = await start(
+    'worker',
+    process.execPath,
+    [join(hostDir, 'worker.js')],
+    env,
+    /worker listening on (\S+)/,
+  );
+  const hostEnv = {
+    ...env,
+    AzureWebJobsStorage: storage,
+    ROUTELOCK_WORKER_URL: workerUrl,
+    ROUTELOCK_HOST_JSON: join(root, 'host.json'),
+  };
+  const [, api] = await start('webjobs host', 'dotnet', [hostDll], hostEnv, /listening on (\S+)/);
+  say(`API base ${api}`);
+  say(
+    'the Cosmos DB change-feed trigger (lockTelemetry) is not served here: it stays on the embedded path (npm start)',
+  );
+}
+
+main().catch((error) => fail('START_FAILED', error instanceof Error ? error.message : String(error)));
