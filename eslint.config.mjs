@@ -3,7 +3,16 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['dist/**', 'node_modules/**', 'hosts/webjobs/bin/**', 'hosts/webjobs/obj/**', 'coverage/**', '.routelock/**', 'bench/results/**', '.deploy/**'],
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      'hosts/webjobs/bin/**',
+      'hosts/webjobs/obj/**',
+      'coverage/**',
+      '.routelock/**',
+      'bench/results/**',
+      '.deploy/**',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommended,

@@ -150,7 +150,9 @@ async function main() {
     'worker',
     process.execPath,
     [join(hostDir, 'worker.js')],
-    env,
+    // the Durable client keeps its management URLs only when WEBSITE_HOSTNAME is set, as the Functions
+    // host sets it; without it durable-functions points them at localhost:7071
+    { ...env, WEBSITE_HOSTNAME: `127.0.0.1:${env.PORT ?? '7071'}` },
     /worker listening on (\S+)/,
   );
   const hostEnv = {

@@ -1,4 +1,5 @@
 using System.Net;
+using Microsoft.Azure.WebJobs;
 using Newtonsoft.Json.Linq;
 
 namespace RouteLock.WebJobsHost;
@@ -36,7 +37,12 @@ public sealed record RouteTemplate(string[] Segments)
 /// keys are not enforced, as `func start` does not enforce them locally; `authLevel` is reported in
 /// `x-routelock-auth-level` so a test can see which level Azure would ask for.
 /// </summary>
-public sealed class FrontDoor(int port, IReadOnlyList<JsFunction> functions, Worker worker, Func<string?> client)
+public sealed class FrontDoor(
+    int port,
+    IReadOnlyList<JsFunction> functions,
+    Worker worker,
+    Func<string?> client,
+    IAsyncConverter<HttpRequestMessage, HttpResponseMessage> durableApi)
 {
     readonly HttpListener listener = new();
     readonly List<(RouteTemplate Route, JsFunction Fn)> routes = functions
@@ -86,6 +92,11 @@ public sealed class FrontDoor(int port, IReadOnlyList<JsFunction> functions, Wor
         try
         {
             var request = context.Request;
+            if (request.Url!.AbsolutePath.StartsWith(DurableApiPath, StringComparison.OrdinalIgnoreCase))
+            {
+                await ServeDurableApi(request, response);
+                return;
+            }
             var found = Find(request.HttpMethod.ToUpperInvariant(), request.Url!.AbsolutePath);
             if (found is not var (fn, values)) { response.StatusCode = 404; return; }
             var data = new JObject { ["http"] = await HttpData(request, values) };
@@ -102,6 +113,31 @@ public sealed class FrontDoor(int port, IReadOnlyList<JsFunction> functions, Wor
         finally
         {
             try { response.Close(); } catch (Exception) { /* the caller went away */ }
+        }
+    }
+
+    const string DurableApiPath = "/runtime/webhooks/durabletask/";
+
+    /// <summary>The Durable extension's HTTP API (what the JS client calls), handed to the extension as the host does.</summary>
+    async Task ServeDurableApi(HttpListenerRequest request, HttpListenerResponse response)
+    {
+        using var message = new HttpRequestMessage(new HttpMethod(request.HttpMethod), request.Url);
+        using var body = new MemoryStream();
+        await request.InputStream.CopyToAsync(body);
+        message.Content = new ByteArrayContent(body.ToArray());
+        foreach (string key in request.Headers.AllKeys.OfType<string>())
+            if (!message.Headers.TryAddWithoutValidation(key, request.Headers[key]))
+                message.Content.Headers.TryAddWithoutValidation(key, request.Headers[key]);
+        using var answer = await durableApi.ConvertAsync(message, CancellationToken.None);
+        response.StatusCode = (int)answer.StatusCode;
+        foreach (var (key, value) in answer.Headers.Concat(answer.Content?.Headers ?? Enumerable.Empty<KeyValuePair<string, IEnumerable<string>>>()))
+            if (!key.Equals("Content-Length", StringComparison.OrdinalIgnoreCase))
+                foreach (var v in value) response.AppendHeader(key, v);
+        if (answer.Content != null)
+        {
+            byte[] bytes = await answer.Content.ReadAsByteArrayAsync();
+            response.ContentLength64 = bytes.Length;
+            await response.OutputStream.WriteAsync(bytes);
         }
     }
 

@@ -34,6 +34,7 @@ public sealed record HostSettings(
         string portText = env("PORT") ?? "7071";
         if (!int.TryParse(portText, out int port) || port is < 0 or > 65535)
             throw new SettingsException($"PORT={portText} is not a port number");
+        if (port != 0 && !Free(port)) throw new SettingsException($"PORT={port} is in use on 127.0.0.1");
         string path = env("ROUTELOCK_HOST_JSON") ?? "host.json";
         JObject hostJson;
         try { hostJson = JObject.Parse(File.ReadAllText(path)); }
@@ -46,6 +47,14 @@ public sealed record HostSettings(
         return new HostSettings(new Uri(worker), port, storage, config,
             config.ContainsKey("AzureWebJobs:Extensions:queues:maxPollingInterval"),
             config.ContainsKey("AzureWebJobs:Extensions:durableTask:storageProvider:maxQueuePollingInterval"));
+    }
+
+    static bool Free(int port)
+    {
+        var probe = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, port);
+        try { probe.Start(); return true; }
+        catch (System.Net.Sockets.SocketException) { return false; }
+        finally { probe.Stop(); }
     }
 
     /// <summary>Nested objects become `:`-joined keys; `%NAME%` is read from the environment, as the host does.</summary>

@@ -42,7 +42,10 @@ public static class Program
         catch (Exception e) { Console.Error.WriteLine($"webjobs host: HOST_START_FAILED: {e.GetBaseException().Message}"); return 2; }
         await host.Services.GetRequiredService<IJobHost>().CallAsync(nameof(ClientCapture.Capture));
 
-        var door = new FrontDoor(settings.Port, functions, worker, () => ClientCapture.Json);
+        var durableApi = (IAsyncConverter<HttpRequestMessage, HttpResponseMessage>)host.Services
+            .GetServices<IExtensionConfigProvider>().OfType<DurableTaskExtension>().Single();
+        if (Environment.GetEnvironmentVariable("ROUTELOCK_HOST_TRACE_CLIENT") == "1") Console.Error.WriteLine(ClientCapture.Json);
+        var door = new FrontDoor(settings.Port, functions, worker, () => ClientCapture.Json, durableApi);
         door.Start();
         foreach (var fn in functions.Where(f => !FunctionEmitter.Served(f) && f.TriggerType != "httpTrigger"))
             Console.WriteLine($"webjobs host: {fn.Name} ({fn.TriggerType}) is not served here");
@@ -87,6 +90,10 @@ public static class Program
             s.PostConfigure<DurableTaskOptions>(o =>
             {
                 if (!settings.DurablePollingSet) o.StorageProvider["maxQueuePollingInterval"] = "00:00:01";
+                // The JS client then calls the extension's HTTP API through the front door's free port (as
+                // the Functions host serves /runtime/webhooks/durabletask), not the extension's local RPC
+                // listener, whose port 3.19.0 fixes at 17071 (a random one in 30000–31000 when taken).
+                o.LocalRpcEndpointEnabled = false;
             });
             s.PostConfigure<Microsoft.Azure.WebJobs.Host.QueuesOptions>(o =>
             {
