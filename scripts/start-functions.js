@@ -5,8 +5,9 @@
 // SIGTERM stops every process it started. Settings: local.settings.json's Values (as `func start` reads
 // them), then the environment, with `npm start`'s defaults (dev timing, ROUTELOCK_AUTH=none) and
 // ROUTELOCK_TASK_HUB `routelocklocal` (host.json names it).
-const { spawn, execFileSync } = require('node:child_process');
-const { existsSync, readFileSync } = require('node:fs');
+const { spawn, spawnSync, execFileSync } = require('node:child_process');
+const { existsSync, mkdtempSync, readFileSync, rmSync } = require('node:fs');
+const { tmpdir } = require('node:os');
 const { dirname, join } = require('node:path');
 const { setTimeout, clearTimeout } = require('node:timers');
 const { buildIfStale } = require('./build-state');
@@ -16,6 +17,7 @@ const hostDir = join(root, 'hosts/webjobs');
 const hostDll = join(hostDir, 'bin/Debug/net10.0/routelock-webjobs-host.dll');
 const KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
 const children = [];
+const cleanups = [];
 let stopping = false;
 
 function say(line) {
@@ -71,9 +73,10 @@ function dotnetBuild() {
 }
 
 /** Start a child and resolve with the first match of `ready` in its output (its stderr passes through). */
-function start(name, command, args, env, ready) {
-  const child = spawn(command, args, { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
+function start(name, command, args, env, ready, cwd = root) {
+  const child = spawn(command, args, { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
   children.push({ name, child });
+  say(`${name} started (pid ${child.pid})`);
   return new Promise((resolve, reject) => {
     let seen = '';
     const timer = setTimeout(() => reject(new Error(`${name} did not start in 120 s:\n${seen}`)), 120_000);
@@ -100,7 +103,10 @@ function start(name, command, args, env, ready) {
   });
 }
 
+/** Azurite in memory; its working directory a temporary one, so nothing it writes lands in the checkout. */
 async function startAzurite() {
+  const workspace = mkdtempSync(join(tmpdir(), 'routelock-azurite-'));
+  cleanups.push(() => rmSync(workspace, { recursive: true, force: true }));
   const bin = join(root, 'node_modules/azurite/dist/src/azurite.js');
   const hosts = ['--blobHost', '127.0.0.1', '--queueHost', '127.0.0.1', '--tableHost', '127.0.0.1'];
   const ports = ['--blobPort', '0', '--queuePort', '0', '--tablePort', '0'];
@@ -113,6 +119,7 @@ async function startAzurite() {
     [bin, ...hosts, ...ports, ...flags],
     process.env,
     ready,
+    workspace,
   );
   const endpoint = (kind, port) => `${kind}Endpoint=http://127.0.0.1:${port}/devstoreaccount1;`;
   return `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};${endpoint('Blob', blob)}${endpoint('Queue', queue)}${endpoint('Table', table)}`;
@@ -130,6 +137,7 @@ async function stop(code) {
     await exited;
     clearTimeout(timer);
   }
+  for (const cleanup of cleanups) cleanup();
   process.exit(code);
 }
 
@@ -145,6 +153,12 @@ async function main() {
   }
   say('building hosts/webjobs (dotnet, incremental)…');
   dotnetBuild();
+  const hostJson = join(root, 'host.json');
+  const checked = spawnSync('dotnet', [hostDll, '--check'], {
+    env: { ...env, ROUTELOCK_HOST_JSON: hostJson },
+    encoding: 'utf8',
+  });
+  if (checked.status !== 0) return fail('SETTING_INVALID', checked.stderr.trim() || `exit ${checked.status}`);
   const storage = await startAzurite();
   const [, workerUrl] = await start(
     'worker',
@@ -159,7 +173,7 @@ async function main() {
     ...env,
     AzureWebJobsStorage: storage,
     ROUTELOCK_WORKER_URL: workerUrl,
-    ROUTELOCK_HOST_JSON: join(root, 'host.json'),
+    ROUTELOCK_HOST_JSON: hostJson,
   };
   const [, api] = await start('webjobs host', 'dotnet', [hostDll], hostEnv, /listening on (\S+)/);
   say(`API base ${api}`);

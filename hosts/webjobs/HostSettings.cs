@@ -26,10 +26,14 @@ public sealed record HostSettings(
     static readonly Regex AppSetting = new("%([^%]+)%");
     static readonly Regex HubName = new("^[A-Za-z][A-Za-z0-9]{2,49}$");
 
-    public static HostSettings Load(Func<string, string?> env)
+    /// <summary>
+    /// Read and check every setting. <paramref name="beforeStart"/>: the launcher's check before it starts
+    /// Azurite and the worker, so their addresses are not asked for yet.
+    /// </summary>
+    public static HostSettings Load(Func<string, string?> env, bool beforeStart = false)
     {
-        string worker = env("ROUTELOCK_WORKER_URL") ?? throw new SettingsException("ROUTELOCK_WORKER_URL is not set");
-        string storage = env("AzureWebJobsStorage") ?? "";
+        string worker = env("ROUTELOCK_WORKER_URL") ?? (beforeStart ? "http://127.0.0.1/" : throw new SettingsException("ROUTELOCK_WORKER_URL is not set"));
+        string storage = env("AzureWebJobsStorage") ?? (beforeStart ? "-" : "");
         if (storage.Length == 0) throw new SettingsException("AzureWebJobsStorage is not set");
         string portText = env("PORT") ?? "7071";
         if (!int.TryParse(portText, out int port) || port is < 0 or > 65535)

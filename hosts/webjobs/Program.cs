@@ -19,12 +19,14 @@ using RouteLock.WebJobsHost;
 /// </summary>
 public static class Program
 {
-    public static async Task<int> Main()
+    public static async Task<int> Main(string[] args)
     {
         var clock = Stopwatch.StartNew();
+        bool checkOnly = args.Contains("--check");
         HostSettings settings;
-        try { settings = HostSettings.Load(Environment.GetEnvironmentVariable); }
+        try { settings = HostSettings.Load(Environment.GetEnvironmentVariable, checkOnly); }
         catch (SettingsException e) { Console.Error.WriteLine($"webjobs host: {e.Code}: {e.Message}"); return 2; }
+        if (checkOnly) return 0;
 
         var worker = new Worker(settings.WorkerUrl);
         var functions = await worker.DescribeAsync();
