@@ -66,10 +66,14 @@ function check(env) {
 }
 
 function dotnetBuild() {
-  execFileSync('dotnet', ['build', hostDir, '--packages', join(root, '.tools/nuget'), '-nologo', '-v', 'q'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1' },
-  });
+  execFileSync(
+    'dotnet',
+    ['build', hostDir, '--packages', join(root, '.tools/nuget'), '-nologo', '-v', 'q', '-clp:ErrorsOnly'],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1' },
+    },
+  );
 }
 
 /** Start a child and resolve with the first match of `ready` in its output (its stderr passes through). */

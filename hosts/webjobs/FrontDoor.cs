@@ -146,7 +146,7 @@ public sealed class FrontDoor(
         var headers = new JObject();
         foreach (string key in request.Headers.AllKeys.OfType<string>()) headers[key.ToLowerInvariant()] = request.Headers[key];
         var query = new JObject();
-        foreach (string key in request.QueryString.AllKeys.OfType<string>()) query[key] = request.QueryString[key];
+        foreach (string key in request.QueryString.AllKeys.OfType<string>()) query[key] = request.QueryString[key] ?? "";
         using var body = new MemoryStream();
         await request.InputStream.CopyToAsync(body);
         return new JObject
@@ -167,7 +167,7 @@ public sealed class FrontDoor(
         foreach (var (key, value) in http["headers"] as JObject ?? [])
         {
             if (key.Equals("content-length", StringComparison.OrdinalIgnoreCase)) continue;
-            foreach (var v in value is JArray many ? many.Select(x => (string)x!) : [(string?)value]) response.AppendHeader(key, v);
+            foreach (var v in value is JArray many ? many.Select(x => (string)x!) : [(string?)value ?? ""]) response.AppendHeader(key, v);
         }
         if (Worker.FromTypedData(http["body"]) is { } body)
         {
