@@ -125,6 +125,7 @@ async function startAzurite() {
     ready,
     workspace,
   );
+  say(`Azurite (in memory) on 127.0.0.1: blob ${blob}, queue ${queue}, table ${table}`);
   const endpoint = (kind, port) => `${kind}Endpoint=http://127.0.0.1:${port}/devstoreaccount1;`;
   return `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};${endpoint('Blob', blob)}${endpoint('Queue', queue)}${endpoint('Table', table)}`;
 }
