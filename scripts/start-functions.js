@@ -76,33 +76,42 @@ function dotnetBuild() {
   );
 }
 
-/** Start a child and resolve with the first match of `ready` in its output (its stderr passes through). */
-function start(name, command, args, env, ready, cwd = root) {
-  const child = spawn(command, args, { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
+/**
+ * Start a child and resolve with the first match of `ready` in its output. Its stderr passes through; its
+ * stdout too when `echo` (the worker's and the host's lines, not Azurite's start-up chatter). A child
+ * that exits before it is ready fails the start; one that exits later stops the others.
+ */
+function start(name, command, args, env, ready, { cwd = root, echo = true } = {}) {
+  const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push({ name, child });
   say(`${name} started (pid ${child.pid})`);
   return new Promise((resolve, reject) => {
     let seen = '';
+    let up = false;
     const timer = setTimeout(() => reject(new Error(`${name} did not start in 120 s:\n${seen}`)), 120_000);
     const onData = (chunk) => {
+      if (up) return;
       seen += chunk;
       const match = ready.exec(seen);
       if (match) {
+        up = true;
         clearTimeout(timer);
         resolve(match);
       }
     };
-    child.stdout.setEncoding('utf8').on('data', onData);
+    child.stdout.setEncoding('utf8').on('data', (chunk) => {
+      onData(chunk);
+      if (echo) process.stdout.write(chunk);
+    });
     child.stderr.setEncoding('utf8').on('data', (chunk) => {
       onData(chunk);
       process.stderr.write(chunk);
     });
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      if (!stopping) {
-        reject(new Error(`${name} exited (${signal ?? code}):\n${seen}`));
-        void fail('PROCESS_EXITED', `${name} exited (${signal ?? code}); stopping the others`);
-      }
+      if (stopping) return;
+      if (!up) reject(new Error(`${name} exited (${signal ?? code}) before it was ready`));
+      else void fail('PROCESS_EXITED', `${name} exited (${signal ?? code}); stopping the others`);
     });
   });
 }
@@ -123,7 +132,7 @@ async function startAzurite() {
     [bin, ...hosts, ...ports, ...flags],
     process.env,
     ready,
-    workspace,
+    { cwd: workspace, echo: false },
   );
   say(`Azurite (in memory) on 127.0.0.1: blob ${blob}, queue ${queue}, table ${table}`);
   const endpoint = (kind, port) => `${kind}Endpoint=http://127.0.0.1:${port}/devstoreaccount1;`;
