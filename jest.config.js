@@ -17,4 +17,6 @@ module.exports = {
   // Two workers on the 2-core machines CI runs on: every suite is hermetic (own directory, free ports),
   // so two run side by side, and the slow ones (spawned hosts, Azurite, the browser) mostly wait.
   maxWorkers: 2,
+  // the long suites first (see the file)
+  testSequencer: '<rootDir>/test/support/sequencer.js',
 };

@@ -2,7 +2,7 @@ import { TokenKeyring } from '../shared/security/tokenKeys';
 import { startCosmosServer } from '../testkit/cosmosServer';
 import { ManualClock } from '../testkit/clock';
 import { type Config, parseConfig } from '../shared/config';
-import { newLocationDocument } from '../shared/lock/document';
+import { type StoredDocument, carriedVersion, newLocationDocument } from '../shared/lock/document';
 import { createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
 import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
@@ -123,7 +123,9 @@ type Start = 'alone' | 'held' | 'start path' | 'start path, ETag passed';
  * version, on one SQLite store: `alone`, the routes written by another process (this router holds
  * no version of them); `held`, written through this router (it holds the version the caller's ETag
  * names); `start path`, the start's existence read first (`assertRouteExists`, as POST /migrations and
- * a campaign's member start do), with or without the route's ETag passed (a campaign that listed it).
+ * a campaign's member start do), routes written by another process; `start path, ETag passed`, the same
+ * with the route's listed copy (document and ETag) passed to the start and the pre-lock, as a campaign
+ * that listed it does.
  */
 async function routeReads(config: Config, start: Start, count: number) {
   const clock = new ManualClock();
@@ -134,19 +136,17 @@ async function routeReads(config: Config, start: Start, count: number) {
   const activities = createActivities(router, config.timing, { keyring });
   const settings = migrationSettings(config);
   const ids = Array.from({ length: count }, (_, i) => `reads-${i}`);
-  const etags = new Map<string, string>();
+  const listed = new Map<string, StoredDocument>();
   for (const id of ids) {
-    const created = await (start === 'alone' || start === 'start path' ? writer : router).createRoute(
-      id,
-      SOURCE,
-    );
-    etags.set(id, created.stored.etag);
+    const created = await (start === 'held' ? router : writer).createRoute(id, SOURCE);
+    listed.set(id, carriedVersion(created.stored));
   }
   resetCounters(store.counters);
   const ended: MigrationStatus[] = [];
   for (const [n, id] of ids.entries()) {
     if (start === 'start path') await assertRouteExists(router, id);
-    if (start === 'start path, ETag passed') await assertRouteExists(router, id, etags.get(id));
+    const known = start === 'start path, ETag passed' ? listed.get(id) : undefined;
+    if (known !== undefined) await assertRouteExists(router, id, known);
     const input = newMigrationInput({
       migrationId: `m-${n}`,
       instanceId: `migrate-${id}`,
@@ -154,6 +154,7 @@ async function routeReads(config: Config, start: Start, count: number) {
       target: TARGET,
       settings,
       lock: keyring.newSeed(),
+      listed: known,
     });
     ended.push(await driveLockOnly(input, activities, clock));
   }

@@ -130,6 +130,14 @@ export interface MutationOptions {
    * orchestrator's read saving); when it differs from the stored ETag the result is 412.
    */
   ifMatch?: string | undefined;
+  /**
+   * A version of the route the caller holds (a campaign's listed copy, passed on by the migration's
+   * pre-lock): decided on without a read when its ETag is `ifMatch`, as a version this router holds is;
+   * ignored otherwise. The write stays conditional on that ETag, so a stale copy costs a 412, never a
+   * wrong write, and a refusal or no-op decided on it is confirmed on the write region. Only trusted code
+   * passes one: a copy's ETag vouches for its document only when the store gave the two together.
+   */
+  known?: StoredDocument | undefined;
 }
 
 /** Every lock mutation the router performs, one rule each (the `rules` seam replaces any of them). */
@@ -203,10 +211,10 @@ export class Router {
   private readonly clock: Clock;
   private readonly cache: LRUCache<string, CacheEntry>;
   /**
-   * The last version this router wrote or read from the write region (or a campaign listed:
-   * `holdVersions`), by id, kept past the read cache's TTL. A mutation whose If-Match names it decides on
-   * it without a read: the write is conditional on that same ETag, so a stale copy can only produce a
-   * 412, never a wrong write (a no-op or refusal decided on it is confirmed with one read).
+   * The last version this router wrote or read from the write region, by id, kept past the read cache's
+   * TTL. A mutation whose If-Match names it decides on it without a read: the write is conditional on
+   * that same ETag, so a stale copy can only produce a 412, never a wrong write (a no-op or refusal
+   * decided on it is confirmed with one read).
    */
   private readonly versions: LRUCache<string, StoredDocument>;
   private readonly newToken: () => string;
@@ -497,7 +505,7 @@ export class Router {
   async deleteRoute(id: string, options: MutationOptions = {}): Promise<void> {
     this.refuseIfReadOnly(id, 'deleting a route');
     const priority = operationPriority.routeChange;
-    const copy = await this.readForMutation(id, options.ifMatch, priority);
+    const copy = await this.readForMutation(id, options, priority);
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
       try {
@@ -565,16 +573,6 @@ export class Router {
    */
   heldEtag(id: string): string | undefined {
     return (this.versions.get(id) ?? this.cache.get(id)?.stored)?.etag;
-  }
-
-  /**
-   * Hold listed copies as versions a mutation may name (a campaign's selection, whose members' starts
-   * pass the ETags on). Any stored (document, ETag) pair is a version the write region held, and a
-   * mutation decided on one is conditional on that ETag, so a stale copy costs a 412, never a wrong
-   * write (a refusal or no-op on one is confirmed: `mutate`). A version already held is kept.
-   */
-  holdVersions(items: readonly StoredDocument[]): void {
-    for (const item of items) if (!this.versions.has(item.doc.id)) this.versions.set(item.doc.id, item);
   }
 
   /** Whether this router holds version `etag` of the route (a caller's ETag: `heldEtag`). */
@@ -659,7 +657,7 @@ export class Router {
       );
     }
     const priority = operationPriority.background;
-    const copy = await this.readForMutation(id, options.ifMatch, priority);
+    const copy = await this.readForMutation(id, options, priority);
     let current = copy.stored;
     for (let attempt = 0; ; attempt += 1) {
       let decided: RuleResult;
@@ -735,15 +733,20 @@ export class Router {
     if (skewSeconds > this.timing.clockSkewSeconds) this.options.onClockSkew(id, Math.round(skewSeconds));
   }
 
-  /** The copy a mutation decides on: the cached one when the caller's If-Match names it, else the write region's. */
+  /**
+   * The copy a mutation decides on: the caller's `known` or the one this router holds when the caller's
+   * If-Match names it, else the write region's.
+   */
   private async readForMutation(
     id: string,
-    ifMatch: string | undefined,
+    { ifMatch, known }: MutationOptions,
     priority: RequestPriority,
   ): Promise<VersionedCopy> {
     if (ifMatch !== undefined) {
-      const known = this.versions.get(id) ?? this.cache.get(id)?.stored;
-      if (known && sameEtag(known.etag, ifMatch)) return { stored: known, fromCache: true };
+      const given = known !== undefined && known.doc.id === id ? known : undefined;
+      const held = this.versions.get(id) ?? this.cache.get(id)?.stored;
+      const copy = [given, held].find((c) => c !== undefined && sameEtag(c.etag, ifMatch));
+      if (copy) return { stored: copy, fromCache: true };
     }
     const current = await this.readAndCache(id, 'writeRegion', priority);
     if (ifMatch !== undefined && !sameEtag(current.etag, ifMatch))

@@ -1,4 +1,5 @@
 import { type FleetResult, fleet as runFleet } from '../verify/fleet';
+import { FLEET_TIMEOUT_MS } from './support/timing';
 
 // The protocol search at its quick size (1,000 racing-orchestrator runs, 3,150 interleavings, a
 // 150-migration fleet, 500 + 500 HTTP fuzz requests, every negative control caught) runs after jest in
@@ -21,26 +22,34 @@ describe('a participant whose delta drops an item', () => {
       stopAtFirstViolation: true,
     });
 
-  test('verified: caught by verification, no swap without the item, nothing lost', async () => {
-    const result: FleetResult = await run('deltaDropsItem');
-    const v = result.stats.verification;
-    expect({ violations: result.violations, counterexample: result.counterexample }).toEqual({
-      violations: 0,
-      counterexample: undefined,
-    });
-    expect(v.itemsDropped).toBeGreaterThan(0);
-    expect(v.mismatches).toBeGreaterThan(0);
-    expect(v.swapsRefused).toBeGreaterThan(0);
-    // a swap refused is a mismatch the participant answered, never one it did not
-    expect(v.swapsRefused).toBeLessThanOrEqual(v.mismatches);
-    expect(result.caught).toBe(true);
-  }, 300_000);
+  test(
+    'verified: caught by verification, no swap without the item, nothing lost',
+    async () => {
+      const result: FleetResult = await run('deltaDropsItem');
+      const v = result.stats.verification;
+      expect({ violations: result.violations, counterexample: result.counterexample }).toEqual({
+        violations: 0,
+        counterexample: undefined,
+      });
+      expect(v.itemsDropped).toBeGreaterThan(0);
+      expect(v.mismatches).toBeGreaterThan(0);
+      expect(v.swapsRefused).toBeGreaterThan(0);
+      // a swap refused is a mismatch the participant answered, never one it did not
+      expect(v.swapsRefused).toBeLessThanOrEqual(v.mismatches);
+      expect(result.caught).toBe(true);
+    },
+    FLEET_TIMEOUT_MS,
+  );
 
-  test('unverified (404 to verify): the swap goes ahead and the data oracle catches the lost write (or the lost tombstone)', async () => {
-    const result = await run('deltaDropsItemUnverified');
-    expect(result.stats.verification).toMatchObject({ run: 0, mismatches: 0 });
-    expect(result.stats.verification.itemsDropped).toBeGreaterThan(0);
-    expect(result.caught).toBe(true);
-    expect(result.counterexample).toMatch(/acknowledged write\(s\) missing|deleted item\(s\) back/);
-  }, 300_000);
+  test(
+    'unverified (404 to verify): the swap goes ahead and the data oracle catches the lost write (or the lost tombstone)',
+    async () => {
+      const result = await run('deltaDropsItemUnverified');
+      expect(result.stats.verification).toMatchObject({ run: 0, mismatches: 0 });
+      expect(result.stats.verification.itemsDropped).toBeGreaterThan(0);
+      expect(result.caught).toBe(true);
+      expect(result.counterexample).toMatch(/acknowledged write\(s\) missing|deleted item\(s\) back/);
+    },
+    FLEET_TIMEOUT_MS,
+  );
 });

@@ -128,7 +128,7 @@ export class DurableMigrationService implements MigrationService {
 
   async start(request: MigrationRequest): Promise<StartedMigration> {
     assertAllowedRegion(this.router.allowedRegions, request.target, 'the migration', request.resourceId);
-    await assertRouteExists(this.router, request.resourceId, request.routeEtag);
+    await assertRouteExists(this.router, request.resourceId, request.listed);
     const instanceId = instanceIdFor(request.resourceId);
     const joined = await this.joinIfRunning(instanceId, request);
     if (joined) return joined;
@@ -142,6 +142,7 @@ export class DurableMigrationService implements MigrationService {
       settings: settingsFor(this.settings, request),
       lock: this.keyring.newSeed(),
       window: checkedWindow(request.window, this.now()),
+      listed: request.listed,
     });
     const record = newMigrationRecord(input, new Date(this.now()).toISOString(), request.campaignId);
     // The claim decides, not getStatus + startNew: of concurrent starts only its winner calls startNew.

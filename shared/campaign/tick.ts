@@ -4,7 +4,7 @@ import type { Config } from '../config';
 import { RouteLockError, isRouteLockError } from '../errors';
 import { claimedAtOf, type MigrationRecord } from '../migration/records';
 import { type MigrationStatus, terminalStates } from '../migration/types';
-import type { LocationDocument, StoredDocument } from '../lock/document';
+import { type LocationDocument, type StoredDocument, carriedVersion } from '../lock/document';
 import { isProbeId } from '../probe';
 import type { TelemetryEvent } from '../telemetry/lockTelemetry';
 import { EVENT_KEY } from '../telemetry/names';
@@ -570,8 +570,6 @@ async function selectPage(
       findings: found({ errors: [`selecting routes at ${source.region}: ${messageOf(error)}`] }),
     };
   }
-  // this process's router holds them: a member started here decides its pre-lock on the listed copy
-  deps.router.holdVersions(page.versions);
   const { taken, cut, full } = selectionRoom(
     record,
     source,
@@ -587,11 +585,12 @@ async function selectPage(
     !r.source.done &&
     r.source.continuation === source.continuation &&
     r.source.selected === source.selected;
-  const etagOf = new Map(page.versions.map((item) => [item.doc.id, item.etag]));
+  // each member carries its listed copy: its start passes it on, and the pre-lock decides on it
+  const listedOf = new Map(page.versions.map((item) => [item.doc.id, carriedVersion(item)]));
   const added =
     taken.length === 0
       ? { versioned, added: 0 }
-      : await addPage(deps, versioned, taken, etagOf, sameSelection);
+      : await addPage(deps, versioned, taken, listedOf, sameSelection);
   if (added === null) return { versioned: await mustGet(deps, record.campaignId), added: 0, findings };
   const advanced = await casLoop(deps, added.versioned, (r) => ({
     next: sameSelection(r) ? withSourceAdvanced(r, page.continuation, taken.length, cut) : null,
@@ -623,14 +622,14 @@ function selectionRoom(
 }
 
 /**
- * A page's member slots reserved on the record, then its members added with their listed ETags. Null
+ * A page's member slots reserved on the record, then its members added with their listed copies. Null
  * when the reservation was declined (the selection moved on, or the campaign has no room).
  */
 async function addPage(
   deps: TickDeps,
   versioned: VersionedCampaign,
   taken: readonly string[],
-  etagOf: ReadonlyMap<string, string>,
+  listedOf: ReadonlyMap<string, StoredDocument>,
   sameSelection: (r: CampaignRecord) => boolean,
 ): Promise<Omit<Selected, 'findings'> | null> {
   const reserved = await casLoop(deps, versioned, (r) => ({
@@ -647,7 +646,7 @@ async function addPage(
     taken.map((resourceId, i) => ({
       seq: before.reserved + i,
       resourceId,
-      routeEtag: etagOf.get(resourceId),
+      listed: listedOf.get(resourceId),
     })),
   );
   return {
@@ -795,9 +794,10 @@ async function startMigration(
         ? {}
         : { migrationAttempts: record.limits.migrationAttempts }),
       ...(record.window === undefined ? {} : { window: record.window }),
-      ...(member.routeEtag === undefined ? {} : { routeEtag: member.routeEtag }),
+      ...(member.listed === undefined ? {} : { listed: member.listed }),
     });
-    const { startFailures: _f, ...ok } = member;
+    // the listed copy has done its work: a started member no longer carries it
+    const { startFailures: _f, listed: _l, ...ok } = member;
     return {
       member: { ...ok, migrationId: started.migrationId },
       stop: false,

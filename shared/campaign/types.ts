@@ -1,4 +1,4 @@
-import type { Location } from '../lock/document';
+import type { Location, StoredDocument } from '../lock/document';
 import type { CutoverWindow, PreflightCheck, PreflightCheckName, PreflightTiming } from '../migration/types';
 
 /**
@@ -169,10 +169,11 @@ export interface CampaignMember {
   /** A cancel was sent to its migration. */
   cancelSent?: boolean;
   /**
-   * The route's ETag as the selection listed it (docs/design.md §6.7): its start passes it on, which saves
-   * the start's and the pre-lock's reads where the router holds that version; never trusted for safety.
+   * The route as the selection listed it (`carriedVersion`: document and ETag; docs/design.md §6.7),
+   * until its start is made: the start passes it on, which saves the start's existence read and the
+   * pre-lock's read; never trusted for safety (the pre-lock's write is conditional on its ETag).
    */
-  routeEtag?: string;
+  listed?: StoredDocument;
 }
 
 /** GET /campaigns/{id}: what an operator watches. */

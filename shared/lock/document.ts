@@ -164,6 +164,23 @@ export interface StoredDocument {
   storedAt?: number;
 }
 
+/**
+ * A listed version as a start carries it to the pre-lock that may decide on it (docs/design.md §6.7): it
+ * is kept on the campaign's member, the migration's input and record, so in the task hub, and carries
+ * only what that decision and the write made from it need. `lastChange` goes (who made the last write,
+ * its request id and reason: the pre-lock stamps its own), and so do the lock's `idempotencyKeyHash` and
+ * `principalHash` (digests of a caller's key and identity, which no view shows): only a replay of that
+ * lock reads them, and a copy listed before a migration started cannot hold that migration's lock, whose
+ * key derives from a seed made at its start. The token hashes stay (digests of 256-bit secrets): the
+ * pre-lock's write keeps `lastMigration` whole. At most a few KiB (fixed fields, a 500-character reason).
+ */
+export function carriedVersion(stored: StoredDocument): StoredDocument {
+  const { lastChange: _change, ...doc } = stored.doc;
+  if (!doc.lock) return { doc, etag: stored.etag };
+  const { idempotencyKeyHash: _key, principalHash: _principal, ...lock } = doc.lock;
+  return { doc: { ...doc, lock }, etag: stored.etag };
+}
+
 /** `region`, or `region/account`: how messages, logs and the command line name a location. */
 export function describeLocation(location: Location): string {
   return location.account ? `${location.region}/${location.account}` : location.region;

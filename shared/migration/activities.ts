@@ -108,22 +108,26 @@ export function createActivities(
   };
   const tokenOf = (seed: AttemptLockSeed) => credentials(seed).token;
   return {
-    // `withLocation` decides on the version of the route the router holds, named as
-    // If-Match: the read saved when it is current, a 412 decided again on the write region's copy when
-    // not (as for every conditional step), a refusal confirmed there (Router.mutate). It answers where the
-    // route was from the copy the pre-lock committed on, so the workflow does not read it again.
-    prelock: ({ resourceId, lock, withLocation, ...req }) =>
-      conditional(withLocation ? router.heldEtag(resourceId) : undefined, async (ifMatch) => {
-        const { token, idempotencyKey } = credentials(lock);
-        const { grant, location } = await router.prelockRoute(
-          resourceId,
-          { ...req, idempotencyKey },
-          { token, ifMatch },
-        );
-        // The grant goes into orchestration state: it must not carry the token.
-        const { token: _token, ...seeded } = grant;
-        return withLocation ? { ...seeded, location } : seeded;
-      }),
+    // `known` (a campaign's listed copy), else with `withLocation` the version of the route the router
+    // holds, is decided on under its ETag as If-Match: the read saved when it is current, a 412 decided
+    // again on the write region's copy when not (as for every conditional step), a refusal confirmed
+    // there (Router.mutate). It answers where the route was from the copy the pre-lock committed on, so
+    // the workflow does not read it again.
+    prelock: ({ resourceId, lock, withLocation, known, ...req }) =>
+      conditional(
+        known?.etag ?? (withLocation ? router.heldEtag(resourceId) : undefined),
+        async (ifMatch) => {
+          const { token, idempotencyKey } = credentials(lock);
+          const { grant, location } = await router.prelockRoute(
+            resourceId,
+            { ...req, idempotencyKey },
+            { token, ifMatch, known },
+          );
+          // The grant goes into orchestration state: it must not carry the token.
+          const { token: _token, ...seeded } = grant;
+          return withLocation ? { ...seeded, location } : seeded;
+        },
+      ),
     escalate: ({ resourceId, ifMatch, lock, ...req }) =>
       conditional(ifMatch, (m) => router.escalate(resourceId, { ...req, token: tokenOf(lock) }, opts(m))),
     renew: ({ resourceId, ifMatch, lock, ...req }) =>

@@ -1,6 +1,6 @@
 import type { Actor } from '../audit';
 import { RouteLockError } from '../errors';
-import type { Location } from '../lock/document';
+import type { Location, StoredDocument } from '../lock/document';
 import type { TokenKeyring } from '../security/tokenKeys';
 import type { Activities } from './activities';
 import { instanceIdFor } from './instanceId';
@@ -58,6 +58,8 @@ export interface StartRequest {
   migrationAttempts?: number | undefined;
   /** The cutover window (docs/design.md §6.10). */
   window?: CutoverWindow | undefined;
+  /** A campaign's listed copy of the route, for the first pre-lock (`MigrationRequest.listed`). */
+  listed?: StoredDocument | undefined;
 }
 
 export interface StartResult {
@@ -145,6 +147,7 @@ export class InProcessRunner {
       settings: settingsFor(this.options.settings, request),
       lock: this.options.keyring.newSeed(),
       window: checkedWindow(request.window, this.options.scheduler.now()),
+      listed: request.listed,
     });
     const result = this.options.state.createUnlessActive(
       newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString(), request.campaignId),

@@ -1,5 +1,5 @@
 import { participantsFor } from '../config';
-import type { Location } from '../lock/document';
+import type { Location, StoredDocument } from '../lock/document';
 import type { LockSeed } from '../security/tokenKeys';
 import {
   type CutoverWindow,
@@ -71,11 +71,14 @@ export function newMigrationInput(fields: {
   lock: LockSeed;
   /** The cutover window (checked by the starter: shared/migration/window.ts). */
   window?: CutoverWindow | undefined;
+  /** A campaign's listed copy of the route (`MigrationRequest.listed`). */
+  listed?: StoredDocument | undefined;
 }): MigrationInput {
-  const { window, ...rest } = fields;
+  const { window, listed, ...rest } = fields;
   return {
     ...rest,
     ...(window === undefined ? {} : { window }),
+    ...(listed === undefined ? {} : { listed }),
     settings: {
       ...fields.settings,
       participants: participantsFor(fields.resourceId, fields.settings.participants),

@@ -1,6 +1,6 @@
 import type { Actor } from '../audit';
 import { RouteLockError } from '../errors';
-import { type Location, sameLocation } from '../lock/document';
+import { type Location, type StoredDocument, sameLocation } from '../lock/document';
 import { assertAllowedRegion } from '../regions';
 import type { Router } from '../router';
 import type { LockSeed } from '../security/tokenKeys';
@@ -36,12 +36,12 @@ export interface MigrationRequest {
   /** The write lock only inside this window (validated by shared/migration/window.ts). */
   window?: CutoverWindow | undefined;
   /**
-   * The route's ETag as the caller saw it (a campaign's list). Never trusted for safety:
-   * when this process's router holds that version the start skips its existence read, and the pre-lock
-   * is decided on it under If-Match (a stale one costs a 412 and a read, a deleted route fails the
-   * migration NotFound instead of the start's 404); otherwise the start reads the route as always.
+   * The route as a campaign's list gave it (`carriedVersion`: document and ETag), never from a request
+   * body or a queue message: the start skips its existence read, and the migration's first pre-lock is
+   * decided on it under If-Match (a stale one costs a 412 and a read, a deleted route fails the migration
+   * NotFound instead of the start's 404). Without it the start reads the route as always.
    */
-  routeEtag?: string | undefined;
+  listed?: StoredDocument | undefined;
 }
 
 /**
@@ -210,10 +210,10 @@ export const withCancelRequest = (status: MigrationStatus, request: CancelReques
 export async function assertRouteExists(
   router: Router,
   resourceId: string,
-  routeEtag?: string | undefined,
+  listed?: StoredDocument | undefined,
 ): Promise<void> {
-  // The caller's version held here: the route existed at it, and the pre-lock decides on it (If-Match).
-  if (routeEtag !== undefined && router.holdsVersion(resourceId, routeEtag)) return;
+  // A listed copy: the route existed at it, and the pre-lock decides on it (If-Match).
+  if (listed !== undefined && listed.doc.id === resourceId) return;
   await router.backgroundView(resourceId);
 }
 
@@ -248,7 +248,7 @@ export class InProcessMigrationService implements MigrationService {
 
   async start(request: MigrationRequest): Promise<StartedMigration> {
     assertAllowedRegion(this.router.allowedRegions, request.target, 'the migration', request.resourceId);
-    await assertRouteExists(this.router, request.resourceId, request.routeEtag);
+    await assertRouteExists(this.router, request.resourceId, request.listed);
     const { record, created } = this.runner.start(request);
     if (created) return { migrationId: record.migrationId, instanceId: record.instanceId, created };
     if (

@@ -1,5 +1,5 @@
 import type { Participant } from '../config';
-import type { Location } from '../lock/document';
+import type { Location, StoredDocument } from '../lock/document';
 import type { LockSeed } from '../security/tokenKeys';
 import type { LockGrant, RouteView } from '../lock/view';
 
@@ -82,6 +82,12 @@ export interface MigrationInput {
   earlierAttempts?: MigrationAttempt[];
   /** The write lock is only taken inside this window (shared/migration/window.ts). */
   window?: CutoverWindow;
+  /**
+   * The route as a campaign's list gave it (`carriedVersion`: no credential, no hash of a caller's key
+   * or identity): the first attempt's pre-lock decides on it (workflow/prelock.ts). Absent: that
+   * pre-lock decides on the version the router holds, as every start without one does.
+   */
+  listed?: StoredDocument;
 }
 
 /**
@@ -280,6 +286,11 @@ export interface ActivityInputs {
      * router holds, conditional on its ETag (a read saved; a stale one costs a 412 and a read).
      */
     withLocation?: true;
+    /**
+     * A version of the route to decide on instead, conditional on its ETag (the input's `listed`).
+     * Optional: Durable replays by activity name, so histories scheduled without it replay unchanged.
+     */
+    known?: StoredDocument;
   };
   escalate: { resourceId: string; lock: AttemptLockSeed; phase: 'hardDelete' | 'write'; ifMatch?: string };
   renew: {

@@ -4,11 +4,11 @@ import { resetCounters } from '../../shared/store/ports/locations';
 import { SOURCE, TARGET, campaignHarness, operator } from './harness';
 
 /**
- * A `from` campaign lists its routes, so its router holds their versions and each member's
- * start passes the route's ETag on (CampaignMember.routeEtag): no existence read, the pre-lock decided on
- * the listed copy. A lock-only member then reads its route once (the swap's replica confirmation); an
+ * A `from` campaign lists its routes, and each member's start passes its listed copy on
+ * (CampaignMember.listed, then the migration's input): no existence read, the pre-lock decided on the
+ * listed copy. A lock-only member then reads its route once (the swap's replica confirmation); an
  * `ids` campaign's member twice (the start's existence read as well). The routes are written by another
- * process (a second router on the same store), so nothing but the list puts their versions here.
+ * process (a second router on the same store), so nothing but the list gives this process their versions.
  */
 
 const ids = (n: number) => Array.from({ length: n }, (_, i) => `r-${i}`);

@@ -43,8 +43,8 @@ export function sqliteTick(startImpl?: BeforeStart) {
   let now = Date.parse('2025-01-01T00:00:00Z');
   const clock = () => now;
   const migrations = new Map<string, MigrationRecord>();
-  // the tick hands the router the listed versions (docs/design.md §6.7): nothing to hold in this stub
-  const router = { allowedRegions: null, holdVersions: () => undefined } as unknown as TickDeps['router'];
+  // the tick passes each listed copy on with its member's start: the router is never asked
+  const router = { allowedRegions: null } as unknown as TickDeps['router'];
   const hooks: { beforeReplace?: () => Promise<void>; beforeAddMembers?: () => Promise<void> } = {};
   let counted = 0;
   // the records with seams: a hook runs once, just before the write it names

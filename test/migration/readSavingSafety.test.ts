@@ -1,3 +1,4 @@
+import { carriedVersion } from '../../shared/lock/document';
 import type { Activities } from '../../shared/migration/activities';
 import { InProcessMigrationService } from '../../shared/migration/service';
 import { Router } from '../../shared/router';
@@ -8,7 +9,8 @@ import { copiesOnly, virtualRunner } from '../support/migrationHarness';
  * The reads the workflow saves (docs/design.md §6.7), each with the concurrent change it must still catch:
  * the re-read after the pre-lock (its answer says where the route was), the read-path check's write-region
  * read-through (a replica read instead; none for a lock-only migration), the pre-lock's read (decided on the
- * version the router holds) and the start's existence read (a caller's ETag of a version held). A change in
+ * version the router holds, or the listed copy the start passed on) and the start's existence read (a listed
+ * copy passed on). A change in
  * between, an operator's force-release or a delete, changes the ETag the next conditional write names: a 412,
  * decided again on the write region's copy, where the lock is not this migration's.
  */
@@ -117,30 +119,31 @@ describe('version 5: the pre-lock decided on a version the router holds', () => 
   });
 });
 
-describe("a start passing the route's ETag (a campaign's list)", () => {
-  test('a version this router holds: no existence read; a lock-only migration costs 1 read', async () => {
-    const h = virtualRunner();
-    const service = new InProcessMigrationService(h.runner, h.router);
-    const { stored } = await h.router.createRoute('r-1', SOURCE);
-    resetCounters(h.store.counters);
-    await service.start({ resourceId: 'r-1', target: TARGET, routeEtag: stored.etag });
-    await h.settle();
-    expect(h.store.counters).toMatchObject({ nearestReads: 1, writeRegionReads: 0, replaces: 4 });
-  });
-
-  test('without it, or with an ETag this router does not hold: the start reads the route (and the pre-lock decides on that copy)', async () => {
+describe("a start passing the route's listed copy (a campaign's list)", () => {
+  test('the listed copy, of a route another process wrote: no existence read; a lock-only migration costs 1 read', async () => {
     const h = virtualRunner();
     const service = new InProcessMigrationService(h.runner, h.router);
     const elsewhere = new Router({ store: h.store, timing: h.config.timing, clock: h.clock.now });
     const { stored } = await elsewhere.createRoute('r-1', SOURCE);
     resetCounters(h.store.counters);
-    await service.start({ resourceId: 'r-1', target: TARGET, routeEtag: stored.etag });
+    await service.start({ resourceId: 'r-1', target: TARGET, listed: carriedVersion(stored) });
+    await h.settle();
+    expect(h.store.counters).toMatchObject({ nearestReads: 1, writeRegionReads: 0, replaces: 4 });
+  });
+
+  test('without it: the start reads the route (and the pre-lock decides on that copy)', async () => {
+    const h = virtualRunner();
+    const service = new InProcessMigrationService(h.runner, h.router);
+    const elsewhere = new Router({ store: h.store, timing: h.config.timing, clock: h.clock.now });
+    await elsewhere.createRoute('r-1', SOURCE);
+    resetCounters(h.store.counters);
+    await service.start({ resourceId: 'r-1', target: TARGET });
     await h.settle();
     // the start's read (nearest), then the confirmation's (replica)
     expect(h.store.counters).toMatchObject({ nearestReads: 2, writeRegionReads: 0, replaces: 4 });
   });
 
-  test('negative control: a stale ETag of a version held (the route changed since): a 412 and a re-read, Completed', async () => {
+  test('negative control: a stale listed copy (the route changed since): a 412 and a re-read, Completed', async () => {
     const h = virtualRunner();
     const service = new InProcessMigrationService(h.runner, h.router);
     const { stored } = await h.router.createRoute('r-1', SOURCE);
@@ -150,7 +153,7 @@ describe("a start passing the route's ETag (a campaign's list)", () => {
     const { migrationId } = await service.start({
       resourceId: 'r-1',
       target: TARGET,
-      routeEtag: stored.etag,
+      listed: carriedVersion(stored),
     });
     await h.settle();
     expect(await h.runner.status(migrationId)).toMatchObject({ status: 'Completed' });
@@ -159,7 +162,7 @@ describe("a start passing the route's ETag (a campaign's list)", () => {
     expect(h.store.counters).toMatchObject({ nearestReads: 1, writeRegionReads: 1, replaces: 5 });
   });
 
-  test('negative control: an ETag of a route deleted since: the migration fails NotFound, nothing recreated', async () => {
+  test('negative control: a listed copy of a route deleted since: the migration fails NotFound, nothing recreated', async () => {
     const h = virtualRunner();
     const service = new InProcessMigrationService(h.runner, h.router);
     const { stored } = await h.router.createRoute('r-1', SOURCE);
@@ -167,7 +170,7 @@ describe("a start passing the route's ETag (a campaign's list)", () => {
     const { migrationId } = await service.start({
       resourceId: 'r-1',
       target: TARGET,
-      routeEtag: stored.etag,
+      listed: carriedVersion(stored),
     });
     await h.settle();
     const status = await h.runner.status(migrationId);
@@ -201,15 +204,66 @@ describe('Router: a refusal decided on a held version is confirmed on the write 
     await rival.release('r-1', { token: grant.token as string });
     await expect(prelock(h, held.etag)).rejects.toMatchObject({ code: 'PreconditionFailed' });
   });
+});
 
-  test('holdVersions keeps a version already held (its own write), adds the others', async () => {
-    const { h, held } = await setup();
-    const other = await h.router.createRoute('r-2', SOURCE);
-    h.router.holdVersions([
-      { ...held, etag: 'listed-older' },
-      { doc: { ...other.stored.doc, id: 'r-3' }, etag: 'listed-r3' },
-    ]);
-    expect(h.router.heldEtag('r-1')).toBe(held.etag);
-    expect(h.router.holdsVersion('r-3', 'listed-r3')).toBe(true);
+describe("Router: a caller's known version (a campaign's listed copy, passed to the pre-lock)", () => {
+  const setup = async () => {
+    const h = virtualRunner();
+    const rival = new Router({ store: h.store, timing: h.config.timing, clock: h.clock.now });
+    const { stored } = await rival.createRoute('r-1', SOURCE);
+    const listed = carriedVersion(stored);
+    // after the list, a rival pre-locks the route: the listed copy is stale
+    await rival.prelock('r-1', { migrationId: 'rival', owner: 'rival', target: TARGET });
+    // a router that holds no version of the route: only the caller's copy could save its read
+    const mine = new Router({ store: h.store, timing: h.config.timing, clock: h.clock.now });
+    resetCounters(h.store.counters);
+    return { h, listed, mine };
+  };
+  const mineReq = { migrationId: 'mine', owner: 'mine', target: TARGET };
+  const lockOf = async (h: ReturnType<typeof virtualRunner>) =>
+    (await h.store.read('r-1', { from: 'writeRegion' })).doc.lock;
+
+  test('a stale known version: decided on without a read, its conditional write refused (412); the rival lock stands', async () => {
+    const { h, listed, mine } = await setup();
+    await expect(mine.prelock('r-1', mineReq, { ifMatch: listed.etag, known: listed })).rejects.toMatchObject(
+      { code: 'PreconditionFailed' },
+    );
+    expect(h.store.counters).toMatchObject({ writeRegionReads: 0, replaces: 1 });
+    expect(await lockOf(h)).toMatchObject({ migrationId: 'rival' });
+  });
+
+  test('a start carrying a stale listed copy: the 412, then the write region re-read, where the rival lock is: Conflict, no wrong write', async () => {
+    const { h, listed } = await setup();
+    const service = new InProcessMigrationService(h.runner, h.router);
+    const { migrationId } = await service.start({ resourceId: 'r-1', target: TARGET, listed });
+    await h.settle();
+    expect(await h.runner.status(migrationId)).toMatchObject({ status: 'Conflict' });
+    // the pre-lock's refused conditional write, then the write region's copy it decided again on
+    expect(h.store.counters).toMatchObject({ writeRegionReads: 1, replaces: 1 });
+    expect(await lockOf(h)).toMatchObject({ migrationId: 'rival' });
+  });
+
+  test('a known version whose ETag is not the If-Match is ignored: the write region is read and decides', async () => {
+    const { h, mine } = await setup();
+    const current = await h.store.read('r-1', { from: 'writeRegion' });
+    resetCounters(h.store.counters);
+    // a copy that would allow the pre-lock (no lock), under another ETag than the one named
+    const other = { doc: { ...current.doc, lock: null, secondary: null }, etag: 'another-version' };
+    await expect(mine.prelock('r-1', mineReq, { ifMatch: current.etag, known: other })).rejects.toMatchObject(
+      { code: 'Locked' },
+    );
+    expect(h.store.counters).toMatchObject({ writeRegionReads: 1, replaces: 0 });
+    expect(await lockOf(h)).toMatchObject({ migrationId: 'rival' });
+  });
+
+  test('a known version of another route is ignored, whatever its ETag', async () => {
+    const { h, mine } = await setup();
+    const current = await h.store.read('r-1', { from: 'writeRegion' });
+    resetCounters(h.store.counters);
+    const other = { doc: { ...current.doc, id: 'r-2', lock: null, secondary: null }, etag: current.etag };
+    await expect(mine.prelock('r-1', mineReq, { ifMatch: current.etag, known: other })).rejects.toMatchObject(
+      { code: 'Locked' },
+    );
+    expect(h.store.counters).toMatchObject({ writeRegionReads: 1, replaces: 0 });
   });
 });

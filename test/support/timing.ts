@@ -18,3 +18,10 @@ export const fastHostEnv = {
   // a failed attempt is tried again after 1 s, not the dev profile's 10 s
   ROUTELOCK_MIGRATION_RETRY_DELAY_SECONDS: '1',
 } as const;
+
+/**
+ * The jest timeout of a fleet simulation. It bounds a hang, it does not check speed (benchmarks do): a
+ * fleet is CPU-bound, takes under a minute alone, and several times that on a loaded 2-core machine
+ * running another suite beside it.
+ */
+export const FLEET_TIMEOUT_MS = 900_000;

@@ -1,3 +1,4 @@
+import type { StoredDocument } from '../../lock/document';
 import type {
   ActivityResult,
   MigrationInput,
@@ -44,6 +45,7 @@ export function* tryPrelock(
     target: input.target,
     lock,
     ...prelockSaving,
+    ...listedFor(input),
   };
   let pre: ActivityResult<PrelockGrant>;
   try {
@@ -68,6 +70,13 @@ export function* tryPrelock(
  * re-read when that version is stale.
  */
 const prelockSaving = { withLocation: true } as const;
+
+/**
+ * The campaign's listed copy, for the migration's first attempt alone: a later one comes after the first
+ * attempt's own writes, where the listed version is stale and would cost a refused write before the read.
+ */
+const listedFor = ({ listed, lock, earlierAttempts }: MigrationInput): { known?: StoredDocument } =>
+  listed !== undefined && (lock.attempt ?? 1) <= (earlierAttempts?.length ?? 0) + 1 ? { known: listed } : {};
 
 /**
  * The clean-up after a pre-lock that failed unanswered. A timed-out pre-lock may have committed

@@ -207,19 +207,21 @@ export class CosmosCampaignRecords implements CampaignRecords {
    */
   async addMembers(
     campaignId: string,
-    members: readonly (Pick<CampaignMember, 'seq' | 'resourceId'> & { routeEtag?: string | undefined })[],
+    members: readonly (Pick<CampaignMember, 'seq' | 'resourceId'> & {
+      listed?: CampaignMember['listed'] | undefined;
+    })[],
   ): Promise<number> {
     const subject = campaignSubject(campaignId);
     if (!(await this.get(campaignId))) throw notFound(subject);
     const firsts = new Map<string, CampaignMember>();
-    for (const { seq, resourceId, routeEtag } of members) {
+    for (const { seq, resourceId, listed } of members) {
       if (!firsts.has(resourceId))
         firsts.set(resourceId, {
           campaignId,
           seq,
           resourceId,
           state: 'pending',
-          ...(routeEtag === undefined ? {} : { routeEtag }),
+          ...(listed === undefined ? {} : { listed }),
         });
     }
     const statuses = await this.writeMembers(

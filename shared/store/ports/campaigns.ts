@@ -25,7 +25,9 @@ export interface CampaignRecords {
    */
   addMembers(
     campaignId: string,
-    members: readonly (Pick<CampaignMember, 'seq' | 'resourceId'> & { routeEtag?: string | undefined })[],
+    members: readonly (Pick<CampaignMember, 'seq' | 'resourceId'> & {
+      listed?: CampaignMember['listed'] | undefined;
+    })[],
   ): Promise<number>;
   /** Members in one state, in seq order, after `afterSeq` (exclusive) when given: at most `limit`. */
   members(

@@ -172,7 +172,9 @@ export class SqliteCampaignRecords extends SqliteTables implements CampaignRecor
 
   async addMembers(
     campaignId: string,
-    members: readonly (Pick<CampaignMember, 'seq' | 'resourceId'> & { routeEtag?: string | undefined })[],
+    members: readonly (Pick<CampaignMember, 'seq' | 'resourceId'> & {
+      listed?: CampaignMember['listed'] | undefined;
+    })[],
   ): Promise<number> {
     const subject = campaignSubject(campaignId);
     return guarded(subject, () =>
@@ -180,13 +182,13 @@ export class SqliteCampaignRecords extends SqliteTables implements CampaignRecor
         .transaction(() => {
           if (!this.statements.exists.get(campaignId)) throw notFound(subject);
           let added = 0;
-          for (const { seq, resourceId, routeEtag } of members) {
+          for (const { seq, resourceId, listed } of members) {
             const member: CampaignMember = {
               campaignId,
               seq,
               resourceId,
               state: 'pending',
-              ...(routeEtag === undefined ? {} : { routeEtag }),
+              ...(listed === undefined ? {} : { listed }),
             };
             added += this.statements.addMember.run(
               campaignId,
