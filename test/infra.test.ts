@@ -239,6 +239,14 @@ test('negative control: a Bicep default that differs from the profile is caught'
   ]);
 });
 
+test("local.settings.sample.json passes the app's own configuration check, as `func start` would load it", () => {
+  expect(() => parseConfig(localSettingValues)).not.toThrow();
+  // the check it passes is the one that refuses a participant timeout past the renewal cadence
+  expect(() => parseConfig({ ...localSettingValues, ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: '30' })).toThrow(
+    /ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS/,
+  );
+});
+
 /** Each profile variable local.settings.sample.json sets otherwise than `profile`. */
 function sampleDisagreements(values: Record<string, string>, profile: Profile): string[] {
   return Object.entries(profile)
