@@ -49,7 +49,7 @@ export default tseslint.config(
     // The lock rules and the migration workflow are pure: time comes in as an argument (or a step the
     // runner answers), randomness and I/O from the caller. Durable replay depends on it.
     files: [
-      'shared/lock/**/*.ts',
+      'shared/core/lock/**/*.ts',
       'shared/migration/workflow.ts',
       'shared/migration/workflow/**/*.ts',
       'shared/migration/types.ts',
@@ -91,7 +91,14 @@ export default tseslint.config(
               message: 'The workflow is runner-neutral (docs/design.md §1).',
             },
             {
-              group: ['../store/*', '../router', './activities', './inProcess', './records'],
+              group: [
+                '../core/store/**',
+                '../core/router',
+                './store/**',
+                './activities',
+                './inProcess',
+                './records',
+              ],
               message: 'The workflow only yields steps.',
             },
           ],
@@ -109,7 +116,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^\\.\\./shared/(?!(campaign/types|migration/types|lock/document)$)',
+              regex: '^\\.\\./shared/(?!(campaign/types|migration/types|core/lock/document)$)',
               message: 'cli/ talks to the HTTP API only: import the contract types, not stores or services.',
             },
             { regex: '^\\.\\./(functions|local|testkit)/', message: 'cli/ is a client of the HTTP API.' },

@@ -1,9 +1,9 @@
 import { dirname, join } from 'node:path';
-import { deepFreeze } from './freeze';
+import { deepFreeze } from './core/freeze';
 import { z } from 'zod';
-import { earliestEscalationAt } from './lock/state';
-import { COALESCE_GRACE_SHARE } from './inflight';
-import { isLoopbackHostname } from './loopback';
+import { earliestEscalationAt } from './core/lock/state';
+import { COALESCE_GRACE_SHARE } from './core/inflight';
+import { isLoopbackHostname } from './core/loopback';
 import { MAX_ORCHESTRATION_ACTIONS, renewEveryMs } from './migration/workflow/copy';
 import { worstCaseAttemptActions } from './migration/workflow/bound';
 import {
@@ -12,17 +12,17 @@ import {
   DEFAULT_PARTICIPANT_TIMEOUT_SECONDS,
   MAX_PARTICIPANT_TIMEOUT_SECONDS,
 } from './migration/participantContract';
-import { type ProfileVariable, type ServingProfile, profiles } from './profiles';
-import { TokenKeyring, parseTokenKeySet } from './security/tokenKeys';
-import { DEFAULT_RECONCILE_GRACE_SECONDS, retryHorizonSeconds } from './telemetry/changeFeedRetry';
+import { type ProfileVariable, type ServingProfile, profiles } from './core/profiles';
+import { TokenKeyring, parseTokenKeySet } from './core/security/tokenKeys';
+import { DEFAULT_RECONCILE_GRACE_SECONDS, retryHorizonSeconds } from './migration/telemetry/changeFeedRetry';
 
 /**
  * Configuration, parsed once at start-up from the environment (docs/design.md §3), over the defaults of the
- * profile table (shared/profiles.ts). A bad value stops start-up with a message that names the variable
+ * profile table (shared/core/profiles.ts). A bad value stops start-up with a message that names the variable
  * and the expected form.
  */
 
-import type { CacheTier, TimingConfig } from './timing';
+import type { CacheTier, TimingConfig } from './core/timing';
 
 export type { CacheTier, TimingConfig };
 
@@ -182,7 +182,7 @@ export interface RegionsConfig {
   allowed: string[] | null;
 }
 
-/** Where the workflow's token key ring comes from (shared/security/tokenKeys.ts). */
+/** Where the workflow's token key ring comes from (shared/core/security/tokenKeys.ts). */
 export type TokenKeySource =
   | { kind: 'ring'; ring: TokenKeyring }
   | { kind: 'file'; path: string }
@@ -491,7 +491,7 @@ const storeSchema = z.object({
     .regex(/^[a-z][a-z0-9-]{1,49}$/, { message: 'expected a region like westeurope' })
     .optional(),
   ROUTELOCK_PROBE_SCHEDULE: ncrontab.default('0 */5 * * * *'),
-  // The key ring the workflow's lock credentials are derived under (shared/security/tokenKeys.ts). In Azure
+  // The key ring the workflow's lock credentials are derived under (shared/core/security/tokenKeys.ts). In Azure
   // a Key Vault reference; the embedded host keeps a 0600 key file beside its database.
   ROUTELOCK_TOKEN_KEYS: z
     .string()

@@ -1,5 +1,5 @@
 import { type Config, parseConfig, timingInequalities } from '../shared/config';
-import { profiles } from '../shared/profiles';
+import { profiles } from '../shared/core/profiles';
 import { renewEveryMs } from '../shared/migration/workflow';
 import type { HttpCall } from '../shared/migration/types';
 import { virtualRunner } from './support/migrationHarness';

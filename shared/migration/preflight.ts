@@ -1,11 +1,11 @@
 import { type Participant, type TimingConfig, participantsFor } from '../config';
-import { isRouteLockError } from '../errors';
-import { type Location, type LocationDocument, normalizeLocation, sameLocation } from '../lock/document';
-import { prelockStartsAt } from '../lock/rules';
-import { earliestEscalationAt, liveLock, phaseExpiresAt, retiredSourceWindow } from '../lock/state';
-import { type AllowedRegions, isAllowedRegion } from '../regions';
-import type { Router } from '../router';
-import type { MigrationRecords } from '../store/ports/migrations';
+import { isRouteLockError } from '../core/errors';
+import { type Location, type LocationDocument, normalizeLocation, sameLocation } from '../core/lock/document';
+import { prelockStartsAt } from '../core/lock/rules';
+import { earliestEscalationAt, liveLock, phaseExpiresAt, retiredSourceWindow } from '../core/lock/state';
+import { type AllowedRegions, isAllowedRegion } from '../core/regions';
+import type { Router } from '../core/router';
+import type { MigrationRecords } from './store/ports/migrations';
 import type { MigrationRecord } from './records';
 import { classifyAnswer, participantTiming } from './participantContract';
 import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';

@@ -1,9 +1,9 @@
-import type { Actor } from '../audit';
-import { RouteLockError } from '../errors';
-import { type Location, sameLocation } from '../lock/document';
-import { assertAllowedRegion } from '../regions';
-import type { Router } from '../router';
-import type { LockSeed } from '../security/tokenKeys';
+import type { Actor } from '../core/audit';
+import { RouteLockError } from '../core/errors';
+import { type Location, sameLocation } from '../core/lock/document';
+import { assertAllowedRegion } from '../core/regions';
+import type { Router } from '../core/router';
+import type { LockSeed } from '../core/security/tokenKeys';
 import type { InProcessRunner } from './inProcess';
 import { type MigrationRecord, newMigrationInput } from './records';
 import { sameWindow } from './window';

@@ -1,5 +1,5 @@
 import type { Config } from '../config';
-import { convergenceWaitUntil } from '../lock/state';
+import { convergenceWaitUntil } from '../core/lock/state';
 import type { MigrationInput, MigrationSettings, MigrationStatus, Step } from './types';
 import { attemptingMigration } from './workflow/attempts';
 import { workflowCapabilities } from './workflow/capabilities';

@@ -10,11 +10,11 @@ import type { CampaignMember, MemberState } from '../../shared/campaign/types';
 import { InProcessMigrationService, type MigrationService } from '../../shared/migration/service';
 import type { HttpCall, HttpResult } from '../../shared/migration/types';
 import type { MigrationRecord } from '../../shared/migration/records';
-import type { TokenKeyring } from '../../shared/security/tokenKeys';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import type { TelemetrySink } from '../../shared/telemetry/sink';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import type { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { virtualRunner } from '../support/migrationHarness';
 

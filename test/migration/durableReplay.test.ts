@@ -2,7 +2,7 @@ import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { parseConfig } from '../../shared/config';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { FaultyStore } from '../../testkit/faultyStore';
 import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 import {

@@ -1,7 +1,7 @@
 import type { Activities } from '../../shared/migration/activities';
 import { InProcessMigrationService } from '../../shared/migration/service';
-import { Router } from '../../shared/router';
-import { resetCounters } from '../../shared/store/ports/locations';
+import { Router } from '../../shared/core/router';
+import { resetCounters } from '../../shared/core/store/ports/locations';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /**

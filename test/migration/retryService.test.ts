@@ -5,10 +5,10 @@ import { newMigrationInput, newMigrationRecord } from '../../shared/migration/re
 import { InProcessMigrationService } from '../../shared/migration/service';
 import { type HttpCall, type MigrationInput, WORKFLOW_VERSION } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import { ManualClock } from '../../testkit/clock';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 

@@ -7,15 +7,15 @@ import {
   type MigrationRequest,
   type MigrationService,
 } from '../../shared/migration/service';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { virtualRunner } from '../support/migrationHarness';
 import type { CutoverWindow } from '../../shared/migration/types';
 import {
   CosmosCampaignRecords,
   campaignsIndexingPolicy,
   campaignsPartitionKey,
-} from '../../shared/store/cosmos/campaigns';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
+} from '../../shared/campaign/store/cosmos/campaigns';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
 import { SOURCE, TARGET, campaignHarness, operator } from '../campaign/harness';
 import { campaignRecord } from '../support/campaignRecord';
 import { useCosmosServers } from '../support/cosmosServers';

@@ -1,16 +1,16 @@
-import { auditRecordFor, auditRecordsRecoverableFrom } from '../../shared/audit';
-import { RouteLockError } from '../../shared/errors';
-import type { LocationDocument } from '../../shared/lock/document';
+import { auditRecordFor, auditRecordsRecoverableFrom } from '../../shared/core/audit';
+import { RouteLockError } from '../../shared/core/errors';
+import type { LocationDocument } from '../../shared/core/lock/document';
 import {
   MAX_RELEASE_REASON_CHARS,
   boundedReleaseReason,
   checkedReleaseReason,
   redactCredentials,
-} from '../../shared/lock/rules';
-import type { LockGrant } from '../../shared/lock/view';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+} from '../../shared/core/lock/rules';
+import type { LockGrant } from '../../shared/core/lock/view';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { call, handlerServices } from '../support/handlers';
 
 /**

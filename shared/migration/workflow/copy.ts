@@ -1,4 +1,4 @@
-import { holderEndsAt } from '../../lock/state';
+import { holderEndsAt } from '../../core/lock/state';
 import type { Participant } from '../../config';
 import type {
   ActivityResult,
