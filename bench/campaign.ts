@@ -18,7 +18,7 @@ import { parseConfig } from '../shared/config';
 import { newLocationDocument } from '../shared/core/lock/document';
 import { createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
-import { InProcessMigrationService } from '../shared/migration/service';
+import { InProcessMigrationService } from '../shared/migration/inProcessService';
 import type { MigrationStatus } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import { Router } from '../shared/core/router';

@@ -30,7 +30,7 @@ import { type Config, parseConfig } from '../shared/config';
 import { InProcessRunner } from '../shared/migration/inProcess';
 import { SqliteMigrationState } from '../shared/migration/store/sqlite/migrations';
 import { type Scheduler, realScheduler } from '../shared/migration/scheduler';
-import { InProcessMigrationService } from '../shared/migration/service';
+import { InProcessMigrationService } from '../shared/migration/inProcessService';
 import type { HttpCall, HttpResult } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
 import type { Router, RouterOptions } from '../shared/core/router';

@@ -39,7 +39,8 @@ export const packageSpecs: readonly PackageSpec[] = [
 
 /**
  * Declarations a package may ship although they import a module it does not depend on, with why. None
- * today: the client's declarations reach no zod since the timing types moved to shared/core/timing.ts.
+ * today: the client's declarations reach no zod, as the settings types (shared/core/settings.ts) import
+ * nothing.
  */
 export const typeOnlyImports: Record<string, Record<string, string>> = {};
 

@@ -1,4 +1,4 @@
-import type { StoreConfig } from './config';
+import type { StoreConfig } from './core/settings';
 import { CosmosAuditLedger } from './core/store/cosmos/audit';
 import {
   CosmosCampaignRecords,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Actor } from '../core/audit';
-import type { Config } from '../config';
+import type { CampaignConfig } from './settings';
 import { RouteLockError, isRouteLockError } from '../core/errors';
 import { claimedAtOf, type MigrationRecord } from '../migration/records';
 import { type MigrationStatus, terminalStates } from '../migration/types';
@@ -64,7 +64,7 @@ import {
  */
 
 /** ROUTELOCK_CAMPAIGN_TICK_SECONDS. */
-export function campaignSettings(config: Pick<Config, 'campaign'>): CampaignSettings {
+export function campaignSettings(config: { campaign: CampaignConfig }): CampaignSettings {
   return { tickMs: config.campaign.tickSeconds * 1000 };
 }
 

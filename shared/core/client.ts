@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { type Clock, systemClock } from './clock';
 import { type AnyErrorCode, type ClientErrorCode, type ErrorCode, errorKind } from './errors';
 import { COALESCE_GRACE_SHARE, READ_LEAD_HEADER, SharedReads } from './inflight';
-import { parseRetryAfter } from '../migration/participantContract';
+import { parseRetryAfter } from './retryAfter';
 import { type Location, entityTag, sameLocation } from './lock/document';
 import { DEFAULT_CLOCK_SKEW_SECONDS, hasStarted } from './lock/state';
 import { profiles } from './profiles';
@@ -90,7 +90,7 @@ export interface RoutingClientOptions {
    * of sending its own (shared/core/inflight.ts's join bound). A joined answer is as old as the request it
    * joined, so its `resolvedAt` is that request's and the bound is spent from the grace exactly like the
    * request's own time (docs/design.md §5.4). This join and the server's (`serverCoalesceJoinMs`)
-   * together may take at most a tenth of the grace (the server's own rule, config.ts inequality 5): more
+   * together may take at most a tenth of the grace (the server's own rule, timingInequalities' fifth): more
    * is refused. Default 50 ms (1 % of the production grace; a burst of concurrent requests arrives within
    * a few ms), lowered to what the grace leaves. A view whose lock has started is never served from the
    * cache: only joined.

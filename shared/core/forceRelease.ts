@@ -1,7 +1,8 @@
 import { type Actor, type ForceReleaseRequest, requestAuditRecords, toActor } from './audit';
 import type { Clock } from './clock';
 import { RouteLockError, isRouteLockError } from './errors';
-import { checkedReleaseReason, lockInstance, redactCredentials } from './lock/rules';
+import { checkedReleaseReason, lockInstance } from './lock/rules';
+import { redactCredentials } from './redact';
 import { liveLock } from './lock/state';
 import { type RouteView, routeView } from './lock/view';
 import type { Router } from './router';

@@ -5,7 +5,7 @@ import type { Clock } from './clock';
  * join a read only if that read began no earlier than `joinBoundMs` ago. A joined answer is as old as the
  * read it joined, so the bound counts against the in-flight grace exactly like the time a request spends
  * between resolving its route and writing (the copies wait that grace out): ROUTELOCK_COALESCE_JOIN_MS,
- * bounded by config.ts `timingInequalities` (at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS).
+ * bounded by `timingInequalities` (shared/migration/settings.ts) (at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS).
  *
  * The one home of the join rule: Router (store reads) and RoutingClient (HTTP reads) both use it.
  */

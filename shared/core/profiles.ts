@@ -22,7 +22,7 @@ const production = {
   ROUTELOCK_DELTA_ATTEMPTS: '3',
   ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '60',
   ROUTELOCK_INFLIGHT_GRACE_SECONDS: '5',
-  // A tenth of the grace at most (config.ts timingInequalities); 50 ms is ten 5 ms reads.
+  // A tenth of the grace at most (migration/settings.ts timingInequalities); 50 ms is ten 5 ms reads.
   ROUTELOCK_COALESCE_JOIN_MS: '50',
   ROUTELOCK_RETRY_ATTEMPTS: '5',
   ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
@@ -72,7 +72,7 @@ export const profiles = {
     ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
     ROUTELOCK_PRELOCK_LEASE_SECONDS: '120',
     ROUTELOCK_PRELOCK_MAX_SECONDS: '300',
-    // Two thirds of the hard-delete lease outlast an overrun delta attempt (config.ts timingInequalities).
+    // Two thirds of the hard-delete lease outlast an overrun delta attempt (migration/settings.ts timingInequalities).
     ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '120',
     ROUTELOCK_WRITE_LEASE_SECONDS: '30',
     ROUTELOCK_WRITE_BUDGET_SECONDS: '60',
@@ -84,5 +84,4 @@ export const profiles = {
   },
 } as const satisfies Record<string, Profile>;
 
-/** The profiles ROUTELOCK_PROFILE may select. */
-export type ServingProfile = 'production' | 'dev';
+export type { ServingProfile } from './settings';

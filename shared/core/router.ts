@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { type Clock, systemClock } from './clock';
-import type { TimingConfig } from '../config';
+import type { TimingConfig } from './settings';
 import { RouteLockError, isRouteLockError } from './errors';
 import { deepFreeze } from './freeze';
 import { SharedReads } from './inflight';

@@ -1,4 +1,4 @@
-import type { TimingConfig } from '../config';
+import type { TimingConfig } from '../core/settings';
 import { RouteLockError, isRouteLockError } from '../core/errors';
 import type { LockSeed, TokenKeyring } from '../core/security/tokenKeys';
 import { routeView } from '../core/lock/view';

@@ -2,7 +2,8 @@ import { type AccessToken, DefaultAzureCredential, type TokenCredential } from '
 import type { Scheduler } from './scheduler';
 import type { HttpAnswer, HttpCall, HttpResult, ParticipantCall, PreflightCall } from './types';
 import { isLoopbackHostname } from '../core/loopback';
-import { parseRetryAfter, preferWaitSeconds, resolveLocation } from './participantContract';
+import { parseRetryAfter } from '../core/retryAfter';
+import { preferWaitSeconds, resolveLocation } from './participantContract';
 
 /** The OAuth scope for a participant's audience: `<audience>/.default`, unless it already is one. */
 export function audienceScope(audience: string): string {

@@ -1,4 +1,5 @@
-import { type Participant, type TimingConfig, participantsFor } from '../config';
+import type { TimingConfig } from '../core/settings';
+import { type Participant, participantsFor } from './participants';
 import { isRouteLockError } from '../core/errors';
 import { type Location, type LocationDocument, normalizeLocation, sameLocation } from '../core/lock/document';
 import { prelockStartsAt } from '../core/lock/rules';

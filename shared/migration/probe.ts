@@ -1,5 +1,6 @@
 import type { Clock } from '../core/clock';
-import { type TimingConfig, parseConfig } from '../config';
+import type { TimingConfig } from '../core/settings';
+import { parseTimingSettings } from '../core/settingsSchema';
 import { isRouteLockError } from '../core/errors';
 import { type Location, type LocationDocument, sameLocation } from '../core/lock/document';
 import { PROBE_PREFIX, isProbeId } from './probeId';
@@ -29,7 +30,7 @@ function isProbeRoute(doc: LocationDocument, a: Location, b: Location): boolean 
  * than when this module loads, so a bad table stops the probe run, not every importer.
  */
 export function probeTiming(): TimingConfig {
-  return parseConfig(profiles.probe).timing;
+  return parseTimingSettings('production', profiles.probe);
 }
 
 export interface ProbeStep {

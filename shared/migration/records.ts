@@ -1,4 +1,4 @@
-import { participantsFor } from '../config';
+import { participantsFor } from './participants';
 import type { Location } from '../core/lock/document';
 import type { LockSeed } from '../core/security/tokenKeys';
 import {

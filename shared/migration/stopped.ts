@@ -1,4 +1,5 @@
-import { boundedReleaseReason, redactCredentials } from '../core/lock/rules';
+import { boundedReleaseReason } from '../core/lock/rules';
+import { redactCredentials } from '../core/redact';
 import type { TelemetryEvent } from './telemetry/lockTelemetry';
 import { type MigrationRecord, claimedAtOf } from './records';
 import type { MigrationAttempt, MigrationPhase, MigrationState, MigrationStatus, Stopped } from './types';

@@ -1,4 +1,4 @@
-import type { Participant } from '../config';
+import type { Participant } from './participants';
 import type { Location } from '../core/lock/document';
 import type { LockSeed } from '../core/security/tokenKeys';
 import type { LockGrant, RouteView } from '../core/lock/view';

@@ -1,4 +1,5 @@
-import type { Config } from '../config';
+import type { TimingConfig } from '../core/settings';
+import type { MigrationConfig } from './settings';
 import { convergenceWaitUntil } from '../core/lock/state';
 import type { MigrationInput, MigrationSettings, MigrationStatus, Step } from './types';
 import { attemptingMigration } from './workflow/attempts';
@@ -61,7 +62,13 @@ export { writePhase } from './workflow/write';
 
 export type Workflow = Generator<Step, MigrationStatus, unknown>;
 
-export function migrationSettings(config: Config): MigrationSettings {
+/** The parts of the configuration a migration's settings come from. */
+export interface MigrationConfigParts {
+  timing: TimingConfig;
+  migration: MigrationConfig;
+}
+
+export function migrationSettings(config: MigrationConfigParts): MigrationSettings {
   return {
     replicationBoundSeconds: config.timing.replicationBoundSeconds,
     clockSkewSeconds: config.timing.clockSkewSeconds,
@@ -87,7 +94,7 @@ export function migrationSettings(config: Config): MigrationSettings {
 }
 
 /** One attempt's worst-case history under this configuration (workflow/bound.ts). */
-export function attemptActionsBound(config: Config): number {
+export function attemptActionsBound(config: MigrationConfigParts): number {
   const t = config.timing;
   const m = config.migration;
   return worstCaseAttemptActions({

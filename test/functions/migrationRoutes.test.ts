@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import type { Actor } from '../../shared/core/audit';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import {
-  InProcessMigrationService,
   type MigrationList,
   type MigrationListQuery,
   type MigrationService,

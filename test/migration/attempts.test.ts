@@ -9,7 +9,7 @@ import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { DurableReplay } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 
 /**
  * Automatic retry with a fresh lock (docs/design.md §6.3): which

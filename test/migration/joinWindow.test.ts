@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService } from '../../functions/durable/service';
 import { parseConfig } from '../../shared/config';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import type { MigrationInput } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/core/router';

@@ -3,7 +3,7 @@ import type { AuditRecord } from '../../shared/core/audit';
 import { parseConfig } from '../../shared/config';
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { createActivities } from '../../shared/migration/activities';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import type { HttpCall, HttpResult, MigrationStatus } from '../../shared/migration/types';
 import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
 import { SqliteStore } from '../../shared/core/store/sqlite/locations';

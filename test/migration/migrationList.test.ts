@@ -1,8 +1,8 @@
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService } from '../../functions/durable/service';
 import { RouteLockError } from '../../shared/core/errors';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import {
-  InProcessMigrationService,
   type MigrationList,
   type MigrationListQuery,
   type MigrationService,

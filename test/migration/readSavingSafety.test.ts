@@ -1,5 +1,5 @@
 import type { Activities } from '../../shared/migration/activities';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import { Router } from '../../shared/core/router';
 import { resetCounters } from '../../shared/core/store/ports/locations';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';

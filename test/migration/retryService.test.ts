@@ -2,7 +2,7 @@ import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/service';
 import { parseConfig } from '../../shared/config';
 import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import { type HttpCall, type MigrationInput, WORKFLOW_VERSION } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { Router } from '../../shared/core/router';

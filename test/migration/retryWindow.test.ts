@@ -7,7 +7,7 @@ import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrat
 import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import { pendingStatus } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { virtualRunner } from '../support/migrationHarness';

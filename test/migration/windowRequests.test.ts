@@ -2,11 +2,8 @@ import type { Container } from '@azure/cosmos';
 import { handleMigrationMessage } from '../../functions/migrationQueue';
 import type { Services } from '../../functions/services';
 import type { PreflightReport } from '../../shared/migration/preflight';
-import {
-  InProcessMigrationService,
-  type MigrationRequest,
-  type MigrationService,
-} from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
+import { type MigrationRequest, type MigrationService } from '../../shared/migration/service';
 import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { virtualRunner } from '../support/migrationHarness';
 import type { CutoverWindow } from '../../shared/migration/types';

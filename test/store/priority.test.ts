@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseConfig } from '../../shared/config';
 import type { LockGrant } from '../../shared/core/lock/view';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import { runProbe } from '../../shared/migration/probe';
 import { Router, operationPriority } from '../../shared/core/router';
 import { CosmosStore } from '../../shared/core/store/cosmos/locations';

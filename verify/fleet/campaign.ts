@@ -12,7 +12,8 @@ import {
 } from '../../shared/campaign/types';
 import { RouteLockError } from '../../shared/core/errors';
 import type { Location } from '../../shared/core/lock/document';
-import { InProcessMigrationService, type MigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
+import { type MigrationService } from '../../shared/migration/service';
 import { terminalStates } from '../../shared/migration/types';
 import { Router } from '../../shared/core/router';
 import type { CampaignRecords, VersionedCampaign } from '../../shared/campaign/store/ports/campaigns';

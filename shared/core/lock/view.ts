@@ -1,4 +1,4 @@
-import type { TimingConfig } from '../timing';
+import type { TimingConfig } from '../settings';
 import { retryAfterFromMs } from '../errors';
 import {
   type Location,

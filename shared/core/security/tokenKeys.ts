@@ -2,7 +2,6 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { closeSync, linkSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { inspect } from 'node:util';
-import type { TokenKeySource } from '../../config';
 import {
   PrivateFileError,
   checkPrivateFile,
@@ -184,9 +183,45 @@ export function loadTokenKeyFile(path: string): TokenKeyring {
   }
 }
 
-/** The key ring a configuration names. */
+/**
+ * A key set as the configuration carries it (ROUTELOCK_TOKEN_KEYS): checked when the configuration is
+ * parsed, so a bad one names its variable, and opened into a ring only by `openTokenKeyring`, when the
+ * host composes its services. Never printed, like the ring.
+ */
+export class ConfiguredKeySet {
+  readonly #set: TokenKeySet;
+
+  constructor(set: TokenKeySet) {
+    this.#set = set;
+  }
+
+  get keySet(): TokenKeySet {
+    return this.#set;
+  }
+
+  toJSON(): { current: string; keyIds: string[] } {
+    return { current: this.#set.current, keyIds: Object.keys(this.#set.keys) };
+  }
+
+  [inspect.custom](): string {
+    return `ConfiguredKeySet { current: ${this.#set.current}, keyIds: [${Object.keys(this.#set.keys).join(', ')}] }`;
+  }
+}
+
+/** Where the workflow's token key ring comes from. */
+export type TokenKeySource =
+  | { kind: 'ring'; keys: ConfiguredKeySet }
+  | { kind: 'file'; path: string }
+  /** In-memory stores only: a key ring that dies with the process, as their data does. */
+  | { kind: 'ephemeral' };
+
+export interface SecurityConfig {
+  tokenKeys: TokenKeySource;
+}
+
+/** Open the key ring a configuration names. */
 export function openTokenKeyring(source: TokenKeySource): TokenKeyring {
-  if (source.kind === 'ring') return source.ring;
+  if (source.kind === 'ring') return new TokenKeyring(source.keys.keySet);
   if (source.kind === 'file') return loadTokenKeyFile(source.path);
   return TokenKeyring.ephemeral();
 }

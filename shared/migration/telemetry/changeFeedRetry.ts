@@ -15,7 +15,7 @@ export interface ExponentialBackoffRetry {
 /**
  * The change-feed trigger's retry policy (functions/lockTelemetry.ts registers it) and how long it can
  * keep a batch in flight: the one home of both, so the reconciliation's grace is checked against the
- * policy the trigger really runs (shared/config.ts) and a batch still being retried is never a gap.
+ * policy the trigger really runs (shared/migration/settings.ts) and a batch still being retried is never a gap.
  *
  * The host does not re-run a batch whose invocation threw unless the function has a retry policy: with
  * this one a failed batch is retried (the lease not advanced) with backoff from 5 s to 5 min, then given

@@ -1,4 +1,4 @@
-import type { StoreConfig } from '../../config';
+import type { StoreConfig } from '../../core/settings';
 import { CosmosStore } from '../../core/store/cosmos/locations';
 import { CosmosSeenVersions } from '../store/cosmos/telemetry';
 import type { LocationStore } from '../../core/store/ports/locations';

@@ -1,4 +1,4 @@
-import type { ReconciliationConfig } from '../../config';
+import type { ReconciliationConfig } from '../settings';
 import { bareEtag } from '../../core/lock/document';
 import type { ChangeListing } from '../../core/store/ports/locations';
 import { type ChangedVersion, type TelemetryGapFound, reconcile, telemetryGapEvent } from './reconcile';
