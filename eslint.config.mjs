@@ -1,6 +1,39 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+const runtimeFree = [
+  { name: '@azure/functions', message: 'shared/ must not import the Functions runtime (docs/design.md §1).' },
+  { name: 'durable-functions', message: 'shared/ must not import durable-functions (docs/design.md §1).' },
+];
+const notTestkit = { group: ['**/testkit/**'], message: 'The test kit is not part of the product.' };
+
+// The layers of shared/ (docs/design.md §1), matched on relative specifiers: any number of `../`, then
+// a layer above. The composition modules sit at the top of shared/, the hosts beside it.
+const above = {
+  migration: {
+    regex: '^(\\.\\./)+migration(/|$)',
+    message: 'shared/core/ must not import the migration layer.',
+  },
+  campaign: {
+    regex: '^(\\.\\./)+campaign(/|$)',
+    message: 'The campaign layer sits above core and migration.',
+  },
+  composition: {
+    regex: '^(\\.\\./)+(config|index|library|librarySqlite|stores)$',
+    message:
+      'The composition (config, stores, the library entries) sits above every layer: take settings as arguments.',
+  },
+  hosts: {
+    regex: '^(\\.\\./)+(functions|local|cli)(/|$)',
+    message: 'shared/ is composed by the hosts, never the other way round.',
+  },
+};
+const layerRules = {
+  core: [above.migration, above.campaign, above.composition, above.hosts],
+  migration: [above.campaign, above.composition, above.hosts],
+  campaign: [above.composition, above.hosts],
+};
+
 export default tseslint.config(
   {
     ignores: [
@@ -26,22 +59,31 @@ export default tseslint.config(
   {
     // The routing library decides everything and must stay free of the Functions runtime.
     files: ['shared/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { paths: runtimeFree, patterns: [notTestkit] }] },
+  },
+  {
+    // The layers import one way (docs/design.md §1): core <- migration <- campaign <- composition <- hosts.
+    // Each block repeats the runtime and test-kit rules: a later block's options replace an earlier one's.
+    files: ['shared/core/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: runtimeFree, patterns: [notTestkit, ...layerRules.core] }],
+    },
+  },
+  {
+    files: ['shared/migration/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
-        {
-          paths: [
-            {
-              name: '@azure/functions',
-              message: 'shared/ must not import the Functions runtime (docs/design.md §1).',
-            },
-            {
-              name: 'durable-functions',
-              message: 'shared/ must not import durable-functions (docs/design.md §1).',
-            },
-          ],
-          patterns: [{ group: ['**/testkit/**'], message: 'The test kit is not part of the product.' }],
-        },
+        { paths: runtimeFree, patterns: [notTestkit, ...layerRules.migration] },
+      ],
+    },
+  },
+  {
+    files: ['shared/campaign/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: runtimeFree, patterns: [notTestkit, ...layerRules.campaign] },
       ],
     },
   },
@@ -58,7 +100,7 @@ export default tseslint.config(
     // The lock rules and the migration workflow are pure: time comes in as an argument (or a step the
     // runner answers), randomness and I/O from the caller. Durable replay depends on it.
     files: [
-      'shared/lock/**/*.ts',
+      'shared/core/lock/**/*.ts',
       'shared/migration/workflow.ts',
       'shared/migration/workflow/**/*.ts',
       'shared/migration/types.ts',
@@ -100,9 +142,18 @@ export default tseslint.config(
               message: 'The workflow is runner-neutral (docs/design.md §1).',
             },
             {
-              group: ['../store/*', '../router', './activities', './inProcess', './records'],
+              group: [
+                '../core/store/**',
+                '../core/router',
+                './store/**',
+                './activities',
+                './inProcess',
+                './records',
+              ],
               message: 'The workflow only yields steps.',
             },
+            notTestkit,
+            ...layerRules.migration,
           ],
         },
       ],
@@ -118,7 +169,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^\\.\\./shared/(?!(campaign/types|migration/types|lock/document)$)',
+              regex: '^\\.\\./shared/(?!(campaign/types|migration/types|core/lock/document)$)',
               message: 'cli/ talks to the HTTP API only: import the contract types, not stores or services.',
             },
             { regex: '^\\.\\./(functions|local|testkit)/', message: 'cli/ is a client of the HTTP API.' },

@@ -15,19 +15,19 @@ import {
   memberStates,
 } from '../shared/campaign/types';
 import { parseConfig } from '../shared/config';
-import { newLocationDocument } from '../shared/lock/document';
+import { newLocationDocument } from '../shared/core/lock/document';
 import { createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
-import { InProcessMigrationService } from '../shared/migration/service';
+import { InProcessMigrationService } from '../shared/migration/inProcessService';
 import type { MigrationStatus } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
-import { Router } from '../shared/router';
-import { TokenKeyring } from '../shared/security/tokenKeys';
-import type { CampaignRecords } from '../shared/store/ports/campaigns';
-import { resetCounters } from '../shared/store/ports/locations';
-import { SqliteCampaignRecords } from '../shared/store/sqlite/campaigns';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
+import { Router } from '../shared/core/router';
+import { TokenKeyring } from '../shared/core/security/tokenKeys';
+import type { CampaignRecords } from '../shared/campaign/store/ports/campaigns';
+import { resetCounters } from '../shared/core/store/ports/locations';
+import { SqliteCampaignRecords } from '../shared/campaign/store/sqlite/campaigns';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../shared/migration/store/sqlite/migrations';
 import { ManualClock } from '../testkit/clock';
 import { VirtualScheduler } from '../testkit/virtualScheduler';
 import { median, table } from './lib';

@@ -1,5 +1,5 @@
 import { startLocalHost } from '../local/host';
-import { resetCounters } from '../shared/store/ports/locations';
+import { resetCounters } from '../shared/core/store/ports/locations';
 import { installSqliteCounts, resetSqliteCounts, sqliteCounts } from './sqliteCounts';
 
 /**

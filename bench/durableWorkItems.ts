@@ -1,6 +1,6 @@
 import { migrationOrchestrator } from '../functions/migrationOrchestrator';
 import { parseConfig } from '../shared/config';
-import type { ServingProfile } from '../shared/profiles';
+import type { ServingProfile } from '../shared/core/profiles';
 import type { MigrationStatus } from '../shared/migration/types';
 import { DurableReplay } from '../testkit/durableReplay';
 import { migrationFixture } from '../testkit/migrationFixture';

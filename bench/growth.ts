@@ -1,4 +1,4 @@
-import { enforcement } from '../shared/lock/view';
+import { enforcement } from '../shared/core/lock/view';
 import { prng } from '../testkit/prng';
 import { heapMiB, settleGc, table } from './lib';
 import { setupReadPath } from './readPath';

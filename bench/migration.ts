@@ -1,11 +1,11 @@
-import { TokenKeyring } from '../shared/security/tokenKeys';
+import { TokenKeyring } from '../shared/core/security/tokenKeys';
 import { startCosmosServer } from '../testkit/cosmosServer';
 import { ManualClock } from '../testkit/clock';
 import { type Config, parseConfig } from '../shared/config';
-import { type StoredDocument, carriedVersion, newLocationDocument } from '../shared/lock/document';
+import { type StoredDocument, carriedVersion, newLocationDocument } from '../shared/core/lock/document';
 import { createActivities } from '../shared/migration/activities';
 import { InProcessRunner } from '../shared/migration/inProcess';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
+import { SqliteMigrationState } from '../shared/migration/store/sqlite/migrations';
 import { VirtualScheduler } from '../testkit/virtualScheduler';
 import { withoutIfMatch } from '../testkit/withoutIfMatch';
 import { migrationSettings, migrationWorkflow } from '../shared/migration/workflow';
@@ -13,9 +13,9 @@ import { newMigrationInput } from '../shared/migration/records';
 import { assertRouteExists } from '../shared/migration/service';
 import type { Activities } from '../shared/migration/activities';
 import { type MigrationInput, type MigrationStatus, WORKFLOW_VERSION } from '../shared/migration/types';
-import { Router } from '../shared/router';
-import { type LocationStore, resetCounters } from '../shared/store/ports/locations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import { Router } from '../shared/core/router';
+import { type LocationStore, resetCounters } from '../shared/core/store/ports/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { heapMiB, median, settleGc, table } from './lib';
 
 /**

@@ -1,10 +1,14 @@
 import { LRUCache } from 'lru-cache';
 import { ManualClock } from '../testkit/clock';
 import { type TimingConfig, parseConfig } from '../shared/config';
-import { type LocationDocument, type StoredDocument, newLocationDocument } from '../shared/lock/document';
-import { enforcement } from '../shared/lock/view';
-import { resetCounters } from '../shared/store/ports/locations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import {
+  type LocationDocument,
+  type StoredDocument,
+  newLocationDocument,
+} from '../shared/core/lock/document';
+import { enforcement } from '../shared/core/lock/view';
+import { resetCounters } from '../shared/core/store/ports/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { heapMiB, median, percentileOf, table } from './lib';
 import { prng } from '../testkit/prng';
 import { HeldReadStore } from '../testkit/heldReadStore';

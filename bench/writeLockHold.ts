@@ -21,15 +21,15 @@ import {
 } from '../drill/writeLockHold';
 import { MessageStore } from '../examples/message-store/service';
 import { startLocalHost } from '../local/host';
-import type { LocationDocument, StoredDocument } from '../shared/lock/document';
+import type { LocationDocument, StoredDocument } from '../shared/core/lock/document';
 import type {
   ListOptions,
   ListPage,
   LocationStore,
   PriorityOption,
   ReadOptions,
-} from '../shared/store/ports/locations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+} from '../shared/core/store/ports/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { table } from './lib';
 
 /**

@@ -11,7 +11,7 @@ import type {
   MigrationStatus,
   PreflightReport,
 } from '../shared/migration/types';
-import type { Location } from '../shared/lock/document';
+import type { Location } from '../shared/core/lock/document';
 
 /**
  * The command line's only way in: the HTTP API (it is a client; it never opens a store). Credentials go

@@ -1,5 +1,5 @@
 import type { CampaignCounts, CampaignPreflightReport, CampaignStatus } from '../shared/campaign/types';
-import { type Location, describeLocation } from '../shared/lock/document';
+import { type Location, describeLocation } from '../shared/core/lock/document';
 import {
   type CutoverWindow,
   type MigrationStatus,

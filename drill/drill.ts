@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { type AcceptedWrite, MessageStore } from '../examples/message-store/service';
 import { type LocalHost, startLocalHost } from '../local/host';
 import type { MigrationStatus } from '../shared/migration/types';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import type { Distribution, MetricsSnapshot } from '../shared/telemetry/sink';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
+import type { Distribution, MetricsSnapshot } from '../shared/migration/telemetry/sink';
 import {
   type HoldReport,
   type WriteLockHold,

@@ -1,5 +1,5 @@
 import { percentileOf } from '../bench/lib';
-import type { LocationDocument } from '../shared/lock/document';
+import type { LocationDocument } from '../shared/core/lock/document';
 
 /**
  * The write-lock hold minus the participant work inside it (docs/design.md §6.5), for the drill and

@@ -1,8 +1,8 @@
 import { type InvocationContext, app, output } from '@azure/functions';
 import * as df from 'durable-functions';
-import type { Actor } from '../shared/audit';
+import type { Actor } from '../shared/core/audit';
 import type { CampaignService } from '../shared/campaign/service';
-import { isRouteLockError } from '../shared/errors';
+import { isRouteLockError } from '../shared/core/errors';
 import { inFunctionsHost } from './http/endpoint';
 import { parse, startCampaignBody } from './http/validation';
 import { asObject, poisonCopy } from './migrationQueue';

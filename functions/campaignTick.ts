@@ -3,7 +3,7 @@ import * as df from 'durable-functions';
 import type { ActivityOptions } from 'durable-functions';
 import type { TickDeps, TickResult } from '../shared/campaign/service';
 import { campaignSettings, campaignTick } from '../shared/campaign/tick';
-import { RouteLockError, isRouteLockError } from '../shared/errors';
+import { RouteLockError, isRouteLockError } from '../shared/core/errors';
 import { CAMPAIGN_TICK_ACTIVITY, type CampaignTickInput } from './campaignOrchestrator';
 import { inFunctionsHost } from './http/endpoint';
 import { type Services, onServices } from './services';

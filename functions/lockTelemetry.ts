@@ -1,12 +1,12 @@
 import { type ExponentialBackoffRetryOptions, type InvocationContext, app } from '@azure/functions';
-import { handleDocumentVersions } from '../shared/telemetry/changeHandler';
-import { changeFeedRetry } from '../shared/telemetry/changeFeedRetry';
+import { handleDocumentVersions } from '../shared/migration/telemetry/changeHandler';
+import { changeFeedRetry } from '../shared/migration/telemetry/changeFeedRetry';
 import { inFunctionsHost } from './http/endpoint';
 import { type Services, onServices } from './services';
 
 /**
  * Cosmos DB change feed on `locations` → lock telemetry (Application Insights) and the audit ledger's
- * backstop: the write path appends each record as its write commits (shared/auditTrail.ts); this fills
+ * backstop: the write path appends each record as its write commits (shared/migration/auditTrail.ts); this fills
  * the records it had to leave (the ledger down), idempotently (the ledger keeps an id's first append).
  * The lease container `leases` is created by Bicep: under a managed identity the data-plane role cannot
  * create containers, so `createLeaseContainerIfNotExists` stays false. Connection `COSMOS` is
@@ -34,7 +34,7 @@ export async function lockTelemetryHandler(
 }
 
 /**
- * The retry policy (shared/telemetry/changeFeedRetry.ts, where the reconciliation's grace is checked
+ * The retry policy (shared/migration/telemetry/changeFeedRetry.ts, where the reconciliation's grace is checked
  * against its horizon): a failed batch is retried with backoff from 5 s to 5 min, 10 times, then given up.
  * The handler tolerates a batch seen twice.
  */

@@ -1,7 +1,7 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 import type { z } from 'zod';
-import type { MutationOptions, Router } from '../shared/router';
-import { entityTag } from '../shared/lock/document';
+import type { MutationOptions, Router } from '../shared/core/router';
+import { entityTag } from '../shared/core/lock/document';
 import type { Caller } from './http/auth';
 import { type EndpointDeclaration, type ServiceHandler, json, registerHttp } from './http/endpoint';
 import {

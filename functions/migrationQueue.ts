@@ -1,6 +1,6 @@
 import { type InvocationContext, app, output } from '@azure/functions';
 import * as df from 'durable-functions';
-import { isRouteLockError } from '../shared/errors';
+import { isRouteLockError } from '../shared/core/errors';
 import type { MigrationService } from '../shared/migration/service';
 import { inFunctionsHost } from './http/endpoint';
 import { startMigrationBody } from './http/validation';

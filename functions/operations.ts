@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
-import type { Actor } from '../shared/audit';
-import { runProbe } from '../shared/probe';
+import type { Actor } from '../shared/core/audit';
+import { runProbe } from '../shared/migration/probe';
 import type { Caller } from './http/auth';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
 import { HttpProblem } from './http/problem';

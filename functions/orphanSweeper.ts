@@ -1,5 +1,5 @@
 import { type InvocationContext, type Timer, app } from '@azure/functions';
-import { sweepOrphans } from '../shared/sweeper';
+import { sweepOrphans } from '../shared/migration/sweeper';
 import { inFunctionsHost } from './http/endpoint';
 import { type Services, onServices } from './services';
 

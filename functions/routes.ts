@@ -1,8 +1,8 @@
 import { type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
-import { READ_LEAD_HEADER } from '../shared/inflight';
-import { entityTag } from '../shared/lock/document';
-import { isLive } from '../shared/lock/state';
-import { routeView } from '../shared/lock/view';
+import { READ_LEAD_HEADER } from '../shared/core/inflight';
+import { entityTag } from '../shared/core/lock/document';
+import { isLive } from '../shared/core/lock/state';
+import { routeView } from '../shared/core/lock/view';
 import { type EndpointDeclaration, json, registerHttp } from './http/endpoint';
 import {
   auditQuery,

@@ -1,33 +1,33 @@
 import type { InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
-import { AuditTrail, AuditedLocationStore } from '../shared/auditTrail';
+import { AuditTrail, AuditedLocationStore } from '../shared/migration/auditTrail';
 import { Campaigns } from '../shared/campaign/campaigns';
 import type { CampaignService } from '../shared/campaign/service';
-import { type Clock, systemClock } from '../shared/clock';
+import { type Clock, systemClock } from '../shared/core/clock';
 import { type Config, getConfig } from '../shared/config';
-import { ForceReleaseService } from '../shared/forceRelease';
+import { ForceReleaseService } from '../shared/core/forceRelease';
 import { type Activities, createActivities } from '../shared/migration/activities';
 import type { MigrationService } from '../shared/migration/service';
 import { migrationSettings } from '../shared/migration/workflow';
-import { type TokenKeyring, openTokenKeyring } from '../shared/security/tokenKeys';
-import { Router, type RouterOptions } from '../shared/router';
-import { observeStoreThrottling } from '../shared/store/cosmos/common';
-import { CosmosStore } from '../shared/store/cosmos/locations';
-import { recordStoreThrottled } from '../shared/telemetry/decisions';
-import { openStores } from '../shared/store/open';
-import type { AuditLedger } from '../shared/store/ports/audit';
-import type { CampaignRecords } from '../shared/store/ports/campaigns';
-import type { ForceReleaseRequests } from '../shared/store/ports/forceRelease';
-import type { LocationStore } from '../shared/store/ports/locations';
-import type { MigrationRecords } from '../shared/store/ports/migrations';
+import { type TokenKeyring, openTokenKeyring } from '../shared/core/security/tokenKeys';
+import { Router, type RouterOptions } from '../shared/core/router';
+import { observeStoreThrottling } from '../shared/core/store/cosmos/common';
+import { CosmosStore } from '../shared/core/store/cosmos/locations';
+import { recordStoreThrottled } from '../shared/migration/telemetry/decisions';
+import { openStores } from '../shared/stores';
+import type { AuditLedger } from '../shared/core/store/ports/audit';
+import type { CampaignRecords } from '../shared/campaign/store/ports/campaigns';
+import type { ForceReleaseRequests } from '../shared/core/store/ports/forceRelease';
+import type { LocationStore } from '../shared/core/store/ports/locations';
+import type { MigrationRecords } from '../shared/migration/store/ports/migrations';
 import {
   type MetricsRecorder,
   type TelemetrySink,
   applicationInsightsSink,
   nullSink,
-} from '../shared/telemetry/sink';
-import { openSeenVersions } from '../shared/telemetry/openSeen';
-import type { SeenVersions } from '../shared/telemetry/seen';
+} from '../shared/migration/telemetry/sink';
+import { openSeenVersions } from '../shared/migration/telemetry/openSeen';
+import type { SeenVersions } from '../shared/migration/telemetry/seen';
 import { DurableCampaignLauncher } from './durable/campaigns';
 import { DurableMigrationService } from './durable/service';
 import { type Authenticator, createAuthenticator } from './http/auth';

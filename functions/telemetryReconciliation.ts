@@ -1,6 +1,6 @@
 import { type InvocationContext, type Timer, app } from '@azure/functions';
-import { changeListingOf } from '../shared/store/ports/locations';
-import { runReconciliation } from '../shared/telemetry/reconciliation';
+import { changeListingOf } from '../shared/core/store/ports/locations';
+import { runReconciliation } from '../shared/migration/telemetry/reconciliation';
 import { inFunctionsHost } from './http/endpoint';
 import { changeFeedConfigured } from './lockTelemetry';
 import { type Services, onServices } from './services';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { type AuthConfig, ConfigError } from '../shared/config';
-import { isLoopbackHostname } from '../shared/loopback';
+import { isLoopbackHostname } from '../shared/core/loopback';
 
 /** Settings of the embedded host itself (the routing settings live in shared/config.ts). */
 export interface HostConfig {

@@ -7,35 +7,35 @@ import { CAMPAIGN_POISON_QUEUE, CAMPAIGN_QUEUE, handleCampaignMessage } from '..
 import { handleMigrationMessage } from '../functions/migrationQueue';
 import { PAGE_PATH } from '../functions/pages/statusPage';
 import { type Services, composeServices, createCoreServices } from '../functions/services';
-import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
-import { SqliteCampaignRecords } from '../shared/store/sqlite/campaigns';
-import { SqliteForceReleaseRequests } from '../shared/store/sqlite/forceRelease';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import { SqliteTelemetry } from '../shared/store/sqlite/telemetry';
-import { bareEtag } from '../shared/lock/document';
-import { changeListingOf } from '../shared/store/ports/locations';
-import { handleVersions } from '../shared/telemetry/changeHandler';
+import { SqliteAuditLedger } from '../shared/core/store/sqlite/audit';
+import { SqliteCampaignRecords } from '../shared/campaign/store/sqlite/campaigns';
+import { SqliteForceReleaseRequests } from '../shared/core/store/sqlite/forceRelease';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
+import { SqliteTelemetry } from '../shared/migration/store/sqlite/telemetry';
+import { bareEtag } from '../shared/core/lock/document';
+import { changeListingOf } from '../shared/core/store/ports/locations';
+import { handleVersions } from '../shared/migration/telemetry/changeHandler';
 import {
   type ReconciliationRun,
   reconciliationLoop,
   runReconciliation,
-} from '../shared/telemetry/reconciliation';
-import { FanOutSink, LogSink, MetricsRecorder } from '../shared/telemetry/sink';
+} from '../shared/migration/telemetry/reconciliation';
+import { FanOutSink, LogSink, MetricsRecorder } from '../shared/migration/telemetry/sink';
 import { Campaigns } from '../shared/campaign/campaigns';
 import { InProcessCampaignRunner } from '../shared/campaign/inProcess';
 import type { TickDeps } from '../shared/campaign/service';
 import { campaignSettings, campaignTick } from '../shared/campaign/tick';
-import type { Clock } from '../shared/clock';
+import type { Clock } from '../shared/core/clock';
 import { type Config, parseConfig } from '../shared/config';
 import { InProcessRunner } from '../shared/migration/inProcess';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
+import { SqliteMigrationState } from '../shared/migration/store/sqlite/migrations';
 import { type Scheduler, realScheduler } from '../shared/migration/scheduler';
-import { InProcessMigrationService } from '../shared/migration/service';
+import { InProcessMigrationService } from '../shared/migration/inProcessService';
 import type { HttpCall, HttpResult } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
-import type { Router, RouterOptions } from '../shared/router';
-import { openStore } from '../shared/store/open';
-import type { LocationStore } from '../shared/store/ports/locations';
+import type { Router, RouterOptions } from '../shared/core/router';
+import { openStore } from '../shared/stores';
+import type { LocationStore } from '../shared/core/store/ports/locations';
 import { assertHostAuth, parseHostConfig } from './config';
 import { type HostLock, acquireHostLock } from './hostLock';
 import { stdoutHostLog } from './log';

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { ensurePrivateFile } from '../shared/security/privateFiles';
+import { ensurePrivateFile } from '../shared/core/security/privateFiles';
 
 /**
  * One embedded host per SQLite file: two would both resume the same unfinished migrations and drive

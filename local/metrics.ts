@@ -7,7 +7,7 @@ import type { Services } from '../functions/services';
  * GET /api/metrics — the embedded host's lock metrics, from its own change stream (openapi.yaml's
  * MetricsSnapshot): the distributions `{count,p50,p75,p99,max}` from the deduplicated events'
  * measurements, `events: {name: count}`, `migrations` by outcome, `telemetryGaps`, probes. Persisted
- * beside the host's state (shared/store/sqlite/telemetry.ts). Not registered in Azure, where Application
+ * beside the host's state (shared/migration/store/sqlite/telemetry.ts). Not registered in Azure, where Application
  * Insights holds the same events (the workbook deduplicates them on `eventKey`).
  */
 export async function getMetrics(

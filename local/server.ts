@@ -6,7 +6,7 @@ import type { EndpointRole } from '../functions/http/auth';
 import type { HttpEndpoint } from '../functions/http/endpoint';
 import { problemResponse } from '../functions/http/problem';
 import { MAX_BODY_BYTES, isJsonMediaType } from '../functions/http/validation';
-import { isLoopbackHostHeader, isLoopbackHostname } from '../shared/loopback';
+import { isLoopbackHostHeader, isLoopbackHostname } from '../shared/core/loopback';
 import { type ServerLimits, defaultServerLimits } from './config';
 import { crossSiteRefusal } from './crossSite';
 import { BodilessHttpRequest, LocalInvocationContext, headersOf } from './request';

@@ -2,7 +2,7 @@
  * `npm run packages`: the two publishable packages, built from this source tree without moving a file
  * (docs/services.md):
  *
- * - `@routelock/client` (packages/client): shared/client.ts and what it imports: HTTP only;
+ * - `@routelock/client` (packages/client): shared/core/client.ts and what it imports: HTTP only;
  * - `@routelock/library` (packages/library): shared/library.ts (Router through createRouter, the lock
  *   views, decide, config parsing, the Cosmos DB store) and shared/librarySqlite.ts (`/sqlite`).
  *
@@ -33,13 +33,14 @@ export interface PackageSpec {
 }
 
 export const packageSpecs: readonly PackageSpec[] = [
-  { folder: 'client', entries: ['client'] },
+  { folder: 'client', entries: ['core/client'] },
   { folder: 'library', entries: ['library', 'librarySqlite'] },
 ];
 
 /**
  * Declarations a package may ship although they import a module it does not depend on, with why. None
- * today: the client's declarations reach no zod since the timing types moved to shared/timing.ts.
+ * today: the client's declarations reach no zod, as the settings types (shared/core/settings.ts) import
+ * nothing.
  */
 export const typeOnlyImports: Record<string, Record<string, string>> = {};
 

@@ -5,7 +5,7 @@
  * no devDependency, no test, bench, browser, Bicep or dev tooling, no TypeScript sources.
  *
  * better-sqlite3 is left out: Azure runs on Cosmos DB, the SQLite adapter is imported only when the
- * SQLite store is chosen (shared/store/open.ts), and a native module built on the packaging machine
+ * SQLite store is chosen (shared/stores.ts), and a native module built on the packaging machine
  * would not load on a host of another OS. `npm ci && npm start` (the embedded host) is untouched: this
  * reads node_modules, never changes it. The staged package carries no `.node` binary at all.
  *

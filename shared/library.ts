@@ -1,6 +1,6 @@
 import { type Config, parseConfig } from './config';
-import { Router, type RouterOptions } from './router';
-import { openStore } from './store/open';
+import { Router, type RouterOptions } from './core/router';
+import { openStore } from './stores';
 
 /**
  * The routing library's entry point (`@routelock/library`): what a service links to resolve and enforce
@@ -56,21 +56,21 @@ export async function openRouter(options: OpenRouterOptions = {}): Promise<Route
 
 // The class as a type only: a library user gets a router through createRouter/openRouter, read-only unless
 // it opts in: an exported constructor would make a writable router by default.
-export { operationPriority } from './router';
-export type { Router, RouterOptions, RoutedView, MutationOptions, SwapOutcome } from './router';
-export { decide, decisionStatus, withinGrace, freshnessSeconds, cacheLifetimeSeconds } from './client';
-export type { Decision, DecisionStatus } from './client';
+export { operationPriority } from './core/router';
+export type { Router, RouterOptions, RoutedView, MutationOptions, SwapOutcome } from './core/router';
+export { decide, decisionStatus, withinGrace, freshnessSeconds, cacheLifetimeSeconds } from './core/client';
+export type { Decision, DecisionStatus } from './core/client';
 // A service's request-path counters (the workbook's refusals panel): count each decision it acts on.
-export { recordDecision, decisionMetric } from './telemetry/decisions';
-export type { DecisionContext } from './telemetry/decisions';
-export { RouteLockError, isRouteLockError, errorKind, errorCodes, problemCodes } from './errors';
-export type { ErrorCode, ErrorKind, AnyErrorCode, ProblemCode } from './errors';
+export { recordDecision, decisionMetric } from './migration/telemetry/decisions';
+export type { DecisionContext } from './migration/telemetry/decisions';
+export { RouteLockError, isRouteLockError, errorKind, errorCodes, problemCodes } from './core/errors';
+export type { ErrorCode, ErrorKind, AnyErrorCode, ProblemCode } from './core/errors';
 export { ConfigError, parseConfig } from './config';
 export type { Config, StoreConfig, TimingConfig, CacheTier, RegionsConfig } from './config';
-export { profiles } from './profiles';
-export type { ServingProfile } from './profiles';
-export { systemClock } from './clock';
-export type { Clock } from './clock';
+export { profiles } from './core/profiles';
+export type { ServingProfile } from './core/profiles';
+export { systemClock } from './core/clock';
+export type { Clock } from './core/clock';
 export {
   sameLocation,
   sameEtag,
@@ -78,7 +78,7 @@ export {
   normalizeLocation,
   entityTag,
   bareEtag,
-} from './lock/document';
+} from './core/lock/document';
 export type {
   Location,
   LocationDocument,
@@ -88,9 +88,9 @@ export type {
   Secondary,
   SecondaryRole,
   LastMigration,
-} from './lock/document';
-export { enforcement, lockView, routeView, cacheControl, cacheHeaders } from './lock/view';
-export type { Operation, Enforcement, LockView, RouteView, LockGrant, CacheHeaders } from './lock/view';
+} from './core/lock/document';
+export { enforcement, lockView, routeView, cacheControl, cacheHeaders } from './core/lock/view';
+export type { Operation, Enforcement, LockView, RouteView, LockGrant, CacheHeaders } from './core/lock/view';
 export {
   DEFAULT_CLOCK_SKEW_SECONDS,
   hasStarted,
@@ -99,11 +99,11 @@ export {
   writeLockInForce,
   hardDeleteInForce,
   secondaryInForce,
-} from './lock/state';
-export type { AllowedRegions } from './regions';
-export { openStore } from './store/open';
-export { CosmosStore } from './store/cosmos/locations';
-export type { CosmosStoreOptions, CosmosAccountInfo } from './store/cosmos/locations';
+} from './core/lock/state';
+export type { AllowedRegions } from './core/regions';
+export { openStore } from './stores';
+export { CosmosStore } from './core/store/cosmos/locations';
+export type { CosmosStoreOptions, CosmosAccountInfo } from './core/store/cosmos/locations';
 export type {
   LocationStore,
   ReadFrom,
@@ -112,4 +112,4 @@ export type {
   ListPage,
   RequestPriority,
   StoreCounters,
-} from './store/ports/locations';
+} from './core/store/ports/locations';

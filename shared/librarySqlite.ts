@@ -3,4 +3,4 @@
  * better-sqlite3 (a native module, an optional peer of the library): a Cosmos-only service never
  * imports it. Install better-sqlite3 beside the library to use it.
  */
-export { SqliteStore } from './store/sqlite/locations';
+export { SqliteStore } from './core/store/sqlite/locations';

@@ -1,12 +1,12 @@
-import { cacheLifetimeSeconds, freshnessSeconds } from '../shared/client';
+import { cacheLifetimeSeconds, freshnessSeconds } from '../shared/core/client';
 import { ManualClock } from '../testkit/clock';
 import type { TimingConfig } from '../shared/config';
-import { newLocationDocument } from '../shared/lock/document';
-import { prelock } from '../shared/lock/rules';
-import { type CacheHeaders, cacheHeaders } from '../shared/lock/view';
-import { Router } from '../shared/router';
-import { resetCounters } from '../shared/store/ports/locations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import { newLocationDocument } from '../shared/core/lock/document';
+import { prelock } from '../shared/core/lock/rules';
+import { type CacheHeaders, cacheHeaders } from '../shared/core/lock/view';
+import { Router } from '../shared/core/router';
+import { resetCounters } from '../shared/core/store/ports/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { seamedRouter } from '../testkit/router';
 import { T0, productionTiming, seconds } from './support/timing';
 

@@ -77,7 +77,7 @@ describe('comments and test names carry no provenance', () => {
   test('the scan reaches the product, its tests and its tooling', () => {
     const paths = all.map((f) => f.path);
     for (const expected of [
-      'shared/router.ts',
+      'shared/core/router.ts',
       'functions/endpoints.ts',
       'local/host.ts',
       'cli/main.ts',

@@ -1,18 +1,18 @@
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService } from '../functions/durable/service';
 import { problemFromError, statusByCode } from '../functions/http/problem';
-import { RoutingClient, RoutingServiceError } from '../shared/client';
+import { RoutingClient, RoutingServiceError } from '../shared/core/client';
 import { ManualClock } from '../testkit/clock';
 import { parseConfig } from '../shared/config';
-import { RouteLockError, errorCodes, errorKind, problemCodes } from '../shared/errors';
+import { RouteLockError, errorCodes, errorKind, problemCodes } from '../shared/core/errors';
 import { migrationSettings } from '../shared/migration/workflow';
-import { Router } from '../shared/router';
-import { TokenKeyring } from '../shared/security/tokenKeys';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
+import { Router } from '../shared/core/router';
+import { TokenKeyring } from '../shared/core/security/tokenKeys';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../shared/migration/store/sqlite/migrations';
 
 /**
- * The one table of error codes (shared/errors.ts): retriability and Retry-After are properties of the
+ * The one table of error codes (shared/core/errors.ts): retriability and Retry-After are properties of the
  * code, and two conditions that are not an outage have codes of their own, not `StoreUnavailable`.
  */
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { createServices } from '../functions/services';
 import { getConfig, parseConfig } from '../shared/config';
-import { openTokenKeyring } from '../shared/security/tokenKeys';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import { openTokenKeyring } from '../shared/core/security/tokenKeys';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import {
   checkoutDataDir,
   insideCheckoutData,

@@ -1,7 +1,7 @@
-import { SharedReads } from '../shared/inflight';
+import { SharedReads } from '../shared/core/inflight';
 import { ManualClock } from '../testkit/clock';
 
-/** SharedReads (shared/inflight.ts; docs/design.md §5.8): the join rule and the life of one read. */
+/** SharedReads (shared/core/inflight.ts; docs/design.md §5.8): the join rule and the life of one read. */
 
 /** A read the test settles by hand. */
 function deferred<V>() {

@@ -17,7 +17,7 @@ import type { EndpointDeclaration } from '../functions/http/endpoint';
 import { appRoles } from '../functions/http/auth';
 import { MAX_BODY_BYTES } from '../functions/http/validation';
 import { configVariables, parseConfig } from '../shared/config';
-import { type Profile, type ProfileVariable, profiles } from '../shared/profiles';
+import { type Profile, type ProfileVariable, profiles } from '../shared/core/profiles';
 import { WORKFLOW_VERSION } from '../shared/migration/types';
 import {
   type ArmResource,
@@ -225,7 +225,7 @@ function bicepDisagreements(profile: Profile, template: ArmTemplate = arm()): st
   });
 }
 
-test('the Bicep app settings default to the production profile (shared/profiles.ts)', () => {
+test('the Bicep app settings default to the production profile (shared/core/profiles.ts)', () => {
   expect(bicepDisagreements(profiles.production)).toEqual([]);
   // the replication bound the convergence delay uses is the store's own staleness bound
   expect(appSettingValues().ROUTELOCK_REPLICATION_BOUND_SECONDS).toBe(
@@ -256,7 +256,7 @@ function sampleDisagreements(values: Record<string, string>, profile: Profile): 
     );
 }
 
-test('local.settings.sample.json selects the dev profile and sets its values (shared/profiles.ts)', () => {
+test('local.settings.sample.json selects the dev profile and sets its values (shared/core/profiles.ts)', () => {
   expect(localSettingValues.ROUTELOCK_PROFILE).toBe('dev');
   expect(sampleDisagreements(localSettingValues, profiles.dev)).toEqual([]);
   expect(sampleDisagreements({ ...localSettingValues, ROUTELOCK_DELTA_ATTEMPTS: '4' }, profiles.dev)).toEqual(

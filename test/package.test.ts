@@ -133,13 +133,13 @@ describe('negative controls: the rules catch what they exist for', () => {
       'package.json',
       'node_modules/jest/package.json',
       'test/router.test.js',
-      'shared/router.ts',
+      'shared/core/router.ts',
       'node_modules/zod/index.d.ts',
     ];
     expect(packageViolations(planted, lock)).toEqual([
       'missing host.json',
       'project-only test/router.test.js',
-      'TypeScript file shared/router.ts',
+      'TypeScript file shared/core/router.ts',
       'TypeScript file node_modules/zod/index.d.ts',
       'dev-only dependency node_modules/jest',
     ]);

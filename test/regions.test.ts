@@ -7,12 +7,12 @@ import { startLocalHost } from './support/localHost';
 import { ManualClock } from '../testkit/clock';
 import { seamedRouter } from '../testkit/router';
 import { parseConfig } from '../shared/config';
-import { swap as swapRule } from '../shared/lock/rules';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
+import { swap as swapRule } from '../shared/core/lock/rules';
+import { SqliteMigrationState } from '../shared/migration/store/sqlite/migrations';
 import { migrationSettings } from '../shared/migration/workflow';
-import { Router } from '../shared/router';
-import { TokenKeyring } from '../shared/security/tokenKeys';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import { Router } from '../shared/core/router';
+import { TokenKeyring } from '../shared/core/security/tokenKeys';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 
 /**
  * ROUTELOCK_REGIONS: a route is placed in, locked towards and moved to declared regions only. The check

@@ -1,9 +1,9 @@
 import { ManualClock } from '../testkit/clock';
 import type { TimingConfig } from '../shared/config';
-import { withinGrace } from '../shared/client';
-import { Router } from '../shared/router';
-import { resetCounters } from '../shared/store/ports/locations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import { withinGrace } from '../shared/core/client';
+import { Router } from '../shared/core/router';
+import { resetCounters } from '../shared/core/store/ports/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { type HeldRead, HeldReadStore } from '../testkit/heldReadStore';
 import { productionTiming, seconds } from './support/timing';
 

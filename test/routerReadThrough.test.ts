@@ -1,12 +1,12 @@
 import { ManualClock } from '../testkit/clock';
-import { type StoredDocument, newLocationDocument } from '../shared/lock/document';
-import { Router } from '../shared/router';
-import type { LocationStore, ReadOptions } from '../shared/store/ports/locations';
-import { AuditTrail, AuditedLocationStore } from '../shared/auditTrail';
-import { SqliteAuditLedger } from '../shared/store/sqlite/audit';
-import { nullSink } from '../shared/telemetry/sink';
-import { resetCounters } from '../shared/store/ports/locations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import { type StoredDocument, newLocationDocument } from '../shared/core/lock/document';
+import { Router } from '../shared/core/router';
+import type { LocationStore, ReadOptions } from '../shared/core/store/ports/locations';
+import { AuditTrail, AuditedLocationStore } from '../shared/migration/auditTrail';
+import { SqliteAuditLedger } from '../shared/core/store/sqlite/audit';
+import { nullSink } from '../shared/migration/telemetry/sink';
+import { resetCounters } from '../shared/core/store/ports/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { productionTiming, seconds } from './support/timing';
 
 /**

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import { runDrill } from '../drill/drill';
 import { startLocalHost } from './support/localHost';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { asPrincipal } from './support/principals';
 
 /**

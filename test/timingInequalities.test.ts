@@ -1,11 +1,11 @@
 import { type Config, parseConfig, timingInequalities } from '../shared/config';
-import { profiles } from '../shared/profiles';
+import { profiles } from '../shared/core/profiles';
 import { renewEveryMs } from '../shared/migration/workflow';
 import type { HttpCall } from '../shared/migration/types';
 import { virtualRunner } from './support/migrationHarness';
 
 /**
- * The timing inequalities (config.ts timingInequalities; docs/design.md §3.5, the README's Configuration
+ * The timing inequalities (timingInequalities, shared/migration/settings.ts; docs/design.md §3.5, the README's Configuration
  * section) and the migration attempt settings (docs/design.md §6.3).
  */
 

@@ -1,4 +1,4 @@
-import type { Clock } from '../shared/clock';
+import type { Clock } from '../shared/core/clock';
 
 /** A clock that only moves when told to: for tests, simulations and benchmarks on virtual time. */
 export class ManualClock {

@@ -1,7 +1,7 @@
 import cosmosServer from '@vercel/cosmosdb-server';
 import type { IncomingHttpHeaders, IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CosmosStore } from '../shared/store/cosmos/locations';
+import { CosmosStore } from '../shared/core/store/cosmos/locations';
 
 /**
  * A Cosmos DB wire-protocol server (@vercel/cosmosdb-server) on a free loopback port, HTTPS with its

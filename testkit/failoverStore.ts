@@ -1,6 +1,6 @@
-import type { Clock } from '../shared/clock';
-import { type LocationDocument, type StoredDocument, sameLocation } from '../shared/lock/document';
-import type { LocationStore, PriorityOption } from '../shared/store/ports/locations';
+import type { Clock } from '../shared/core/clock';
+import { type LocationDocument, type StoredDocument, sameLocation } from '../shared/core/lock/document';
+import type { LocationStore, PriorityOption } from '../shared/core/store/ports/locations';
 import { ForwardingStore, type StoreCall } from './forwardingStore';
 
 /**

@@ -1,4 +1,4 @@
-import { RouteLockError } from '../shared/errors';
+import { RouteLockError } from '../shared/core/errors';
 import { ForwardingStore, type StoreCall } from './forwardingStore';
 
 /** Wraps a store; while `down`, every call fails as a throttled or unavailable Cosmos account would. */

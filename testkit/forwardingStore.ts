@@ -1,4 +1,4 @@
-import type { LocationDocument, StoredDocument } from '../shared/lock/document';
+import type { LocationDocument, StoredDocument } from '../shared/core/lock/document';
 import type {
   ListOptions,
   ListPage,
@@ -7,7 +7,7 @@ import type {
   ReadOptions,
   RequestPriority,
   StoreCounters,
-} from '../shared/store/ports/locations';
+} from '../shared/core/store/ports/locations';
 
 /**
  * One call that goes through a wrapper: the method, the document it names (a list names none), and

@@ -1,5 +1,5 @@
-import type { StoredDocument } from '../shared/lock/document';
-import type { ReadOptions } from '../shared/store/ports/locations';
+import type { StoredDocument } from '../shared/core/lock/document';
+import type { ReadOptions } from '../shared/core/store/ports/locations';
 import { ForwardingStore } from './forwardingStore';
 
 /** A read as the store's latency sees it: which document, from where. */

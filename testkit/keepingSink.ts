@@ -1,5 +1,5 @@
-import type { TelemetryEvent, TelemetryMetric } from '../shared/telemetry/lockTelemetry';
-import type { TelemetrySink } from '../shared/telemetry/sink';
+import type { TelemetryEvent, TelemetryMetric } from '../shared/migration/telemetry/lockTelemetry';
+import type { TelemetrySink } from '../shared/migration/telemetry/sink';
 
 /** A sink that keeps everything it is sent, as Application Insights does (it does not deduplicate). */
 export class KeepingSink implements TelemetrySink {

@@ -1,6 +1,6 @@
-import type { Clock } from '../shared/clock';
-import { RouteLockError } from '../shared/errors';
-import type { LocationDocument, StoredDocument } from '../shared/lock/document';
+import type { Clock } from '../shared/core/clock';
+import { RouteLockError } from '../shared/core/errors';
+import type { LocationDocument, StoredDocument } from '../shared/core/lock/document';
 import {
   type ListOptions,
   type ListPage,
@@ -8,7 +8,7 @@ import {
   type ReadFrom,
   countRead,
   newCounters,
-} from '../shared/store/ports/locations';
+} from '../shared/core/store/ports/locations';
 import { ForwardingStore } from './forwardingStore';
 
 /**

@@ -1,16 +1,16 @@
 import { activityNames } from '../functions/migrationOrchestrator';
 import { activityFunctionName } from '../functions/durable/runOnDurable';
 import type { Config } from '../shared/config';
-import type { Location } from '../shared/lock/document';
+import type { Location } from '../shared/core/lock/document';
 import { type Activities, createActivities } from '../shared/migration/activities';
 import { newMigrationInput, newMigrationRecord } from '../shared/migration/records';
 import type { ActivityName, MigrationInput } from '../shared/migration/types';
 import { migrationSettings } from '../shared/migration/workflow';
-import { Router } from '../shared/router';
-import { type LockSeed, TokenKeyring } from '../shared/security/tokenKeys';
-import type { LocationStore } from '../shared/store/ports/locations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../shared/store/sqlite/migrations';
+import { Router } from '../shared/core/router';
+import { type LockSeed, TokenKeyring } from '../shared/core/security/tokenKeys';
+import type { LocationStore } from '../shared/core/store/ports/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../shared/migration/store/sqlite/migrations';
 import { ManualClock } from './clock';
 
 /** One migration ready to drive through the Durable executor: its route, record, input and activities. */

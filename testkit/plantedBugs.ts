@@ -1,8 +1,8 @@
-import { type LocationDocument, sameLocation } from '../shared/lock/document';
-import * as realRules from '../shared/lock/rules';
-import { isLive } from '../shared/lock/state';
-import { sha256Hex } from '../shared/lock/token';
-import type { LockRules } from '../shared/router';
+import { type LocationDocument, sameLocation } from '../shared/core/lock/document';
+import * as realRules from '../shared/core/lock/rules';
+import { isLive } from '../shared/core/lock/state';
+import { sha256Hex } from '../shared/core/lock/token';
+import type { LockRules } from '../shared/core/router';
 import type { Activities } from '../shared/migration/activities';
 
 /**

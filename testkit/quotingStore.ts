@@ -1,5 +1,10 @@
-import type { LocationDocument, StoredDocument } from '../shared/lock/document';
-import type { ListOptions, ListPage, PriorityOption, ReadOptions } from '../shared/store/ports/locations';
+import type { LocationDocument, StoredDocument } from '../shared/core/lock/document';
+import type {
+  ListOptions,
+  ListPage,
+  PriorityOption,
+  ReadOptions,
+} from '../shared/core/store/ports/locations';
 import { ForwardingStore } from './forwardingStore';
 
 const quoted = (etag: string) => `"${etag}"`;

@@ -1,8 +1,8 @@
-import { Router, type RouterOptions, type RouterSeams } from '../shared/router';
+import { Router, type RouterOptions, type RouterSeams } from '../shared/core/router';
 
 /**
  * Routers with the seams only the verification harness, its negative controls and the read-path
- * benchmark use (shared/router.ts `RouterSeams`): planted lock rules, a planted Cache-Control/Age
+ * benchmark use (shared/core/router.ts `RouterSeams`): planted lock rules, a planted Cache-Control/Age
  * builder, coalescing off. They are not RouterOptions, and the product cannot import the test kit
  * (eslint.config.mjs), so no composition root can plant them.
  */

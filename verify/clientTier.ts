@@ -1,9 +1,9 @@
 import { problemFromError } from '../functions/http/problem';
-import { RoutingClient, RoutingServiceError } from '../shared/client';
-import type { Clock } from '../shared/clock';
-import { type ErrorCode, RouteLockError, errorCodes } from '../shared/errors';
-import type { RouteView } from '../shared/lock/view';
-import type { Router } from '../shared/router';
+import { RoutingClient, RoutingServiceError } from '../shared/core/client';
+import type { Clock } from '../shared/core/clock';
+import { type ErrorCode, RouteLockError, errorCodes } from '../shared/core/errors';
+import type { RouteView } from '../shared/core/lock/view';
+import type { Router } from '../shared/core/router';
 
 /**
  * A service's own `RoutingClient` in series with one of the routing service's cache tiers

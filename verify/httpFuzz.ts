@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { request as httpRequest } from 'node:http';
 import { startLocalHost } from '../local/host';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import type { ScenarioResult } from './scenarios';
 
 /**

@@ -1,19 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { ManualClock } from '../testkit/clock';
 import { type TimingConfig, parseConfig } from '../shared/config';
-import { RouteLockError } from '../shared/errors';
+import { RouteLockError } from '../shared/core/errors';
 import {
   type LocationDocument,
   type StoredDocument,
   newLocationDocument,
   sameLocation,
-} from '../shared/lock/document';
-import { hasStarted, isLive, writeLockInForce } from '../shared/lock/state';
-import { sha256Hex, tokenMatches } from '../shared/lock/token';
-import { enforcement, routeView } from '../shared/lock/view';
-import type { Router } from '../shared/router';
-import type { ReadFrom } from '../shared/store/ports/locations';
-import { SqliteStore } from '../shared/store/sqlite/locations';
+} from '../shared/core/lock/document';
+import { hasStarted, isLive, writeLockInForce } from '../shared/core/lock/state';
+import { sha256Hex, tokenMatches } from '../shared/core/lock/token';
+import { enforcement, routeView } from '../shared/core/lock/view';
+import type { Router } from '../shared/core/router';
+import type { ReadFrom } from '../shared/core/store/ports/locations';
+import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { ForwardingStore } from '../testkit/forwardingStore';
 import { type Bug, plantedRules } from '../testkit/plantedBugs';
 import { seamedRouter } from '../testkit/router';

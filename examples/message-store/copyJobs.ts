@@ -1,4 +1,4 @@
-import type { Location } from '../../shared/lock/document';
+import type { Location } from '../../shared/core/lock/document';
 
 /**
  * The participant contract's job rules (docs/design.md §6.5), as a participant keeps them: pure

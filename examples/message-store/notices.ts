@@ -1,5 +1,5 @@
-import type { Location } from '../../shared/lock/document';
-import type { RouteView } from '../../shared/lock/view';
+import type { Location } from '../../shared/core/lock/document';
+import type { RouteView } from '../../shared/core/lock/view';
 import type { EndStep } from '../../shared/migration/types';
 
 /**

@@ -1,11 +1,11 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Decision, RoutingClient, RoutingServiceError, decide } from '../../shared/client';
-import type { Location } from '../../shared/lock/document';
-import type { Operation } from '../../shared/lock/view';
+import { type Decision, RoutingClient, RoutingServiceError, decide } from '../../shared/core/client';
+import type { Location } from '../../shared/core/lock/document';
+import type { Operation } from '../../shared/core/lock/view';
 import { parsePreferWait } from '../../shared/migration/participantContract';
-import { recordDecision } from '../../shared/telemetry/decisions';
-import type { TelemetrySink } from '../../shared/telemetry/sink';
+import { recordDecision } from '../../shared/migration/telemetry/decisions';
+import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
 import type { VerifyAnswer } from '../../shared/migration/types';
 import { type CopyJob, type CopyJobRequest, CopyJobs, parseJobRequest } from './copyJobs';
 import { type EndNoticeRequest, isEndStep, mayDeleteCopy, parseEndNotice } from './notices';
@@ -76,7 +76,7 @@ export interface MessageStoreOptions {
   /** Whether `Prefer: wait=N` holds the answer until the job ends (default true; false: 202 at once). */
   honoursPreferWait?: boolean;
   clock?: () => number;
-  /** Where the request-path counters go (refusals, tombstones, misdirected; shared/telemetry/decisions.ts). */
+  /** Where the request-path counters go (refusals, tombstones, misdirected; shared/migration/telemetry/decisions.ts). */
   telemetry?: Pick<TelemetrySink, 'metric'>;
 }
 

@@ -1,6 +1,6 @@
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import type { CampaignLauncher } from '../../shared/campaign/service';
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
 import { boundedId, maxInstanceIdLength } from '../../shared/migration/instanceId';
 
 /** The campaign orchestrator's function name (functions/campaignOrchestrator.ts registers it). */

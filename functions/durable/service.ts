@@ -1,11 +1,11 @@
 import * as df from 'durable-functions';
 import type { DurableClient, DurableOrchestrationStatus } from 'durable-functions';
 import { randomUUID } from 'node:crypto';
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
 import { instanceIdFor } from '../../shared/migration/instanceId';
 import { checkedWindow } from '../../shared/migration/window';
 import { migrationEndedEvent, withStopped } from '../../shared/migration/stopped';
-import type { TelemetrySink } from '../../shared/telemetry/sink';
+import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
 import {
   type MigrationRecord,
   claimedAtOf,
@@ -13,8 +13,8 @@ import {
   newMigrationRecord,
   runsRecord,
 } from '../../shared/migration/records';
-import type { MigrationRecords } from '../../shared/store/ports/migrations';
-import type { Actor } from '../../shared/audit';
+import type { MigrationRecords } from '../../shared/migration/store/ports/migrations';
+import type { Actor } from '../../shared/core/audit';
 import {
   type MigrationList,
   type MigrationListQuery,
@@ -42,9 +42,9 @@ import {
   pendingStatus,
   terminalStates,
 } from '../../shared/migration/types';
-import type { TokenKeyring } from '../../shared/security/tokenKeys';
-import { assertAllowedRegion } from '../../shared/regions';
-import type { Router } from '../../shared/router';
+import type { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { assertAllowedRegion } from '../../shared/core/regions';
+import type { Router } from '../../shared/core/router';
 
 export const ORCHESTRATOR = 'migrationOrchestrator';
 

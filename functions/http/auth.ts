@@ -1,6 +1,6 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
-import type { Actor } from '../../shared/audit';
+import type { Actor } from '../../shared/core/audit';
 import type { AuthConfig } from '../../shared/config';
 import { entraAuthenticator, objectIdPattern } from './entra';
 import { HttpProblem } from './problem';

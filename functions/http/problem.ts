@@ -1,11 +1,11 @@
 import type { HttpResponseInit } from '@azure/functions';
-import { type ProblemCode, RouteLockError, errorKind, problemCodes } from '../../shared/errors';
+import { type ProblemCode, RouteLockError, errorKind, problemCodes } from '../../shared/core/errors';
 
 /**
  * RFC 9457 problem details. An error `code` becomes an HTTP status, a title and a Retry-After through
- * the one table of codes (shared/errors.ts); the codes only this layer raises are in it too.
+ * the one table of codes (shared/core/errors.ts); the codes only this layer raises are in it too.
  */
-export type { HttpOnlyCode, ProblemCode } from '../../shared/errors';
+export type { HttpOnlyCode, ProblemCode } from '../../shared/core/errors';
 
 /** Every code the API can send, with its status. */
 export const statusByCode = Object.fromEntries(

@@ -7,10 +7,10 @@ import {
   campaignStates,
 } from '../../shared/campaign/types';
 import { MAX_MIGRATION_ATTEMPTS } from '../../shared/config';
-import { isRouteLockError } from '../../shared/errors';
+import { isRouteLockError } from '../../shared/core/errors';
 import { migrationStates } from '../../shared/migration/types';
 import { windowIssue } from '../../shared/migration/window';
-import { isProbeId } from '../../shared/probe';
+import { isProbeId } from '../../shared/migration/probe';
 import { HttpProblem } from './problem';
 
 /** Request validation (docs/design.md §4). Bad input is a 4xx problem and changes nothing. */

@@ -1,14 +1,14 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { Actor } from '../audit';
-import { isRouteLockError, RouteLockError } from '../errors';
-import { describeLocation, sameLocation } from '../lock/document';
+import type { Actor } from '../core/audit';
+import { isRouteLockError, RouteLockError } from '../core/errors';
+import { describeLocation, sameLocation } from '../core/lock/document';
 import type { MigrationRecord } from '../migration/records';
 import { listLimit } from '../migration/service';
 import { checkedWindow } from '../migration/window';
-import { isProbeId } from '../probe';
-import { assertAllowedRegion } from '../regions';
-import type { Router } from '../router';
-import type { CampaignRecords, VersionedCampaign } from '../store/ports/campaigns';
+import { isProbeId } from '../migration/probe';
+import { assertAllowedRegion } from '../core/regions';
+import type { Router } from '../core/router';
+import type { CampaignRecords, VersionedCampaign } from './store/ports/campaigns';
 import {
   afterResourcesAdded,
   assertAcceptsResources,

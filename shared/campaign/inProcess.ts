@@ -1,5 +1,5 @@
 import type { Scheduler } from '../migration/scheduler';
-import type { CampaignRecords } from '../store/ports/campaigns';
+import type { CampaignRecords } from './store/ports/campaigns';
 import type { CampaignLauncher, TickResult } from './service';
 import type { CampaignState } from './types';
 

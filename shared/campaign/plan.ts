@@ -1,4 +1,4 @@
-import { isRouteLockError, RouteLockError } from '../errors';
+import { isRouteLockError, RouteLockError } from '../core/errors';
 import type { MigrationState, PreflightTiming } from '../migration/types';
 import {
   type CampaignCounts,

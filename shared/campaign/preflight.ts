@@ -4,7 +4,7 @@ import {
   type LocationDocument,
   normalizeLocation,
   sameLocation,
-} from '../lock/document';
+} from '../core/lock/document';
 import {
   askParticipants,
   type PreflightDeps,
@@ -19,8 +19,8 @@ import {
 } from '../migration/preflight';
 import type { CutoverWindow, PreflightReport } from '../migration/types';
 import { checkedWindow } from '../migration/window';
-import type { CampaignRecords } from '../store/ports/campaigns';
-import type { LocationStore } from '../store/ports/locations';
+import type { CampaignRecords } from './store/ports/campaigns';
+import type { LocationStore } from '../core/store/ports/locations';
 import { checkedIds, sourceOf } from './campaigns';
 import { campaignEstimate, checkedLimits } from './plan';
 import { inParallel, selectionPage } from './tick';

@@ -1,10 +1,10 @@
-import type { Actor } from '../audit';
+import type { Actor } from '../core/audit';
 import type { MigrationService } from '../migration/service';
-import type { Router } from '../router';
-import type { CampaignRecords } from '../store/ports/campaigns';
-import type { LocationStore } from '../store/ports/locations';
-import type { MigrationRecords } from '../store/ports/migrations';
-import type { TelemetrySink } from '../telemetry/sink';
+import type { Router } from '../core/router';
+import type { CampaignRecords } from './store/ports/campaigns';
+import type { LocationStore } from '../core/store/ports/locations';
+import type { MigrationRecords } from '../migration/store/ports/migrations';
+import type { TelemetrySink } from '../migration/telemetry/sink';
 import type { CampaignLimitsPatch, CampaignRequest, CampaignState, CampaignStatus } from './types';
 
 /**

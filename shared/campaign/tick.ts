@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import type { Actor } from '../audit';
-import type { Config } from '../config';
-import { RouteLockError, isRouteLockError } from '../errors';
+import type { Actor } from '../core/audit';
+import type { CampaignConfig } from './settings';
+import { RouteLockError, isRouteLockError } from '../core/errors';
 import { claimedAtOf, type MigrationRecord } from '../migration/records';
 import { type MigrationStatus, terminalStates } from '../migration/types';
-import { type LocationDocument, type StoredDocument, carriedVersion } from '../lock/document';
-import { isProbeId } from '../probe';
-import type { TelemetryEvent } from '../telemetry/lockTelemetry';
-import { EVENT_KEY } from '../telemetry/names';
-import type { VersionedCampaign } from '../store/ports/campaigns';
+import { type LocationDocument, type StoredDocument, carriedVersion } from '../core/lock/document';
+import { isProbeId } from '../migration/probe';
+import type { TelemetryEvent } from '../migration/telemetry/lockTelemetry';
+import { EVENT_KEY } from '../migration/telemetry/names';
+import type { VersionedCampaign } from './store/ports/campaigns';
 import {
   addToHistogram,
   afterStartError,
@@ -64,7 +64,7 @@ import {
  */
 
 /** ROUTELOCK_CAMPAIGN_TICK_SECONDS. */
-export function campaignSettings(config: Pick<Config, 'campaign'>): CampaignSettings {
+export function campaignSettings(config: { campaign: CampaignConfig }): CampaignSettings {
   return { tickMs: config.campaign.tickSeconds * 1000 };
 }
 

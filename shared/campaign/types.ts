@@ -1,4 +1,4 @@
-import type { Location, StoredDocument } from '../lock/document';
+import type { Location, StoredDocument } from '../core/lock/document';
 import type { CutoverWindow, PreflightCheck, PreflightCheckName, PreflightTiming } from '../migration/types';
 
 /**
@@ -6,7 +6,7 @@ import type { CutoverWindow, PreflightCheck, PreflightCheckName, PreflightTiming
  * watches, slows down, pauses and stops. Its migrations are ordinary migrations (same start path, one per
  * resource, `campaignId` on their records); the campaign only decides when each one starts.
  *
- * State lives in the store (port shared/store/ports/campaigns.ts): one campaign record (ETag
+ * State lives in the store (port shared/campaign/store/ports/campaigns.ts): one campaign record (ETag
  * compare-and-swap) and one member row per resource. The runner (in-process loop, or a Durable
  * orchestration) only calls `campaignTick` again and again; a tick is idempotent, so a crashed runner
  * resumes by ticking again.

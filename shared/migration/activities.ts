@@ -1,10 +1,10 @@
-import type { TimingConfig } from '../config';
-import { RouteLockError, isRouteLockError } from '../errors';
-import type { LockSeed, TokenKeyring } from '../security/tokenKeys';
-import { routeView } from '../lock/view';
-import type { Router } from '../router';
-import type { MigrationRecords } from '../store/ports/migrations';
-import type { TelemetrySink } from '../telemetry/sink';
+import type { TimingConfig } from '../core/settings';
+import { RouteLockError, isRouteLockError } from '../core/errors';
+import type { LockSeed, TokenKeyring } from '../core/security/tokenKeys';
+import { routeView } from '../core/lock/view';
+import type { Router } from '../core/router';
+import type { MigrationRecords } from './store/ports/migrations';
+import type { TelemetrySink } from './telemetry/sink';
 import { type ParticipantHttpOptions, requestParticipant } from './participantHttp';
 import { endedRecordOf, migrationEndedEvent } from './stopped';
 import type {

@@ -1,11 +1,11 @@
-import type { Actor } from '../audit';
-import { RouteLockError } from '../errors';
-import type { Location, StoredDocument } from '../lock/document';
-import type { TokenKeyring } from '../security/tokenKeys';
+import type { Actor } from '../core/audit';
+import { RouteLockError } from '../core/errors';
+import type { Location, StoredDocument } from '../core/lock/document';
+import type { TokenKeyring } from '../core/security/tokenKeys';
 import type { Activities } from './activities';
 import { instanceIdFor } from './instanceId';
-import type { JournalEntry, MigrationRecordPage, MigrationRecordQuery } from '../store/ports/migrations';
-import type { SqliteMigrationState } from '../store/sqlite/migrations';
+import type { JournalEntry, MigrationRecordPage, MigrationRecordQuery } from './store/ports/migrations';
+import type { SqliteMigrationState } from './store/sqlite/migrations';
 import { type MigrationRecord, newMigrationInput, newMigrationRecord } from './records';
 import { checkedWindow } from './window';
 import { retryRecord, settingsFor } from './service';
@@ -29,7 +29,7 @@ import {
   terminalStates,
 } from './types';
 import { migrationWorkflow } from './workflow';
-import type { TelemetrySink } from '../telemetry/sink';
+import type { TelemetrySink } from './telemetry/sink';
 import { migrationEndedEvent } from './stopped';
 
 /** A step's kind with what tells its instances apart: an activity's name, a status's phase. */

@@ -102,12 +102,6 @@ export function resolveLocation(
   return { location: url.href };
 }
 
-/** Retry-After as delta-seconds (the contract's form); anything else is ignored. */
-export function parseRetryAfter(header: string | null | undefined): number | undefined {
-  if (header === null || header === undefined || !/^\s*\d+\s*$/.test(header)) return undefined;
-  return Number(header.trim());
-}
-
 /** The poll timing of a migration's settings (defaults for inputs made before they existed). */
 export function participantTiming(s: MigrationSettings): {
   timeoutSeconds: number;

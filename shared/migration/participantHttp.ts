@@ -1,8 +1,9 @@
 import { type AccessToken, DefaultAzureCredential, type TokenCredential } from '@azure/identity';
 import type { Scheduler } from './scheduler';
 import type { HttpAnswer, HttpCall, HttpResult, ParticipantCall, PreflightCall } from './types';
-import { isLoopbackHostname } from '../loopback';
-import { parseRetryAfter, preferWaitSeconds, resolveLocation } from './participantContract';
+import { isLoopbackHostname } from '../core/loopback';
+import { parseRetryAfter } from '../core/retryAfter';
+import { preferWaitSeconds, resolveLocation } from './participantContract';
 
 /** The OAuth scope for a participant's audience: `<audience>/.default`, unless it already is one. */
 export function audienceScope(audience: string): string {

@@ -1,6 +1,6 @@
-import { participantsFor } from '../config';
-import type { Location, StoredDocument } from '../lock/document';
-import type { LockSeed } from '../security/tokenKeys';
+import { participantsFor } from './participants';
+import type { Location, StoredDocument } from '../core/lock/document';
+import type { LockSeed } from '../core/security/tokenKeys';
 import {
   type CutoverWindow,
   type MigrationInput,
@@ -15,7 +15,7 @@ import {
  * embedded host keeps them (and its runner's journal) in SQLite; in Azure they live in Cosmos DB
  * container `migrations`, next to the routes, so `GET /migrations/{id}` can find a migration's
  * instance and still answer after that instance id is reused by a later migration of the resource.
- * The port is shared/store/ports/migrations.ts; the adapters are in shared/store/{sqlite,cosmos}/.
+ * The port is shared/migration/store/ports/migrations.ts; the adapters are in shared/migration/store/{sqlite,cosmos}/.
  */
 
 export interface MigrationRecord {

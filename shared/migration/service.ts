@@ -1,13 +1,10 @@
-import type { Actor } from '../audit';
-import { RouteLockError } from '../errors';
-import { type Location, type StoredDocument, sameLocation } from '../lock/document';
-import { assertAllowedRegion } from '../regions';
-import type { Router } from '../router';
-import type { LockSeed } from '../security/tokenKeys';
-import type { InProcessRunner } from './inProcess';
+import type { Actor } from '../core/audit';
+import { RouteLockError } from '../core/errors';
+import { type Location, type StoredDocument, sameLocation } from '../core/lock/document';
+import type { Router } from '../core/router';
+import type { LockSeed } from '../core/security/tokenKeys';
 import { type MigrationRecord, newMigrationInput } from './records';
 import { sameWindow } from './window';
-import { needsRecordToDate, withStopped } from './stopped';
 import {
   type CancelRequest,
   type CutoverWindow,
@@ -238,67 +235,4 @@ export function joinRunning(
     );
   }
   return { migrationId: running.migrationId, instanceId: running.instanceId, created: false };
-}
-
-export class InProcessMigrationService implements MigrationService {
-  constructor(
-    private readonly runner: InProcessRunner,
-    private readonly router: Router,
-  ) {}
-
-  async start(request: MigrationRequest): Promise<StartedMigration> {
-    assertAllowedRegion(this.router.allowedRegions, request.target, 'the migration', request.resourceId);
-    await assertRouteExists(this.router, request.resourceId, request.listed);
-    const { record, created } = this.runner.start(request);
-    if (created) return { migrationId: record.migrationId, instanceId: record.instanceId, created };
-    if (
-      request.migrationId !== undefined &&
-      record.migrationId === request.migrationId &&
-      record.resourceId !== request.resourceId
-    ) {
-      throw new RouteLockError(
-        'BadRequest',
-        `Migration id ${request.migrationId} belongs to resource ${record.resourceId}.`,
-      );
-    }
-    return joinRunning({ ...record, window: record.input.window }, request);
-  }
-
-  async status(migrationId: string): Promise<MigrationStatus> {
-    return this.shown(await this.runner.status(migrationId));
-  }
-
-  /** `withStopped`, with the record's claim to date a status that dates nothing (read only then). */
-  private async shown(status: MigrationStatus): Promise<MigrationStatus> {
-    const record = needsRecordToDate(status)
-      ? ((await this.runner.record(status.migrationId)) ?? undefined)
-      : undefined;
-    return withStopped(status, record);
-  }
-
-  /** The runner saves every step's status on its record, so the records answer as they are. */
-  async list(query: MigrationListQuery): Promise<MigrationList> {
-    const page = await this.runner.list({
-      states: query.status === undefined ? undefined : [query.status],
-      resourceId: query.resourceId,
-      campaignId: query.campaignId,
-      limit: listLimit(query.limit),
-      continuation: query.continuation,
-    });
-    const items = page.records.map((record) => withStopped(record.status, record));
-    return page.continuation === undefined ? { items } : { items, continuation: page.continuation };
-  }
-
-  async cancel(migrationId: string, actor: Actor): Promise<MigrationStatus> {
-    return this.shown(await this.runner.cancel(migrationId, actor));
-  }
-
-  async retry(migrationId: string, _actor: Actor): Promise<StartedMigration> {
-    const failed = assertRetriable(await this.runner.record(migrationId), migrationId);
-    assertAllowedRegion(this.router.allowedRegions, failed.target, 'the migration', failed.resourceId);
-    await assertRouteExists(this.router, failed.resourceId);
-    const { record, created } = this.runner.retry(failed);
-    if (!created) retryLost(record, migrationId);
-    return { migrationId, instanceId: record.instanceId, created: true };
-  }
 }

@@ -1,5 +1,6 @@
-import { boundedReleaseReason, redactCredentials } from '../lock/rules';
-import type { TelemetryEvent } from '../telemetry/lockTelemetry';
+import { boundedReleaseReason } from '../core/lock/rules';
+import { redactCredentials } from '../core/redact';
+import type { TelemetryEvent } from './telemetry/lockTelemetry';
 import { type MigrationRecord, claimedAtOf } from './records';
 import type { MigrationAttempt, MigrationPhase, MigrationState, MigrationStatus, Stopped } from './types';
 import { terminalStates } from './types';
@@ -173,7 +174,7 @@ const secondsBetween = (from: string, to: string): number => {
 };
 
 /**
- * The `MigrationEnded` event of a run's end (shared/telemetry/names.ts; its key
+ * The `MigrationEnded` event of a run's end (shared/migration/telemetry/names.ts; its key
  * `MigrationEnded:<migrationId>:<attempt>`: a Durable activity that runs twice, or a second write of
  * the final status, sends the same key, and the workbook keeps one per key). `attempt` is the run's
  * last attempt (an operator's retry numbers its attempts after the earlier ones, so its end has its own

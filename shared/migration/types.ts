@@ -1,7 +1,7 @@
-import type { Participant } from '../config';
-import type { Location, StoredDocument } from '../lock/document';
-import type { LockSeed } from '../security/tokenKeys';
-import type { LockGrant, RouteView } from '../lock/view';
+import type { Participant } from './participants';
+import type { Location, StoredDocument } from '../core/lock/document';
+import type { LockSeed } from '../core/security/tokenKeys';
+import type { LockGrant, RouteView } from '../core/lock/view';
 
 /**
  * The migration workflow's vocabulary (docs/design.md §6). The workflow is a generator that yields `Step`s;
@@ -204,7 +204,7 @@ export interface MigrationStatus {
 /** Where a migration stopped (`MigrationStatus.stopped`; shared/migration/stopped.ts). */
 export interface Stopped {
   phase: MigrationPhase;
-  /** A stable code (shared/errors.ts, or the workflow's own: StepFailed, WriteBudgetExceeded…); '' if none. */
+  /** A stable code (shared/core/errors.ts, or the workflow's own: StepFailed, WriteBudgetExceeded…); '' if none. */
   code: string;
   /** Human text: bounded, with credential-like runs redacted. */
   reason: string;

@@ -1,5 +1,5 @@
 import { IANAZone } from 'luxon';
-import { RouteLockError } from '../errors';
+import { RouteLockError } from '../core/errors';
 import type { CutoverWindow } from './types';
 
 /**

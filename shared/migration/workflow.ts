@@ -1,5 +1,6 @@
-import type { Config } from '../config';
-import { convergenceWaitUntil } from '../lock/state';
+import type { TimingConfig } from '../core/settings';
+import type { MigrationConfig } from './settings';
+import { convergenceWaitUntil } from '../core/lock/state';
 import type { MigrationInput, MigrationSettings, MigrationStatus, Step } from './types';
 import { attemptingMigration } from './workflow/attempts';
 import { workflowCapabilities } from './workflow/capabilities';
@@ -61,7 +62,13 @@ export { writePhase } from './workflow/write';
 
 export type Workflow = Generator<Step, MigrationStatus, unknown>;
 
-export function migrationSettings(config: Config): MigrationSettings {
+/** The parts of the configuration a migration's settings come from. */
+export interface MigrationConfigParts {
+  timing: TimingConfig;
+  migration: MigrationConfig;
+}
+
+export function migrationSettings(config: MigrationConfigParts): MigrationSettings {
   return {
     replicationBoundSeconds: config.timing.replicationBoundSeconds,
     clockSkewSeconds: config.timing.clockSkewSeconds,
@@ -87,7 +94,7 @@ export function migrationSettings(config: Config): MigrationSettings {
 }
 
 /** One attempt's worst-case history under this configuration (workflow/bound.ts). */
-export function attemptActionsBound(config: Config): number {
+export function attemptActionsBound(config: MigrationConfigParts): number {
   const t = config.timing;
   const m = config.migration;
   return worstCaseAttemptActions({

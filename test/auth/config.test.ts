@@ -2,7 +2,7 @@ import { ConfigError, parseConfig } from '../../shared/config';
 import { assertHostAuth } from '../../local/config';
 import { localEnv } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 
 /** ROUTELOCK_AUTH, ROUTELOCK_ENTRA_*, ROUTELOCK_REGIONS: parsed once, bad values name their variable. */
 

@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { type JWK, type KeyLike, SignJWT, UnsecuredJWT, exportJWK, generateKeyPair } from 'jose';
 import type { Services } from '../../functions/services';
 import { startLocalHost } from '../support/localHost';
-import { RoutingClient } from '../../shared/client';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { RoutingClient } from '../../shared/core/client';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { type Called, call, handlerServices } from '../support/handlers';
 
 /**

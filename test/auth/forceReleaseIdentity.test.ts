@@ -1,8 +1,8 @@
-import type { ForceReleaseRequest } from '../../shared/audit';
-import { approveRequest, openRequest } from '../../shared/forceRelease';
+import type { ForceReleaseRequest } from '../../shared/core/audit';
+import { approveRequest, openRequest } from '../../shared/core/forceRelease';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { type TestPrincipal, asPrincipal } from '../support/principals';
 
 /**

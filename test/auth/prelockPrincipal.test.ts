@@ -1,4 +1,4 @@
-import { sha256Hex } from '../../shared/lock/token';
+import { sha256Hex } from '../../shared/core/lock/token';
 import type { Services } from '../../functions/services';
 import { call, handlerServices } from '../support/handlers';
 

@@ -4,7 +4,7 @@ import type { HttpEndpoint } from '../../functions/http/endpoint';
 import { type LocalHost, allEndpoints, extraRoutes } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 import { createLocalServer } from '../../local/server';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { signInLocation } from '../../functions/http/signIn';
 import { asPrincipal } from '../support/principals';
 

@@ -6,10 +6,10 @@ import type { CampaignLauncher } from '../../shared/campaign/service';
 import { campaignSettings } from '../../shared/campaign/tick';
 import { MAX_CAMPAIGN_PAGES } from '../../shared/campaign/types';
 import { parseConfig } from '../../shared/config';
-import { RouteLockError, errorKind } from '../../shared/errors';
-import { Router } from '../../shared/router';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { RouteLockError, errorKind } from '../../shared/core/errors';
+import { Router } from '../../shared/core/router';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { TARGET, campaignHarness, operator } from './harness';
 

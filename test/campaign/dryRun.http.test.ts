@@ -12,7 +12,7 @@ import { countsFrom, emptyHistogram } from '../../shared/campaign/plan';
 import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
 import type { MigrationService } from '../../shared/migration/service';
 import { migrationSettings } from '../../shared/migration/workflow';
-import type { TelemetrySink } from '../../shared/telemetry/sink';
+import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
 import type { ManualClock } from '../../testkit/clock';
 import { call, handlerServices } from '../support/handlers';
 

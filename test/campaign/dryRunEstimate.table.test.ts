@@ -1,5 +1,5 @@
 import { parseConfig } from '../../shared/config';
-import { newLocationDocument } from '../../shared/lock/document';
+import { newLocationDocument } from '../../shared/core/lock/document';
 import {
   type CampaignPreflightFacts,
   type CampaignPreflightSettings,

@@ -4,20 +4,23 @@ import { type CampaignPreflightDeps, runCampaignPreflight } from '../../shared/c
 import type { CampaignRequest } from '../../shared/campaign/types';
 import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
 import {
   CosmosCampaignRecords,
   campaignsIndexingPolicy,
   campaignsPartitionKey,
-} from '../../shared/store/cosmos/campaigns';
-import { CosmosMigrationRecords, migrationsIndexingPolicy } from '../../shared/store/cosmos/migrations';
-import type { CampaignRecords } from '../../shared/store/ports/campaigns';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import type { MigrationRecords } from '../../shared/store/ports/migrations';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+} from '../../shared/campaign/store/cosmos/campaigns';
+import {
+  CosmosMigrationRecords,
+  migrationsIndexingPolicy,
+} from '../../shared/migration/store/cosmos/migrations';
+import type { CampaignRecords } from '../../shared/campaign/store/ports/campaigns';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import type { MigrationRecords } from '../../shared/migration/store/ports/migrations';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import { ManualClock } from '../../testkit/clock';
 import type { CosmosTestServer } from '../../testkit/cosmosServer';
 import { campaignRecord } from '../support/campaignRecord';

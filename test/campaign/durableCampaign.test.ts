@@ -20,10 +20,10 @@ import type { Activities } from '../../shared/migration/activities';
 import type { MigrationService } from '../../shared/migration/service';
 import { CANCEL_EVENT, type MigrationInput } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import { ManualClock } from '../../testkit/clock';
 import {
   DurableReplay,

@@ -1,4 +1,4 @@
-import type { LocationStore } from '../../shared/store/ports/locations';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { TARGET, operator } from './harness';
 import { removeTickDirs, sqliteTick, tickUntilDone } from './sqliteTick';
 

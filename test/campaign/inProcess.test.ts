@@ -1,8 +1,8 @@
 import { countsFrom, startsAllowed, throttleAfterTick } from '../../shared/campaign/plan';
 import { type TickRules, campaignTick } from '../../shared/campaign/tick';
 import type { HttpCall, HttpResult, MigrationPhase } from '../../shared/migration/types';
-import type { TelemetryEvent } from '../../shared/telemetry/lockTelemetry';
-import { nullSink } from '../../shared/telemetry/sink';
+import type { TelemetryEvent } from '../../shared/migration/telemetry/lockTelemetry';
+import { nullSink } from '../../shared/migration/telemetry/sink';
 import { FaultyStore } from '../../testkit/faultyStore';
 import { SOURCE, TARGET, campaignHarness, operator, worstMinute } from './harness';
 

@@ -1,5 +1,5 @@
 import { assertRetryOutsideCampaign } from '../../shared/campaign/campaigns';
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
 import { call, handlerServices } from '../support/handlers';
 import { TARGET, campaignHarness, operator } from './harness';
 

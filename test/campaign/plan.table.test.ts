@@ -1,4 +1,4 @@
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
 import {
   type CampaignCommand,
   type StartsAllowedInput,

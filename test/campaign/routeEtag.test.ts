@@ -1,6 +1,6 @@
-import { Router } from '../../shared/router';
-import { newLocationDocument } from '../../shared/lock/document';
-import { resetCounters } from '../../shared/store/ports/locations';
+import { Router } from '../../shared/core/router';
+import { newLocationDocument } from '../../shared/core/lock/document';
+import { resetCounters } from '../../shared/core/store/ports/locations';
 import { SOURCE, TARGET, campaignHarness, operator } from './harness';
 
 /**

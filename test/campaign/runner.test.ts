@@ -5,7 +5,7 @@ import { InProcessCampaignRunner } from '../../shared/campaign/inProcess';
 import type { TickResult } from '../../shared/campaign/service';
 import { countsFrom, emptyHistogram } from '../../shared/campaign/plan';
 import type { CampaignRecord, CampaignState } from '../../shared/campaign/types';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
 import { ManualClock } from '../../testkit/clock';
 import { VirtualScheduler } from '../../testkit/virtualScheduler';
 

@@ -6,9 +6,9 @@ import type { CampaignLauncher, TickDeps } from '../../shared/campaign/service';
 import { campaignTick } from '../../shared/campaign/tick';
 import type { MigrationRecord } from '../../shared/migration/records';
 import type { MigrationRequest } from '../../shared/migration/service';
-import type { CampaignRecords } from '../../shared/store/ports/campaigns';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
-import type { LocationStore } from '../../shared/store/ports/locations';
+import type { CampaignRecords } from '../../shared/campaign/store/ports/campaigns';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { TARGET } from './harness';
 
 /**

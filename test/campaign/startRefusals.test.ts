@@ -1,6 +1,6 @@
 import { MAX_START_FAILURES } from '../../shared/campaign/plan';
 import { campaignTick } from '../../shared/campaign/tick';
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
 import { settingsFor } from '../../shared/migration/service';
 import type { MigrationSettings } from '../../shared/migration/types';
 import { TARGET, operator } from './harness';

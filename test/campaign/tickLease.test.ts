@@ -7,7 +7,7 @@ import {
 } from '../../shared/campaign/plan';
 import type { TickDeps, TickResult } from '../../shared/campaign/service';
 import { type TickRules, campaignTick } from '../../shared/campaign/tick';
-import type { CampaignRecords } from '../../shared/store/ports/campaigns';
+import type { CampaignRecords } from '../../shared/campaign/store/ports/campaigns';
 import { TARGET, campaignHarness, operator } from './harness';
 
 /**

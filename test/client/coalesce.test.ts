@@ -4,18 +4,18 @@ import {
   RoutingClient,
   decide,
   withinGrace,
-} from '../../shared/client';
+} from '../../shared/core/client';
 import { parseConfig } from '../../shared/config';
-import type { RouteView } from '../../shared/lock/view';
+import type { RouteView } from '../../shared/core/lock/view';
 import { startLocalHost } from '../support/localHost';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { HeldReadStore } from '../../testkit/heldReadStore';
-import { READ_LEAD_HEADER } from '../../shared/inflight';
+import { READ_LEAD_HEADER } from '../../shared/core/inflight';
 import { Front, type HostOnClock, SOURCE, T, TARGET, hostOnManualClock, scriptedServer } from './harness';
 
 /**
- * Concurrent resolves of one id share one request (shared/inflight.ts), and a joined view
+ * Concurrent resolves of one id share one request (shared/core/inflight.ts), and a joined view
  * is as old as the request it joined: its `resolvedAt` is that request's, so the join bound is spent
  * from the in-flight grace like the request's own time.
  */

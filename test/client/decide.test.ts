@@ -1,7 +1,7 @@
-import { type Decision, RoutingClient, decide, decisionStatus } from '../../shared/client';
-import { errorKind } from '../../shared/errors';
-import type { Location } from '../../shared/lock/document';
-import type { Operation } from '../../shared/lock/view';
+import { type Decision, RoutingClient, decide, decisionStatus } from '../../shared/core/client';
+import { errorKind } from '../../shared/core/errors';
+import type { Location } from '../../shared/core/lock/document';
+import type { Operation } from '../../shared/core/lock/view';
 import { type HostOnClock, SOURCE, TARGET, hostOnManualClock } from './harness';
 
 /**

@@ -1,4 +1,4 @@
-import { DEFAULT_NOT_FOUND_TTL_MS, RoutingClient, RoutingServiceError } from '../../shared/client';
+import { DEFAULT_NOT_FOUND_TTL_MS, RoutingClient, RoutingServiceError } from '../../shared/core/client';
 import { type HostOnClock, SOURCE, T, hostOnManualClock, scriptedServer } from './harness';
 
 /**

@@ -1,4 +1,4 @@
-import { RoutingClient, RoutingServiceError } from '../../shared/client';
+import { RoutingClient, RoutingServiceError } from '../../shared/core/client';
 import { Front } from './harness';
 
 /**

@@ -5,8 +5,8 @@ import {
   RoutingServiceError,
   decide,
   decisionStatus,
-} from '../../shared/client';
-import type { Operation, RouteView } from '../../shared/lock/view';
+} from '../../shared/core/client';
+import type { Operation, RouteView } from '../../shared/core/lock/view';
 import { Front, type HostOnClock, SOURCE, T, TARGET, hostOnManualClock } from './harness';
 
 /**

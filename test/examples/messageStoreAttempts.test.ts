@@ -1,7 +1,7 @@
 import { MessageStore } from '../../examples/message-store/service';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { poll } from '../support/poll';
 
 /**

@@ -4,10 +4,10 @@ import { parse } from 'yaml';
 import { mayDeleteCopy } from '../../examples/message-store/notices';
 import { MessageStore, type MessageStoreOptions } from '../../examples/message-store/service';
 import { compareRegions } from '../../examples/message-store/verification';
-import type { RouteView } from '../../shared/lock/view';
+import type { RouteView } from '../../shared/core/lock/view';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { poll } from '../support/poll';
 
 /**

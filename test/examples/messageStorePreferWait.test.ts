@@ -9,7 +9,7 @@ import {
 } from '../../drill/writeLockHold';
 import { MessageStore, type MessageStoreOptions } from '../../examples/message-store/service';
 import { startLocalHost } from '../support/localHost';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 
 /**
  * `Prefer: wait=N` at the example participant (docs/design.md §6.5): a job that ends within

@@ -12,8 +12,8 @@ import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 import type { CampaignService } from '../../shared/campaign/service';
 import type { CampaignStatus } from '../../shared/campaign/types';
-import { RouteLockError } from '../../shared/errors';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { RouteLockError } from '../../shared/core/errors';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';
 import { poll } from '../support/poll';
 

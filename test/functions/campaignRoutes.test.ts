@@ -3,7 +3,7 @@ import { startLocalHost } from '../support/localHost';
 import type { AddedResources } from '../../shared/campaign/service';
 import { type CampaignStatus, MAX_CAMPAIGN_PAGES } from '../../shared/campaign/types';
 import type { MigrationList } from '../../shared/migration/service';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { poll } from '../support/poll';
 import { type TestPrincipal, allRoles, asPrincipal } from '../support/principals';
 

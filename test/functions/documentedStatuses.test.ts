@@ -6,7 +6,7 @@ import { parse } from 'yaml';
 import type { EndpointDeclaration } from '../../functions/http/endpoint';
 import { type LocalHost, allEndpoints } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { allRoles, asPrincipal } from '../support/principals';
 
 /**

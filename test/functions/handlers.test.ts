@@ -1,5 +1,5 @@
-import type { LockGrant, RouteView } from '../../shared/lock/view';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import type { LockGrant, RouteView } from '../../shared/core/lock/view';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { FaultyStore } from '../../testkit/faultyStore';
 import { type Called, call, handlerServices } from '../support/handlers';
 import { assertNoSecrets } from '../support/secrets';

@@ -45,7 +45,7 @@ test('every functions entry point loads without better-sqlite3 when the store is
 
 test('negative control: opening the sqlite store does load it (the check sees the native module)', () => {
   const openSqlite = `
-      const { openStores } = require(${JSON.stringify(join(root, 'shared/store/open.ts'))});
+      const { openStores } = require(${JSON.stringify(join(root, 'shared/stores.ts'))});
       await openStores({ kind: 'sqlite', path: ':memory:' });`;
   expect(loadsSqlite({ ROUTELOCK_STORE: 'sqlite' }, openSqlite)).toBe(true);
 }, 60_000);

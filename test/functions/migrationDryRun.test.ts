@@ -9,7 +9,7 @@ import type { PreflightReport } from '../../shared/migration/preflight';
 import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
 import { migrationSettings } from '../../shared/migration/workflow';
 import type { MigrationService } from '../../shared/migration/service';
-import type { TelemetrySink } from '../../shared/telemetry/sink';
+import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
 import { call, handlerServices } from '../support/handlers';
 
 /**

@@ -1,16 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import type { Actor } from '../../shared/audit';
+import type { Actor } from '../../shared/core/audit';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import {
-  InProcessMigrationService,
   type MigrationList,
   type MigrationListQuery,
   type MigrationService,
   type StartedMigration,
 } from '../../shared/migration/service';
 import { type MigrationStatus, migrationStates } from '../../shared/migration/types';
-import { encodeContinuation } from '../../shared/store/continuation';
+import { encodeContinuation } from '../../shared/core/store/continuation';
 import { type Called, call, handlerServices } from '../support/handlers';
 import { virtualRunner } from '../support/migrationHarness';
 import { allRoles } from '../support/principals';

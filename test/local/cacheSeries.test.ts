@@ -1,13 +1,13 @@
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { RoutingClient, decide } from '../../shared/client';
+import { RoutingClient, decide } from '../../shared/core/client';
 import { ManualClock } from '../../testkit/clock';
-import type { LocationDocument } from '../../shared/lock/document';
-import { type RouteView, cacheHeaders } from '../../shared/lock/view';
+import type { LocationDocument } from '../../shared/core/lock/document';
+import { type RouteView, cacheHeaders } from '../../shared/core/lock/view';
 import { VirtualScheduler } from '../../testkit/virtualScheduler';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { Router } from '../../shared/router';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { Router } from '../../shared/core/router';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { seamedRouterMaker } from '../../testkit/router';
 
 /**

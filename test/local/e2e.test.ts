@@ -1,11 +1,11 @@
 import { request as httpRequest } from 'node:http';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { RoutingClient, RoutingServiceError, decide } from '../../shared/client';
+import { RoutingClient, RoutingServiceError, decide } from '../../shared/core/client';
 import { ManualClock } from '../../testkit/clock';
-import type { LockGrant, RouteView } from '../../shared/lock/view';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import type { LockGrant, RouteView } from '../../shared/core/lock/view';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { assertNoSecrets } from '../support/secrets';
 import { useCosmosServers } from '../support/cosmosServers';
 

@@ -3,7 +3,7 @@ import { parseHostConfig } from '../../local/config';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 import { ConfigError } from '../../shared/config';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { asPrincipal } from '../support/principals';
 import { fastHostEnv } from '../support/timing';
 

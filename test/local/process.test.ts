@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { LockGrant } from '../../shared/lock/view';
+import type { LockGrant } from '../../shared/core/lock/view';
 import { runHostToExit, spawnHost } from '../support/spawnHost';
 
 /** The embedded host as a process: restarts, signals, bad configuration. */

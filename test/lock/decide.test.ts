@@ -1,9 +1,9 @@
-import { decide } from '../../shared/client';
-import type { Location } from '../../shared/lock/document';
-import { escalate, prelock, swap } from '../../shared/lock/rules';
-import { type RouteView, routeView } from '../../shared/lock/view';
+import { decide } from '../../shared/core/client';
+import type { Location } from '../../shared/core/lock/document';
+import { escalate, prelock, swap } from '../../shared/core/lock/rules';
+import { type RouteView, routeView } from '../../shared/core/lock/view';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
-import { newLocationDocument } from '../../shared/lock/document';
+import { newLocationDocument } from '../../shared/core/lock/document';
 
 /**
  * `decide()` compares full locations (region and account). A move between two accounts of

@@ -1,8 +1,8 @@
-import { instantMs } from '../../shared/lock/state';
+import { instantMs } from '../../shared/core/lock/state';
 import { prng } from '../../testkit/prng';
 
 /**
- * `instantMs` (shared/lock/state.ts) reads the canonical ISO shape digit by digit instead of calling
+ * `instantMs` (shared/core/lock/state.ts) reads the canonical ISO shape digit by digit instead of calling
  * `Date.parse` (the read path's lock dating). It must give exactly what `Date.parse` gives for
  * every string, canonical or not: a lock instant read one millisecond off would move a lock's start or end.
  */

@@ -1,8 +1,8 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { newLocationDocument } from '../../shared/lock/document';
-import { escalate, prelock, swap } from '../../shared/lock/rules';
-import { routeView } from '../../shared/lock/view';
+import { newLocationDocument } from '../../shared/core/lock/document';
+import { escalate, prelock, swap } from '../../shared/core/lock/rules';
+import { routeView } from '../../shared/core/lock/view';
 import { T0, productionTiming as cfg } from '../support/timing';
 
 /** What a pure module must not contain: a clock, randomness, timers, awaited I/O, I/O imports. */
@@ -25,7 +25,7 @@ function impurities(source: string): string[] {
  * only yields steps (Durable replay depends on it). ESLint enforces the same on these files.
  */
 describe('lock rules and the migration workflow are pure', () => {
-  const lockDir = join(__dirname, '../../shared/lock');
+  const lockDir = join(__dirname, '../../shared/core/lock');
   const ruleFiles = ['rules.ts', 'state.ts', 'view.ts', 'document.ts'];
   const phaseDir = join(__dirname, '../../shared/migration/workflow');
   const pureFiles = [

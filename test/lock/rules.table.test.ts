@@ -1,7 +1,7 @@
-import { RouteLockError } from '../../shared/errors';
-import { type LocationDocument, newLocationDocument } from '../../shared/lock/document';
-import { type RuleResult, escalate, prelock, release, renew, swap } from '../../shared/lock/rules';
-import { sha256Hex } from '../../shared/lock/token';
+import { RouteLockError } from '../../shared/core/errors';
+import { type LocationDocument, newLocationDocument } from '../../shared/core/lock/document';
+import { type RuleResult, escalate, prelock, release, renew, swap } from '../../shared/core/lock/rules';
+import { sha256Hex } from '../../shared/core/lock/token';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
 
 /**

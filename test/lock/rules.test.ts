@@ -1,5 +1,5 @@
-import { RouteLockError } from '../../shared/errors';
-import { type LocationDocument, newLocationDocument } from '../../shared/lock/document';
+import { RouteLockError } from '../../shared/core/errors';
+import { type LocationDocument, newLocationDocument } from '../../shared/core/lock/document';
 import {
   assertDeletable,
   escalate,
@@ -9,9 +9,9 @@ import {
   release,
   renew,
   swap,
-} from '../../shared/lock/rules';
-import { sha256Hex, tokenMatches } from '../../shared/lock/token';
-import { cacheControl, enforcement, lockGrant, routeView } from '../../shared/lock/view';
+} from '../../shared/core/lock/rules';
+import { sha256Hex, tokenMatches } from '../../shared/core/lock/token';
+import { cacheControl, enforcement, lockGrant, routeView } from '../../shared/core/lock/view';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
 import { assertNoSecrets } from '../support/secrets';
 
@@ -438,7 +438,7 @@ describe('force-release and reclaim', () => {
       actor: 'ops-a',
       reason: 'stuck',
       requestId: 'fr-1',
-      // the write attempt it ended, for the telemetry's hold (shared/telemetry/lockTelemetry.ts)
+      // the write attempt it ended, for the telemetry's hold (shared/migration/telemetry/lockTelemetry.ts)
       writeAt: doc.lock!.writeAt,
       writeExpiresAt: (doc.lock as { writeExpiresAt: string }).writeExpiresAt,
     });

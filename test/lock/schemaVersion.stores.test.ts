@@ -1,9 +1,9 @@
-import { RouteLockError, errorKind } from '../../shared/errors';
-import { type LocationDocument, SCHEMA_VERSION, type StoredDocument } from '../../shared/lock/document';
-import * as rules from '../../shared/lock/rules';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { sweepOrphans } from '../../shared/sweeper';
+import { RouteLockError, errorKind } from '../../shared/core/errors';
+import { type LocationDocument, SCHEMA_VERSION, type StoredDocument } from '../../shared/core/lock/document';
+import * as rules from '../../shared/core/lock/rules';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { sweepOrphans } from '../../shared/migration/sweeper';
 import { ManualClock } from '../../testkit/clock';
 import { type SeamedRouterOptions, seamedRouter } from '../../testkit/router';
 import {

@@ -1,5 +1,5 @@
-import { decide } from '../../shared/client';
-import { RouteLockError, errorKind } from '../../shared/errors';
+import { decide } from '../../shared/core/client';
+import { RouteLockError, errorKind } from '../../shared/core/errors';
 import {
   type Location,
   type LocationDocument,
@@ -7,11 +7,11 @@ import {
   assertWritableSchema,
   knowsSchemaOf,
   newLocationDocument,
-} from '../../shared/lock/document';
-import * as rules from '../../shared/lock/rules';
-import { type Operation, cacheHeaders, routeView } from '../../shared/lock/view';
-import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
-import type { TelemetrySink } from '../../shared/telemetry/sink';
+} from '../../shared/core/lock/document';
+import * as rules from '../../shared/core/lock/rules';
+import { type Operation, cacheHeaders, routeView } from '../../shared/core/lock/view';
+import { handleDocumentVersions } from '../../shared/migration/telemetry/changeHandler';
+import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
 import {
   type CaseName,
   type Effect,

@@ -1,8 +1,8 @@
 import { type TimingConfig, parseConfig } from '../../shared/config';
-import { RouteLockError } from '../../shared/errors';
-import { type LocationDocument, newLocationDocument } from '../../shared/lock/document';
-import { assertDeletable, escalate, prelock, release, renew, swap } from '../../shared/lock/rules';
-import { enforcement } from '../../shared/lock/view';
+import { RouteLockError } from '../../shared/core/errors';
+import { type LocationDocument, newLocationDocument } from '../../shared/core/lock/document';
+import { assertDeletable, escalate, prelock, release, renew, swap } from '../../shared/core/lock/rules';
+import { enforcement } from '../../shared/core/lock/view';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
 
 /**

@@ -5,7 +5,7 @@ import type {
   LocationDocument,
   PrelockLock,
   WriteLock,
-} from '../../shared/lock/document';
+} from '../../shared/core/lock/document';
 import {
   DEFAULT_CLOCK_SKEW_SECONDS,
   beforeEnd,
@@ -23,11 +23,11 @@ import {
   secondaryInForce,
   startedEverywhereAt,
   writeLockInForce,
-} from '../../shared/lock/state';
+} from '../../shared/core/lock/state';
 import { T0, seconds } from '../support/timing';
 
 /**
- * What a lock means at `now` (shared/lock/state.ts), as a table: each predicate one millisecond before,
+ * What a lock means at `now` (shared/core/lock/state.ts), as a table: each predicate one millisecond before,
  * at, and one millisecond after its boundary, with a clock-skew margin of 5 s. Expected values are
  * written out; the boundaries are the lock's own timestamps plus or minus the margin the predicate
  * counts on its side. A negative control runs the same table against predicates that drop the margin

@@ -1,15 +1,15 @@
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { parseConfig } from '../../shared/config';
-import { RouteLockError } from '../../shared/errors';
-import { liveLock } from '../../shared/lock/state';
+import { RouteLockError } from '../../shared/core/errors';
+import { liveLock } from '../../shared/core/lock/state';
 import type { Activities } from '../../shared/migration/activities';
 import type { HttpCall, MigrationStatus, ParticipantCall } from '../../shared/migration/types';
 import { attemptVerdict } from '../../shared/migration/workflow';
-import type { LocationStore } from '../../shared/store/ports/locations';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { DurableReplay } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 
 /**
  * Automatic retry with a fresh lock (docs/design.md §6.3): which

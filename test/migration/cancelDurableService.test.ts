@@ -3,10 +3,10 @@ import { DurableMigrationService } from '../../functions/durable/service';
 import { parseConfig } from '../../shared/config';
 import { CANCEL_EVENT, type MigrationInput, type MigrationStatus } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import { ManualClock } from '../../testkit/clock';
 
 /**

@@ -1,10 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RouteLockError, errorKind } from '../../shared/errors';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { RouteLockError, errorKind } from '../../shared/core/errors';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import type { HttpCall, HttpResult, MigrationPhase, MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { virtualRunner } from '../support/migrationHarness';
 

@@ -2,7 +2,7 @@ import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { parseConfig } from '../../shared/config';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { FaultyStore } from '../../testkit/faultyStore';
 import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 import {
@@ -247,7 +247,7 @@ const VERSIONS: InputVersion[] = [V5];
 const ONE = [{ name: 'messages', url: 'https://messages.test/migrate' }];
 const TWO = [...ONE, { name: 'media', url: 'https://media.test/migrate' }];
 /** A 300 s hard-delete and write lease: renewed every 100 s, so a copy of a few minutes races renewals. */
-// One delta attempt: a 300 s hard-delete lease cannot outlast a 900 s overrun (config.ts timingInequalities).
+// One delta attempt: a 300 s hard-delete lease cannot outlast a 900 s overrun (timingInequalities, shared/migration/settings.ts).
 const SHORT_LEASES = {
   ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300',
   ROUTELOCK_WRITE_LEASE_SECONDS: '300',

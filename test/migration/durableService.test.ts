@@ -1,4 +1,4 @@
-import { TokenKeyring } from '../../shared/security/tokenKeys';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
 import { InvocationContext } from '@azure/functions';
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/service';
@@ -6,14 +6,14 @@ import { migrationQueueHandler, poisonOutput } from '../../functions/migrationQu
 import { createServices } from '../../functions/services';
 import { ManualClock } from '../../testkit/clock';
 import { scratchConfig } from '../support/scratch';
-import { RouteLockError } from '../../shared/errors';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { RouteLockError } from '../../shared/core/errors';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import type { MigrationInput } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import type { TelemetryEvent } from '../../shared/telemetry/lockTelemetry';
-import { type TelemetrySink, nullSink } from '../../shared/telemetry/sink';
+import { Router } from '../../shared/core/router';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import type { TelemetryEvent } from '../../shared/migration/telemetry/lockTelemetry';
+import { type TelemetrySink, nullSink } from '../../shared/migration/telemetry/sink';
 
 /**
  * Starting migrations on Durable Functions, against a fake DurableClient that behaves as the extension

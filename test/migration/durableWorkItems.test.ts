@@ -28,7 +28,7 @@ test('work items per migration: 0, 1 and 2 participants under the dev and produc
 });
 
 test('a long bulk copy adds one renewal per third of the hard-delete lease (a 300 s lease: every 100 s), polled at the cap between', async () => {
-  // one delta attempt: a 300 s hard-delete lease cannot outlast a 900 s overrun (config.ts timingInequalities)
+  // one delta attempt: a 300 s hard-delete lease cannot outlast a 900 s overrun (timingInequalities, shared/migration/settings.ts)
   const env = { ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300', ROUTELOCK_DELTA_ATTEMPTS: '1' };
   const [short, oneRenewal, twoRenewals] = await Promise.all(
     [undefined, 101, 201].map((copySeconds) =>

@@ -1,7 +1,7 @@
-import { RouteLockError } from '../../shared/errors';
-import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
+import { RouteLockError } from '../../shared/core/errors';
+import type { LocationDocument, StoredDocument } from '../../shared/core/lock/document';
 import type { HttpCall } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { FaultyStore } from '../../testkit/faultyStore';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 

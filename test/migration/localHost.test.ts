@@ -1,7 +1,7 @@
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 
 /**

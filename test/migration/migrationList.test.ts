@@ -1,19 +1,19 @@
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService } from '../../functions/durable/service';
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import {
-  InProcessMigrationService,
   type MigrationList,
   type MigrationListQuery,
   type MigrationService,
 } from '../../shared/migration/service';
 import type { MigrationInput, MigrationStatus } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { encodeContinuation } from '../../shared/store/continuation';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { encodeContinuation } from '../../shared/core/store/continuation';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import { parseConfig } from '../../shared/config';
 import { ManualClock } from '../../testkit/clock';
 import { virtualRunner } from '../support/migrationHarness';

@@ -1,7 +1,7 @@
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { parseConfig } from '../../shared/config';
 import type { HttpAnswer, MigrationStatus, ParticipantCall } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import type { ManualClock } from '../../testkit/clock';
 import { DurableReplay } from '../../testkit/durableReplay';
 import { FailoverStore } from '../../testkit/failoverStore';

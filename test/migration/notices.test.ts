@@ -1,4 +1,4 @@
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import type { EndNotice, MigrationStatus, ParticipantCall } from '../../shared/migration/types';
 import { virtualRunner } from '../support/migrationHarness';
 import { type ParticipantServer, type StepBehaviour, startParticipant } from '../support/participantServer';

@@ -1,5 +1,5 @@
 import { SOURCE, TARGET, failoverMigration } from '../support/failoverMigration';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { LaggingStore } from '../../testkit/laggingStore';
 import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';

@@ -4,12 +4,12 @@ import {
   type StepNeed,
   type Verdict,
   classifyAnswer,
-  parseRetryAfter,
   pollWaitMs,
   resolveLocation,
   transientExhausted,
   transientWaitMs,
 } from '../../shared/migration/participantContract';
+import { parseRetryAfter } from '../../shared/core/retryAfter';
 import type { HttpAnswer, MigrationSettings } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 

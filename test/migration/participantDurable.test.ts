@@ -11,7 +11,7 @@ import { DurableReplay, type HttpReply } from '../../testkit/durableReplay';
 import { migrationFixture } from '../../testkit/migrationFixture';
 import { plantParticipantBug } from '../../testkit/plantedBugs';
 import { worstCaseCopyActions } from '../../shared/migration/workflow/copy';
-import { profiles } from '../../shared/profiles';
+import { profiles } from '../../shared/core/profiles';
 
 /**
  * The participant protocol on the Durable runner, replayed through durable-functions' own executor

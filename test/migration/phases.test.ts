@@ -1,7 +1,7 @@
 import type { OrchestrationContext } from 'durable-functions';
 import { activityFunctionName, runOnDurable } from '../../functions/durable/runOnDurable';
 import { activityNames } from '../../functions/migrationOrchestrator';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
 import {
   type ActivityName,
   type ActivityResult,

@@ -1,6 +1,6 @@
 import { parseConfig } from '../../shared/config';
-import type { LocationDocument, Lock } from '../../shared/lock/document';
-import { newLocationDocument } from '../../shared/lock/document';
+import type { LocationDocument, Lock } from '../../shared/core/lock/document';
+import { newLocationDocument } from '../../shared/core/lock/document';
 import {
   type PreflightFacts,
   type PreflightSettings,

@@ -2,7 +2,7 @@ import { QueueClient } from '@azure/storage-queue';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 import { decodeBase64, hostQueueRetry, timeSpanSeconds } from '../../local/queueConsumer';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { type AzuriteQueue, startAzuriteQueue } from '../support/azurite';
 import { FaultyStore } from '../../testkit/faultyStore';
 import { poll } from '../support/poll';

@@ -1,8 +1,8 @@
 import { runRouteReads } from '../../bench/migration';
 import { withoutIfMatch } from '../../testkit/withoutIfMatch';
 import { parseConfig } from '../../shared/config';
-import { Router } from '../../shared/router';
-import { resetCounters } from '../../shared/store/ports/locations';
+import { Router } from '../../shared/core/router';
+import { resetCounters } from '../../shared/core/store/ports/locations';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /**

@@ -1,8 +1,8 @@
-import { carriedVersion } from '../../shared/lock/document';
+import { carriedVersion } from '../../shared/core/lock/document';
 import type { Activities } from '../../shared/migration/activities';
-import { InProcessMigrationService } from '../../shared/migration/service';
-import { Router } from '../../shared/router';
-import { resetCounters } from '../../shared/store/ports/locations';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
+import { Router } from '../../shared/core/router';
+import { resetCounters } from '../../shared/core/store/ports/locations';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /**

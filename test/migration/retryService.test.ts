@@ -2,13 +2,13 @@ import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService, ORCHESTRATOR } from '../../functions/durable/service';
 import { parseConfig } from '../../shared/config';
 import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import { type HttpCall, type MigrationInput, WORKFLOW_VERSION } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import { ManualClock } from '../../testkit/clock';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 

@@ -1,13 +1,13 @@
 import type { DurableClient } from 'durable-functions';
 import { DurableMigrationService } from '../../functions/durable/service';
 import { parseConfig } from '../../shared/config';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { newMigrationInput, newMigrationRecord } from '../../shared/migration/records';
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import { pendingStatus } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import { virtualRunner } from '../support/migrationHarness';

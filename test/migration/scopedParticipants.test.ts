@@ -9,10 +9,10 @@ import {
 } from '../../shared/config';
 import type { HttpCall, MigrationInput } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { virtualRunner } from '../support/migrationHarness';
 

@@ -14,7 +14,7 @@ const TARGET = { region: 'eastus', account: 'chatuse01' };
 const BUDGET_MS = 900_000;
 
 type Harness = typeof import('../support/migrationHarness');
-type Service = typeof import('../../shared/migration/service');
+type Service = typeof import('../../shared/migration/inProcessService');
 
 /** One migration on fresh modules, the slot rule planted or real; its lock calls and its end. */
 async function run(plant: boolean, window?: CutoverWindow) {
@@ -31,7 +31,9 @@ async function run(plant: boolean, window?: CutoverWindow) {
     jest.dontMock('../../shared/migration/window');
   }
   const { virtualRunner } = jest.requireActual<Harness>('../support/migrationHarness');
-  const { InProcessMigrationService } = jest.requireActual<Service>('../../shared/migration/service');
+  const { InProcessMigrationService } = jest.requireActual<Service>(
+    '../../shared/migration/inProcessService',
+  );
   const h = virtualRunner();
   const service = new InProcessMigrationService(h.runner, h.router);
   await h.router.createRoute('r-1', SOURCE);

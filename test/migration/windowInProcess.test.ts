@@ -1,4 +1,4 @@
-import { InProcessMigrationService } from '../../shared/migration/service';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
 import type { CutoverWindow, MigrationStatus } from '../../shared/migration/types';
 import { virtualRunner } from '../support/migrationHarness';
 import { watchLocks, writeLocks, writeLocksOutside } from './windowSupport';

@@ -2,20 +2,17 @@ import type { Container } from '@azure/cosmos';
 import { handleMigrationMessage } from '../../functions/migrationQueue';
 import type { Services } from '../../functions/services';
 import type { PreflightReport } from '../../shared/migration/preflight';
-import {
-  InProcessMigrationService,
-  type MigrationRequest,
-  type MigrationService,
-} from '../../shared/migration/service';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
+import { type MigrationRequest, type MigrationService } from '../../shared/migration/service';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { virtualRunner } from '../support/migrationHarness';
 import type { CutoverWindow } from '../../shared/migration/types';
 import {
   CosmosCampaignRecords,
   campaignsIndexingPolicy,
   campaignsPartitionKey,
-} from '../../shared/store/cosmos/campaigns';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
+} from '../../shared/campaign/store/cosmos/campaigns';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
 import { SOURCE, TARGET, campaignHarness, operator } from '../campaign/harness';
 import { campaignRecord } from '../support/campaignRecord';
 import { useCosmosServers } from '../support/cosmosServers';

@@ -1,14 +1,18 @@
 // The bridge (a .NET runtime for JavaScript) first, then the language service on it: both set globals.
 import '@kusto/language-service-next/bridge.min.js';
 import '@kusto/language-service-next/Kusto.Language.Bridge.min.js';
-import { availabilityNames, telemetryEventNames, telemetryMetricNames } from '../../shared/telemetry/names';
+import {
+  availabilityNames,
+  telemetryEventNames,
+  telemetryMetricNames,
+} from '../../shared/migration/telemetry/names';
 
 /**
  * Checking KQL as Azure Monitor would run it: parsed and analysed by Kusto.Language
  * (@kusto/language-service-next) against the Application Insights tables routelock's queries read, each
  * declared with the columns it has, so a syntax error, an unknown column or table, and a misspelt function
  * are diagnostics. Then every `name == "X"` / `name in (…)` on a table is checked against the catalogue of
- * that table's kind (shared/telemetry/names.ts for events, metrics and availability tests; the function
+ * that table's kind (shared/migration/telemetry/names.ts for events, metrics and availability tests; the function
  * names for `requests`).
  */
 

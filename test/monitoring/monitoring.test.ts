@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { functionEndpoints } from '../../functions/endpoints';
-import { profiles } from '../../shared/profiles';
+import { profiles } from '../../shared/core/profiles';
 import {
   type ArmModule,
   type ArmResource,
@@ -18,7 +18,7 @@ import { checkQuery, nameCatalogue, substituteParameters } from './kql';
  * The workbook and the alerts as deployed: read from the compiled ARM template (infra/arm/main.json,
  * `npm run infra:build`), every query evaluated as ARM would (the .kql text the Bicep loads, its settings
  * put in) and checked by Kusto.Language against the Application Insights tables, with every event, metric
- * and availability name it compares against the one catalogue (shared/telemetry/names.ts). Every alert
+ * and availability name it compares against the one catalogue (shared/migration/telemetry/names.ts). Every alert
  * notifies the action group and links its runbook section in docs/operators.md; the workbook draws the configured lease
  * and budget. Negative controls plant the faults each check is for.
  */

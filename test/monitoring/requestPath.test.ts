@@ -2,24 +2,28 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServices } from '../../functions/services';
-import { type Decision, type ResolvedView, decide } from '../../shared/client';
+import { type Decision, type ResolvedView, decide } from '../../shared/core/client';
 import { parseConfig } from '../../shared/config';
-import { RouteLockError } from '../../shared/errors';
-import { bareEtag } from '../../shared/lock/document';
-import { Router } from '../../shared/router';
-import { observeStoreThrottling, storeError } from '../../shared/store/cosmos/common';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { sweepOrphans } from '../../shared/sweeper';
-import { decisionMetric, recordDecision, recordStoreThrottled } from '../../shared/telemetry/decisions';
-import type { TelemetryEvent, TelemetryMetric } from '../../shared/telemetry/lockTelemetry';
-import { telemetryEventNames, telemetryMetricNames } from '../../shared/telemetry/names';
+import { RouteLockError } from '../../shared/core/errors';
+import { bareEtag } from '../../shared/core/lock/document';
+import { Router } from '../../shared/core/router';
+import { observeStoreThrottling, storeError } from '../../shared/core/store/cosmos/common';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { sweepOrphans } from '../../shared/migration/sweeper';
+import {
+  decisionMetric,
+  recordDecision,
+  recordStoreThrottled,
+} from '../../shared/migration/telemetry/decisions';
+import type { TelemetryEvent, TelemetryMetric } from '../../shared/migration/telemetry/lockTelemetry';
+import { telemetryEventNames, telemetryMetricNames } from '../../shared/migration/telemetry/names';
 import { MessageStore } from '../../examples/message-store/service';
 import { ManualClock } from '../../testkit/clock';
 import { scratchConfig } from '../support/scratch';
 
 /**
  * The request-path counters the workbook's refusals panel and the throttling alert read: a service's
- * decisions (shared/telemetry/decisions.ts, wired in the example message store), Cosmos DB 429s at the
+ * decisions (shared/migration/telemetry/decisions.ts, wired in the example message store), Cosmos DB 429s at the
  * store adapter, and the sweeper's OrphanedLockFound.
  */
 

@@ -1,16 +1,16 @@
-import { auditRecordFor, auditRecordsRecoverableFrom } from '../../shared/audit';
-import { RouteLockError } from '../../shared/errors';
-import type { LocationDocument } from '../../shared/lock/document';
+import { auditRecordFor, auditRecordsRecoverableFrom } from '../../shared/core/audit';
+import { RouteLockError } from '../../shared/core/errors';
+import type { LocationDocument } from '../../shared/core/lock/document';
 import {
   MAX_RELEASE_REASON_CHARS,
   boundedReleaseReason,
   checkedReleaseReason,
-  redactCredentials,
-} from '../../shared/lock/rules';
-import type { LockGrant } from '../../shared/lock/view';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+} from '../../shared/core/lock/rules';
+import { redactCredentials } from '../../shared/core/redact';
+import type { LockGrant } from '../../shared/core/lock/view';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { call, handlerServices } from '../support/handlers';
 
 /**
@@ -66,7 +66,7 @@ describe('checkedReleaseReason: the one rule of a release reason', () => {
     expect(redactCredentials(token)).toBe('[redacted]');
   });
 
-  // A guard against accidents, not a boundary (rules.ts redactCredentials): these are the accidents.
+  // A guard against accidents, not a boundary (shared/core/redact.ts): these are the accidents.
   const arm = '/subscriptions/0000/resourceGroups/MyRG/providers/Microsoft.Web/sites/app1/slots/staging';
   const base64WithSlash = 'q1Z/3vB8xYkP0tR7wL2mN9sD4fG6hJ+cVbKaEoUiQzA=';
   const redacted: [string, string, string][] = [

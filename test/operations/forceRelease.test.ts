@@ -1,25 +1,25 @@
 import { ManualClock } from '../../testkit/clock';
 import { parseConfig } from '../../shared/config';
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
 import {
   APPROVAL_WINDOW_MS,
   ForceReleaseService,
   approveRequest,
   openRequest,
-} from '../../shared/forceRelease';
-import { forceRelease } from '../../shared/lock/rules';
-import { Router } from '../../shared/router';
-import { CosmosAuditLedger } from '../../shared/store/cosmos/audit';
-import { CosmosForceReleaseRequests } from '../../shared/store/cosmos/forceRelease';
-import type { AuditLedger } from '../../shared/store/ports/audit';
-import type { ForceReleaseRequests } from '../../shared/store/ports/forceRelease';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
-import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { sweepOrphans } from '../../shared/sweeper';
-import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
-import { MetricsRecorder } from '../../shared/telemetry/sink';
+} from '../../shared/core/forceRelease';
+import { forceRelease } from '../../shared/core/lock/rules';
+import { Router } from '../../shared/core/router';
+import { CosmosAuditLedger } from '../../shared/core/store/cosmos/audit';
+import { CosmosForceReleaseRequests } from '../../shared/core/store/cosmos/forceRelease';
+import type { AuditLedger } from '../../shared/core/store/ports/audit';
+import type { ForceReleaseRequests } from '../../shared/core/store/ports/forceRelease';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
+import { SqliteForceReleaseRequests } from '../../shared/core/store/sqlite/forceRelease';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { sweepOrphans } from '../../shared/migration/sweeper';
+import { handleDocumentVersions } from '../../shared/migration/telemetry/changeHandler';
+import { MetricsRecorder } from '../../shared/migration/telemetry/sink';
 import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 
 const SOURCE = { region: 'westeurope' };

@@ -1,11 +1,11 @@
-import { MAX_RELEASE_REASON_CHARS } from '../../shared/lock/rules';
-import type { LockGrant } from '../../shared/lock/view';
-import type { ForceReleaseRequest } from '../../shared/audit';
-import { openRequest } from '../../shared/forceRelease';
-import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
-import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { lockTelemetry } from '../../shared/telemetry/lockTelemetry';
+import { MAX_RELEASE_REASON_CHARS } from '../../shared/core/lock/rules';
+import type { LockGrant } from '../../shared/core/lock/view';
+import type { ForceReleaseRequest } from '../../shared/core/audit';
+import { openRequest } from '../../shared/core/forceRelease';
+import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
+import { SqliteForceReleaseRequests } from '../../shared/core/store/sqlite/forceRelease';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { lockTelemetry } from '../../shared/migration/telemetry/lockTelemetry';
 import { call, handlerServices } from '../support/handlers';
 import { type TestPrincipal, allRoles } from '../support/principals';
 

@@ -3,11 +3,11 @@ import { lockTelemetryHandler } from '../../functions/lockTelemetry';
 import { orphanSweeperHandler } from '../../functions/orphanSweeper';
 import { createServices } from '../../functions/services';
 import { syntheticProbeHandler } from '../../functions/syntheticProbe';
-import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
+import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
 import { ManualClock } from '../../testkit/clock';
-import type { LocationDocument } from '../../shared/lock/document';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { MetricsRecorder } from '../../shared/telemetry/sink';
+import type { LocationDocument } from '../../shared/core/lock/document';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { MetricsRecorder } from '../../shared/migration/telemetry/sink';
 import { scratchConfig } from '../support/scratch';
 
 /** The Azure trigger handlers, called as the Functions host calls them. */

@@ -1,7 +1,7 @@
 import { accountGuards, createServices } from '../../functions/services';
 import { ManualClock } from '../../testkit/clock';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { MetricsRecorder } from '../../shared/telemetry/sink';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { MetricsRecorder } from '../../shared/migration/telemetry/sink';
 import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 import { scratchConfig } from '../support/scratch';
 

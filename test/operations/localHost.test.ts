@@ -1,8 +1,8 @@
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import type { MetricsSnapshot } from '../../shared/telemetry/sink';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import type { MetricsSnapshot } from '../../shared/migration/telemetry/sink';
 import { assertNoSecrets } from '../support/secrets';
 
 /** Operating the embedded host over HTTP: metrics, audit, force-release, the probe, and clean logs. */

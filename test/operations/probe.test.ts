@@ -1,10 +1,10 @@
 import { ManualClock } from '../../testkit/clock';
-import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
-import { probeTiming, runProbe } from '../../shared/probe';
-import { Router } from '../../shared/router';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { MetricsRecorder } from '../../shared/telemetry/sink';
+import type { LocationDocument, StoredDocument } from '../../shared/core/lock/document';
+import { probeTiming, runProbe } from '../../shared/migration/probe';
+import { Router } from '../../shared/core/router';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { MetricsRecorder } from '../../shared/migration/telemetry/sink';
 import { FaultyStore } from '../../testkit/faultyStore';
 
 /** The synthetic probe: green on a healthy store; on a broken one, it names the phase and the assertion. */

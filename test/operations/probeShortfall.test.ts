@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import type { ProbeResult } from '../../shared/probe';
-import type { MetricsSnapshot } from '../../shared/telemetry/sink';
+import type { ProbeResult } from '../../shared/migration/probe';
+import type { MetricsSnapshot } from '../../shared/migration/telemetry/sink';
 
 /**
  * The synthetic probe on a fresh embedded host, with the dev profile's declared convergence delay (far

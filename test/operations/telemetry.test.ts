@@ -1,15 +1,15 @@
 import { parseConfig } from '../../shared/config';
-import type { LocationDocument } from '../../shared/lock/document';
-import { sha256Hex } from '../../shared/lock/token';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
-import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
+import type { LocationDocument } from '../../shared/core/lock/document';
+import { sha256Hex } from '../../shared/core/lock/token';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
+import { handleDocumentVersions } from '../../shared/migration/telemetry/changeHandler';
 import {
   MetricsRecorder,
   TelemetryClientSink,
   type TelemetryClientLike,
   distribution,
-} from '../../shared/telemetry/sink';
+} from '../../shared/migration/telemetry/sink';
 import { virtualRunner } from '../support/migrationHarness';
 import { assertNoSecrets } from '../support/secrets';
 

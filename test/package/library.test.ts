@@ -1,8 +1,8 @@
 import { createRouter } from '../../shared/library';
-import { isRouteLockError } from '../../shared/errors';
-import { Router } from '../../shared/router';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { isRouteLockError } from '../../shared/core/errors';
+import { Router } from '../../shared/core/router';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { productionTiming } from '../support/timing';
 
 /**

@@ -18,8 +18,8 @@ import { promisify } from 'node:util';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 import { parseConfig } from '../../shared/config';
-import { Router } from '../../shared/router';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { Router } from '../../shared/core/router';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import {
   type BuiltPackage,
   buildPackages,

@@ -5,7 +5,7 @@ import { appRoles } from '../../functions/http/auth';
 import { crossSiteRefusal } from '../../local/crossSite';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { allRoles, asPrincipal } from '../support/principals';
 import { fastHostEnv } from '../support/timing';
 

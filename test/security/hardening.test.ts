@@ -10,8 +10,8 @@ import { createLocalServer } from '../../local/server';
 import {
   isLoopbackHostHeader as isLoopbackHost,
   isLoopbackHostname as isLoopbackAddress,
-} from '../../shared/loopback';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+} from '../../shared/core/loopback';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { call, handlerServices } from '../support/handlers';
 import { fastHostEnv } from '../support/timing';
 

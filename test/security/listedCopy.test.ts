@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { startMigrationBody } from '../../functions/http/validation';
 import { handleMigrationMessage } from '../../functions/migrationQueue';
 import type { MigrationService } from '../../shared/migration/service';
-import { type StoredDocument, carriedVersion, newLocationDocument } from '../../shared/lock/document';
-import { Router } from '../../shared/router';
+import { type StoredDocument, carriedVersion, newLocationDocument } from '../../shared/core/lock/document';
+import { Router } from '../../shared/core/router';
 import { SOURCE, TARGET, campaignHarness, operator } from '../campaign/harness';
 
 /**

@@ -4,7 +4,7 @@ import { startLocalHost } from '../support/localHost';
 import { callParticipant } from '../../shared/migration/participantHttp';
 import { realScheduler } from '../../shared/migration/scheduler';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';
 import { fastHostEnv } from '../support/timing';

@@ -1,14 +1,14 @@
 import { problemFromError } from '../../functions/http/problem';
 import { parseConfig } from '../../shared/config';
-import { RouteLockError } from '../../shared/errors';
-import { newLocationDocument } from '../../shared/lock/document';
+import { RouteLockError } from '../../shared/core/errors';
+import { newLocationDocument } from '../../shared/core/lock/document';
 import { createActivities } from '../../shared/migration/activities';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { storeError } from '../../shared/store/cosmos/common';
-import type { CosmosStore } from '../../shared/store/cosmos/locations';
-import type { LocationStore, ReadFrom } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { storeError } from '../../shared/core/store/cosmos/common';
+import type { CosmosStore } from '../../shared/core/store/cosmos/locations';
+import type { LocationStore, ReadFrom } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { type CosmosTestServer, startCosmosServer } from '../../testkit/cosmosServer';
 import { call, handlerServices } from '../support/handlers';
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import type { MigrationStatus } from '../../shared/migration/types';
 import { type ParticipantServer, startParticipant } from '../support/participantServer';
 import { poll } from '../support/poll';

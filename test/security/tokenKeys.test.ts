@@ -20,8 +20,8 @@ import {
   openTokenKeyring,
   parseTokenKeySet,
   rotateTokenKeySet,
-} from '../../shared/security/tokenKeys';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+} from '../../shared/core/security/tokenKeys';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { copiesOnly, virtualRunner } from '../support/migrationHarness';
 
 /** The workflow's token key ring: where it comes from, how it is kept, and rotating it mid-migration. */

@@ -3,16 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Container } from '@azure/cosmos';
 import Database from 'better-sqlite3';
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
 import type { CampaignRecord, CampaignState } from '../../shared/campaign/types';
-import type { CampaignRecords, VersionedCampaign } from '../../shared/store/ports/campaigns';
+import type { CampaignRecords, VersionedCampaign } from '../../shared/campaign/store/ports/campaigns';
 import { countsFrom } from '../../shared/campaign/plan';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
 import {
   CosmosCampaignRecords,
   campaignsIndexingPolicy,
   campaignsPartitionKey,
-} from '../../shared/store/cosmos/campaigns';
+} from '../../shared/campaign/store/cosmos/campaigns';
 import type { CosmosTestServer } from '../../testkit/cosmosServer';
 import { type ArmTemplate, evaluate, loadArmTemplate, moduleNamed, resourceIn } from '../support/arm';
 import { campaignRecord } from '../support/campaignRecord';

@@ -1,10 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RouteLockError } from '../../shared/errors';
-import { newLocationDocument } from '../../shared/lock/document';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { RouteLockError } from '../../shared/core/errors';
+import { newLocationDocument } from '../../shared/core/lock/document';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { useCosmosServers } from '../support/cosmosServers';
 
 /**
@@ -197,7 +197,7 @@ describe('sqlite specifics', () => {
 
 describe('cosmos specifics', () => {
   test('an unreachable account is StoreUnavailable with a retry-after', async () => {
-    const { CosmosStore } = await import('../../shared/store/cosmos/locations');
+    const { CosmosStore } = await import('../../shared/core/store/cosmos/locations');
     const error = await CosmosStore.connect({
       endpoint: 'https://127.0.0.1:1',
       key: servers.stock.key,
@@ -224,7 +224,7 @@ describe('cosmos specifics', () => {
     [{ code: 409 }, 'AlreadyExists', undefined],
     [{ code: 404 }, 'NotFound', undefined],
   ])('SDK error %j maps to %s', async (raw, code, retryAfterSeconds) => {
-    const { storeError } = await import('../../shared/store/cosmos/common');
+    const { storeError } = await import('../../shared/core/store/cosmos/common');
     const mapped = storeError(Object.assign(new Error('sdk'), raw), 'r-1');
     expect(mapped.code).toBe(code);
     expect(mapped.retryAfterSeconds).toBe(retryAfterSeconds);

@@ -1,22 +1,22 @@
 import type { Container } from '@azure/cosmos';
 import { parseConfig } from '../../shared/config';
-import { RouteLockError } from '../../shared/errors';
+import { RouteLockError } from '../../shared/core/errors';
 import { type MigrationRecord, newMigrationRecord } from '../../shared/migration/records';
 import type { MigrationState } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { encodeContinuation } from '../../shared/store/continuation';
+import { encodeContinuation } from '../../shared/core/store/continuation';
 import {
   CosmosMigrationRecords,
   activeClaimId,
   migrationsIndexingPolicy,
-} from '../../shared/store/cosmos/migrations';
+} from '../../shared/migration/store/cosmos/migrations';
 import {
   type MigrationRecordQuery,
   type MigrationRecords,
   encodeMigrationCursor,
-} from '../../shared/store/ports/migrations';
-import { campaignsIndexingPolicy } from '../../shared/store/cosmos/campaigns';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+} from '../../shared/migration/store/ports/migrations';
+import { campaignsIndexingPolicy } from '../../shared/campaign/store/cosmos/campaigns';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import type { CosmosTestServer } from '../../testkit/cosmosServer';
 import { type ArmTemplate, evaluate, loadArmTemplate, moduleNamed, resourceIn } from '../support/arm';
 import { useCosmosServers } from '../support/cosmosServers';

@@ -1,27 +1,27 @@
 import type { Container } from '@azure/cosmos';
-import { requestAuditRecord } from '../../shared/audit';
+import { requestAuditRecord } from '../../shared/core/audit';
 import { parseConfig } from '../../shared/config';
-import { RouteLockError } from '../../shared/errors';
-import { openRequest } from '../../shared/forceRelease';
+import { RouteLockError } from '../../shared/core/errors';
+import { openRequest } from '../../shared/core/forceRelease';
 import { type MigrationRecord, newMigrationRecord } from '../../shared/migration/records';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { CosmosAuditLedger } from '../../shared/store/cosmos/audit';
-import { storeError } from '../../shared/store/cosmos/common';
-import { CosmosForceReleaseRequests } from '../../shared/store/cosmos/forceRelease';
-import { CosmosMigrationRecords, saveStatusAttempts } from '../../shared/store/cosmos/migrations';
+import { CosmosAuditLedger } from '../../shared/core/store/cosmos/audit';
+import { storeError } from '../../shared/core/store/cosmos/common';
+import { CosmosForceReleaseRequests } from '../../shared/core/store/cosmos/forceRelease';
+import { CosmosMigrationRecords, saveStatusAttempts } from '../../shared/migration/store/cosmos/migrations';
 import {
   type StoreSubject,
   auditEntrySubject,
   forceReleaseRequestSubject,
   migrationRecordSubject,
   routeSubject,
-} from '../../shared/store/errors';
-import type { AuditLedger } from '../../shared/store/ports/audit';
-import type { ForceReleaseRequests } from '../../shared/store/ports/forceRelease';
-import type { MigrationRecords } from '../../shared/store/ports/migrations';
-import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
-import { SqliteForceReleaseRequests } from '../../shared/store/sqlite/forceRelease';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+} from '../../shared/core/store/errors';
+import type { AuditLedger } from '../../shared/core/store/ports/audit';
+import type { ForceReleaseRequests } from '../../shared/core/store/ports/forceRelease';
+import type { MigrationRecords } from '../../shared/migration/store/ports/migrations';
+import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
+import { SqliteForceReleaseRequests } from '../../shared/core/store/sqlite/forceRelease';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import type { CosmosRequest, CosmosTestServer } from '../../testkit/cosmosServer';
 import { useCosmosServers } from '../support/cosmosServers';
 

@@ -3,13 +3,13 @@ import { parseConfig } from '../../shared/config';
 import { type MigrationRecord, newMigrationRecord } from '../../shared/migration/records';
 import { retryRecord } from '../../shared/migration/service';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
 import {
   type ClaimItem,
   CosmosMigrationRecords,
   migrationsIndexingPolicy,
-} from '../../shared/store/cosmos/migrations';
-import type { ActiveClaim } from '../../shared/store/ports/migrations';
+} from '../../shared/migration/store/cosmos/migrations';
+import type { ActiveClaim } from '../../shared/migration/store/ports/migrations';
 import type { CosmosRequest, CosmosTestServer } from '../../testkit/cosmosServer';
 import { useCosmosServers } from '../support/cosmosServers';
 

@@ -1,6 +1,6 @@
-import { RouteLockError } from '../../shared/errors';
-import { newLocationDocument } from '../../shared/lock/document';
-import { maxStoreRetryAfterSeconds, storeError } from '../../shared/store/cosmos/common';
+import { RouteLockError } from '../../shared/core/errors';
+import { newLocationDocument } from '../../shared/core/lock/document';
+import { maxStoreRetryAfterSeconds, storeError } from '../../shared/core/store/cosmos/common';
 import { type CosmosTestServer, startCosmosServer, throttled } from '../../testkit/cosmosServer';
 import { call, handlerServices } from '../support/handlers';
 

@@ -41,7 +41,7 @@ export interface HistoryScenario {
 const MESSAGES = [{ name: 'messages', url: 'https://messages.test/migrate' }];
 /**
  * 300 s hard-delete and write leases: renewed every 100 s, so a copy of minutes needs renewals; one delta
- * attempt, because a 300 s hard-delete lease cannot outlast a 900 s overrun (config.ts timingInequalities).
+ * attempt, because a 300 s hard-delete lease cannot outlast a 900 s overrun (timingInequalities, shared/migration/settings.ts).
  */
 const SHORT_LEASES = {
   ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '300',

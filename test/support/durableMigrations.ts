@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { parseConfig } from '../../shared/config';
-import type { LocationDocument, StoredDocument } from '../../shared/lock/document';
+import type { LocationDocument, StoredDocument } from '../../shared/core/lock/document';
 import type { Activities } from '../../shared/migration/activities';
 import type { MigrationInput, VerifyAnswer } from '../../shared/migration/types';
-import { type LockSeed, TokenKeyring } from '../../shared/security/tokenKeys';
-import type { LocationStore, PriorityOption, ReadOptions } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { type LockSeed, TokenKeyring } from '../../shared/core/security/tokenKeys';
+import type { LocationStore, PriorityOption, ReadOptions } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import {
   DurableReplay,
   type HttpReply,

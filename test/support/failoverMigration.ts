@@ -1,5 +1,5 @@
 import type { HttpCall } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { ManualClock } from '../../testkit/clock';
 import { FailoverStore } from '../../testkit/failoverStore';
 import { virtualRunner } from './migrationHarness';

@@ -1,17 +1,17 @@
-import { TokenKeyring } from '../../shared/security/tokenKeys';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
 import { ManualClock } from '../../testkit/clock';
 import { type Config, parseConfig } from '../../shared/config';
 import { createActivities } from '../../shared/migration/activities';
 import { InProcessRunner } from '../../shared/migration/inProcess';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
 import { VirtualScheduler } from '../../testkit/virtualScheduler';
 import type { HttpCall, HttpResult } from '../../shared/migration/types';
 import type { ParticipantHttpOptions } from '../../shared/migration/participantHttp';
 import { migrationSettings } from '../../shared/migration/workflow';
-import { Router } from '../../shared/router';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import type { TelemetrySink } from '../../shared/telemetry/sink';
+import { Router } from '../../shared/core/router';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
 
 /**
  * A stubbed participant that implements only the copies: version 4's `verify` (an optional step,

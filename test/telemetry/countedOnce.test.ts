@@ -1,15 +1,15 @@
 import type { CampaignRecord } from '../../shared/campaign/types';
 import { campaignEvent } from '../../shared/campaign/tick';
-import { type LocationDocument, newLocationDocument } from '../../shared/lock/document';
-import { SqliteTelemetry } from '../../shared/store/sqlite/telemetry';
-import { handleVersions } from '../../shared/telemetry/changeHandler';
-import type { TelemetryEvent, TelemetryMetric } from '../../shared/telemetry/lockTelemetry';
+import { type LocationDocument, newLocationDocument } from '../../shared/core/lock/document';
+import { SqliteTelemetry } from '../../shared/migration/store/sqlite/telemetry';
+import { handleVersions } from '../../shared/migration/telemetry/changeHandler';
+import type { TelemetryEvent, TelemetryMetric } from '../../shared/migration/telemetry/lockTelemetry';
 import {
   type RecordedEvent,
   type RecorderJournal,
   MetricsRecorder,
   nullSink,
-} from '../../shared/telemetry/sink';
+} from '../../shared/migration/telemetry/sink';
 
 /**
  * Figures neither lost nor counted twice. A journal write that fails must leave

@@ -1,13 +1,18 @@
-import { bareEtag, type LocationDocument, type StoredDocument } from '../../shared/lock/document';
-import { CosmosStore } from '../../shared/store/cosmos/locations';
-import { CosmosSeenVersions } from '../../shared/store/cosmos/telemetry';
-import type { ChangeListing, LocationStore, PriorityOption } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { SqliteTelemetry } from '../../shared/store/sqlite/telemetry';
-import { handleDocumentVersions } from '../../shared/telemetry/changeHandler';
-import { runReconciliation } from '../../shared/telemetry/reconciliation';
-import type { SeenVersions } from '../../shared/telemetry/seen';
-import { FanOutSink, MetricsRecorder, type TelemetrySink, nullSink } from '../../shared/telemetry/sink';
+import { bareEtag, type LocationDocument, type StoredDocument } from '../../shared/core/lock/document';
+import { CosmosStore } from '../../shared/core/store/cosmos/locations';
+import { CosmosSeenVersions } from '../../shared/migration/store/cosmos/telemetry';
+import type { ChangeListing, LocationStore, PriorityOption } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { SqliteTelemetry } from '../../shared/migration/store/sqlite/telemetry';
+import { handleDocumentVersions } from '../../shared/migration/telemetry/changeHandler';
+import { runReconciliation } from '../../shared/migration/telemetry/reconciliation';
+import type { SeenVersions } from '../../shared/migration/telemetry/seen';
+import {
+  FanOutSink,
+  MetricsRecorder,
+  type TelemetrySink,
+  nullSink,
+} from '../../shared/migration/telemetry/sink';
 import { ManualClock } from '../../testkit/clock';
 import { ForwardingStore } from '../../testkit/forwardingStore';
 import { useCosmosServers } from '../support/cosmosServers';

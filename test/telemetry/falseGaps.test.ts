@@ -1,19 +1,24 @@
 import { lockTelemetryRetry } from '../../functions/lockTelemetry';
 import { ConfigError, parseConfig } from '../../shared/config';
-import { type LocationDocument, newLocationDocument } from '../../shared/lock/document';
-import type { ChangeListing } from '../../shared/store/ports/locations';
-import { retryHorizonSeconds } from '../../shared/telemetry/changeFeedRetry';
-import { handleVersions } from '../../shared/telemetry/changeHandler';
-import type { TelemetryMetric } from '../../shared/telemetry/lockTelemetry';
-import { endSeenKey, reconcile, seenKeysOf, versionSeenKey } from '../../shared/telemetry/reconcile';
-import { runReconciliation } from '../../shared/telemetry/reconciliation';
+import { type LocationDocument, newLocationDocument } from '../../shared/core/lock/document';
+import type { ChangeListing } from '../../shared/core/store/ports/locations';
+import { retryHorizonSeconds } from '../../shared/migration/telemetry/changeFeedRetry';
+import { handleVersions } from '../../shared/migration/telemetry/changeHandler';
+import type { TelemetryMetric } from '../../shared/migration/telemetry/lockTelemetry';
+import {
+  endSeenKey,
+  reconcile,
+  seenKeysOf,
+  versionSeenKey,
+} from '../../shared/migration/telemetry/reconcile';
+import { runReconciliation } from '../../shared/migration/telemetry/reconciliation';
 import {
   MemorySeenVersions,
   SEEN_ENDS_PER_RESOURCE,
   SEEN_KEYS_PER_RESOURCE,
   mergeSeenKeys,
-} from '../../shared/telemetry/seen';
-import { MetricsRecorder, nullSink } from '../../shared/telemetry/sink';
+} from '../../shared/migration/telemetry/seen';
+import { MetricsRecorder, nullSink } from '../../shared/migration/telemetry/sink';
 
 /**
  * A TelemetryGap must mean a real loss. A batch the change-feed trigger is still

@@ -5,8 +5,8 @@ import {
   registerTelemetryReconciliation,
   telemetryReconciliationHandler,
 } from '../../functions/telemetryReconciliation';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { MemorySeenVersions } from '../../shared/telemetry/seen';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { MemorySeenVersions } from '../../shared/migration/telemetry/seen';
 import { ForwardingStore } from '../../testkit/forwardingStore';
 import { KeepingSink } from '../../testkit/keepingSink';
 import { scratchConfig } from '../support/scratch';

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
 import type { MigrationStatus } from '../../shared/migration/types';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import type { MetricsSnapshot } from '../../shared/telemetry/sink';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import type { MetricsSnapshot } from '../../shared/migration/telemetry/sink';
 import { parse } from 'yaml';
 
 /**

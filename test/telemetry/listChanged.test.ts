@@ -1,11 +1,11 @@
-import { RouteLockError } from '../../shared/errors';
-import { newLocationDocument } from '../../shared/lock/document';
-import type { ChangeListing, LocationStore } from '../../shared/store/ports/locations';
-import { changeListingOf } from '../../shared/store/ports/locations';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
-import { AuditTrail, AuditedLocationStore } from '../../shared/auditTrail';
-import { nullSink } from '../../shared/telemetry/sink';
-import { SqliteAuditLedger } from '../../shared/store/sqlite/audit';
+import { RouteLockError } from '../../shared/core/errors';
+import { newLocationDocument } from '../../shared/core/lock/document';
+import type { ChangeListing, LocationStore } from '../../shared/core/store/ports/locations';
+import { changeListingOf } from '../../shared/core/store/ports/locations';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
+import { AuditTrail, AuditedLocationStore } from '../../shared/migration/auditTrail';
+import { nullSink } from '../../shared/migration/telemetry/sink';
+import { SqliteAuditLedger } from '../../shared/core/store/sqlite/audit';
 import { useCosmosServers } from '../support/cosmosServers';
 
 /** The listing by change time both adapters give the reconciliation: the window, the pages, a forged token. */

@@ -1,8 +1,8 @@
-import { newLocationDocument } from '../../shared/lock/document';
-import { escalate, prelock, release, renew } from '../../shared/lock/rules';
-import { phaseExpiresAt } from '../../shared/lock/state';
-import { lockTelemetry } from '../../shared/telemetry/lockTelemetry';
-import { telemetryEventNames } from '../../shared/telemetry/names';
+import { newLocationDocument } from '../../shared/core/lock/document';
+import { escalate, prelock, release, renew } from '../../shared/core/lock/rules';
+import { phaseExpiresAt } from '../../shared/core/lock/state';
+import { lockTelemetry } from '../../shared/migration/telemetry/lockTelemetry';
+import { telemetryEventNames } from '../../shared/migration/telemetry/names';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
 
 /**

@@ -1,13 +1,13 @@
-import { type ChangeOp, type LocationDocument, newLocationDocument } from '../../shared/lock/document';
+import { type ChangeOp, type LocationDocument, newLocationDocument } from '../../shared/core/lock/document';
 import {
   endSeenKey,
   reconcile,
   seenKeysOf,
   telemetryGapEvent,
   versionSeenKey,
-} from '../../shared/telemetry/reconcile';
+} from '../../shared/migration/telemetry/reconcile';
 
-/** The reconciliation's rule (shared/telemetry/reconcile.ts), a row per case. */
+/** The reconciliation's rule (shared/migration/telemetry/reconcile.ts), a row per case. */
 
 const T0 = '2026-01-01T00:00:00.000Z';
 const T1 = '2026-01-01T01:00:00.000Z';

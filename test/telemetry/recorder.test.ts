@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SqliteTelemetry } from '../../shared/store/sqlite/telemetry';
-import type { TelemetryEvent } from '../../shared/telemetry/lockTelemetry';
-import { MetricsRecorder } from '../../shared/telemetry/sink';
+import { SqliteTelemetry } from '../../shared/migration/store/sqlite/telemetry';
+import type { TelemetryEvent } from '../../shared/migration/telemetry/lockTelemetry';
+import { MetricsRecorder } from '../../shared/migration/telemetry/sink';
 
 /**
  * The recorder behind GET /api/metrics: each eventKey once, MigrationEnded by outcome, TelemetryGap,

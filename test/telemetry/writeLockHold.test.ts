@@ -1,7 +1,7 @@
-import { newLocationDocument } from '../../shared/lock/document';
-import { escalate, forceRelease, prelock, reclaim, release, swap } from '../../shared/lock/rules';
-import { lockTelemetry } from '../../shared/telemetry/lockTelemetry';
-import { MetricsRecorder } from '../../shared/telemetry/sink';
+import { newLocationDocument } from '../../shared/core/lock/document';
+import { escalate, forceRelease, prelock, reclaim, release, swap } from '../../shared/core/lock/rules';
+import { lockTelemetry } from '../../shared/migration/telemetry/lockTelemetry';
+import { MetricsRecorder } from '../../shared/migration/telemetry/sink';
 import { T0, productionTiming as cfg, seconds } from '../support/timing';
 
 /**

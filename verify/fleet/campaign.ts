@@ -10,14 +10,15 @@ import {
   endedCampaignStates,
   memberStates,
 } from '../../shared/campaign/types';
-import { RouteLockError } from '../../shared/errors';
-import type { Location } from '../../shared/lock/document';
-import { InProcessMigrationService, type MigrationService } from '../../shared/migration/service';
+import { RouteLockError } from '../../shared/core/errors';
+import type { Location } from '../../shared/core/lock/document';
+import { InProcessMigrationService } from '../../shared/migration/inProcessService';
+import { type MigrationService } from '../../shared/migration/service';
 import { terminalStates } from '../../shared/migration/types';
-import { Router } from '../../shared/router';
-import type { CampaignRecords, VersionedCampaign } from '../../shared/store/ports/campaigns';
-import type { LocationStore } from '../../shared/store/ports/locations';
-import { SqliteCampaignRecords } from '../../shared/store/sqlite/campaigns';
+import { Router } from '../../shared/core/router';
+import type { CampaignRecords, VersionedCampaign } from '../../shared/campaign/store/ports/campaigns';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
+import { SqliteCampaignRecords } from '../../shared/campaign/store/sqlite/campaigns';
 import { ForwardingStore, type StoreCall } from '../../testkit/forwardingStore';
 import { InstanceScheduler, storeFault } from './faults';
 import { crash } from './orchestrator';

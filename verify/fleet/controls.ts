@@ -1,10 +1,10 @@
-import { type Decision } from '../../shared/client';
+import { type Decision } from '../../shared/core/client';
 import type { Config, TimingConfig } from '../../shared/config';
-import type { Location, StoredDocument } from '../../shared/lock/document';
-import { type Operation, type RouteView, routeView } from '../../shared/lock/view';
+import type { Location, StoredDocument } from '../../shared/core/lock/document';
+import { type Operation, type RouteView, routeView } from '../../shared/core/lock/view';
 import type { MigrationSettings } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
-import type { Router } from '../../shared/router';
+import type { Router } from '../../shared/core/router';
 import type { Activities } from '../../shared/migration/activities';
 import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
 import type { FleetControl, FleetStats, ViolationKind } from './types';

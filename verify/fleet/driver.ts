@@ -1,4 +1,4 @@
-import { type Location, sameLocation } from '../../shared/lock/document';
+import { type Location, sameLocation } from '../../shared/core/lock/document';
 import { campaignEnded, createCampaign, rivalStart } from './campaign';
 import { traffic } from './users';
 import { type Fleet, harnessError, note, truth } from './state';

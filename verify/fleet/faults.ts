@@ -1,7 +1,7 @@
-import { RouteLockError } from '../../shared/errors';
-import { sameLocation } from '../../shared/lock/document';
+import { RouteLockError } from '../../shared/core/errors';
+import { sameLocation } from '../../shared/core/lock/document';
 import type { Scheduler } from '../../shared/migration/scheduler';
-import type { LocationStore } from '../../shared/store/ports/locations';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { ForwardingStore, type StoreCall, isWriteCall } from '../../testkit/forwardingStore';
 import type { LaggingStore } from '../../testkit/laggingStore';
 import type { VirtualScheduler } from '../../testkit/virtualScheduler';

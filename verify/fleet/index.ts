@@ -1,8 +1,8 @@
-import { newLocationDocument } from '../../shared/lock/document';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { Router } from '../../shared/router';
-import { TokenKeyring } from '../../shared/security/tokenKeys';
-import { SqliteStore } from '../../shared/store/sqlite/locations';
+import { newLocationDocument } from '../../shared/core/lock/document';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
+import { Router } from '../../shared/core/router';
+import { TokenKeyring } from '../../shared/core/security/tokenKeys';
+import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { LaggingStore } from '../../testkit/laggingStore';
 import { operatorNow } from './routeDeleter';
 import { checkCampaignStep, judgeCampaign, newCampaignActor, startCampaignInstance } from './campaign';

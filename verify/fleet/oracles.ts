@@ -1,6 +1,6 @@
-import { type LocationDocument, sameLocation } from '../../shared/lock/document';
-import { hardDeleteInForce, isLive, writeLockInForce } from '../../shared/lock/state';
-import type { LocationStore } from '../../shared/store/ports/locations';
+import { type LocationDocument, sameLocation } from '../../shared/core/lock/document';
+import { hardDeleteInForce, isLive, writeLockInForce } from '../../shared/core/lock/state';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { ForwardingStore } from '../../testkit/forwardingStore';
 import { type Fleet, regionData, truthOrNull, violation } from './state';
 import type { ViolationKind } from './types';

@@ -1,11 +1,11 @@
-import type { Clock } from '../../shared/clock';
-import { beforeEnd } from '../../shared/lock/state';
+import type { Clock } from '../../shared/core/clock';
+import { beforeEnd } from '../../shared/core/lock/state';
 import { createActivities } from '../../shared/migration/activities';
 import { InProcessRunner } from '../../shared/migration/inProcess';
 import type { MigrationRecord } from '../../shared/migration/records';
-import type { JournalEntry } from '../../shared/store/ports/migrations';
-import { SqliteMigrationState } from '../../shared/store/sqlite/migrations';
-import { Router } from '../../shared/router';
+import type { JournalEntry } from '../../shared/migration/store/ports/migrations';
+import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
+import { Router } from '../../shared/core/router';
 import { killCampaignInstance, startCampaignInstance } from './campaign';
 import { InstanceScheduler } from './faults';
 import { participantHttp } from './participants';

@@ -1,5 +1,5 @@
-import { RouteLockError, isRouteLockError } from '../../shared/errors';
-import { liveLock } from '../../shared/lock/state';
+import { RouteLockError, isRouteLockError } from '../../shared/core/errors';
+import { liveLock } from '../../shared/core/lock/state';
 import { type Fleet, harnessError, note, pause, truthOrNull } from './state';
 import { DELETE_AFTER_SWAP_SHARE, between, locationKey } from './world';
 

@@ -1,9 +1,9 @@
-import { decide } from '../../shared/client';
+import { decide } from '../../shared/core/client';
 import type { TimingConfig } from '../../shared/config';
-import type { Location, LocationDocument } from '../../shared/lock/document';
-import { cacheHeaders } from '../../shared/lock/view';
-import type { Router } from '../../shared/router';
-import type { LocationStore } from '../../shared/store/ports/locations';
+import type { Location, LocationDocument } from '../../shared/core/lock/document';
+import { cacheHeaders } from '../../shared/core/lock/view';
+import type { Router } from '../../shared/core/router';
+import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { HeldReadStore } from '../../testkit/heldReadStore';
 import { seamedRouter } from '../../testkit/router';
 import { ClientTier } from '../clientTier';

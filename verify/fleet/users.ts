@@ -1,7 +1,7 @@
-import { isRouteLockError } from '../../shared/errors';
-import type { Decision } from '../../shared/client';
-import { type LocationDocument, sameLocation } from '../../shared/lock/document';
-import { type Enforcement, type Operation, type RouteView, enforcement } from '../../shared/lock/view';
+import { isRouteLockError } from '../../shared/core/errors';
+import type { Decision } from '../../shared/core/client';
+import { type LocationDocument, sameLocation } from '../../shared/core/lock/document';
+import { type Enforcement, type Operation, type RouteView, enforcement } from '../../shared/core/lock/view';
 import { type Tier, controlsWithHotBursts } from './controls';
 import type { Service } from './services';
 import { type Fleet, harnessError, note, regionData, truthOrNull, violation } from './state';

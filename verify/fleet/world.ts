@@ -1,5 +1,5 @@
 import type { TimingConfig } from '../../shared/config';
-import type { Location } from '../../shared/lock/document';
+import type { Location } from '../../shared/core/lock/document';
 
 /**
  * Where routes live: three regions, one of them (westeurope) with two accounts beside its account-less

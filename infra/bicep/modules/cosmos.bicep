@@ -62,7 +62,7 @@ var containerNames = ['locations', 'leases', 'audit', 'migrations', 'campaigns']
 
 // GET /migrations pages newest first (ORDER BY c.createdAt DESC, c.migrationId DESC), which Cosmos DB
 // serves only from a composite index on both; the rest is the default policy. The same policy is
-// migrationsIndexingPolicy in shared/store/cosmos/migrations.ts (a test compares them).
+// migrationsIndexingPolicy in shared/migration/store/cosmos/migrations.ts (a test compares them).
 var migrationsIndexingPolicy = {
   indexingMode: 'consistent'
   automatic: true
@@ -79,7 +79,7 @@ var migrationsIndexingPolicy = {
 // GET /campaigns pages newest first (ORDER BY c.createdAt DESC, c.campaignId DESC): its composite index;
 // a campaign's members by state in seq order (WHERE campaignId, kind, state = ..., seq > ... ORDER BY
 // c.campaignId, c.kind, c.state, c.seq): theirs. The same policy is campaignsIndexingPolicy in
-// shared/store/cosmos/campaigns.ts (a test compares them).
+// shared/campaign/store/cosmos/campaigns.ts (a test compares them).
 var campaignsIndexingPolicy = {
   indexingMode: 'consistent'
   automatic: true

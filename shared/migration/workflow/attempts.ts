@@ -94,7 +94,7 @@ export interface FailedAttempt {
  * the gate first, even with no attempt left: it may have landed, and a Failed migration's notice has
  * the participants drop the target. Then: the end, when no attempt is left or the code is final;
  * another attempt only while the history can hold one more at its worst (the Durable extension stops
- * an orchestration at MAX_ORCHESTRATION_ACTIONS; config.ts holds one attempt's worst case under it).
+ * an orchestration at MAX_ORCHESTRATION_ACTIONS; settings.ts holds one attempt's worst case under it).
  */
 export function afterFailedAttempt(f: FailedAttempt): AfterFailure {
   if (f.code === 'SwapUnknown' && !f.gated) return { kind: 'gate' };

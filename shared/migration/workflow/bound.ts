@@ -4,10 +4,10 @@ import { worstCaseNoticeActions } from './notify';
 import { worstCaseWindowActions } from './window';
 
 /**
- * The one home of an attempt's worst-case history (docs/design.md §6.5): config.ts refuses settings
- * whose attempt could pass the Durable extension's action cap, and the workflow (attemptActionsBound)
- * leaves room for one more attempt only when a whole one still fits. Plain numbers, so config.ts can
- * ask before a Config exists.
+ * The one home of an attempt's worst-case history (docs/design.md §6.5): the migration's settings
+ * (settings.ts) refuse those whose attempt could pass the Durable extension's action cap, and the
+ * workflow (attemptActionsBound) leaves room for one more attempt only when a whole one still fits.
+ * Plain numbers, so the settings can ask before a Config exists.
  */
 export interface AttemptShape extends CopyShape {
   /** Transient answers asked again (ROUTELOCK_RETRY_ATTEMPTS): the confirmation's and notices' rounds. */

@@ -1,4 +1,4 @@
-import { boundedReleaseReason } from '../../lock/rules';
+import { boundedReleaseReason } from '../../core/lock/rules';
 import type { MigrationInput, Step } from '../types';
 import { activity } from './steps';
 

@@ -1,5 +1,5 @@
-import { sameLocation } from '../../lock/document';
-import type { RouteView } from '../../lock/view';
+import { sameLocation } from '../../core/lock/document';
+import type { RouteView } from '../../core/lock/view';
 import type { ActivityResult, MigrationSettings, Step, SwapOutcome } from '../types';
 import { lateCancel } from './cancel';
 import { type Ending, type Escalated, endJobOf, failed } from './state';

@@ -1,4 +1,4 @@
-import { type Location, sameLocation } from '../../lock/document';
+import { type Location, sameLocation } from '../../core/lock/document';
 import type { MigrationInput, Step } from '../types';
 import { releaseReason } from './cleanUp';
 import { type Moving, type PhaseResult, type Prelocked, done, failed, guarded, next, refused } from './state';

@@ -1,5 +1,5 @@
-import { holderEndsAt } from '../../lock/state';
-import type { Participant } from '../../config';
+import { holderEndsAt } from '../../core/lock/state';
+import type { Participant } from '../participants';
 import type {
   ActivityResult,
   CopyStep,

@@ -1,5 +1,5 @@
-import { type Location, sameLocation } from '../../lock/document';
-import type { RouteView } from '../../lock/view';
+import { type Location, sameLocation } from '../../core/lock/document';
+import type { RouteView } from '../../core/lock/view';
 import type { MigrationInput, MigrationSettings, Step } from '../types';
 import { lockGone, releaseReason } from './cleanUp';
 import { confirmDelayMs } from './confirm';

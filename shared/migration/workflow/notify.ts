@@ -1,4 +1,4 @@
-import type { Participant } from '../../config';
+import type { Participant } from '../participants';
 import {
   type ActivityResult,
   type EndNotice,

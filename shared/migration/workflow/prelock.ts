@@ -1,4 +1,4 @@
-import type { StoredDocument } from '../../lock/document';
+import type { StoredDocument } from '../../core/lock/document';
 import type {
   ActivityResult,
   MigrationInput,

@@ -1,4 +1,4 @@
-import type { Location } from '../../lock/document';
+import type { Location } from '../../core/lock/document';
 import type {
   CancelRequest,
   MigrationInput,

@@ -1,4 +1,4 @@
-import type { RouteView } from '../../lock/view';
+import type { RouteView } from '../../core/lock/view';
 import {
   type ActivityInputs,
   type ActivityName,

@@ -1,4 +1,4 @@
-import { holderEndsAt } from '../../lock/state';
+import { holderEndsAt } from '../../core/lock/state';
 import type { MigrationInput, MigrationSettings, Step } from '../types';
 import { nextWriteSlot } from '../window';
 import { renewEveryMs, renewLock } from './copy';

@@ -1,0 +1,718 @@
+import { LRUCache } from 'lru-cache';
+import { type Clock, systemClock } from './clock';
+import { type AnyErrorCode, type ClientErrorCode, type ErrorCode, errorKind } from './errors';
+import { COALESCE_GRACE_SHARE, READ_LEAD_HEADER, SharedReads } from './inflight';
+import { parseRetryAfter } from './retryAfter';
+import { type Location, entityTag, sameLocation } from './lock/document';
+import { DEFAULT_CLOCK_SKEW_SECONDS, hasStarted } from './lock/state';
+import { profiles } from './profiles';
+import type { Enforcement, LockGrant, Operation, RouteView } from './lock/view';
+
+/**
+ * RoutingClient: what a resource-owning service links to resolve routes over HTTP and obey them
+ * (docs/design.md §5.4–§5.6).
+ *
+ * `resolve(id)` keeps an in-process cache (lru-cache) that follows the read path of docs/design.md §5: it
+ * honours the server's Cache-Control (`no-store`, `max-age`) and `Age` (a view stays fresh for
+ * max-age − Age from the request, RFC 9111 §4.2.3: this cache is in series with the server's), and a
+ * cached view whose lock has started (or is about to, within the skew margin) is always fetched again.
+ * Concurrent resolves of one id share one request (shared/core/inflight.ts), a 404 is remembered briefly, a
+ * request gives up after `timeoutMs`, and `whenUnreachable` says what happens when no answer comes.
+ * `decide(view, op, serving)` turns a view into what the service must do with one operation, and
+ * `decisionStatus(decision)` into the HTTP answer the service gives its own caller.
+ */
+
+/** What a service must do with one operation (docs/design.md §5.5; the HTTP answer: `decisionStatus`). */
+export type Decision =
+  | { kind: 'allow' }
+  /** A delete while the hard-delete lock is in force: record a tombstone instead of removing the item. */
+  | { kind: 'tombstone' }
+  /** A write (or delete) under the write lock: refuse it, and say when to come back. */
+  | { kind: 'deny'; retryAfterSeconds: number }
+  /** The data does not live where this service serves: send the caller to `location`. */
+  | { kind: 'notHere'; location: Location }
+  /** The routing service has no route for the id (404 `NotFound`): nothing is served or written. */
+  | { kind: 'notFound' }
+  /**
+   * The routing service could not be reached (`Unreachable`), or only a stale view is at hand and the
+   * operation is a write or a delete (`whenUnreachable: 'serveStaleReads'`).
+   */
+  | { kind: 'unavailable'; retryAfterSeconds: number };
+
+/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (shared/core/profiles.ts). */
+export const DEFAULT_INFLIGHT_GRACE_SECONDS = Number(profiles.production.ROUTELOCK_INFLIGHT_GRACE_SECONDS);
+/** `timeoutMs`'s default. */
+export const DEFAULT_TIMEOUT_MS = 2_000;
+/** `coalesceJoinMs`'s default (1 % of the production grace). */
+export const DEFAULT_COALESCE_JOIN_MS = 50;
+/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (shared/core/profiles.ts). */
+export const DEFAULT_SERVER_COALESCE_JOIN_MS = Number(profiles.production.ROUTELOCK_COALESCE_JOIN_MS);
+/** `notFoundTtlMs`'s default. */
+export const DEFAULT_NOT_FOUND_TTL_MS = 1_000;
+/** `staleForMs`'s default. */
+export const DEFAULT_STALE_FOR_MS = 60_000;
+
+export interface RoutingClientOptions {
+  /** Base URL of the API, e.g. `http://127.0.0.1:7071/api`. */
+  baseUrl: string;
+  /** Function key for Azure (`x-functions-key`); not needed on the embedded host. */
+  functionKey?: string;
+  /**
+   * Under ROUTELOCK_AUTH=entra: an Entra ID access token for the routelock API, sent as
+   * `Authorization: Bearer` (e.g. `(await credential.getToken('api://routelock/.default')).token`
+   * with @azure/identity). The caller's app roles decide what it may do (Routes.Read to resolve).
+   */
+  accessToken?: () => Promise<string>;
+  clock?: Clock;
+  /**
+   * Margin for clock skew between this service and the routing service: set it to the server's
+   * ROUTELOCK_CLOCK_SKEW_SECONDS. Default: the production profile's (DEFAULT_CLOCK_SKEW_SECONDS, 5 s).
+   */
+  clockSkewSeconds?: number;
+  /** Most entries (views and remembered 404s) held in the cache. Default 10,000. */
+  cacheMax?: number;
+  /**
+   * How long one request to the routing service may take, answer body included, before it is abandoned
+   * and raises `RoutingServiceError` status 0, code `Unreachable` ("timed out"). Default 2,000 ms: well
+   * inside the production in-flight grace (5 s), which counts from when the request left, so a resolve
+   * that is answered at the last moment still leaves the write most of its grace. A timed-out lock
+   * mutation may still have committed: its outcome is unknown, as with a lost connection.
+   */
+  timeoutMs?: number;
+  /**
+   * The server's ROUTELOCK_INFLIGHT_GRACE_SECONDS: the most a request may take from resolving its route
+   * to landing its write (docs/design.md §6.3). Bounds the join bounds; `withinGrace` takes it too.
+   * Default: the production profile's, DEFAULT_INFLIGHT_GRACE_SECONDS (5 s).
+   */
+  inFlightGraceSeconds?: number;
+  /**
+   * How long after a request for an id left a concurrent resolve of that id may still share it instead
+   * of sending its own (shared/core/inflight.ts's join bound). A joined answer is as old as the request it
+   * joined, so its `resolvedAt` is that request's and the bound is spent from the grace exactly like the
+   * request's own time (docs/design.md §5.4). This join and the server's (`serverCoalesceJoinMs`)
+   * together may take at most a tenth of the grace (the server's own rule, timingInequalities' fifth): more
+   * is refused. Default 50 ms (1 % of the production grace; a burst of concurrent requests arrives within
+   * a few ms), lowered to what the grace leaves. A view whose lock has started is never served from the
+   * cache: only joined.
+   */
+  coalesceJoinMs?: number;
+  /**
+   * The server's ROUTELOCK_COALESCE_JOIN_MS: its router may answer a request with a store read that
+   * began up to this long before the request arrived. A server that says how long (the
+   * `Routelock-Read-Lead-Ms` header, READ_LEAD_HEADER) is believed instead; this is the fallback for one
+   * that does not (an older server), and what the join budget below is checked against. Default: the
+   * production profile's, DEFAULT_SERVER_COALESCE_JOIN_MS (50 ms).
+   */
+  serverCoalesceJoinMs?: number;
+  /**
+   * How long a 404 (`NotFound`) for an id is remembered, so a storm of lookups of a missing id costs
+   * one request per this long. Default 1,000 ms; 0 turns it off. Safe because a 404 allows nothing (its
+   * decision is `notFound` for every operation); the cost is that a route created elsewhere is seen up
+   * to this long late (this client's own `putRoute` forgets the 404 at once).
+   */
+  notFoundTtlMs?: number;
+  /**
+   * What `resolve` does when the routing service cannot be reached (no answer, a timeout, or 502/503/504):
+   * - `'fail'` (default): raise the error; a service answers 503 (`decisionStatus`).
+   * - `'serveStaleReads'`: serve the last view this cache held, up to `staleForMs` past its freshness,
+   *   marked `stale` and with writes and deletes denied: `decide` answers reads from it and `unavailable`
+   *   for writes and deletes. Writes are never served stale: a lock may have been taken meanwhile, and
+   *   the pre-lock's convergence wait counts only this cache's TTL, not a stale window past it.
+   */
+  whenUnreachable?: 'fail' | 'serveStaleReads';
+  /**
+   * Under `whenUnreachable: 'serveStaleReads'`: how long past its freshness a view may still answer
+   * reads. A read from it may miss writes made at a new location if the route moved meanwhile (the
+   * stale read is bounded by this long). Default 60,000 ms.
+   */
+  staleForMs?: number;
+  fetch?: typeof fetch;
+}
+
+/** A view this client served past its freshness because the routing service could not be reached. */
+export interface StaleMark {
+  /** The code of the failure that made the client serve it. */
+  code: 'Unreachable' | string;
+  /** When (ms since the epoch, this client's clock) the view's freshness had ended. */
+  freshUntil: number;
+}
+
+/**
+ * A view as `resolve` returns it: the server's view, or (`whenUnreachable: 'serveStaleReads'` during an
+ * outage) a stale one, whose enforcement denies writes and deletes and whose `stale` says why.
+ */
+export type ResolvedView = RouteView & { stale?: StaleMark };
+
+/** What `resolveForWrite` returns: the view, and from when the in-flight grace counts for it. */
+export interface ResolvedRoute {
+  view: ResolvedView;
+  /**
+   * When the view was last known true (ms, this client's clock): when the request that fetched it left
+   * (the request a coalesced resolve joined, if so) less the server's read lead (its
+   * `Routelock-Read-Lead-Ms` header, else `serverCoalesceJoinMs`: the server's router may have answered it
+   * with a read begun that much earlier), or, for a view served from the cache, the moment
+   * it was served (a cached view without a started lock is true until its lock can start, by the
+   * convergence wait). A write must land within the grace of this: `withinGrace`.
+   */
+  resolvedAt: number;
+}
+
+/** A problem response from the routing service, with its stable code. */
+export class RoutingServiceError extends Error {
+  override readonly name = 'RoutingServiceError';
+  constructor(
+    readonly status: number,
+    /** The problem's code; `Unreachable` (status 0) when no HTTP answer came at all, or not in time. */
+    readonly code: ErrorCode | ClientErrorCode | string,
+    message: string,
+    readonly retryAfterSeconds: number | undefined,
+  ) {
+    super(message);
+  }
+}
+
+type CacheEntry =
+  | {
+      kind: 'view';
+      view: RouteView;
+      /** When the request that fetched it left. */
+      fetchedAt: number;
+      freshUntil: number;
+    }
+  | { kind: 'notFound'; fetchedAt: number; freshUntil: number; error: RoutingServiceError };
+
+/** A stale view's enforcement: reads only (docs/design.md §5.4, "when routelock is unreachable"). */
+const STALE_ENFORCEMENT: Enforcement = Object.freeze({
+  read: 'allow',
+  write: 'deny',
+  delete: 'deny',
+  retryAfterSeconds: 1,
+});
+
+function nonNegative(name: string, value: number): number {
+  if (!Number.isFinite(value) || value < 0) throw new RangeError(`RoutingClient: ${name} must be ≥ 0`);
+  return value;
+}
+
+export class RoutingClient {
+  private readonly cache: LRUCache<string, CacheEntry>;
+  /** Times each id was forgotten (or written by this client): a request begun before one never caches. */
+  private readonly forgets: LRUCache<string, number>;
+  private readonly reads: SharedReads<string, ResolvedRoute>;
+  private readonly clock: Clock;
+  private readonly skewSeconds: number;
+  private readonly fetchImpl: typeof fetch;
+  private readonly timeoutMs: number;
+  private readonly notFoundTtlMs: number;
+  private readonly staleForMs: number;
+  /** The declared in-flight grace, in seconds (`inFlightGraceSeconds`). */
+  readonly inFlightGraceSeconds: number;
+  /** The join bound in force (`coalesceJoinMs`, lowered to what the grace leaves). */
+  readonly coalesceJoinMs: number;
+  /** The server's declared join bound (`serverCoalesceJoinMs`). */
+  readonly serverCoalesceJoinMs: number;
+  /** Requests made to the routing service, for tests and benchmarks. */
+  requests = 0;
+
+  constructor(private readonly options: RoutingClientOptions) {
+    this.clock = options.clock ?? systemClock;
+    this.skewSeconds = options.clockSkewSeconds ?? DEFAULT_CLOCK_SKEW_SECONDS;
+    this.fetchImpl = options.fetch ?? fetch;
+    this.timeoutMs = nonNegative('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    if (this.timeoutMs === 0) throw new RangeError('RoutingClient: timeoutMs must be > 0');
+    this.inFlightGraceSeconds = nonNegative(
+      'inFlightGraceSeconds',
+      options.inFlightGraceSeconds ?? DEFAULT_INFLIGHT_GRACE_SECONDS,
+    );
+    this.serverCoalesceJoinMs = nonNegative(
+      'serverCoalesceJoinMs',
+      options.serverCoalesceJoinMs ?? DEFAULT_SERVER_COALESCE_JOIN_MS,
+    );
+    // What the joins may take together: a tenth of the grace (the request keeps nine tenths).
+    const joinBudgetMs = (this.inFlightGraceSeconds * 1000) / COALESCE_GRACE_SHARE;
+    const joinLeftMs = Math.max(0, joinBudgetMs - this.serverCoalesceJoinMs);
+    if (
+      (options.coalesceJoinMs !== undefined &&
+        nonNegative('coalesceJoinMs', options.coalesceJoinMs) > joinLeftMs) ||
+      this.serverCoalesceJoinMs > joinBudgetMs
+    )
+      throw new RangeError(
+        `RoutingClient: coalesceJoinMs (${options.coalesceJoinMs ?? DEFAULT_COALESCE_JOIN_MS} ms) and serverCoalesceJoinMs (${this.serverCoalesceJoinMs} ms) together must not exceed a tenth of the in-flight grace (${joinBudgetMs} ms): a joined view is as old as the read it joined`,
+      );
+    this.coalesceJoinMs = Math.min(options.coalesceJoinMs ?? DEFAULT_COALESCE_JOIN_MS, joinLeftMs);
+    this.notFoundTtlMs = nonNegative('notFoundTtlMs', options.notFoundTtlMs ?? DEFAULT_NOT_FOUND_TTL_MS);
+    this.staleForMs =
+      options.whenUnreachable === 'serveStaleReads'
+        ? nonNegative('staleForMs', options.staleForMs ?? DEFAULT_STALE_FOR_MS)
+        : 0;
+    // Least recently used entries go first. Freshness is this client's own check (freshUntil), so
+    // lru-cache keeps no TTLs: a get reads no clock, and an expired entry stays for an outage to serve
+    // (serveStaleReads) until it is replaced, forgotten or evicted.
+    this.cache = new LRUCache<string, CacheEntry>({ max: options.cacheMax ?? 10_000 });
+    this.forgets = new LRUCache<string, number>({ max: options.cacheMax ?? 10_000 });
+    this.reads = new SharedReads({ joinBoundMs: this.coalesceJoinMs, clock: this.clock });
+  }
+
+  /** Resolves that shared a request already in flight instead of sending their own. */
+  get joined(): number {
+    return this.reads.joined;
+  }
+
+  async resolve(id: string): Promise<ResolvedView> {
+    const hit = this.servable(id, this.clock());
+    if (hit !== undefined) {
+      if (hit instanceof RoutingServiceError) throw hit;
+      return hit; // the hot path: no allocation
+    }
+    return (await this.reads.run(id, () => this.fetchRoute(id))).view;
+  }
+
+  /**
+   * `resolve`, with `resolvedAt`: what a service that writes needs to keep the in-flight grace
+   * (`withinGrace(resolvedAt, client.inFlightGraceSeconds, now)` before it commits the write).
+   */
+  async resolveForWrite(id: string): Promise<ResolvedRoute> {
+    const now = this.clock();
+    const hit = this.servable(id, now);
+    if (hit !== undefined) {
+      if (hit instanceof RoutingServiceError) throw hit;
+      return { view: hit, resolvedAt: now };
+    }
+    return this.reads.run(id, () => this.fetchRoute(id));
+  }
+
+  /** What the cache may answer at `now` without a request: a fresh view with no started lock, or a 404. */
+  private servable(id: string, now: number): RouteView | RoutingServiceError | undefined {
+    const hit = this.cache.get(id);
+    if (hit === undefined || now >= hit.freshUntil) return undefined;
+    if (hit.kind === 'notFound') return hit.error;
+    return this.lockMayBeInForce(hit.view, now) ? undefined : hit.view;
+  }
+
+  /**
+   * Resolve and decide in one call, with the missing route and an outage (no answer, a timeout, a 502,
+   * 503 or 504) as decisions (`notFound`, `unavailable`) rather than errors; any other error (a 401, a
+   * wrong base URL) is thrown. `resolvedAt` is null when there is no view.
+   */
+  async decideFor(
+    id: string,
+    operation: Operation,
+    serving: string | Location,
+  ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }> {
+    try {
+      const { view, resolvedAt } = await this.resolveForWrite(id);
+      return { decision: decide(view, operation, serving), view, resolvedAt };
+    } catch (error) {
+      if (isNotFound(error)) return { decision: { kind: 'notFound' }, view: null, resolvedAt: null };
+      if (isOutage(error))
+        return {
+          decision: { kind: 'unavailable', retryAfterSeconds: error.retryAfterSeconds ?? 1 },
+          view: null,
+          resolvedAt: null,
+        };
+      throw error;
+    }
+  }
+
+  /**
+   * Forget a cached view or 404 (after this service wrote through a lock error, for instance), and stop
+   * later resolves joining a request already in flight for it (its answer may be older than the write).
+   */
+  forget(id: string): void {
+    this.cache.delete(id);
+    this.reads.forget(id);
+    this.forgets.set(id, (this.forgets.get(id) ?? 0) + 1);
+  }
+
+  async putRoute(id: string, location: Location): Promise<RouteView> {
+    this.forget(id); // a remembered 404 must not hide the route this client just created
+    try {
+      return (await this.call('PUT', `/routes/${encodeURIComponent(id)}`, { location })).body as RouteView;
+    } finally {
+      // a resolve in flight across the PUT may have answered (and cached) the 404 from before it
+      this.forget(id);
+    }
+  }
+
+  async prelock(
+    id: string,
+    request: { migrationId: string; owner: string; target: Location },
+    options: { idempotencyKey?: string; ifMatch?: string } = {},
+  ): Promise<LockGrant> {
+    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/prelock`, request, options))
+      .body as LockGrant;
+  }
+
+  async escalate(
+    id: string,
+    token: string,
+    phase: 'hardDelete' | 'write',
+    options: { ifMatch?: string } = {},
+  ) {
+    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/escalate`, { token, phase }, options))
+      .body as LockGrant;
+  }
+
+  async renew(
+    id: string,
+    token: string,
+    phase?: 'prelock' | 'hardDelete' | 'write',
+    options: { ifMatch?: string } = {},
+  ) {
+    const body = phase === undefined ? { token } : { token, phase };
+    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/renew`, body, options))
+      .body as LockGrant;
+  }
+
+  /** `writeAt`: the write-lock grant's, naming the attempt this swap belongs to. */
+  async swap(
+    id: string,
+    token: string,
+    writeAt: string,
+    options: { ifMatch?: string } = {},
+  ): Promise<RouteView> {
+    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/swap`, { token, writeAt }, options))
+      .body as RouteView;
+  }
+
+  /** Release everything, or with `downgrade` only the write lock of the attempt its `writeAt` names. */
+  async release(
+    id: string,
+    token: string,
+    downgrade?: { writeAt: string },
+    options: { ifMatch?: string } = {},
+  ): Promise<RouteView> {
+    const body = downgrade === undefined ? { token } : { token, phase: 'write', writeAt: downgrade.writeAt };
+    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/release`, body, options))
+      .body as RouteView;
+  }
+
+  /** A started lock (within the skew margin) may change at any moment: never serve it from cache. */
+  private lockMayBeInForce(view: RouteView, now: number): boolean {
+    return view.lock !== null && hasStarted(view.lock, now, this.skewSeconds);
+  }
+
+  /** One GET of the route (shared by the resolves that join it), its answer cached as its headers allow. */
+  private async fetchRoute(id: string): Promise<ResolvedRoute> {
+    const startedAt = this.clock();
+    const forgets = this.forgets.get(id) ?? 0;
+    let answer: { body: unknown; headers: Headers };
+    try {
+      answer = await this.call('GET', `/routes/${encodeURIComponent(id)}`);
+    } catch (error) {
+      if (isNotFound(error)) {
+        if (this.forgottenSince(id, forgets)) throw error;
+        this.cache.delete(id);
+        if (this.notFoundTtlMs > 0)
+          this.remember(id, {
+            kind: 'notFound',
+            fetchedAt: startedAt,
+            freshUntil: startedAt + this.notFoundTtlMs,
+            error,
+          });
+        throw error;
+      }
+      const stale = this.staleFor(id, error);
+      if (stale !== undefined) return stale;
+      throw error;
+    }
+    const view = answer.body as RouteView;
+    // Forgotten (or written by this client) while the request was out: the answer may predate that.
+    // The server may have answered with a store read begun before the request arrived: by as much as it
+    // says (READ_LEAD_HEADER), or, from a server that does not say, by up to its join bound.
+    const resolvedAt = startedAt - this.readLeadMs(answer.headers);
+    if (this.forgottenSince(id, forgets)) return { view, resolvedAt };
+    const fresh = freshnessSeconds(answer.headers.get('cache-control'), answer.headers.get('age'));
+    // Counted from when the request left: the time the answer took is age too (RFC 9111 §4.2.3).
+    // A view not to be cached (no-store: its lock has started) is still the newest one an outage could
+    // serve reads from: kept with no freshness, under serveStaleReads only.
+    this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil: startedAt + fresh * 1000 });
+    return { view, resolvedAt };
+  }
+
+  /** How long before the request arrived its answer was last known true (READ_LEAD_HEADER, ms). */
+  private readLeadMs(headers: Headers): number {
+    const said = headers.get(READ_LEAD_HEADER);
+    return said !== null && /^\d{1,12}$/.test(said.trim()) ? Number(said.trim()) : this.serverCoalesceJoinMs;
+  }
+
+  /** Whether `id` was forgotten since `forgets` was read (an evicted count reads 0: not cached either). */
+  private forgottenSince(id: string, forgets: number): boolean {
+    return (this.forgets.get(id) ?? 0) !== forgets;
+  }
+
+  /**
+   * Cache an entry while it is fresh or (a view, under serveStaleReads) within its stale window; an
+   * older answer never replaces a newer one.
+   */
+  private remember(id: string, entry: CacheEntry): void {
+    const held = this.cache.peek(id);
+    if (held !== undefined && held.fetchedAt > entry.fetchedAt) return;
+    const keepUntil = entry.freshUntil + (entry.kind === 'view' ? this.staleForMs : 0);
+    if (keepUntil <= this.clock()) this.cache.delete(id);
+    else this.cache.set(id, entry);
+  }
+
+  /** Under `serveStaleReads`, during an outage: the last view held, for reads only, if not too old. */
+  private staleFor(id: string, error: unknown): ResolvedRoute | undefined {
+    if (this.staleForMs === 0 || !isOutage(error)) return undefined;
+    const held = this.cache.peek(id);
+    if (held?.kind !== 'view' || this.clock() >= held.freshUntil + this.staleForMs) return undefined;
+    const view: ResolvedView = {
+      ...held.view,
+      enforcement: STALE_ENFORCEMENT,
+      stale: { code: error.code, freshUntil: held.freshUntil },
+    };
+    return { view, resolvedAt: held.fetchedAt - this.serverCoalesceJoinMs };
+  }
+
+  private async call(
+    method: string,
+    path: string,
+    body?: unknown,
+    options: { idempotencyKey?: string; ifMatch?: string } = {},
+  ): Promise<{ body: unknown; headers: Headers }> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.options.functionKey) headers['x-functions-key'] = this.options.functionKey;
+    if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
+    if (options.ifMatch) headers['if-match'] = entityTag(options.ifMatch);
+    this.requests += 1;
+    const url = `${this.options.baseUrl.replace(/\/$/, '')}${path}`;
+    const init: RequestInit = {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    };
+    const { response, text } = await this.send(method, path, url, init);
+    let parsed: unknown = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      // A proxy's HTML error page, say: its status is all there is to go on.
+      if (response.ok)
+        throw new RoutingServiceError(
+          response.status,
+          `HTTP${response.status}`, // no code of its own: what the service sent is all there is
+          `HTTP ${response.status} with a body that is not JSON`,
+          undefined,
+        );
+    }
+    if (!response.ok) {
+      const problem = (parsed ?? {}) as { code?: string; detail?: string };
+      const retryAfter = response.headers.get('retry-after');
+      throw new RoutingServiceError(
+        response.status,
+        problem.code ?? `HTTP${response.status}`,
+        problem.detail ?? `HTTP ${response.status}`,
+        parseRetryAfter(retryAfter), // delta-seconds; an HTTP-date (a gateway's) is ignored
+      );
+    }
+    return { body: parsed, headers: response.headers };
+  }
+
+  private async accessToken(): Promise<string> {
+    try {
+      return await (this.options.accessToken as () => Promise<string>)();
+    } catch (error) {
+      throw new RoutingServiceError(
+        0,
+        'Unreachable',
+        `No access token for the routing service: ${(error as Error).message}`,
+        1,
+      );
+    }
+  }
+
+  /**
+   * One request, answer body included, within `timeoutMs`. The timer races the fetch as well as aborting
+   * it, so a `fetch` option that ignores its signal cannot hang the caller either.
+   */
+  private async send(
+    method: string,
+    path: string,
+    url: string,
+    init: RequestInit,
+  ): Promise<{ response: Response; text: string }> {
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        controller.abort();
+        reject(
+          new RoutingServiceError(
+            0,
+            'Unreachable',
+            `Routing service unreachable: ${method} ${path} timed out after ${this.timeoutMs} ms`,
+            1,
+          ),
+        );
+      }, this.timeoutMs);
+    });
+    const exchange = (async () => {
+      // The token inside the deadline too: a hung credential (a slow metadata endpoint) must not hang us.
+      const headers = { ...(init.headers as Record<string, string>) };
+      if (this.options.accessToken) headers.authorization = `Bearer ${await this.accessToken()}`;
+      const response = await this.fetchImpl(url, { ...init, headers, signal: controller.signal });
+      return { response, text: await response.text() };
+    })();
+    try {
+      return await Promise.race([exchange, timedOut]);
+    } catch (error) {
+      if (error instanceof RoutingServiceError) throw error;
+      throw new RoutingServiceError(
+        0,
+        'Unreachable',
+        `Routing service unreachable: ${(error as Error).message}`,
+        1,
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** A 404 from the routing service that means what it says: no route for the id (not a wrong base URL). */
+function isNotFound(error: unknown): error is RoutingServiceError {
+  return error instanceof RoutingServiceError && error.status === 404 && error.code === 'NotFound';
+}
+
+/** No answer, or a gateway's stand-in for one: what `whenUnreachable` is about. */
+function isOutage(error: unknown): error is RoutingServiceError {
+  return error instanceof RoutingServiceError && [0, 502, 503, 504].includes(error.status);
+}
+
+/**
+ * Whether a write whose route was resolved at `resolvedAt` (`ResolvedRoute.resolvedAt`) may still be
+ * committed at `now`: not if the route is older than the in-flight grace, for the copies of a lock that
+ * committed just after the resolve start that long after the lock (docs/design.md §6.3) and would miss
+ * it. Both instants are this service's clock: only their difference counts, so clock skew does not.
+ */
+export function withinGrace(resolvedAt: number, graceSeconds: number, now: number): boolean {
+  return now - resolvedAt <= graceSeconds * 1000;
+}
+/**
+ * Seconds a response stays fresh in a cache in series with the server's: max-age less `Age` (the time
+ * the server's cache had already held it), never below 0. An `Age` that is not a non-negative whole
+ * number leaves the response uncached: the client cannot tell how old it is.
+ */
+export function freshnessSeconds(cacheControl: string | null, age: string | null): number {
+  const lifetime = cacheLifetimeSeconds(cacheControl);
+  if (lifetime === 0 || age === null) return lifetime;
+  // A list-valued Age (a proxy's doing): the first member counts (RFC 9111 §5.1).
+  const first = (age.split(',')[0] ?? '').trim();
+  if (!/^\d+$/.test(first)) return 0;
+  return Math.max(0, lifetime - Number(first));
+}
+
+/** Seconds a response may be cached per its Cache-Control (0 for no-store, no-cache or none). */
+export function cacheLifetimeSeconds(cacheControl: string | null): number {
+  if (!cacheControl) return 0;
+  const directives = cacheControl
+    .toLowerCase()
+    .split(',')
+    .map((d) => d.trim());
+  if (directives.some((d) => d === 'no-store' || d === 'no-cache')) return 0;
+  const maxAge = directives.find((d) => d.startsWith('max-age='));
+  const seconds = maxAge ? Number(maxAge.slice('max-age='.length)) : 0;
+  return Number.isFinite(seconds) && seconds > 0 ? seconds : 0;
+}
+
+/**
+ * The full location a service serves. The string form names a region with no account: it matches only a
+ * route whose location has no account (a route at `{westeurope, account: x}` is never served by
+ * "westeurope"). Accounts are compared as strictly as regions, because moves between two accounts of one
+ * region are a designed case.
+ */
+function servingLocation(serving: string | Location): Location {
+  return typeof serving === 'string' ? { region: serving } : serving;
+}
+
+/**
+ * What a service serving from `serving` (a full location, or a region with no account) must do with one
+ * operation on the resource `view` routes (`null`: the routing service answered 404, no route):
+ * - no route: `notFound`, whatever the operation;
+ * - a stale view (`whenUnreachable: 'serveStaleReads'`, during an outage): writes and deletes are
+ *   `unavailable` wherever they come; reads are decided as below;
+ * - at the route's location: the view's enforcement (reads always allowed; writes and deletes denied with
+ *   a Retry-After during the write lock; deletes tombstoned during the hard-delete lock);
+ * - anywhere else, including a `pendingTarget` (before the swap) or a `retiredSource` (after it):
+ *   `notHere`, with the location to send the caller to. Nothing is written through such a location.
+ * `decisionStatus` gives the HTTP answer for each.
+ */
+export function decide(
+  view: ResolvedView | null,
+  operation: Operation,
+  serving: string | Location,
+): Decision {
+  if (view === null) return { kind: 'notFound' };
+  if (view.stale !== undefined && operation !== 'read') return { kind: 'unavailable', retryAfterSeconds: 1 };
+  const here = servingLocation(serving);
+  // A pending target or a retired source is never where the data lives, whatever else matches.
+  if (!sameLocation(view.location, here) || (view.secondary && sameLocation(view.secondary.location, here)))
+    return { kind: 'notHere', location: view.location };
+  const e = view.enforcement;
+  const verdict = operation === 'read' ? e.read : operation === 'write' ? e.write : e.delete;
+  if (verdict === 'allow') return { kind: 'allow' };
+  if (verdict === 'tombstone') return { kind: 'tombstone' };
+  return { kind: 'deny', retryAfterSeconds: e.retryAfterSeconds ?? 1 };
+}
+
+/** The HTTP answer a service gives its own caller for a decision (docs/design.md §5.5's table). */
+export interface DecisionStatus {
+  /** Whether the service performs the operation: as asked (`allow`) or as a tombstone (`tombstone`). */
+  proceed: boolean;
+  /**
+   * The status to answer. For `allow` the operation's own success status is the service's to choose
+   * (200 is given); a tombstoned delete answers what a delete answers, 204.
+   */
+  status: number;
+  /** Headers to send with it: `Retry-After` (423, 503), `Location` (307). */
+  headers: Readonly<Record<string, string>>;
+  /** For a refusal, the problem code (shared/core/errors.ts) to put in its RFC 9457 body. */
+  code?: AnyErrorCode;
+  /** For `notHere`: where the data lives (put it in the problem body; a 421 has no Location header). */
+  location?: Location;
+}
+
+/**
+ * The HTTP answer for `decision`, statuses from the one error table (shared/core/errors.ts):
+ * - `allow` → proceed (200, or the operation's own success status);
+ * - `tombstone` → proceed, recording a tombstone; 204, as any delete: the item is gone for every reader at
+ *   once (the tombstone hides it, and the delta copy carries it to the target). 202 would tell the caller
+ *   the delete has not happened yet and invite it to poll a status this service does not have;
+ * - `deny` → 423 `Locked` with `Retry-After` (the write lock's end, capped by the server);
+ * - `notHere` → 307 with `Location` when `urlFor` names the URL of the service at that location (a
+ *   temporary redirect: the method and body are kept, and the route may move again), else 421
+ *   `MisdirectedRequest` with the location in the problem body (a gateway in front picks the region);
+ * - `notFound` → 404 `NotFound`: no route, so nothing may be read or written (a write would put data where
+ *   no route points);
+ * - `unavailable` → 503 `Unreachable` with `Retry-After`: this service's own dependency is down.
+ */
+export function decisionStatus(
+  decision: Decision,
+  options: { urlFor?: (location: Location) => string | undefined } = {},
+): DecisionStatus {
+  switch (decision.kind) {
+    case 'allow':
+      return { proceed: true, status: 200, headers: {} };
+    case 'tombstone':
+      return { proceed: true, status: 204, headers: {} };
+    case 'deny':
+      return refusal('Locked', { 'Retry-After': String(decision.retryAfterSeconds) });
+    case 'notHere': {
+      const url = options.urlFor?.(decision.location);
+      if (url !== undefined)
+        return { proceed: false, status: 307, headers: { Location: url }, location: decision.location };
+      return { ...refusal('MisdirectedRequest', {}), location: decision.location };
+    }
+    case 'notFound':
+      return refusal('NotFound', {});
+    case 'unavailable':
+      return refusal('Unreachable', { 'Retry-After': String(decision.retryAfterSeconds) });
+  }
+}
+
+function refusal(code: AnyErrorCode, headers: Record<string, string>): DecisionStatus {
+  return { proceed: false, status: errorKind(code).status, headers, code };
+}

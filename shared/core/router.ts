@@ -1,0 +1,777 @@
+import { LRUCache } from 'lru-cache';
+import { type Clock, systemClock } from './clock';
+import type { TimingConfig } from './settings';
+import { RouteLockError, isRouteLockError } from './errors';
+import { deepFreeze } from './freeze';
+import { SharedReads } from './inflight';
+import {
+  type Location,
+  type LocationDocument,
+  type StoredDocument,
+  assertWritableSchema,
+  newLocationDocument,
+  sameEtag,
+  sameLocation,
+} from './lock/document';
+import {
+  type EscalateRequest,
+  type PrelockRequest,
+  type ReleaseRequest,
+  type RenewRequest,
+  type RuleResult,
+  type SwapRequest,
+  assertDeletable,
+  escalate,
+  forceRelease,
+  prelock,
+  reclaim,
+  release,
+  renew,
+  swap,
+} from './lock/rules';
+import { deadInWriteRegion, enforcedFrom } from './lock/state';
+import { newFencingToken } from './lock/token';
+import { type LockGrant, type RouteView, cacheHeaders, lockGrant, routeView } from './lock/view';
+import { type AllowedRegions, assertAllowedRegion } from './regions';
+import type { ListOptions, ListPage, LocationStore, RequestPriority } from './store/ports/locations';
+
+/**
+ * The router (docs/design.md §5): resolves location documents through a local cache and performs every lock
+ * mutation as one ETag-conditional write.
+ *
+ * Read path:
+ *  - cache hit whose document has no lock that may be in force → returned, zero store reads;
+ *  - cache hit whose document carries a started lock → read from the write region, every time;
+ *  - miss → nearest replica; if that copy carries a started lock → read again from the write region.
+ * Concurrent resolves of one id share each of those store reads while it is in flight, joining only a
+ * read begun no more than `timing.coalesceJoinMs` ago (shared/core/inflight.ts; docs/design.md §5.8).
+ */
+
+/**
+ * The store priority of each kind of router operation (docs/design.md §5.7), decided here and nowhere
+ * else: Cosmos DB throttles `low` requests first when the container is busy, so migration traffic
+ * yields to route resolution instead of making hot spots for unrelated resources.
+ */
+export const operationPriority = {
+  /** resolve(), view(): every service's lookup (GET /routes/{id}). */
+  resolvePath: 'high',
+  /** createRoute(), deleteRoute(): PUT and DELETE /routes/{id} by the route's owner. */
+  routeChange: 'high',
+  /**
+   * The orchestrator's and operators' work: every lock mutation, reclaim(), forceRelease(),
+   * readAuthoritative(), backgroundView(), listRoutes(), and the probe's createRoute().
+   */
+  background: 'low',
+} as const satisfies Record<string, RequestPriority>;
+
+export interface RouterOptions {
+  store: LocationStore;
+  timing: TimingConfig;
+  clock?: Clock;
+  /** Most documents held in the local cache. */
+  cacheMax?: number;
+  /** Token source; tests pin it, production uses 32 random bytes. */
+  newToken?: () => string;
+  /**
+   * Set when the store cannot give compare-and-swap its meaning (several write regions): every lock
+   * mutation is then refused with this reason.
+   */
+  unsafeForLocks?: string | undefined;
+  /**
+   * Refuse every write (createRoute, deleteRoute, each lock mutation, reclaim, forceRelease) with
+   * `ReadOnlyRouter`, before any store call: the library's default (shared/library.ts), so a service
+   * that links it resolves and enforces but cannot bypass the API's roles. routelock's own routers
+   * leave it unset.
+   */
+  readOnly?: boolean;
+  /**
+   * How long the cache may reuse one reading of the clock for TTL checks (lru-cache's ttlResolution).
+   * Default: 1 ms on the system clock, 0 (read every time) on an injected clock.
+   */
+  ttlResolutionMs?: number;
+  /** Told when a write's store timestamp and this process's clock disagree by more than the skew bound. */
+  onClockSkew?: (resourceId: string, skewSeconds: number) => void;
+  /** ROUTELOCK_REGIONS: where a route may be placed, locked towards or swapped to; null/absent = anywhere. */
+  allowedRegions?: AllowedRegions | undefined;
+  /**
+   * Told after each write this router attempts (create, lock mutation, delete), whether or not its
+   * answer came back. A second router in the process (the probe's) makes the serving router drop its
+   * cached copy with it, so the read path never serves a copy older than that write.
+   */
+  onWrite?: (id: string) => void;
+}
+
+/**
+ * What only the test kit replaces (testkit/router.ts `seamedRouter`), kept out of RouterOptions so that
+ * no composition root can pass them; production always uses the real ones.
+ */
+export interface RouterSeams {
+  /**
+   * The lock rules: the verification harness plants the bugs its negative controls must catch (a
+   * skipped token check, say).
+   */
+  rules?: Partial<LockRules>;
+  /**
+   * The Cache-Control/Age builder for `view()`: the harness plants the old behaviour its negative
+   * controls must catch (a full max-age and no Age for a copy held a while:
+   * `(doc, now, cfg) => cacheHeaders(doc, now, cfg, 0)`).
+   */
+  cacheHeaders?: typeof cacheHeaders;
+  /**
+   * Whether concurrent resolves share store reads (docs/design.md §5.8): the read-path benchmark turns
+   * it off, to measure the read path as it was side by side.
+   */
+  coalesceReads?: boolean;
+}
+
+export interface MutationOptions {
+  /**
+   * The caller's If-Match. When it equals the cached copy's ETag the router skips its read (the
+   * orchestrator's read saving); when it differs from the stored ETag the result is 412.
+   */
+  ifMatch?: string | undefined;
+  /**
+   * A version of the route the caller holds (a campaign's listed copy, passed on by the migration's
+   * pre-lock): decided on without a read when its ETag is `ifMatch`, as a version this router holds is;
+   * ignored otherwise. The write stays conditional on that ETag, so a stale copy costs a 412, never a
+   * wrong write, and a refusal or no-op decided on it is confirmed on the write region. Only trusted code
+   * passes one: a copy's ETag vouches for its document only when the store gave the two together.
+   */
+  known?: StoredDocument | undefined;
+}
+
+/** Every lock mutation the router performs, one rule each (the `rules` seam replaces any of them). */
+export interface LockRules {
+  prelock: typeof prelock;
+  escalate: typeof escalate;
+  renew: typeof renew;
+  swap: typeof swap;
+  release: typeof release;
+  forceRelease: typeof forceRelease;
+  reclaim: typeof reclaim;
+}
+
+const defaultRules: LockRules = { prelock, escalate, renew, swap, release, forceRelease, reclaim };
+
+/** A route view with its caching headers (`Cache-Control`, `Age`), as GET /routes/{id} sends it. */
+export interface RoutedView {
+  view: RouteView;
+  cacheControl: string;
+  ageSeconds: number;
+  /**
+   * What the view's knowledge dates from, for the in-flight grace (docs/design.md §5.6): when the store
+   * read it came from began — a read this request joined may have begun up to ROUTELOCK_COALESCE_JOIN_MS
+   * before it (§5.8) — or, for a copy served from the cache, the request's own time (a cached copy is true
+   * until its lock can start). A library-mode service checks `withinGrace(resolvedAt, …)` before it commits.
+   */
+  resolvedAt: number;
+}
+
+/** The swap's answer for the workflow: the view, and when the swap landed (a replay: the first swap's time). */
+export interface SwapOutcome {
+  view: RouteView;
+  swappedAt: string | null;
+}
+
+interface VersionedCopy {
+  stored: StoredDocument;
+  /** True when the copy came from the If-Match cache rather than a read made for this request. */
+  fromCache: boolean;
+}
+
+/** A store read's answer with when the read began (what the answer's age counts from). */
+interface TimedRead {
+  stored: StoredDocument;
+  startedAt: number;
+}
+
+interface CacheEntry {
+  stored: StoredDocument;
+  /** From this instant on, the cached copy may show stale lock state: read through to the write region. */
+  readThroughFrom: number;
+  /** When the copy entered the cache (its TTL counts from here): a served copy's Age. */
+  cachedAt: number;
+}
+
+/** Which store read of the read path a coalesced read is (the two never answer for each other). */
+type ReadPathKey = `${'nearest' | 'writeRegion'} ${RequestPriority} ${string}`;
+
+export class Router {
+  readonly store: LocationStore;
+  readonly timing: TimingConfig;
+  readonly allowedRegions: AllowedRegions;
+
+  /** The guards a second router over the same store must keep (the probe's): regions, unsafe store. */
+  get policy(): { allowedRegions: AllowedRegions; unsafeForLocks?: string } {
+    return {
+      allowedRegions: this.allowedRegions,
+      ...(this.options.unsafeForLocks ? { unsafeForLocks: this.options.unsafeForLocks } : {}),
+    };
+  }
+  private readonly clock: Clock;
+  private readonly cache: LRUCache<string, CacheEntry>;
+  /**
+   * The last version this router wrote or read from the write region, by id, kept past the read cache's
+   * TTL. A mutation whose If-Match names it decides on it without a read: the write is conditional on
+   * that same ETag, so a stale copy can only produce a 412, never a wrong write (a no-op or refusal
+   * decided on it is confirmed with one read).
+   */
+  private readonly versions: LRUCache<string, StoredDocument>;
+  private readonly newToken: () => string;
+  private readonly options: RouterOptions;
+  private readonly seams: RouterSeams;
+  private readonly rules: LockRules;
+  /**
+   * The read path's store reads in flight (never a mutation's: those must begin after their decision),
+   * by source, priority and id. Public for tests and benchmarks: `started` counts the reads made.
+   */
+  readonly sharedReads: {
+    nearest: SharedReads<ReadPathKey, TimedRead>;
+    writeRegion: SharedReads<ReadPathKey, CacheEntry>;
+  };
+
+  /** `seams`: the test kit's alone (testkit/router.ts); production passes none. */
+  constructor(options: RouterOptions, seams: RouterSeams = {}) {
+    this.options = options;
+    this.seams = seams;
+    this.rules = { ...defaultRules, ...seams.rules };
+    this.store = options.store;
+    this.timing = options.timing;
+    this.allowedRegions = options.allowedRegions ?? null;
+    this.clock = options.clock ?? systemClock;
+    this.newToken = options.newToken ?? newFencingToken;
+    const clock = this.clock;
+    this.cache = new LRUCache<string, CacheEntry>({
+      max: options.cacheMax ?? 100_000,
+      // The local tier's TTL is part of the declared convergence delay, so an entry cached before a
+      // pre-lock is gone before that lock can start.
+      ttl: options.timing.localCacheTtlSeconds * 1000,
+      ttlResolution: options.ttlResolutionMs ?? (clock === systemClock ? 1 : 0),
+      perf: { now: clock },
+    });
+    this.versions = new LRUCache<string, StoredDocument>({ max: options.cacheMax ?? 100_000 });
+    const joining = { joinBoundMs: options.timing.coalesceJoinMs, clock };
+    this.sharedReads = { nearest: new SharedReads(joining), writeRegion: new SharedReads(joining) };
+  }
+
+  now(): number {
+    return this.clock();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Read path
+  // ---------------------------------------------------------------------------------------------
+
+  /**
+   * The document if the cache may serve it without any store read (no lock that may be in force),
+   * else undefined. Synchronous: the fast path of the read path, for callers that want it.
+   */
+  peek(id: string): StoredDocument | undefined {
+    const hit = this.cache.get(id);
+    if (hit === undefined) return undefined;
+    // An unlocked document (readThroughFrom = ∞) needs no clock at all.
+    return hit.readThroughFrom === Number.POSITIVE_INFINITY || this.clock() < hit.readThroughFrom
+      ? hit.stored
+      : undefined;
+  }
+
+  async resolve(id: string): Promise<StoredDocument> {
+    const now = this.clock();
+    const hit = this.cache.get(id);
+    // The hit stays one await deep: this is the hot path.
+    if (this.servable(hit, now)) return hit.stored;
+    return (await this.readPath(id, hit, now, operationPriority.resolvePath)).stored;
+  }
+
+  /**
+   * The route view with its caching headers. `ageSeconds` is how long this router's cache had held the
+   * copy when the request came (0 for a copy read for it), and max-age is what is left of the TTL: the
+   * cache downstream (RoutingClient, any HTTP cache) is in series with this one, and the two together
+   * must not hold a copy longer than the one local TTL the convergence delay counts.
+   */
+  view(id: string): Promise<RoutedView> {
+    return this.viewWith(id, operationPriority.resolvePath);
+  }
+
+  /**
+   * The same view the read path serves (same cache), for work that is not a service resolving a route:
+   * the orchestrator's read-path check, the probe's, a migration's start. Its store reads go `low`.
+   */
+  backgroundView(id: string): Promise<RoutedView> {
+    return this.viewWith(id, operationPriority.background);
+  }
+
+  private async viewWith(id: string, priority: RequestPriority): Promise<RoutedView> {
+    const requestedAt = this.clock();
+    const hit = this.cache.get(id);
+    const served = this.servable(hit, requestedAt);
+    const entry = served ? hit : await this.readPath(id, hit, requestedAt, priority);
+    const now = this.clock();
+    // A copy's age counts from when the read that fetched it began (a slow or joined read's answer is
+    // that old already), so a cache downstream never holds it past the one local TTL.
+    const heldMs = Math.max(0, now - entry.cachedAt);
+    const headers = (this.seams.cacheHeaders ?? cacheHeaders)(entry.stored.doc, now, this.timing, heldMs);
+    const resolvedAt = served ? requestedAt : Math.min(requestedAt, entry.cachedAt);
+    return { view: routeView(entry.stored, now, this.timing), ...headers, resolvedAt };
+  }
+
+  /**
+   * Drop a cached copy, and let no later resolve join a read of it already in flight (tests, and callers
+   * that know the document changed elsewhere: the probe's writes, §5.2).
+   */
+  forget(id: string): void {
+    this.cache.delete(id);
+    this.forgetReadsInFlight(id);
+  }
+
+  /**
+   * When a copy fetched at `fetchedAt` stops being safe to serve from cache. A lock whose start has
+   * come (within the skew margin) may have been escalated, renewed or released since the copy was
+   * taken, so from then on only the write region's copy will do. A lock the write region itself
+   * showed as dead cannot come back: a new lock would have to start over, after this entry's TTL.
+   */
+  private readThroughFrom(stored: StoredDocument, fetchedAt: number, fromWriteRegion: boolean): number {
+    const lock = stored.doc.lock;
+    const skew = this.timing.clockSkewSeconds;
+    if (!lock) return Number.POSITIVE_INFINITY;
+    if (fromWriteRegion && deadInWriteRegion(lock, fetchedAt, skew)) return Number.POSITIVE_INFINITY;
+    return enforcedFrom(lock, skew);
+  }
+
+  /** A cache hit the read path may serve without a store read at `now`. */
+  private servable(hit: CacheEntry | undefined, now: number): hit is CacheEntry {
+    return hit !== undefined && now < hit.readThroughFrom;
+  }
+
+  /**
+   * The read path past the cache: the entry made by the read it takes (`cached`: the copy held, too old
+   * to serve). Both store reads are shared with concurrent resolves of the id (§5.8); each caller decides
+   * the escalation to the write region on its own clock reading `now`, so a caller that came after the
+   * lock's start never takes a nearest copy that an earlier caller could still use.
+   */
+  private async readPath(
+    id: string,
+    cached: CacheEntry | undefined,
+    now: number,
+    priority: RequestPriority,
+  ): Promise<CacheEntry> {
+    if (cached !== undefined) return this.sharedWriteRegionRead(id, priority, cached.stored);
+
+    const readNearest = async (): Promise<TimedRead> => {
+      const startedAt = this.clock();
+      return { stored: await this.store.read(id, { from: 'nearest', priority }), startedAt };
+    };
+    const nearest = await (this.seams.coalesceReads === false
+      ? readNearest()
+      : this.sharedReads.nearest.run(`nearest ${priority} ${id}`, readNearest));
+    if (now >= this.readThroughFrom(nearest.stored, now, false))
+      return this.sharedWriteRegionRead(id, priority);
+    // Callers that shared the read share its entry: one cache write, one `cachedAt`.
+    const entry = this.cache.peek(id);
+    if (entry !== undefined && entry.stored === nearest.stored) return entry;
+    return this.remember(nearest.stored, now, false, nearest.startedAt);
+  }
+
+  /**
+   * A write-region read for the read path, shared; the reader caches it (and records its version).
+   * `held`: the copy the cache holds, whose version the read may confirm instead of fetching (a read-through).
+   */
+  private sharedWriteRegionRead(
+    id: string,
+    priority: RequestPriority,
+    held?: StoredDocument,
+  ): Promise<CacheEntry> {
+    const read = () =>
+      held === undefined ? this.readEntry(id, 'writeRegion', priority) : this.readThrough(id, priority, held);
+    if (this.seams.coalesceReads === false) return read();
+    return this.sharedReads.writeRegion.run(`writeRegion ${priority} ${id}`, read);
+  }
+
+  /** No read begun before a write of `id` answers a request made after it. */
+  private forgetReadsInFlight(id: string): void {
+    for (const priority of new Set(Object.values(operationPriority))) {
+      this.sharedReads.nearest.forget(`nearest ${priority} ${id}`);
+      this.sharedReads.writeRegion.forget(`writeRegion ${priority} ${id}`);
+    }
+  }
+
+  /**
+   * The write region's copy when the held copy's version has changed; else the held copy itself, confirmed
+   * (ETag-conditional, so nothing is sent or parsed). Either way it is cached dated from this read's start,
+   * and its lock judged as the write region's at that instant: the same entry a full read would make.
+   */
+  private async readThrough(
+    id: string,
+    priority: RequestPriority,
+    held: StoredDocument,
+  ): Promise<CacheEntry> {
+    if (this.store.readIfChanged === undefined) return this.readEntry(id, 'writeRegion', priority);
+    const startedAt = this.clock();
+    const answer = await this.store.readIfChanged(id, held.etag, { from: 'writeRegion', priority });
+    return this.remember(answer === 'notModified' ? held : answer, startedAt, true, startedAt);
+  }
+
+  private async readAndCache(
+    id: string,
+    from: 'nearest' | 'writeRegion',
+    priority: RequestPriority,
+  ): Promise<StoredDocument> {
+    return (await this.readEntry(id, from, priority)).stored;
+  }
+
+  private async readEntry(
+    id: string,
+    from: 'nearest' | 'writeRegion',
+    priority: RequestPriority,
+  ): Promise<CacheEntry> {
+    const startedAt = this.clock();
+    const stored = await this.store.read(id, { from, priority });
+    return this.remember(stored, startedAt, from === 'writeRegion', startedAt);
+  }
+
+  /**
+   * Cache a copy. `readStartedAt`: when the read that fetched it began (for a write's answer, now). The
+   * copy is dated from then, not from when its answer came: a slow read (throttling, a joined read) hands
+   * back a document as old as its start, and the local TTL the convergence delay counts must run from
+   * there, or a copy would outlive it by the read's duration.
+   */
+  private remember(
+    stored: StoredDocument,
+    fetchedAt: number,
+    fromWriteRegion: boolean,
+    readStartedAt: number = this.clock(),
+  ): CacheEntry {
+    // Callers are handed this very object (resolve, peek, view): frozen, so none can change what the
+    // cache serves others, nor what a conditional read-through keeps while the version is unchanged.
+    deepFreeze(stored);
+    const entry: CacheEntry = {
+      stored,
+      readThroughFrom: this.readThroughFrom(stored, fetchedAt, fromWriteRegion),
+      cachedAt: readStartedAt,
+    };
+    this.cache.set(stored.doc.id, entry, { start: readStartedAt });
+    if (fromWriteRegion) this.versions.set(stored.doc.id, stored);
+    return entry;
+  }
+
+  /**
+   * One store write, and `onWrite` told of it however it ended (a lost answer may have committed). Reads
+   * of the id in flight stop being joinable as it starts: a resolve made after this write began must
+   * not take an answer read before it.
+   */
+  private async write<T>(id: string, attempt: () => Promise<T>): Promise<T> {
+    this.forgetReadsInFlight(id);
+    try {
+      return await attempt();
+    } finally {
+      this.forgetReadsInFlight(id);
+      this.options.onWrite?.(id);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Routes
+  // ---------------------------------------------------------------------------------------------
+
+  /** PUT /routes/{id}: 201 when created, 200 when an identical route exists, 409 otherwise. */
+  async createRoute(
+    id: string,
+    location: Location,
+    options: { createdBy?: 'probe' } = {},
+  ): Promise<{ stored: StoredDocument; created: boolean }> {
+    this.refuseIfReadOnly(id, 'creating a route');
+    assertAllowedRegion(this.allowedRegions, location, 'creating the route', id);
+    const priority =
+      options.createdBy === 'probe' ? operationPriority.background : operationPriority.routeChange;
+    try {
+      const stored = await this.write(id, () =>
+        this.store.create(newLocationDocument(id, location, this.clock(), options.createdBy), { priority }),
+      );
+      this.remember(stored, this.clock(), true);
+      return { stored, created: true };
+    } catch (error) {
+      if (!isRouteLockError(error, 'AlreadyExists')) throw error;
+      const existing = await this.readAndCache(id, 'writeRegion', priority);
+      // Even an identical route's 200 is a mutation's answer: never given for a schema this library cannot judge.
+      assertWritableSchema(existing.doc);
+      if (sameLocation(existing.doc.location, location)) return { stored: existing, created: false };
+      throw new RouteLockError('AlreadyExists', `Route ${id} already exists with another location.`, {
+        resourceId: id,
+      });
+    }
+  }
+
+  /** DELETE /routes/{id}: refused (423) while a live lock holds the route. */
+  async deleteRoute(id: string, options: MutationOptions = {}): Promise<void> {
+    this.refuseIfReadOnly(id, 'deleting a route');
+    const priority = operationPriority.routeChange;
+    const copy = await this.readForMutation(id, options, priority);
+    let current = copy.stored;
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        assertWritableSchema(current.doc);
+        assertDeletable(current.doc, this.clock());
+      } catch (error) {
+        throw await this.confirmedRefusal(
+          id,
+          error,
+          copy.fromCache && attempt === 0,
+          options.ifMatch,
+          priority,
+        );
+      }
+      try {
+        await this.write(id, () => this.store.delete(id, current.etag, { priority }));
+        this.cache.delete(id);
+        this.versions.delete(id);
+        return;
+      } catch (error) {
+        current = await this.afterConflict(id, error, attempt, options.ifMatch, priority);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Lock mutations: token checked by the rule before any write, one conditional write, on 412 one
+  // re-read and re-decide (a losing racer then sees the winner's lock and gets 423).
+  // ---------------------------------------------------------------------------------------------
+
+  /**
+   * `options.token`: a caller that derives its token from a secret of its own (the migration's
+   * activities) names it, so that its replay presents the same one; everyone else gets a fresh one.
+   */
+  async prelock(
+    id: string,
+    req: Omit<PrelockRequest, 'newToken'>,
+    options: MutationOptions & { token?: string } = {},
+  ): Promise<LockGrant> {
+    return (await this.prelockRoute(id, req, options)).grant;
+  }
+
+  /**
+   * The pre-lock, and where the route was as it committed: the copy the rule decided on, under the ETag
+   * the write was conditional on, so the orchestrator need not read the route again.
+   */
+  async prelockRoute(
+    id: string,
+    req: Omit<PrelockRequest, 'newToken'>,
+    options: MutationOptions & { token?: string } = {},
+  ): Promise<{ grant: LockGrant; location: Location }> {
+    assertAllowedRegion(this.allowedRegions, req.target, 'the pre-lock', id);
+    const token = options.token ?? this.newToken();
+    const stored = await this.mutate(
+      id,
+      (doc, now) => this.rules.prelock(doc, { ...req, newToken: token }, now, this.timing),
+      options,
+    );
+    return { grant: lockGrant(stored, token), location: stored.doc.location };
+  }
+
+  /**
+   * The ETag of the version of the route this router holds (the last it wrote or read from the write
+   * region, else its read cache's copy): a mutation naming it as If-Match is decided without a read.
+   */
+  heldEtag(id: string): string | undefined {
+    return (this.versions.get(id) ?? this.cache.get(id)?.stored)?.etag;
+  }
+
+  /** Whether this router holds version `etag` of the route (a caller's ETag: `heldEtag`). */
+  holdsVersion(id: string, etag: string): boolean {
+    const held = this.heldEtag(id);
+    return held !== undefined && sameEtag(held, etag);
+  }
+
+  async escalate(id: string, req: EscalateRequest, options: MutationOptions = {}): Promise<LockGrant> {
+    return lockGrant(
+      await this.mutate(id, (doc, now) => this.rules.escalate(doc, req, now, this.timing), options),
+    );
+  }
+
+  async renew(id: string, req: RenewRequest, options: MutationOptions = {}): Promise<LockGrant> {
+    return lockGrant(
+      await this.mutate(id, (doc, now) => this.rules.renew(doc, req, now, this.timing), options),
+    );
+  }
+
+  /** The swap (pinned to its write-lock attempt when `req.writeAt` names one: the rule refuses another's). */
+  async swap(id: string, req: SwapRequest, options: MutationOptions = {}): Promise<RouteView> {
+    return (await this.swapWithTime(id, req, options)).view;
+  }
+
+  /** The swap, and when it landed: the migration's timeline records it. */
+  async swapWithTime(id: string, req: SwapRequest, options: MutationOptions = {}): Promise<SwapOutcome> {
+    const stored = await this.mutate(id, (doc, now) => this.rules.swap(doc, req, now, this.timing), options);
+    return {
+      view: routeView(stored, this.clock(), this.timing),
+      swappedAt: stored.doc.lastMigration?.swappedAt ?? null,
+    };
+  }
+
+  /** Release everything, or (`phase: "write"`) downgrade the write lock of the attempt `writeAt` names. */
+  async release(id: string, req: ReleaseRequest, options: MutationOptions = {}): Promise<RouteView> {
+    const stored = await this.mutate(id, (doc, now) => this.rules.release(doc, req, now), options);
+    return routeView(stored, this.clock(), this.timing);
+  }
+
+  /** An operator's force-release (after its approvals): the stored result, for the audit trail. */
+  forceRelease(id: string, req: Parameters<typeof forceRelease>[1]): Promise<StoredDocument> {
+    return this.mutate(id, (doc, now) => this.rules.forceRelease(doc, req, now), {});
+  }
+
+  /** Clear an orphan (a lock past its lease); refused (423) while the lock is live. The stored result. */
+  reclaim(id: string): Promise<StoredDocument> {
+    return this.mutate(id, (doc, now) => this.rules.reclaim(doc, now), {});
+  }
+
+  /** The authoritative copy, from the write region (refreshes the cache). */
+  readAuthoritative(id: string): Promise<StoredDocument> {
+    return this.readAndCache(id, 'writeRegion', operationPriority.background);
+  }
+
+  /**
+   * The nearest replica's copy, uncached (a read region's: has a write replicated there?). Never the
+   * read path's answer: it neither fills the cache nor counts as the write region's version.
+   */
+  readReplica(id: string): Promise<StoredDocument> {
+    return this.store.read(id, { from: 'nearest', priority: operationPriority.background });
+  }
+
+  /** A page of routes (GET /routes, the sweeper): never the read path. */
+  listRoutes(options: Omit<ListOptions, 'priority'>): Promise<ListPage> {
+    return this.store.list({ ...options, priority: operationPriority.background });
+  }
+
+  private async mutate(
+    id: string,
+    rule: (doc: LocationDocument, now: number) => RuleResult,
+    options: MutationOptions,
+  ): Promise<StoredDocument> {
+    this.refuseIfReadOnly(id, 'a lock mutation');
+    if (this.options.unsafeForLocks) {
+      throw new RouteLockError(
+        'UnsafeConfiguration',
+        `Lock mutations are refused: ${this.options.unsafeForLocks}`,
+        {
+          resourceId: id,
+        },
+      );
+    }
+    const priority = operationPriority.background;
+    const copy = await this.readForMutation(id, options, priority);
+    let current = copy.stored;
+    for (let attempt = 0; ; attempt += 1) {
+      let decided: RuleResult;
+      try {
+        // Before the rule, so no rule (a planted one included) decides on, or writes, a newer schema.
+        assertWritableSchema(current.doc);
+        decided = rule(current.doc, this.clock());
+      } catch (error) {
+        throw await this.confirmedRefusal(
+          id,
+          error,
+          copy.fromCache && attempt === 0,
+          options.ifMatch,
+          priority,
+        );
+      }
+      const { doc, changed } = decided;
+      // Any write that moves the route (a swap, or any rule the `rules` seam plants) lands in a declared region.
+      if (changed && !sameLocation(doc.location, current.doc.location))
+        assertAllowedRegion(this.allowedRegions, doc.location, 'moving the route', id);
+      if (!changed && copy.fromCache && attempt === 0) {
+        // A no-op answers without a write, so no ETag condition would catch a stale copy: confirm it.
+        current = await this.readAndCache(id, 'writeRegion', priority);
+        if (options.ifMatch === undefined || !sameEtag(current.etag, options.ifMatch))
+          throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+        continue;
+      }
+      if (!changed) return current;
+      try {
+        const written = await this.write(id, () => this.store.replace(doc, current.etag, { priority }));
+        const now = this.clock();
+        this.remember(written, now, true);
+        this.checkSkew(id, written, now);
+        return written;
+      } catch (error) {
+        current = await this.afterConflict(id, error, attempt, options.ifMatch, priority);
+      }
+    }
+  }
+
+  /**
+   * The error to answer for a refusal decided on `copy`. A refusal is answered without a write, so no ETag
+   * condition would catch a stale copy: one decided on a held copy (`onHeldCopy`) is confirmed on the
+   * write region's first (a changed document is the caller's 412: it decides again there).
+   */
+  private async confirmedRefusal(
+    id: string,
+    error: unknown,
+    onHeldCopy: boolean,
+    ifMatch: string | undefined,
+    priority: RequestPriority,
+  ): Promise<unknown> {
+    if (!onHeldCopy || !isRouteLockError(error)) return error;
+    const current = await this.readAndCache(id, 'writeRegion', priority);
+    if (ifMatch === undefined || !sameEtag(current.etag, ifMatch))
+      return preconditionFailed(id, 'since the ETag you sent (If-Match)');
+    return error;
+  }
+
+  private refuseIfReadOnly(id: string, what: string): void {
+    if (this.options.readOnly === true)
+      throw new RouteLockError(
+        'ReadOnlyRouter',
+        `This router is read-only (${what} refused); create it with allowMutations: true to write.`,
+        { resourceId: id },
+      );
+  }
+
+  /** The store stamps whole seconds, so a second of difference is resolution, not skew. */
+  private checkSkew(id: string, written: StoredDocument, now: number): void {
+    if (written.storedAt === undefined || !this.options.onClockSkew) return;
+    const skewSeconds = Math.max(0, Math.abs(now - written.storedAt) / 1000 - 1);
+    if (skewSeconds > this.timing.clockSkewSeconds) this.options.onClockSkew(id, Math.round(skewSeconds));
+  }
+
+  /**
+   * The copy a mutation decides on: the caller's `known` or the one this router holds when the caller's
+   * If-Match names it, else the write region's.
+   */
+  private async readForMutation(
+    id: string,
+    { ifMatch, known }: MutationOptions,
+    priority: RequestPriority,
+  ): Promise<VersionedCopy> {
+    if (ifMatch !== undefined) {
+      const given = known !== undefined && known.doc.id === id ? known : undefined;
+      const held = this.versions.get(id) ?? this.cache.get(id)?.stored;
+      const copy = [given, held].find((c) => c !== undefined && sameEtag(c.etag, ifMatch));
+      if (copy) return { stored: copy, fromCache: true };
+    }
+    const current = await this.readAndCache(id, 'writeRegion', priority);
+    if (ifMatch !== undefined && !sameEtag(current.etag, ifMatch))
+      throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+    return { stored: current, fromCache: false };
+  }
+
+  /** After a failed conditional write: re-read once and let the caller re-decide; otherwise give up. */
+  private async afterConflict(
+    id: string,
+    error: unknown,
+    attempt: number,
+    ifMatch: string | undefined,
+    priority: RequestPriority,
+  ): Promise<StoredDocument> {
+    if (!isRouteLockError(error, 'PreconditionFailed')) throw error;
+    this.cache.delete(id);
+    this.versions.delete(id);
+    // A caller's own If-Match is a precondition, not a hint: a changed document is its 412.
+    if (ifMatch !== undefined) throw preconditionFailed(id, 'since the ETag you sent (If-Match)');
+    if (attempt > 0) throw preconditionFailed(id, 'again while this request was deciding; retry it');
+    return this.readAndCache(id, 'writeRegion', priority);
+  }
+}
+
+function preconditionFailed(id: string, why: string): RouteLockError {
+  return new RouteLockError('PreconditionFailed', `Route ${id} changed ${why}.`, { resourceId: id });
+}
