@@ -1,4 +1,10 @@
-import { type LastChange, type LocationDocument, describeLocation } from '../../core/lock/document';
+import {
+  type LastChange,
+  type LastMigration,
+  type Lock,
+  type LocationDocument,
+  describeLocation,
+} from '../../core/lock/document';
 import { phaseExpiresAt } from '../../core/lock/state';
 import { isProbeId } from '../probeId';
 import { EVENT_KEY, type TelemetryEventName, type TelemetryMetricName } from './names';
@@ -74,69 +80,89 @@ export function lockTelemetry(
   };
 }
 
+const noTelemetry = (): LockTelemetry => ({ events: [], metrics: [] });
+
+/** The parts in order: their events one after another, their metrics likewise. */
+const joined = (...parts: LockTelemetry[]): LockTelemetry => ({
+  events: parts.flatMap((part) => part.events),
+  metrics: parts.flatMap((part) => part.metrics),
+});
+
 function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds: number): LockTelemetry {
   const change = doc.lastChange;
-  const events: TelemetryEvent[] = [];
-  const metrics: TelemetryMetric[] = [];
-  if (!change) return { events, metrics };
+  if (!change) return noTelemetry();
   const base: Record<string, string> = { resourceId: doc.id, op: change.op, at: change.at };
+  const held = doc.lock ? whileLocked(doc.lock, change, base) : undefined;
+  return held ?? lockEnded(doc, change, base, declaredConvergenceDelaySeconds);
+}
 
-  if ((change.op === 'prelock' || change.op === 'escalate') && doc.lock) {
-    events.push({
-      name: 'LockAcquired',
-      properties: {
-        ...base,
-        phase: doc.lock.phase,
-        migrationId: doc.lock.migrationId,
-        target: region(doc.lock.target),
-        expiresAt: phaseExpiresAt(doc.lock),
-      },
-    });
-    return { events, metrics };
+/** A write that leaves a lock on the route: acquired, renewed, or downgraded. Anything else is not one. */
+function whileLocked(
+  lock: Lock,
+  change: LastChange,
+  base: Record<string, string>,
+): LockTelemetry | undefined {
+  const held = { ...base, phase: lock.phase, migrationId: lock.migrationId };
+  if (change.op === 'prelock' || change.op === 'escalate') {
+    const properties = { ...held, target: region(lock.target), expiresAt: phaseExpiresAt(lock) };
+    return { events: [{ name: 'LockAcquired', properties }], metrics: [] };
   }
-  if (change.op === 'renew' && doc.lock) {
+  if (change.op === 'renew') {
     // Progress for the stall alert: a long hard-delete copy writes nothing else for hours.
-    events.push({
-      name: 'LockRenewed',
-      properties: {
-        ...base,
-        phase: doc.lock.phase,
-        migrationId: doc.lock.migrationId,
-        expiresAt: phaseExpiresAt(doc.lock),
-      },
-    });
-    return { events, metrics };
+    const properties = { ...held, expiresAt: phaseExpiresAt(lock) };
+    return { events: [{ name: 'LockRenewed', properties }], metrics: [] };
   }
-  if (change.op === 'downgrade' && doc.lock) {
-    const hold = writeHoldSeconds(change);
-    if (hold !== undefined)
-      metrics.push({
-        name: 'writeLockSeconds',
-        value: hold,
-        properties: { ...base, migrationId: doc.lock.migrationId },
-      });
-    events.push({
-      name: 'LockReleased',
-      properties: {
-        ...base,
-        phase: 'write',
-        reason: 'downgrade',
-        migrationId: doc.lock.migrationId,
-        // the hard-delete lock it leaves runs until then (the stall alert's deadline)
-        expiresAt: phaseExpiresAt(doc.lock),
-      },
-      ...(hold === undefined ? {} : { measurements: { writeLockSeconds: hold } }),
-    });
-    return { events, metrics };
-  }
+  if (change.op === 'downgrade') return downgraded(lock, change, base);
+  return undefined;
+}
 
+/** The write lock let go for the hard-delete lock: how long it refused writes, and the release. */
+function downgraded(lock: Lock, change: LastChange, base: Record<string, string>): LockTelemetry {
+  const hold = writeHoldSeconds(change);
+  const metrics: TelemetryMetric[] =
+    hold === undefined
+      ? []
+      : [{ name: 'writeLockSeconds', value: hold, properties: { ...base, migrationId: lock.migrationId } }];
+  const released: TelemetryEvent = {
+    name: 'LockReleased',
+    properties: {
+      ...base,
+      phase: 'write',
+      reason: 'downgrade',
+      migrationId: lock.migrationId,
+      // the hard-delete lock it leaves runs until then (the stall alert's deadline)
+      expiresAt: phaseExpiresAt(lock),
+    },
+    ...(hold === undefined ? {} : { measurements: { writeLockSeconds: hold } }),
+  };
+  return { events: [released], metrics };
+}
+
+type EndOp = 'swap' | 'release' | 'forceRelease' | 'reclaim';
+const endReasons: Record<EndOp, string> = {
+  swap: 'swap',
+  release: 'release',
+  forceRelease: 'forceRelease',
+  reclaim: 'reclaim',
+};
+
+/** The migration's convergence wait, and the delay it is judged against. */
+interface Convergence {
+  convergenceWaitSeconds?: number;
+  convergenceDelaySeconds: number;
+}
+
+/** A write that ended the lock (swap, release, force-release, reclaim), told from `lastMigration`. */
+function lockEnded(
+  doc: LocationDocument,
+  change: LastChange,
+  base: Record<string, string>,
+  declaredConvergenceDelaySeconds: number,
+): LockTelemetry {
   const last = doc.lastMigration;
-  if (!last) return { events, metrics };
+  const reason = endReasons[change.op as EndOp];
+  if (!last || !reason) return noTelemetry();
   const properties = { ...base, migrationId: last.migrationId, from: region(last.from), to: region(last.to) };
-  const reason = { swap: 'swap', release: 'release', forceRelease: 'forceRelease', reclaim: 'reclaim' }[
-    change.op as 'swap' | 'release' | 'forceRelease' | 'reclaim'
-  ];
-  if (!reason) return { events, metrics };
   const convergenceWait = seconds(last.acquiredAt, last.hardDeleteAt);
   // The delay the wait is judged against: the lock's own, or the one declared now if longer. The
   // synthetic probe's route is read by no service's cache: its lock runs on the probe's own timing
@@ -144,15 +170,28 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
   const declared = isProbeId(doc.id)
     ? last.convergenceDelaySeconds
     : Math.max(last.convergenceDelaySeconds, declaredConvergenceDelaySeconds);
-  const convergence = {
+  const convergence: Convergence = {
     ...(convergenceWait === undefined ? {} : { convergenceWaitSeconds: convergenceWait }),
     convergenceDelaySeconds: declared,
   };
+  return joined(
+    released(change, reason, properties, convergence),
+    converged(convergence, properties),
+    change.op === 'swap' ? swapped(last, properties, convergence) : noTelemetry(),
+  );
+}
+
+/** LockReleased (with the write lock's hold when it ended without a swap), and what kind of end it was. */
+function released(
+  change: LastChange,
+  reason: string,
+  properties: Record<string, string>,
+  convergence: Convergence,
+): LockTelemetry {
   // A write lock ended without a swap: released, force-released or reclaimed (the swap's hold is
   // MigrationSwapped's, not counted twice).
-  const releasedHold = change.op !== 'swap' ? writeHoldSeconds(change) : undefined;
-  if (releasedHold !== undefined) metrics.push({ name: 'writeLockSeconds', value: releasedHold, properties });
-  events.push({
+  const hold = change.op !== 'swap' ? writeHoldSeconds(change) : undefined;
+  const releasedEvent: TelemetryEvent = {
     name: 'LockReleased',
     properties: {
       ...properties,
@@ -160,42 +199,62 @@ function unkeyedTelemetry(doc: LocationDocument, declaredConvergenceDelaySeconds
       ...(change.actor ? { actor: change.actor } : {}),
       ...(change.reason ? { detail: change.reason } : {}),
     },
-    measurements: {
-      ...convergence,
-      ...(releasedHold === undefined ? {} : { writeLockSeconds: releasedHold }),
-    },
-  });
-  if (change.op === 'forceRelease')
-    events.push({ name: 'ForceReleased', properties: { ...properties, actor: change.actor ?? '' } });
-  if (change.op === 'reclaim') {
-    events.push({
-      name: 'OrphanedLockReclaimed',
-      properties,
-      measurements: { ageSeconds: change.ageSeconds ?? 0 },
-    });
-  }
+    measurements: { ...convergence, ...(hold === undefined ? {} : { writeLockSeconds: hold }) },
+  };
+  return {
+    events: [releasedEvent, ...endingEvents(change, properties)],
+    metrics: hold === undefined ? [] : [{ name: 'writeLockSeconds', value: hold, properties }],
+  };
+}
 
-  if (convergenceWait !== undefined) {
-    metrics.push({ name: 'convergenceWaitSeconds', value: convergenceWait, properties });
-    if (convergenceWait < declared) {
-      events.push({
-        name: 'ConvergenceShortfall',
+/** What an end other than a swap or a release adds: who forced it, or how old the reclaimed lock was. */
+function endingEvents(change: LastChange, properties: Record<string, string>): TelemetryEvent[] {
+  if (change.op === 'forceRelease')
+    return [{ name: 'ForceReleased', properties: { ...properties, actor: change.actor ?? '' } }];
+  if (change.op === 'reclaim')
+    return [
+      { name: 'OrphanedLockReclaimed', properties, measurements: { ageSeconds: change.ageSeconds ?? 0 } },
+    ];
+  return [];
+}
+
+/** The convergence wait as a metric, and a shortfall when it was shorter than the delay it owed. */
+function converged(convergence: Convergence, properties: Record<string, string>): LockTelemetry {
+  const { convergenceWaitSeconds: wait, convergenceDelaySeconds: declared } = convergence;
+  if (wait === undefined) return noTelemetry();
+  const shortfall: TelemetryEvent[] =
+    wait < declared
+      ? [
+          {
+            name: 'ConvergenceShortfall',
+            properties,
+            measurements: { convergenceWaitSeconds: wait, convergenceDelaySeconds: declared },
+          },
+        ]
+      : [];
+  return { events: shortfall, metrics: [{ name: 'convergenceWaitSeconds', value: wait, properties }] };
+}
+
+/** MigrationSwapped with the migration's durations, each also a metric. */
+function swapped(
+  last: LastMigration,
+  properties: Record<string, string>,
+  convergence: Convergence,
+): LockTelemetry {
+  const durations: [TelemetryMetricName, number | undefined][] = [
+    ['writeLockSeconds', seconds(last.writeAt, last.swappedAt)],
+    ['hardDeleteSeconds', seconds(last.hardDeleteAt, last.swappedAt)],
+    ['migrationSeconds', seconds(last.acquiredAt, last.swappedAt)],
+  ];
+  const known = durations.filter((d): d is [TelemetryMetricName, number] => d[1] !== undefined);
+  return {
+    events: [
+      {
+        name: 'MigrationSwapped',
         properties,
-        measurements: { convergenceWaitSeconds: convergenceWait, convergenceDelaySeconds: declared },
-      });
-    }
-  }
-  if (change.op === 'swap') {
-    const durations: Partial<Record<TelemetryMetricName, number>> = {};
-    const metric = (name: TelemetryMetricName, value: number | undefined) => {
-      if (value === undefined) return;
-      durations[name] = value;
-      metrics.push({ name, value, properties });
-    };
-    metric('writeLockSeconds', seconds(last.writeAt, last.swappedAt));
-    metric('hardDeleteSeconds', seconds(last.hardDeleteAt, last.swappedAt));
-    metric('migrationSeconds', seconds(last.acquiredAt, last.swappedAt));
-    events.push({ name: 'MigrationSwapped', properties, measurements: { ...durations, ...convergence } });
-  }
-  return { events, metrics };
+        measurements: { ...Object.fromEntries(known), ...convergence },
+      },
+    ],
+    metrics: known.map(([name, value]) => ({ name, value, properties })),
+  };
 }
