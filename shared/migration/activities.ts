@@ -49,85 +49,116 @@ export interface ActivityDependencies {
   sink?: TelemetrySink | undefined;
 }
 
+/**
+ * `MigrationEnded` for the final status just recorded. The activity may run twice (a retry after a
+ * lost answer): both send the same `eventKey`, which the workbook deduplicates. Telemetry never fails
+ * the activity: a record it cannot read is described from the status alone.
+ */
+async function reportEnd(
+  router: Router,
+  { records, sink }: ActivityDependencies,
+  status: MigrationStatus,
+): Promise<void> {
+  if (!sink) return;
+  const record = await records?.get(status.migrationId).catch(() => null);
+  const event = migrationEndedEvent(record ?? endedRecordOf(status), status, router.now());
+  if (event) sink.event(event);
+}
+
+async function run<T>(work: () => Promise<T>): Promise<ActivityResult<T>> {
+  try {
+    return { ok: true, value: await work() };
+  } catch (error) {
+    // A retriable code (a store outage, write contention) goes to the retry policy; any other is the answer.
+    if (isRouteLockError(error) && !error.retriable) {
+      return {
+        ok: false,
+        code: error.code,
+        message: error.message,
+        ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+      };
+    }
+    throw error;
+  }
+}
+
+/**
+ * The orchestrator's If-Match only saves a read; the token is the fence. So a 412 on it means the copy
+ * it remembered is stale, not that the step is wrong: decide again on the write region's copy. That is
+ * what lets a retried write whose first answer was lost (a timeout after the commit) land as the replay
+ * it is, and a step outlast another writer's unrelated change. A swap or downgrade decided again names
+ * its own write-lock attempt (`writeAt`), and the rule refuses another attempt's lock (409).
+ */
+function conditional<T>(
+  ifMatch: string | undefined,
+  work: (ifMatch: string | undefined) => Promise<T>,
+): Promise<ActivityResult<T>> {
+  return run(async () => {
+    try {
+      return await work(ifMatch);
+    } catch (error) {
+      if (ifMatch === undefined || !isRouteLockError(error, 'PreconditionFailed')) throw error;
+      return work(undefined);
+    }
+  });
+}
+
+const opts = (ifMatch: string | undefined) => ({ ifMatch });
+
+/** A key missing from the ring is an answer (the migration fails), not a transient fault to retry. */
+function credentials(keyring: TokenKeyring, seed: AttemptLockSeed) {
+  try {
+    return keyring.credentials(attemptSeed(seed));
+  } catch (error) {
+    throw new RouteLockError('UnsafeConfiguration', (error as Error).message);
+  }
+}
+
+/**
+ * `known` (a campaign's listed copy), else with `withLocation` the version of the route the router
+ * holds, is decided on under its ETag as If-Match: the read saved when it is current, a 412 decided
+ * again on the write region's copy when not (as for every conditional step), a refusal confirmed
+ * there (Router.mutate). It answers where the route was from the copy the pre-lock committed on, so
+ * the workflow does not read it again.
+ */
+function prelockActivity(router: Router, keyring: TokenKeyring): Activities['prelock'] {
+  return ({ resourceId, lock, withLocation, known, ...req }) =>
+    conditional(known?.etag ?? (withLocation ? router.heldEtag(resourceId) : undefined), async (ifMatch) => {
+      const { token, idempotencyKey } = credentials(keyring, lock);
+      const { grant, location } = await router.prelockRoute(
+        resourceId,
+        { ...req, idempotencyKey },
+        { token, ifMatch, known },
+      );
+      // The grant goes into orchestration state: it must not carry the token.
+      const { token: _token, ...seeded } = grant;
+      return withLocation ? { ...seeded, location } : seeded;
+    });
+}
+
+/** Answers the route from the path the workflow names: the read path, a replica, or the write region. */
+function readRouteActivity(router: Router, timing: TimingConfig): Activities['readRoute'] {
+  return ({ resourceId, from }) =>
+    run(async () => {
+      if (from === 'readPath') return (await router.backgroundView(resourceId)).view;
+      const stored =
+        from === 'replica'
+          ? await router.readReplica(resourceId)
+          : await router.readAuthoritative(resourceId);
+      return routeView(stored, router.now(), timing);
+    });
+}
+
+/** Each activity's closure over the router; the steps with logic of their own are built above. */
 export function createActivities(
   router: Router,
   timing: TimingConfig,
-  { keyring, records, participantHttp, sink }: ActivityDependencies,
+  dependencies: ActivityDependencies,
 ): Activities {
-  /**
-   * `MigrationEnded` for the final status just recorded. The activity may run twice (a retry after a
-   * lost answer): both send the same `eventKey`, which the workbook deduplicates. Telemetry never fails
-   * the activity: a record it cannot read is described from the status alone.
-   */
-  const reportEnd = async (status: MigrationStatus): Promise<void> => {
-    if (!sink) return;
-    const record = await records?.get(status.migrationId).catch(() => null);
-    const event = migrationEndedEvent(record ?? endedRecordOf(status), status, router.now());
-    if (event) sink.event(event);
-  };
-  const run = async <T>(work: () => Promise<T>): Promise<ActivityResult<T>> => {
-    try {
-      return { ok: true, value: await work() };
-    } catch (error) {
-      // A retriable code (a store outage, write contention) goes to the retry policy; any other is the answer.
-      if (isRouteLockError(error) && !error.retriable) {
-        return {
-          ok: false,
-          code: error.code,
-          message: error.message,
-          ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
-        };
-      }
-      throw error;
-    }
-  };
-  /**
-   * The orchestrator's If-Match only saves a read; the token is the fence. So a 412 on it means the copy
-   * it remembered is stale, not that the step is wrong: decide again on the write region's copy. That is
-   * what lets a retried write whose first answer was lost (a timeout after the commit) land as the replay
-   * it is, and a step outlast another writer's unrelated change. A swap or downgrade decided again names
-   * its own write-lock attempt (`writeAt`), and the rule refuses another attempt's lock (409).
-   */
-  const conditional = <T>(ifMatch: string | undefined, work: (ifMatch: string | undefined) => Promise<T>) =>
-    run(async () => {
-      try {
-        return await work(ifMatch);
-      } catch (error) {
-        if (ifMatch === undefined || !isRouteLockError(error, 'PreconditionFailed')) throw error;
-        return work(undefined);
-      }
-    });
-  const opts = (ifMatch: string | undefined) => ({ ifMatch });
-  /** A key missing from the ring is an answer (the migration fails), not a transient fault to retry. */
-  const credentials = (seed: AttemptLockSeed) => {
-    try {
-      return keyring.credentials(attemptSeed(seed));
-    } catch (error) {
-      throw new RouteLockError('UnsafeConfiguration', (error as Error).message);
-    }
-  };
-  const tokenOf = (seed: AttemptLockSeed) => credentials(seed).token;
+  const { keyring, records, participantHttp } = dependencies;
+  const tokenOf = (seed: AttemptLockSeed) => credentials(keyring, seed).token;
   return {
-    // `known` (a campaign's listed copy), else with `withLocation` the version of the route the router
-    // holds, is decided on under its ETag as If-Match: the read saved when it is current, a 412 decided
-    // again on the write region's copy when not (as for every conditional step), a refusal confirmed
-    // there (Router.mutate). It answers where the route was from the copy the pre-lock committed on, so
-    // the workflow does not read it again.
-    prelock: ({ resourceId, lock, withLocation, known, ...req }) =>
-      conditional(
-        known?.etag ?? (withLocation ? router.heldEtag(resourceId) : undefined),
-        async (ifMatch) => {
-          const { token, idempotencyKey } = credentials(lock);
-          const { grant, location } = await router.prelockRoute(
-            resourceId,
-            { ...req, idempotencyKey },
-            { token, ifMatch, known },
-          );
-          // The grant goes into orchestration state: it must not carry the token.
-          const { token: _token, ...seeded } = grant;
-          return withLocation ? { ...seeded, location } : seeded;
-        },
-      ),
+    prelock: prelockActivity(router, keyring),
     escalate: ({ resourceId, ifMatch, lock, ...req }) =>
       conditional(ifMatch, (m) => router.escalate(resourceId, { ...req, token: tokenOf(lock) }, opts(m))),
     renew: ({ resourceId, ifMatch, lock, ...req }) =>
@@ -140,21 +171,13 @@ export function createActivities(
       conditional(ifMatch, (m) =>
         router.release(resourceId, { ...req, writeAt, token: tokenOf(lock) }, opts(m)),
       ),
-    readRoute: ({ resourceId, from }) =>
-      run(async () => {
-        if (from === 'readPath') return (await router.backgroundView(resourceId)).view;
-        const stored =
-          from === 'replica'
-            ? await router.readReplica(resourceId)
-            : await router.readAuthoritative(resourceId);
-        return routeView(stored, router.now(), timing);
-      }),
+    readRoute: readRouteActivity(router, timing),
     // Never throws: what a participant answers (or that it did not) is the workflow's to judge.
     callParticipant: async (call) => ({ ok: true, value: await requestParticipant(call, participantHttp) }),
     recordOutcome: ({ status }) =>
       run(async () => {
         await records?.saveStatus(status.migrationId, status, true);
-        await reportEnd(status);
+        await reportEnd(router, dependencies, status);
         return null;
       }),
   };
