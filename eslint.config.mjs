@@ -34,6 +34,32 @@ const layerRules = {
   campaign: [above.composition, above.hosts],
 };
 
+// A function in shared/ stays short enough to read whole (docs/contributing.md, "Functions stay short"). An
+// exception names the rule on the line before the function, with its reason after ` -- `; any other
+// directive that names the rule (a block or file disable, an inline option) is refused, so the limit
+// cannot be loosened out of sight.
+const LENGTH_RULE = 'max-lines-per-function';
+const directive = /^eslint(-[a-z-]+)?\s/;
+const exception = new RegExp(`^eslint-disable-next-line ${LENGTH_RULE} -- \\S`);
+const lengthExceptions = {
+  meta: {
+    type: 'problem',
+    schema: [],
+    messages: {
+      form: `Exempt a function from ${LENGTH_RULE} only with "// eslint-disable-next-line ${LENGTH_RULE} -- <reason>" on the line before it.`,
+    },
+  },
+  create: (context) => ({
+    Program() {
+      for (const comment of context.sourceCode.getAllComments()) {
+        const text = comment.value.trim();
+        if (!directive.test(text) || !text.includes(LENGTH_RULE) || exception.test(text)) continue;
+        context.report({ loc: comment.loc, messageId: 'form' });
+      }
+    },
+  }),
+};
+
 export default tseslint.config(
   {
     ignores: [
@@ -60,6 +86,18 @@ export default tseslint.config(
     // The routing library decides everything and must stay free of the Functions runtime.
     files: ['shared/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { paths: runtimeFree, patterns: [notTestkit] }] },
+  },
+  {
+    // Counted as the rule counts by default, every line from the signature to the closing brace, comments
+    // and blank lines included: the figure an editor's line numbers show, so "about 80 lines" needs no
+    // arithmetic; a comment that explains is part of what a reader reads. IIFEs are counted too, so a
+    // long module-level one is not a way round.
+    files: ['shared/**/*.ts'],
+    plugins: { routelock: { rules: { 'length-exceptions': lengthExceptions } } },
+    rules: {
+      [LENGTH_RULE]: ['error', { max: 80, skipBlankLines: false, skipComments: false, IIFEs: true }],
+      'routelock/length-exceptions': 'error',
+    },
   },
   {
     // The layers import one way (docs/design.md §1): core <- migration <- campaign <- composition <- hosts.

@@ -1,7 +1,7 @@
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { importCycles, importGraph } from './support/importGraph';
+import { type Placed, lintPlaced } from './support/lintPlaced';
 import { scratchDir } from './support/scratch';
 
 /**
@@ -13,28 +13,11 @@ import { scratchDir } from './support/scratch';
 
 const root = join(__dirname, '..');
 
-/**
- * The no-restricted-imports messages ESLint (its `ESLint` class, with the project's eslint.config.mjs)
- * gives each `code` as the file `path` (which need not exist). In a child process: jest's module loader
- * cannot import the ES module config.
- */
-type Case = readonly [path: string, code: string];
+type Case = Placed;
 
+/** The no-restricted-imports messages each placed file gets. */
 function refusals(cases: readonly Case[]): string[][] {
-  const script = `
-    const { ESLint } = require('eslint');
-    const cases = JSON.parse(process.argv[1]);
-    const eslint = new ESLint({ cwd: process.cwd() });
-    Promise.all(cases.map(async ([path, code]) => {
-      const [result] = await eslint.lintText(code, { filePath: require('node:path').join(process.cwd(), path) });
-      return result.messages.filter((m) => m.ruleId === 'no-restricted-imports').map((m) => m.message);
-    })).then((out) => process.stdout.write(JSON.stringify(out)));`;
-  const run = spawnSync(process.execPath, ['-e', script, JSON.stringify(cases)], {
-    cwd: root,
-    encoding: 'utf8',
-  });
-  if (run.status !== 0) throw new Error(`eslint failed: ${run.stderr}`);
-  return JSON.parse(run.stdout) as string[][];
+  return lintPlaced(cases, ['no-restricted-imports']).map((messages) => messages.map((m) => m.message));
 }
 
 const refused: Case[] = [
