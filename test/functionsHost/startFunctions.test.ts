@@ -1,8 +1,5 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
-import { join } from 'node:path';
 import { poll } from '../support/poll';
-import { scratchDir } from '../support/scratch';
+import { type FunctionsHost, freePort, json, launch, startHost } from './host';
 
 /**
  * `npm run start:functions` on free ports in a temporary directory: the app on the real Durable Task
@@ -12,58 +9,7 @@ import { scratchDir } from '../support/scratch';
  * quotes. Skipped by `npm run test:fast` (it needs the .NET SDK and minutes).
  */
 
-const root = join(__dirname, '../..');
 jest.setTimeout(120_000);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
-interface Launched {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-/**
- * The machine's environment without the app's settings: the .NET SDK and NuGet read theirs from it
- * (without NUGET_CERT_REVOCATION_MODE a restore on a closed network waits on each package's revocation
- * check: 262 s instead of 16 s), and the app's come from the test alone.
- */
-function machineEnv(): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(process.env).filter(
-      (entry): entry is [string, string] =>
-        entry[1] !== undefined && !/^(ROUTELOCK_|COSMOS_|PORT$|AzureWebJobs)/.test(entry[0]),
-    ),
-  );
-}
-
-function launch(env: Record<string, string>): Launched {
-  const dir = scratchDir('functions-');
-  const child = spawn(process.execPath, [join(root, 'scripts/start-functions.js')], {
-    cwd: dir,
-    env: {
-      ...machineEnv(),
-      ROUTELOCK_SQLITE_PATH: join(dir, 'routelock.db'),
-      ROUTELOCK_TASK_HUB: `fnhost${Date.now().toString(36)}`,
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let text = '';
-  child.stdout?.on('data', (d: Buffer) => (text += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (text += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, output: () => text, exited };
-}
 
 function alive(pid: number): boolean {
   try {
@@ -74,38 +20,18 @@ function alive(pid: number): boolean {
   }
 }
 
-async function json(
-  url: string,
-  init?: RequestInit,
-): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await fetch(url, { ...init, headers: { 'content-type': 'application/json' } });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
-
 describe('npm run start:functions', () => {
-  let host: Launched;
+  let host: FunctionsHost;
   let api = '';
-  let startedMs = 0;
 
   beforeAll(async () => {
-    const port = await freePort();
-    const began = Date.now();
-    host = launch({ PORT: String(port) });
-    api = await poll(
-      () => /API base (\S+)/.exec(host.output())?.[1] ?? (host.child.exitCode === null ? '' : 'exited'),
-      (value) => value !== '',
-      600_000,
-    );
-    if (api === 'exited') throw new Error(`start:functions exited:\n${host.output()}`);
-    startedMs = Date.now() - began;
-    process.stdout.write(`start:functions: listening after ${startedMs} ms (build included)\n`);
+    host = await startHost();
+    api = host.api;
+    process.stdout.write(`start:functions: listening after ${host.startedMs} ms (build included)\n`);
   }, 620_000);
 
   afterAll(async () => {
-    if (host && host.child.exitCode === null) {
-      host.child.kill('SIGTERM');
-      await host.exited;
-    }
+    await host?.stop();
   });
 
   test('a lock-only migration runs to Completed on the real Durable extension', async () => {
