@@ -154,7 +154,7 @@ async function routeReads(config: Config, start: Start, count: number) {
       target: TARGET,
       settings,
       lock: keyring.newSeed(),
-      listed: known,
+      listed: { copy: known, keyring },
     });
     ended.push(await driveLockOnly(input, activities, clock));
   }

@@ -142,7 +142,7 @@ export class DurableMigrationService implements MigrationService {
       settings: settingsFor(this.settings, request),
       lock: this.keyring.newSeed(),
       window: checkedWindow(request.window, this.now()),
-      listed: request.listed,
+      listed: { copy: request.listed, keyring: this.keyring },
     });
     const record = newMigrationRecord(input, new Date(this.now()).toISOString(), request.campaignId);
     // The claim decides, not getStatus + startNew: of concurrent starts only its winner calls startNew.

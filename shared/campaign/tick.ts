@@ -816,10 +816,12 @@ function afterFailedStart(member: CampaignMember, error: unknown, now: number): 
   const failures = member.startFailures ?? 0;
   const { outcome, counted } = afterStartError(error, failures);
   const ends = (ended: CampaignMember): Started => ({ member: ended, stop: false, findings: nothingFound });
+  // an ended member starts nothing: the listed copy it held for its start goes with it
+  const { listed: _listed, ...ending } = backToPending(member);
   if (outcome === 'conflict')
-    return ends({ ...backToPending(member), state: 'conflict', endedAt: now, reason: messageOf(error) });
+    return ends({ ...ending, state: 'conflict', endedAt: now, reason: messageOf(error) });
   if (outcome === 'skipped') {
-    const { startFailures: _f, ...rest } = backToPending(member);
+    const { startFailures: _f, ...rest } = ending;
     const reason = counted
       ? `${MAX_START_FAILURES} starts in a row failed; the last: ${messageOf(error)}`
       : messageOf(error);

@@ -171,7 +171,9 @@ export interface CampaignMember {
   /**
    * The route as the selection listed it (`carriedVersion`: document and ETag; docs/design.md §6.7),
    * until its start is made: the start passes it on, which saves the start's existence read and the
-   * pre-lock's read; never trusted for safety (the pre-lock's write is conditional on its ETag).
+   * pre-lock's read. The start seals it into the migration's input (shared/migration/listedSeal.ts) and
+   * the pre-lock decides on it only under a seal that holds; here, before the start, it is not sealed, so
+   * a writer of the campaign store could still hand the start a forged copy (docs/design.md §6.7).
    */
   listed?: StoredDocument;
 }

@@ -1,6 +1,8 @@
 import type { TimingConfig } from '../core/settings';
 import { RouteLockError, isRouteLockError } from '../core/errors';
 import type { LockSeed, TokenKeyring } from '../core/security/tokenKeys';
+import type { StoredDocument } from '../core/lock/document';
+import { unsealedListedCopy } from './listedSeal';
 import { routeView } from '../core/lock/view';
 import type { Router } from '../core/router';
 import type { MigrationRecords } from './store/ports/migrations';
@@ -47,6 +49,42 @@ export interface ActivityDependencies {
   participantHttp?: ParticipantHttpOptions | undefined;
   /** Where `recordOutcome` sends `MigrationEnded` (docs/design.md §6.12): the services' sink. */
   sink?: TelemetrySink | undefined;
+  /**
+   * Told of each listed copy the pre-lock would not decide on (its seal missing or not holding). Default:
+   * a process warning naming the route and migration, never the seal.
+   */
+  onUnsealedCopy?: ((about: UnsealedCopy) => void) | undefined;
+}
+
+export interface UnsealedCopy {
+  resourceId: string;
+  migrationId: string;
+  seal: 'missing' | 'bad';
+}
+
+function warnUnsealed({ resourceId, migrationId, seal }: UnsealedCopy): void {
+  process.emitWarning(
+    `the listed copy of ${resourceId} in migration ${migrationId} has a ${seal} seal: the pre-lock reads the route instead`,
+    { code: 'ROUTELOCK_LISTED_COPY_UNSEALED' },
+  );
+}
+
+/**
+ * The campaign's listed copy when its seal holds for this migration, else nothing: the pre-lock then
+ * decides on the version the router holds, as for a start without one. A copy from the task hub or the
+ * journal is never decided on unsealed: its ETag is public, and the write checks only the ETag.
+ */
+function trustedKnown(
+  keyring: TokenKeyring,
+  request: ActivityInputs['prelock'],
+  onUnsealed: (about: UnsealedCopy) => void,
+): StoredDocument | undefined {
+  const { resourceId, migrationId, lock, known, knownSeal } = request;
+  if (known === undefined) return undefined;
+  const binding = { resourceId, migrationId, nonce: lock.nonce };
+  const trusted = unsealedListedCopy(keyring, binding, known, knownSeal);
+  if (!trusted) onUnsealed({ resourceId, migrationId, seal: knownSeal === undefined ? 'missing' : 'bad' });
+  return trusted;
 }
 
 /**
@@ -121,19 +159,29 @@ function credentials(keyring: TokenKeyring, seed: AttemptLockSeed) {
  * there (Router.mutate). It answers where the route was from the copy the pre-lock committed on, so
  * the workflow does not read it again.
  */
-function prelockActivity(router: Router, keyring: TokenKeyring): Activities['prelock'] {
-  return ({ resourceId, lock, withLocation, known, ...req }) =>
-    conditional(known?.etag ?? (withLocation ? router.heldEtag(resourceId) : undefined), async (ifMatch) => {
-      const { token, idempotencyKey } = credentials(keyring, lock);
-      const { grant, location } = await router.prelockRoute(
-        resourceId,
-        { ...req, idempotencyKey },
-        { token, ifMatch, known },
-      );
-      // The grant goes into orchestration state: it must not carry the token.
-      const { token: _token, ...seeded } = grant;
-      return withLocation ? { ...seeded, location } : seeded;
-    });
+function prelockActivity(
+  router: Router,
+  keyring: TokenKeyring,
+  onUnsealed: (about: UnsealedCopy) => void,
+): Activities['prelock'] {
+  return (request) => {
+    const known = trustedKnown(keyring, request, onUnsealed);
+    const { resourceId, lock, withLocation, known: _listed, knownSeal: _seal, ...req } = request;
+    return conditional(
+      known?.etag ?? (withLocation ? router.heldEtag(resourceId) : undefined),
+      async (ifMatch) => {
+        const { token, idempotencyKey } = credentials(keyring, lock);
+        const { grant, location } = await router.prelockRoute(
+          resourceId,
+          { ...req, idempotencyKey },
+          { token, ifMatch, known },
+        );
+        // The grant goes into orchestration state: it must not carry the token.
+        const { token: _token, ...seeded } = grant;
+        return withLocation ? { ...seeded, location } : seeded;
+      },
+    );
+  };
 }
 
 /** Answers the route from the path the workflow names: the read path, a replica, or the write region. */
@@ -158,7 +206,7 @@ export function createActivities(
   const { keyring, records, participantHttp } = dependencies;
   const tokenOf = (seed: AttemptLockSeed) => credentials(keyring, seed).token;
   return {
-    prelock: prelockActivity(router, keyring),
+    prelock: prelockActivity(router, keyring, dependencies.onUnsealedCopy ?? warnUnsealed),
     escalate: ({ resourceId, ifMatch, lock, ...req }) =>
       conditional(ifMatch, (m) => router.escalate(resourceId, { ...req, token: tokenOf(lock) }, opts(m))),
     renew: ({ resourceId, ifMatch, lock, ...req }) =>

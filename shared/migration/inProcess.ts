@@ -147,7 +147,7 @@ export class InProcessRunner {
       settings: settingsFor(this.options.settings, request),
       lock: this.options.keyring.newSeed(),
       window: checkedWindow(request.window, this.options.scheduler.now()),
-      listed: request.listed,
+      listed: { copy: request.listed, keyring: this.options.keyring },
     });
     const result = this.options.state.createUnlessActive(
       newMigrationRecord(input, new Date(this.options.scheduler.now()).toISOString(), request.campaignId),

@@ -1,6 +1,7 @@
 import { participantsFor } from './participants';
 import type { Location, StoredDocument } from '../core/lock/document';
-import type { LockSeed } from '../core/security/tokenKeys';
+import type { LockSeed, TokenKeyring } from '../core/security/tokenKeys';
+import { sealListedCopy } from './listedSeal';
 import {
   type CutoverWindow,
   type MigrationInput,
@@ -71,14 +72,24 @@ export function newMigrationInput(fields: {
   lock: LockSeed;
   /** The cutover window (checked by the starter: shared/migration/window.ts). */
   window?: CutoverWindow | undefined;
-  /** A campaign's listed copy of the route (`MigrationRequest.listed`). */
-  listed?: StoredDocument | undefined;
+  /**
+   * A campaign's listed copy of the route (`MigrationRequest.listed`), sealed here with the starter's key
+   * ring: the input goes through the task hub or the journal, which the pre-lock does not trust.
+   */
+  listed?: { copy: StoredDocument | undefined; keyring: TokenKeyring } | undefined;
 }): MigrationInput {
   const { window, listed, ...rest } = fields;
+  const { resourceId, migrationId, lock } = fields;
+  const copy = listed?.copy;
   return {
     ...rest,
     ...(window === undefined ? {} : { window }),
-    ...(listed === undefined ? {} : { listed }),
+    ...(listed === undefined || copy === undefined
+      ? {}
+      : {
+          listed: copy,
+          listedSeal: sealListedCopy(listed.keyring, { resourceId, migrationId, nonce: lock.nonce }, copy),
+        }),
     settings: {
       ...fields.settings,
       participants: participantsFor(fields.resourceId, fields.settings.participants),

@@ -1,6 +1,6 @@
 import type { Participant } from './participants';
 import type { Location, StoredDocument } from '../core/lock/document';
-import type { LockSeed } from '../core/security/tokenKeys';
+import type { LockSeed, Seal } from '../core/security/tokenKeys';
 import type { LockGrant, RouteView } from '../core/lock/view';
 
 /**
@@ -88,6 +88,12 @@ export interface MigrationInput {
    * pre-lock decides on the version the router holds, as every start without one does.
    */
   listed?: StoredDocument;
+  /**
+   * The starter's seal over `listed`, bound to this migration (shared/migration/listedSeal.ts): the
+   * pre-lock decides on `listed` only when it holds, so a copy rewritten in the task hub or the journal
+   * is never decided on. No secret: an HMAC under a key only the starter and the activities hold.
+   */
+  listedSeal?: Seal;
 }
 
 /**
@@ -291,6 +297,8 @@ export interface ActivityInputs {
      * Optional: Durable replays by activity name, so histories scheduled without it replay unchanged.
      */
     known?: StoredDocument;
+    /** `known`'s seal (the input's `listedSeal`): without one that holds, `known` is not decided on. */
+    knownSeal?: Seal;
   };
   escalate: { resourceId: string; lock: AttemptLockSeed; phase: 'hardDelete' | 'write'; ifMatch?: string };
   renew: {

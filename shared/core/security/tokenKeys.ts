@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { closeSync, linkSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { inspect } from 'node:util';
@@ -26,6 +26,16 @@ export interface LockSeed {
   keyId: string;
   /** 32 random bytes, base64url; made when the migration starts, outside the orchestrator code. */
   nonce: string;
+}
+
+/**
+ * An HMAC-SHA256 over a message, under the key ring entry `keyId`: what the process that holds the key
+ * ring vouches for when the message passes through a store it does not trust (a task hub, a journal).
+ */
+export interface Seal {
+  keyId: string;
+  /** base64url. */
+  mac: string;
 }
 
 export interface LockCredentials {
@@ -131,6 +141,29 @@ export class TokenKeyring {
     const derive = (purpose: string) =>
       createHmac('sha256', key).update(`routelock/${purpose}/v1\0${seed.nonce}`).digest('base64url');
     return { token: derive('fencing-token'), idempotencyKey: derive('idempotency-key') };
+  }
+
+  /**
+   * A seal over `message` under the current key, domain-separated by `purpose` (as the credentials
+   * are) so a seal made for one use is never a valid one for another, nor a credential.
+   */
+  seal(purpose: string, message: string): Seal {
+    return { keyId: this.currentKeyId, mac: this.mac(this.currentKeyId, purpose, message) as string };
+  }
+
+  /** Whether `seal` was made by `seal(purpose, message)`: false for a key no longer in the ring. */
+  verifySeal(purpose: string, message: string, seal: Seal | undefined): boolean {
+    if (typeof seal?.keyId !== 'string' || typeof seal.mac !== 'string') return false;
+    const expected = this.mac(seal.keyId, purpose, message);
+    if (expected === undefined) return false;
+    const given = Buffer.from(seal.mac, 'base64url');
+    const wanted = Buffer.from(expected, 'base64url');
+    return given.length === wanted.length && timingSafeEqual(given, wanted);
+  }
+
+  private mac(keyId: string, purpose: string, message: string): string | undefined {
+    const key = this.keys.get(keyId);
+    return key && createHmac('sha256', key).update(`routelock/${purpose}/v1\0${message}`).digest('base64url');
   }
 
   // Never print key material: not in a log line, an error report or a test failure.

@@ -1,4 +1,5 @@
 import type { StoredDocument } from '../../core/lock/document';
+import type { Seal } from '../../core/security/tokenKeys';
 import type {
   ActivityResult,
   MigrationInput,
@@ -75,8 +76,15 @@ const prelockSaving = { withLocation: true } as const;
  * The campaign's listed copy, for the migration's first attempt alone: a later one comes after the first
  * attempt's own writes, where the listed version is stale and would cost a refused write before the read.
  */
-const listedFor = ({ listed, lock, earlierAttempts }: MigrationInput): { known?: StoredDocument } =>
-  listed !== undefined && (lock.attempt ?? 1) <= (earlierAttempts?.length ?? 0) + 1 ? { known: listed } : {};
+const listedFor = ({
+  listed,
+  listedSeal,
+  lock,
+  earlierAttempts,
+}: MigrationInput): { known?: StoredDocument; knownSeal?: Seal } =>
+  listed !== undefined && (lock.attempt ?? 1) <= (earlierAttempts?.length ?? 0) + 1
+    ? { known: listed, ...(listedSeal === undefined ? {} : { knownSeal: listedSeal }) }
+    : {};
 
 /**
  * The clean-up after a pre-lock that failed unanswered. A timed-out pre-lock may have committed
