@@ -6,6 +6,7 @@
 // them), then the environment, with `npm start`'s defaults (dev timing, ROUTELOCK_AUTH=none) and
 // ROUTELOCK_TASK_HUB `routelocklocal` (host.json names it).
 const { spawn, spawnSync, execFileSync } = require('node:child_process');
+const { randomBytes } = require('node:crypto');
 const { existsSync, mkdtempSync, readFileSync, rmSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const { dirname, join } = require('node:path');
@@ -56,7 +57,14 @@ function check(env) {
   const { parseConfig } = require(join(root, 'dist/shared/config.js'));
   const { operations } = parseConfig(env);
   const port = env.PORT ?? '7071';
-  if (!/^\d+$/.test(port) || Number(port) > 65535) throw new Error(`PORT=${port} is not a port number`);
+  // PORT=0 would leave the front door's listener prefix, and the Durable client's URLs, without a port
+  if (!/^\d+$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+    throw new Error(`PORT=${port} is not a port number (1-65535)`);
+  // the front door trusts x-ms-client-principal from any local caller, as `func start` does
+  if (env.ROUTELOCK_AUTH === 'appservice')
+    throw new Error(
+      'ROUTELOCK_AUTH=appservice trusts the x-ms-client-principal header, which any local process or page can send to this host; use none or entra',
+    );
   return {
     ROUTELOCK_PROBE_SCHEDULE: operations.probeSchedule,
     ROUTELOCK_SWEEP_SCHEDULE: operations.sweepSchedule,
@@ -174,6 +182,9 @@ async function main() {
     encoding: 'utf8',
   });
   if (checked.status !== 0) return fail('SETTING_INVALID', checked.stderr.trim() || `exit ${checked.status}`);
+  // Per run, in the children's environment only (never argv, never printed): the worker refuses any call
+  // without it, and the front door the Durable HTTP API, as Azure asks for the extension's systemKey.
+  env = { ...env, ROUTELOCK_HOST_SECRET: randomBytes(32).toString('hex') };
   const storage = await startAzurite();
   const [, workerUrl] = await start(
     'worker',

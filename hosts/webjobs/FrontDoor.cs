@@ -39,6 +39,7 @@ public sealed record RouteTemplate(string[] Segments)
 /// </summary>
 public sealed class FrontDoor(
     int port,
+    string secret,
     IReadOnlyList<JsFunction> functions,
     Worker worker,
     Func<string?> client,
@@ -94,9 +95,11 @@ public sealed class FrontDoor(
             var request = context.Request;
             if (request.Url!.AbsolutePath.StartsWith(DurableApiPath, StringComparison.OrdinalIgnoreCase))
             {
+                if (!HoldsSecret(request)) { response.StatusCode = 401; return; }
                 await ServeDurableApi(request, response);
                 return;
             }
+            if (CrossSite.Refusal(request) is string refusal) { await CrossSite.Refuse(response, refusal); return; }
             var found = Find(request.HttpMethod.ToUpperInvariant(), request.Url!.AbsolutePath);
             if (found is not var (fn, values)) { response.StatusCode = 404; return; }
             var data = new JObject { ["http"] = await HttpData(request, values) };
@@ -117,6 +120,17 @@ public sealed class FrontDoor(
     }
 
     const string DurableApiPath = "/runtime/webhooks/durabletask/";
+
+    /// <summary>
+    /// The Durable HTTP API reads inputs, terminates, raises events and purges: Azure asks for the
+    /// extension's systemKey (`code` or `x-functions-key`); here the per-run secret stands in for it.
+    /// </summary>
+    bool HoldsSecret(HttpListenerRequest request)
+    {
+        string given = request.QueryString["code"] ?? request.Headers["x-functions-key"] ?? "";
+        return System.Security.Cryptography.CryptographicOperations.FixedTimeEquals(
+            System.Text.Encoding.UTF8.GetBytes(given), System.Text.Encoding.UTF8.GetBytes(secret));
+    }
 
     /// <summary>The Durable extension's HTTP API (what the JS client calls), handed to the extension as the host does.</summary>
     async Task ServeDurableApi(HttpListenerRequest request, HttpListenerResponse response)

@@ -17,6 +17,7 @@ public sealed class SettingsException(string message) : Exception(message)
 /// </summary>
 public sealed record HostSettings(
     Uri WorkerUrl,
+    string Secret,
     int Port,
     string Storage,
     IReadOnlyDictionary<string, string?> Configuration,
@@ -33,12 +34,15 @@ public sealed record HostSettings(
     public static HostSettings Load(Func<string, string?> env, bool beforeStart = false)
     {
         string worker = env("ROUTELOCK_WORKER_URL") ?? (beforeStart ? "http://127.0.0.1/" : throw new SettingsException("ROUTELOCK_WORKER_URL is not set"));
+        // the launcher's per-run secret: the worker refuses calls without it, the Durable HTTP API too
+        string secret = env("ROUTELOCK_HOST_SECRET") ?? (beforeStart ? new string('-', 64) : "");
+        if (secret.Length < 32) throw new SettingsException("ROUTELOCK_HOST_SECRET is not set");
         string storage = env("AzureWebJobsStorage") ?? (beforeStart ? "-" : "");
         if (storage.Length == 0) throw new SettingsException("AzureWebJobsStorage is not set");
         string portText = env("PORT") ?? "7071";
-        if (!int.TryParse(portText, out int port) || port is < 0 or > 65535)
+        if (!int.TryParse(portText, out int port) || port is < 1 or > 65535)
             throw new SettingsException($"PORT={portText} is not a port number");
-        if (port != 0 && !Free(port)) throw new SettingsException($"PORT={port} is in use on 127.0.0.1");
+        if (!Free(port)) throw new SettingsException($"PORT={port} is in use on 127.0.0.1");
         string path = env("ROUTELOCK_HOST_JSON") ?? "host.json";
         JObject hostJson;
         try { hostJson = JObject.Parse(File.ReadAllText(path)); }
@@ -48,7 +52,7 @@ public sealed record HostSettings(
         Flatten(extensions, "AzureWebJobs:Extensions", config, env);
         CheckDurable(config);
         CheckQueues(config);
-        return new HostSettings(new Uri(worker), port, storage, config,
+        return new HostSettings(new Uri(worker), secret, port, storage, config,
             config.ContainsKey("AzureWebJobs:Extensions:queues:maxPollingInterval"),
             config.ContainsKey("AzureWebJobs:Extensions:durableTask:storageProvider:maxQueuePollingInterval"));
     }

@@ -28,7 +28,7 @@ public static class Program
         catch (SettingsException e) { Console.Error.WriteLine($"webjobs host: {e.Code}: {e.Message}"); return 2; }
         if (checkOnly) return 0;
 
-        var worker = new Worker(settings.WorkerUrl);
+        var worker = new Worker(settings.WorkerUrl, settings.Secret);
         var functions = await worker.DescribeAsync();
         Bridge.Worker = worker;
         foreach (var fn in functions) Bridge.Functions[fn.Name] = fn;
@@ -47,7 +47,7 @@ public static class Program
         var durableApi = (IAsyncConverter<HttpRequestMessage, HttpResponseMessage>)host.Services
             .GetServices<IExtensionConfigProvider>().OfType<DurableTaskExtension>().Single();
         if (Environment.GetEnvironmentVariable("ROUTELOCK_HOST_TRACE_CLIENT") == "1") Console.Error.WriteLine(ClientCapture.Json);
-        var door = new FrontDoor(settings.Port, functions, worker, () => ClientCapture.Json, durableApi);
+        var door = new FrontDoor(settings.Port, settings.Secret, functions, worker, () => ClientCapture.Json, durableApi);
         door.Start();
         foreach (var fn in functions.Where(f => !FunctionEmitter.Served(f) && f.TriggerType != "httpTrigger"))
             Console.WriteLine($"webjobs host: {fn.Name} ({fn.TriggerType}) is not served here");
@@ -86,7 +86,7 @@ public static class Program
         {
             s.AddSingleton<ITypeLocator>(new FixedTypes([generated, typeof(ClientCapture)]));
             s.AddSingleton<ScheduleMonitor, MemoryScheduleMonitor>();
-            s.AddSingleton<IWebHookProvider>(new WebHooks(settings.Port));
+            s.AddSingleton<IWebHookProvider>(new WebHooks(settings.Port, settings.Secret));
             // Dev polling, as the embedded host's dev timing: the defaults (30 s, 1 min) make an idle
             // orchestration or queue wait that long for its next message. host.json wins when it sets them.
             s.PostConfigure<DurableTaskOptions>(o =>
@@ -105,10 +105,16 @@ public static class Program
         .Build();
 }
 
-/// <summary>Where the Durable client's management URLs point; without one the JS client binding is refused.</summary>
-sealed class WebHooks(int port) : IWebHookProvider
+/// <summary>
+/// Where the Durable client's management URLs point; without one the JS client binding is refused. The
+/// query carries the per-run secret as `code`, the way the Functions host embeds the extension's systemKey:
+/// the extension appends this query to every URL it hands the JS client, and the front door refuses the
+/// Durable HTTP API without it.
+/// </summary>
+sealed class WebHooks(int port, string secret) : IWebHookProvider
 {
-    public Uri GetUrl(IExtensionConfigProvider extension) => new($"http://127.0.0.1:{port}/runtime/webhooks/durabletask");
+    public Uri GetUrl(IExtensionConfigProvider extension) =>
+        new($"http://127.0.0.1:{port}/runtime/webhooks/durabletask?code={Uri.EscapeDataString(secret)}");
 }
 
 /// <summary>

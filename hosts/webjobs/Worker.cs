@@ -25,13 +25,20 @@ public sealed class WorkerFailure(string message, string stack)
 /// The loopback link to the Node worker stand-in (hosts/webjobs/worker.js). Trigger calls are synchronous:
 /// orchestrator threads must not do async I/O (the Durable extension runs them on its own scheduler).
 /// </summary>
-public sealed class Worker(Uri url)
+public sealed class Worker(Uri url, string secret)
 {
     static readonly HttpClient Http = new() { Timeout = TimeSpan.FromMinutes(10) };
 
+    /// <summary>The per-run secret the worker refuses every call without.</summary>
+    const string KeyHeader = "x-routelock-worker-key";
+
     public async Task<IReadOnlyList<JsFunction>> DescribeAsync()
     {
-        string text = await Http.GetStringAsync(url);
+        using var request = new HttpRequestMessage(HttpMethod.Get, url);
+        request.Headers.Add(KeyHeader, secret);
+        using var response = await Http.SendAsync(request);
+        response.EnsureSuccessStatusCode();
+        string text = await response.Content.ReadAsStringAsync();
         return JArray.Parse(text).Cast<JObject>()
             .Select(f => new JsFunction((string)f["name"]!, (JObject)f["trigger"]!, (JObject)f["bindings"]!))
             .ToList();
@@ -40,6 +47,7 @@ public sealed class Worker(Uri url)
     HttpRequestMessage Request(JObject invocation) => new(HttpMethod.Post, url)
     {
         Content = new StringContent(invocation.ToString(Formatting.None), Encoding.UTF8, "application/json"),
+        Headers = { { KeyHeader, secret } },
     };
 
     public JObject Invoke(JObject invocation)

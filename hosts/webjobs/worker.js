@@ -8,7 +8,7 @@ const Module = require('node:module');
 const http = require('node:http');
 const { readdirSync } = require('node:fs');
 const { basename, dirname, join } = require('node:path');
-const { randomUUID } = require('node:crypto');
+const { randomUUID, timingSafeEqual } = require('node:crypto');
 const { Buffer } = require('node:buffer');
 
 const root = process.env.ROUTELOCK_APP_ROOT || dirname(require.resolve('../../package.json'));
@@ -124,7 +124,40 @@ function answer(res, body) {
   res.end(text);
 }
 
+// The per-run secret start:functions hands this process and the WebJobs host (never argv, never printed):
+// any other local process, or a browser page posting text/plain, would otherwise invoke any activity.
+const secret = Buffer.from(process.env.ROUTELOCK_HOST_SECRET || '', 'utf8');
+if (secret.length < 32)
+  throw new Error('ROUTELOCK_HOST_SECRET is not set: start the worker through npm run start:functions');
+
+function holdsSecret(req) {
+  const given = Buffer.from(String(req.headers['x-routelock-worker-key'] || ''), 'utf8');
+  return given.length === secret.length && timingSafeEqual(given, secret);
+}
+
+/** Only the WebJobs host, by the loopback name it dials: a foreign Host is a DNS-rebinding page. */
+function ownHost(req) {
+  const port = server.address().port;
+  return req.headers.host === `127.0.0.1:${port}` || req.headers.host === `localhost:${port}`;
+}
+
+function refuse(req, res, reason) {
+  req.resume(); // the body is never read, let alone parsed
+  res.writeHead(403, { 'content-type': 'text/plain' });
+  res.end(reason);
+}
+
+function refusal(req) {
+  if (!ownHost(req)) return 'foreign Host header';
+  if (!holdsSecret(req)) return 'missing or wrong worker key';
+  if (req.method !== 'GET' && !/^application\/json(;|$)/i.test(req.headers['content-type'] || ''))
+    return 'not application/json';
+  return null;
+}
+
 const server = http.createServer((req, res) => {
+  const reason = refusal(req);
+  if (reason) return refuse(req, res, reason);
   if (req.method === 'GET') return answer(res, describeFunctions());
   let body = '';
   req.setEncoding('utf8');

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { poll } from '../support/poll';
@@ -135,10 +136,23 @@ export async function json(
   return { status: response.status, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
 }
 
+/**
+ * The launcher's per-run secret, never printed: read from the worker's environment as any process of the
+ * same user could (Linux /proc), what the Durable HTTP API and the worker ask for.
+ */
+export function hostSecret(host: Launched): string {
+  const pid = /worker started \(pid (\d+)\)/.exec(host.output())?.[1];
+  const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+  const entry = environ.find((e) => e.startsWith('ROUTELOCK_HOST_SECRET='));
+  if (entry === undefined) throw new Error('the worker has no ROUTELOCK_HOST_SECRET');
+  return entry.slice('ROUTELOCK_HOST_SECRET='.length);
+}
+
 /** The orchestration's history from the Durable HTTP API on the front door, as the extension tells it. */
 export async function history(host: FunctionsHost, instanceId: string): Promise<string> {
-  const url = `${host.origin}/runtime/webhooks/durabletask/instances/${encodeURIComponent(instanceId)}?showHistory=true&showHistoryOutput=true&showInput=true`;
   try {
+    const code = encodeURIComponent(hostSecret(host));
+    const url = `${host.origin}/runtime/webhooks/durabletask/instances/${encodeURIComponent(instanceId)}?showHistory=true&showHistoryOutput=true&showInput=true&code=${code}`;
     const response = await fetch(url);
     return `${response.status} ${await response.text()}`;
   } catch (error) {
