@@ -132,15 +132,15 @@ export class TokenKeyring {
 
   /** The fencing token and Idempotency-Key of the lock a seed stands for. */
   credentials(seed: LockSeed): LockCredentials {
-    const key = this.keys.get(seed.keyId);
-    if (!key) {
+    const derive = (purpose: string) => this.mac(seed.keyId, purpose, seed.nonce);
+    const token = derive('fencing-token');
+    const idempotencyKey = derive('idempotency-key');
+    if (token === undefined || idempotencyKey === undefined) {
       throw new TokenKeyError(
         `token key "${seed.keyId}" is not in the key ring (${this.keyIds.join(', ')}); a key was removed while a migration started under it was still running`,
       );
     }
-    const derive = (purpose: string) =>
-      createHmac('sha256', key).update(`routelock/${purpose}/v1\0${seed.nonce}`).digest('base64url');
-    return { token: derive('fencing-token'), idempotencyKey: derive('idempotency-key') };
+    return { token, idempotencyKey };
   }
 
   /**
@@ -161,6 +161,7 @@ export class TokenKeyring {
     return given.length === wanted.length && timingSafeEqual(given, wanted);
   }
 
+  /** The one derivation under the ring: credentials and seals differ only by `purpose`. */
   private mac(keyId: string, purpose: string, message: string): string | undefined {
     const key = this.keys.get(keyId);
     return key && createHmac('sha256', key).update(`routelock/${purpose}/v1\0${message}`).digest('base64url');
