@@ -3,6 +3,8 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
+  // the real-engine scenarios are their own step, after this one: `npm run test:functions`
+  testPathIgnorePatterns: ['/node_modules/', '/test/functionsHost/'],
   transform: {
     '^.+\\.ts$': [
       '@swc/jest',

@@ -175,6 +175,8 @@ async function main() {
   }
   say('building hosts/webjobs (dotnet, incremental)…');
   dotnetBuild();
+  // --build: restore and build only (the real-engine test step builds once before its suites start)
+  if (process.argv.includes('--build')) return stop(0);
   // ROUTELOCK_HOST_JSON names another host.json: the suites' copy with a shorter queue visibility timeout
   const hostJson = env.ROUTELOCK_HOST_JSON ?? join(root, 'host.json');
   const checked = spawnSync('dotnet', [hostDll, '--check'], {
@@ -185,7 +187,10 @@ async function main() {
   // Per run, in the children's environment only (never argv, never printed): the worker refuses any call
   // without it, and the front door the Durable HTTP API, as Azure asks for the extension's systemKey.
   env = { ...env, ROUTELOCK_HOST_SECRET: randomBytes(32).toString('hex') };
-  const storage = await startAzurite();
+  // ROUTELOCK_FUNCTIONS_STORAGE names a storage that outlives this host (an Azurite on disk, say): the
+  // task hub then survives a restart, as Azure Storage does; no Azurite of its own is started
+  const storage = env.ROUTELOCK_FUNCTIONS_STORAGE ?? (await startAzurite());
+  if (env.ROUTELOCK_FUNCTIONS_STORAGE !== undefined) say('task hub on ROUTELOCK_FUNCTIONS_STORAGE');
   const [, workerUrl] = await start(
     'worker',
     process.execPath,
