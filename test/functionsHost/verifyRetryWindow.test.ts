@@ -6,7 +6,7 @@ import type { LocationDocument } from '../../shared/core/lock/document';
 import type { AuditRecord } from '../../shared/core/audit';
 import type { MigrationAttempt, Verification } from '../../shared/migration/types';
 import { scratchDir } from '../support/scratch';
-import { type FunctionsHost, explained, history, json, startHost, watchMigration } from './host';
+import { ENDED, type FunctionsHost, explained, history, json, startHost, watchMigration } from './host';
 
 /**
  * The workflow's recoveries and its cutover window on the real Durable extension (hosts/webjobs through
@@ -232,7 +232,11 @@ describe('verify, retry and cutover window on the real Durable extension', () =>
         () => [instanceId],
         async () => {
           // it copies the bulk and holds the hard-delete lock while it waits; no write lock, no swap
-          const waiting = await watchMigration(host, migrationId, (b) => b.waitingForWindow !== undefined);
+          const waiting = await watchMigration(
+            host,
+            migrationId,
+            (b) => b.waitingForWindow !== undefined || ENDED.includes(String(b.status)),
+          );
           expect(waiting.body.waitingForWindow).toEqual({ nextOpening: notBefore });
           expect(waiting.body.timeline).toMatchObject({ writeAt: null, swappedAt: null });
           const { body } = await watchMigration(host, migrationId, undefined, WINDOW_OPENS_IN_MS + 90_000);
