@@ -59,3 +59,55 @@ export async function startAzuriteQueue(): Promise<AzuriteQueue> {
     },
   };
 }
+
+/** Azurite's blob, queue and table services: what the Durable extension keeps a task hub in. */
+export interface AzuriteStorage {
+  connectionString: string;
+  pid: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Azurite's three services on free loopback ports with telemetry off, on disk under `location`: a task hub
+ * there outlives any host that uses it, as Azure Storage does (start:functions' own Azurite runs in memory
+ * and dies with it). `location` is the caller's (a scratch directory); `close` stops Azurite and leaves it.
+ */
+export async function startAzuriteStorage(location: string): Promise<AzuriteStorage> {
+  const bin = join(__dirname, '../../node_modules/azurite/dist/src/azurite.js');
+  const hosts = ['--blobHost', '127.0.0.1', '--queueHost', '127.0.0.1', '--tableHost', '127.0.0.1'];
+  const ports = ['--blobPort', '0', '--queuePort', '0', '--tablePort', '0'];
+  const flags = ['--location', location, '--disableTelemetry', '--skipApiVersionCheck', '--silent'];
+  const child: ChildProcess = spawn(process.execPath, [bin, ...hosts, ...ports, ...flags], {
+    cwd: location,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const ready =
+    /Blob service is successfully listening at http:\/\/127\.0\.0\.1:(\d+)[\s\S]*Queue service is successfully listening at http:\/\/127\.0\.0\.1:(\d+)[\s\S]*Table service is successfully listening at http:\/\/127\.0\.0\.1:(\d+)/;
+  const [blob, queue, table] = await new Promise<string[]>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`azurite did not start:\n${output}`)), 60_000);
+    const onData = (d: Buffer) => {
+      output += d.toString();
+      const match = ready.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match.slice(1));
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('exit', () => reject(new Error(`azurite exited:\n${output}`)));
+  });
+  const endpoint = (kind: string, port: string | undefined) =>
+    `${kind}Endpoint=http://127.0.0.1:${port}/${ACCOUNT};`;
+  return {
+    connectionString: `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${KEY};${endpoint('Blob', blob)}${endpoint('Queue', queue)}${endpoint('Table', table)}`,
+    pid: child.pid ?? 0,
+    async close() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
