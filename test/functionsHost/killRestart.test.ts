@@ -161,6 +161,7 @@ describe('SIGKILL of the host mid-migration, then a restart with the same settin
         const left = await json(`${running.api}/routes/${id}`);
         const lock = left.body.lock as { migrationId?: string } | null;
         if (lock !== null) expect(lock.migrationId).toBe(migrationId);
+        const verified = store.counters.verifications;
         const began = Date.now();
         const { body, phases } = await watchMigration(running, migrationId, undefined, 300_000);
         const attempts = (body.attempts as { outcome: string; code?: string }[] | undefined) ?? [];
@@ -190,6 +191,8 @@ describe('SIGKILL of the host mid-migration, then a restart with the same settin
         expect(
           Object.fromEntries(target.filter((m) => !m.deleted).map((m) => [m.messageId, m.text])),
         ).toEqual(Object.fromEntries(expected));
+        // the participant's own check (verify, under the write lock) ran after the restart and matched
+        expect(store.counters.verifications).toBeGreaterThan(verified);
         expect(store.counters.mismatches).toBe(0);
       },
     );
