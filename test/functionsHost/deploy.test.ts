@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { type CopyJobRequest } from '../../examples/message-store/copyJobs';
 import { MessageStore } from '../../examples/message-store/service';
 import { WORKFLOW_VERSION } from '../../shared/migration/types';
-import { type AzuriteStorage, startAzurite } from '../support/azurite';
+import { type AzuriteStorage, startAzuriteStorage } from '../support/azurite';
 import { poll } from '../support/poll';
 import { scratchDir } from '../support/scratch';
 import { buildCommit, commitBeforeTheChange, deployHostJson, nextVersionBuild } from './builds';
@@ -53,7 +53,7 @@ describe('a deploy while migrations run, on the real Durable extension', () => {
       `functionsHost/deploy: built ${commit.slice(0, 12)} (the commit before the change) in ${Date.now() - began} ms\n`,
     );
     next = nextVersionBuild(NEXT);
-    azurite = await startAzurite();
+    azurite = await startAzuriteStorage();
     const dir = scratchDir('participant-');
     store = new MessageStore({
       regions: { westeurope: join(dir, 'we.db'), eastus: join(dir, 'eus.db') },
