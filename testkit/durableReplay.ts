@@ -3,6 +3,15 @@ import type { OrchestrationHandler } from 'durable-functions';
 import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils';
 
 /**
+ * What this remains for, now that the real engine runs in tests (hosts/webjobs): fast unit replays on
+ * a virtual clock (a migration with minutes of participant polls replays in milliseconds) and injected
+ * histories (recorded fixtures, a deployment or crash mid-run, store outages, a participant slower than
+ * the 240 s client, 10-day timers, the action limit), which the engine cannot run in a test's time or
+ * at all. It is held to the engine: test/functionsHost/replayHarness.test.ts runs each path modelled
+ * here on the engine and replays the engine's histories through it, episode by episode. Not modelled:
+ * the engine fires a durable timer up to a second early (queue visibility in whole seconds); here a
+ * timer fires at its FireAt.
+ *
  * Replays an orchestrator through durable-functions' own executor (the pinned 3.5.0) while playing
  * the Durable extension's part as its sources describe it, so that what passes here has a chance on
  * the real host. Every behaviour below was read in the projects' sources (Azure/azure-functions-
