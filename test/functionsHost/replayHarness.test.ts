@@ -2,6 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { type Server, createServer } from 'node:http';
 import { join } from 'node:path';
 import type { OrchestrationHandler } from 'durable-functions';
+import { campaignOrchestrator } from '../../functions/campaignOrchestrator';
+import { campaignInstanceId } from '../../functions/durable/campaigns';
 import { migrationOrchestrator } from '../../functions/migrationOrchestrator';
 import { MessageStore } from '../../examples/message-store/service';
 import {
@@ -317,5 +319,29 @@ describe('testkit/durableReplay against the real Durable engine', () => {
     expect((await watchMigration(host, slow.migrationId)).body.status).toBe('Cancelled');
     for (const { instanceId } of [walk, slow])
       await expectSameEpisodes(instanceId, migrationOrchestrator, 'migrationOrchestrator');
+  });
+
+  test('a campaign of two routes, one at a time: its runner ticking on timers, then Completed', async () => {
+    const ids = [`camp-a-${Date.now()}`, `camp-b-${Date.now()}`];
+    for (const id of ids) {
+      const put = await json(`${host.api}/routes/${id}`, {
+        method: 'PUT',
+        body: JSON.stringify({ location: { region: 'westeurope' } }),
+      });
+      expect(put.status).toBe(201);
+    }
+    const started = await json(`${host.api}/campaigns`, {
+      method: 'POST',
+      body: JSON.stringify({ resources: ids, target: { region: 'eastus' }, maxConcurrent: 1 }),
+    });
+    expect(started.status).toBe(202);
+    const campaignId = String(started.body.campaignId);
+    const body = await poll(
+      async () => (await json(`${host.api}/campaigns/${encodeURIComponent(campaignId)}`)).body,
+      (campaign) => ['Completed', 'Cancelled'].includes(String(campaign.status)),
+      150_000,
+    );
+    expect(body.status).toBe('Completed');
+    await expectSameEpisodes(campaignInstanceId(campaignId), campaignOrchestrator, 'campaignOrchestrator');
   });
 });
