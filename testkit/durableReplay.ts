@@ -10,7 +10,8 @@ import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils'
  * at all. It is held to the engine: test/functionsHost/replayHarness.test.ts runs each path modelled
  * here on the engine and replays the engine's histories through it, episode by episode. Not modelled:
  * the engine fires a durable timer up to a second early (queue visibility in whole seconds); here a
- * timer fires at its FireAt.
+ * timer fires at its FireAt. Opt-in (`dotNetDates`): the engine's rewriting of ISO instants in
+ * activity results and outputs.
  *
  * Replays an orchestrator through durable-functions' own executor (the pinned 3.5.0) while playing
  * the Durable extension's part as its sources describe it, so that what passes here has a chance on
@@ -170,6 +171,12 @@ export interface ReplayOptions {
   events?: RaisedEvent[];
   /** Stop after the episode where this holds (a deployment mid-run); the result is then `Running`. */
   stopWhen?: (state: { actions: ReplayResult['actions']; runs: number; now: number }) => boolean;
+  /**
+   * Store activity results and the output as the engine does (`throughDotNetJson`: ISO instants lose
+   * their fraction's trailing zeros). Off by default: the suites' expectations are written as JS
+   * writes the values; the comparison with the engine turns it on.
+   */
+  dotNetDates?: boolean;
   /**
    * Stop (as `Running`) once the next message is due after this virtual time, to resume the instance
    * from its `history` later: several instances stepped along one clock.
@@ -695,6 +702,22 @@ function activityInput(input: unknown): unknown {
   }
 }
 
+/**
+ * An activity's result and the orchestrator's output as the engine stores them: their JSON goes through
+ * Newtonsoft with its default DateParseHandling, so a string shaped like an ISO UTC instant becomes a
+ * DateTime and is written back with the fraction's trailing zeros dropped ("…:17.310Z" → "…:17.31Z",
+ * "…:17.000Z" → "…:17Z"). The orchestrator then reads that text.
+ */
+export function throughDotNetJson(json: string): string {
+  return json.replace(
+    /"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,7}))?Z"/g,
+    (_match, seconds: string, fraction: string | undefined) => {
+      const kept = (fraction ?? '').replace(/0+$/, '');
+      return `"${seconds}${kept === '' ? '' : `.${kept}`}Z"`;
+    },
+  );
+}
+
 /** The OutOfProcData label durable-js appends to a failure (OutOfProcExceptionHelpers reads it). */
 const OUT_OF_PROC_DATA = '\n\n$OutOfProcData$:';
 
@@ -904,6 +927,10 @@ export class DurableReplay {
     return { kind: 'open', ...common };
   }
 
+  private stored(json: string): string {
+    return this.options.dotNetDates ? throughDotNetJson(json) : json;
+  }
+
   private episodes = 0;
   private episodeOrchestrator: ReturnType<typeof createOrchestrator> | undefined;
 
@@ -1010,7 +1037,8 @@ export class DurableReplay {
             : end.failed === undefined
               ? 'Completed'
               : 'Failed',
-          Result: end.failed === undefined ? JSON.stringify(end.output ?? null) : end.failed,
+          Result:
+            end.failed === undefined ? throughDotNetJson(JSON.stringify(end.output ?? null)) : end.failed,
         }),
       );
     this.history.push(this.event({ EventType: EventType.OrchestratorCompleted }));
@@ -1105,7 +1133,7 @@ export class DurableReplay {
           event: {
             EventType: EventType.TaskCompleted,
             TaskScheduledId: decision.id,
-            Result: JSON.stringify(value ?? null),
+            Result: this.stored(JSON.stringify(value ?? null)),
           },
         });
       } catch (error) {

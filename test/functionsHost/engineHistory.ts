@@ -88,7 +88,7 @@ function toWireEvent(row: Record<string, unknown>): WireEvent {
   return { ...rest, EventType: type, Timestamp: String(_Timestamp) } as WireEvent;
 }
 
-/** The instance's history, one list per execution (a continueAsNew starts another), in the order stored. */
+/** The instance's history, one list per execution kept whole (the last, after continueAsNew), in order. */
 export async function engineHistory(
   connection: string,
   hub: string,
@@ -109,7 +109,9 @@ export async function engineHistory(
     const id = String(row.ExecutionId);
     executions.set(id, [...(executions.get(id) ?? []), toWireEvent(row)]);
   }
-  return [...executions.values()];
+  // A continueAsNew rewrites the history from its first row: rows of the execution before that lie
+  // past the new one's end are left behind, without their ExecutionStarted. Only whole executions count.
+  return [...executions.values()].filter((events) => events.some((e) => e.EventType === 0));
 }
 
 /** What an episode writes, as compared: ids, names, timer times, the outcome. */
@@ -163,6 +165,7 @@ export async function compareEpisodes(
     input: undefined,
     start: 0,
     activity: () => Promise.reject(new Error('a recorded episode runs no activity')),
+    dotNetDates: true,
   });
   const comparisons: EpisodeComparison[] = [];
   // an episode ends with OrchestratorCompleted; it starts with the messages delivered, then what it wrote

@@ -168,6 +168,7 @@ describe('testkit/durableReplay against the real Durable engine', () => {
       input,
       start: Date.UTC(2026, 0, 1),
       version: '5.0',
+      dotNetDates: true,
       activity: async (fn, activityInput) => (ACTIVITIES[fn] as (i: unknown) => unknown)(activityInput),
       ...options,
     }).run();
