@@ -39,8 +39,9 @@ import { compareRegions } from './verification';
  * Tombstones are carried over and applied at the target.
  *
  * Negative controls: `ignoreWriteLock`, a build that accepts writes during the write lock; and
- * `ignoreSupersede`, one that lets a superseded job's copy land late. A seam for the drill and the tests:
- * `dropItemFromNextDelta`, a delta copy that loses an item (what `verify` must catch).
+ * `ignoreSupersede`, one that lets a superseded job's copy land late. Seams for the drill and the tests:
+ * `dropItemFromNextDelta`, a delta copy that loses an item (what `verify` must catch); `failNextCopies`
+ * and `failCopy`, copies that fail.
  */
 
 export type Outcome =
@@ -71,6 +72,11 @@ export interface MessageStoreOptions {
   publicUrl?: string;
   /** Negative control: a superseded job still applies its copy when it finishes late. */
   ignoreSupersede?: boolean;
+  /**
+   * Fault injection per job, for a store that serves other resources meanwhile (`failNextCopies` counts
+   * every resource's copies): a copy this answers true for throws, so its job fails and its poll answers 500.
+   */
+  failCopy?: (job: CopyJobRequest) => boolean;
   /** A build without `verify` (default: with): it answers 404, "not implemented". */
   implementsVerify?: boolean;
   /** Whether `Prefer: wait=N` holds the answer until the job ends (default true; false: 202 at once). */
@@ -295,6 +301,7 @@ export class MessageStore {
         this.copyFailures -= 1;
         throw new Error('injected copy failure');
       }
+      if (this.options.failCopy?.(request)) throw new Error('injected copy failure');
       const target = this.store(request.to.region);
       const source = this.store(request.from.region);
       target.copyFrom(source, request.resourceId);

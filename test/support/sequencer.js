@@ -10,6 +10,7 @@ const FIRST = [
   'test/campaign/fleetCampaign.test.ts',
   'test/fleetCoalescing.test.ts',
   'test/docs/examples.test.ts',
+  'test/functionsHost/deploy.test.ts',
   'test/functionsHost/queue.test.ts',
   'test/drill.test.ts',
   'test/statusPage.test.ts',
