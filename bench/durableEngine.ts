@@ -1,0 +1,475 @@
+import { fork } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MessageStore } from '../examples/message-store/service';
+import { countWorkItems } from './durableWorkItems';
+import {
+  type EngineCount,
+  type EngineLatency,
+  byInstance,
+  countEvents,
+  latencies,
+  meanCount,
+} from './engineHistory';
+import { type EngineHost, cpuMs, readTable, startEmbedded, startEngine } from './engineHost';
+import type { LoadAnswer, LoadJob } from './engineLoad';
+import { machine, median, percentileOf, table, writeResult } from './lib';
+
+/**
+ * `npm run bench:engine`: the migration workflow on the real Durable engine (`npm run start:functions`:
+ * the Durable Task extension on Azurite, the WebJobs host, the Node worker stand-in), dev timing.
+ *  1. Work items and history events per migration, lock-only and with two participants (example message
+ *     stores answering 202 + Location, polled), counted from the task hub's History table, beside the
+ *     replay harness's figures for the same case (bench/durableWorkItems.ts, the sizing table's source).
+ *  2. Start-to-Completed of a lock-only migration, the real engine and the embedded host (`npm start`'s)
+ *     alternating in one run: POST /api/migrations sent → the status poll (every 50 ms) that sees
+ *     Completed.
+ *  3. Bursts of lock-only migrations started at once (a load generator in its own process,
+ *     bench/engineLoad.ts) on each host: migrations/s from the first POST to the last completion, each
+ *     process's CPU over the burst, and from the engine's history where the time went (an activity's
+ *     queue-to-result time, the control queue's pickup of a result, an episode's length).
+ * Options: --tiny (the smoke test), --quick, --out <dir>.
+ */
+
+const FROM = { region: 'westeurope' };
+const TO = { region: 'eastus' };
+const ENDED = ['Completed', 'Failed', 'Cancelled', 'Conflict', 'NoOp'];
+const headers = { 'content-type': 'application/json' };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface EngineBenchOptions {
+  /** Migrations counted per case (work items). */
+  countRuns: number;
+  /** Lock-only migrations timed on each host, alternating. */
+  timingRuns: number;
+  /** Burst sizes (migrations started at once), each on both hosts. */
+  bursts: number[];
+}
+
+let serial = 0;
+const resourceId = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${(serial++).toString(36)}`;
+
+async function startOne(api: string, id: string): Promise<{ migrationId: string; instanceId: string }> {
+  const put = await fetch(`${api}/routes/${id}`, {
+    method: 'PUT',
+    headers,
+    body: JSON.stringify({ location: FROM }),
+  });
+  if (put.status !== 201) throw new Error(`PUT /routes/${id}: ${put.status} ${await put.text()}`);
+  const post = await fetch(`${api}/migrations`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ resourceId: id, target: TO }),
+  });
+  const body = (await post.json()) as { migrationId: string; instanceId: string };
+  if (post.status !== 202) throw new Error(`POST /migrations: ${post.status} ${JSON.stringify(body)}`);
+  return body;
+}
+
+async function awaitEnded(
+  api: string,
+  migrationId: string,
+  everyMs = 50,
+  timeoutMs = 120_000,
+): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const read = await fetch(`${api}/migrations/${encodeURIComponent(migrationId)}`);
+    const status = String(((await read.json()) as { status?: string }).status);
+    if (ENDED.includes(status)) return status;
+    if (Date.now() > deadline)
+      throw new Error(`migration ${migrationId} still ${status} after ${timeoutMs} ms`);
+    await sleep(everyMs);
+  }
+}
+
+/** One migration after another on the host, each counted from the engine's own history. */
+async function countCase(host: EngineHost, runs: number, prefix: string) {
+  const instanceIds: string[] = [];
+  const statuses: string[] = [];
+  for (let i = 0; i < runs; i++) {
+    const started = await startOne(host.api, resourceId(prefix));
+    statuses.push(await awaitEnded(host.api, started.migrationId, 100));
+    instanceIds.push(started.instanceId);
+  }
+  const history = byInstance(await readTable(host, `${host.taskHub}History`));
+  const counts = instanceIds.map((id) => countEvents(history.get(id) ?? [], id));
+  const others = [...history.keys()].filter((id) => !instanceIds.includes(id));
+  const latency = mergeLatency(instanceIds.map((id) => latencies(history.get(id) ?? [])));
+  return { statuses, counts, mean: meanCount(counts), otherInstances: others.length, latency };
+}
+
+async function participants(): Promise<MessageStore[]> {
+  const stores: MessageStore[] = [];
+  for (const name of ['a', 'b']) {
+    const dir = mkdtempSync(join(tmpdir(), `routelock-participant-${name}-`));
+    const store = new MessageStore({
+      regions: { westeurope: join(dir, 'we.db'), eastus: join(dir, 'eus.db') },
+      honoursPreferWait: false,
+      copyDelayMs: 200,
+    });
+    await store.listen();
+    stores.push(store);
+  }
+  return stores;
+}
+
+/** Two participants are the host's settings: a host of their own, started, counted and stopped. */
+async function countTwoParticipants(runs: number) {
+  const stores = await participants();
+  const host = await startEngine({
+    ROUTELOCK_PARTICIPANTS: JSON.stringify(
+      stores.map((s, i) => ({ name: `messages${i + 1}`, url: `${s.url}/migrate` })),
+    ),
+  });
+  try {
+    for (const store of stores) store.useRouting(host.api);
+    return await countCase(host, runs, 'two');
+  } finally {
+    await host.stop();
+    await Promise.all(stores.map((s) => s.close()));
+  }
+}
+
+/** Lock-only migrations on both hosts, one at a time, alternating which goes first. */
+async function timeBoth(engineApi: string, embeddedApi: string, runs: number) {
+  const once = async (api: string) => {
+    const id = resourceId('time');
+    const began = Date.now();
+    const { migrationId } = await startOne(api, id);
+    const status = await awaitEnded(api, migrationId);
+    return { ms: Date.now() - began, status };
+  };
+  const engine: number[] = [];
+  const embedded: number[] = [];
+  const statuses: string[] = [];
+  for (let i = 0; i < runs; i++) {
+    const order = i % 2 === 0 ? ['engine', 'embedded'] : ['embedded', 'engine'];
+    for (const which of order) {
+      const run = await once(which === 'engine' ? engineApi : embeddedApi);
+      (which === 'engine' ? engine : embedded).push(run.ms);
+      statuses.push(run.status);
+    }
+  }
+  return { engine, embedded, statuses, ratioOfMedians: median(engine) / median(embedded) };
+}
+
+function load(job: LoadJob): Promise<LoadAnswer> {
+  const child = fork(join(__dirname, 'engineLoad.ts'), [], {
+    execArgv: ['-r', join(__dirname, '../scripts/ts-register.js')],
+  });
+  return new Promise((resolve, reject) => {
+    child.once('message', (message: { answer?: LoadAnswer; error?: string }) =>
+      message.answer ? resolve(message.answer) : reject(new Error(message.error)),
+    );
+    child.once('exit', (code) => code !== 0 && reject(new Error(`load generator exited ${code}`)));
+    child.send(job);
+  });
+}
+
+/** Poll the host's migration list (every 250 ms, one request) until every id of the burst has ended. */
+async function awaitBurst(
+  api: string,
+  ids: Set<string>,
+  timeoutMs: number,
+): Promise<{ endedAt: number; statuses: string[] }> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const read = await fetch(`${api}/migrations?limit=1000`);
+    const body = (await read.json()) as { items?: { migrationId: string; status: string }[] };
+    const mine = (body.items ?? []).filter((m) => ids.has(m.migrationId));
+    const ended = mine.filter((m) => ENDED.includes(m.status));
+    if (ended.length === ids.size) return { endedAt: Date.now(), statuses: ended.map((m) => m.status) };
+    if (Date.now() > deadline)
+      throw new Error(`burst: ${ended.length} of ${ids.size} ended after ${timeoutMs} ms`);
+    await sleep(250);
+  }
+}
+
+export interface BurstResult {
+  host: 'engine' | 'embedded';
+  migrations: number;
+  seconds: number;
+  perSecond: number;
+  /** POST answered, ms after the first was sent: p50 / max. */
+  postMs: { p50: number; max: number };
+  /** CPU ms per process over the burst, and each as a share of one core over the burst's wall time. */
+  cpu: Record<string, { ms: number; cores: number }>;
+  statuses: Record<string, number>;
+  latency?: EngineLatency;
+}
+
+const tally = (values: string[]) =>
+  values.reduce<Record<string, number>>((acc, v) => ({ ...acc, [v]: (acc[v] ?? 0) + 1 }), {});
+
+const quantiles = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return [percentileOf(sorted, 50), percentileOf(sorted, 90), percentileOf(sorted, 99)];
+};
+
+async function burst(
+  which: BurstResult['host'],
+  api: string,
+  pids: Record<string, number>,
+  size: number,
+): Promise<BurstResult & { migrationIds: string[] }> {
+  const resourceIds = Array.from({ length: size }, () => resourceId(`burst${size}`));
+  const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid)]));
+  const answer = await load({ api, resourceIds, target: TO, from: FROM });
+  const { endedAt, statuses } = await awaitBurst(api, new Set(answer.migrationIds), 120_000 + size * 2_000);
+  const wall = endedAt - answer.startedAt;
+  const posts = answer.answeredAt.map((t) => t - answer.startedAt).sort((a, b) => a - b);
+  const cpu = Object.fromEntries(
+    Object.entries(pids).map(([name, pid]) => {
+      const ms = cpuMs(pid) - (before[name] ?? 0);
+      return [name, { ms, cores: ms / wall }];
+    }),
+  );
+  return {
+    host: which,
+    migrations: size,
+    seconds: wall / 1000,
+    perSecond: size / (wall / 1000),
+    postMs: { p50: percentileOf(posts, 50), max: posts[posts.length - 1] ?? 0 },
+    cpu,
+    statuses: tally(statuses),
+    migrationIds: answer.migrationIds,
+  };
+}
+
+function mergeLatency(list: EngineLatency[]): EngineLatency {
+  return {
+    activityMs: list.flatMap((l) => l.activityMs),
+    pickupMs: list.flatMap((l) => l.pickupMs),
+    episodeMs: list.flatMap((l) => l.episodeMs),
+    timerLateMs: list.flatMap((l) => l.timerLateMs),
+  };
+}
+
+/** The engine's history of a burst's instances (instance id = `migrate-<resourceId>`), where the time went. */
+async function burstLatency(host: EngineHost, resourceIds: string[]): Promise<EngineLatency> {
+  const history = byInstance(await readTable(host, `${host.taskHub}History`));
+  return mergeLatency(resourceIds.map((id) => latencies(history.get(`migrate-${id}`) ?? [])));
+}
+
+async function resourcesOf(api: string, migrationIds: string[]): Promise<string[]> {
+  return Promise.all(
+    migrationIds.map(async (id) => {
+      const read = await fetch(`${api}/migrations/${encodeURIComponent(id)}`);
+      return String(((await read.json()) as { resourceId?: string }).resourceId);
+    }),
+  );
+}
+
+export async function runDurableEngine(options: EngineBenchOptions) {
+  const load0 = loadavg()[0] ?? 0;
+  const replay = { lockOnly: await countWorkItems({ profile: 'dev', participants: 0 }) };
+  const twoReplay = await countWorkItems({ profile: 'dev', participants: 2 });
+  const two = await countTwoParticipants(options.countRuns);
+  const engine = await startEngine();
+  const embedded = await startEmbedded();
+  try {
+    const lockOnly = await countCase(engine, options.countRuns, 'lock');
+    const timing = await timeBoth(engine.api, embedded.api, options.timingRuns);
+    const bursts: BurstResult[] = [];
+    for (const size of options.bursts) {
+      const onEngine = await burst('engine', engine.api, engine.pids, size);
+      const ids = await resourcesOf(engine.api, onEngine.migrationIds);
+      const { migrationIds: _engineIds, ...engineRow } = onEngine;
+      bursts.push({ ...engineRow, latency: await burstLatency(engine, ids) });
+      const { migrationIds: _embeddedIds, ...embeddedRow } = await burst(
+        'embedded',
+        embedded.api,
+        { embedded: embedded.pid },
+        size,
+      );
+      bursts.push(embeddedRow);
+    }
+    const data = {
+      loadAverage: { before: load0, after: loadavg()[0] ?? 0 },
+      counts: {
+        lockOnly: { engine: lockOnly, replay: replay.lockOnly },
+        twoParticipants: { engine: two, replay: twoReplay },
+      },
+      timing,
+      bursts,
+    };
+    return { table: render(data), data };
+  } finally {
+    await engine.stop();
+    await embedded.stop();
+  }
+}
+
+type Counted = { mean: EngineCount; counts: EngineCount[]; statuses: string[]; latency: EngineLatency };
+
+function countRows(name: string, engine: Counted, replay: Awaited<ReturnType<typeof countWorkItems>>) {
+  const spread = (k: keyof EngineCount) => {
+    const values = engine.counts.map((c) => c[k]);
+    const [lo, hi] = [Math.min(...values), Math.max(...values)];
+    return lo === hi ? String(lo) : `${lo}–${hi}`;
+  };
+  return [
+    [
+      `${name}, real engine (n=${engine.counts.length}, ${Object.entries(tally(engine.statuses))
+        .map(([s, n]) => `${n} ${s}`)
+        .join(', ')})`,
+      spread('activities'),
+      spread('timers'),
+      spread('httpCalls'),
+      spread('episodes'),
+      spread('activityExecutions'),
+      spread('workItems'),
+      spread('schedulerActions'),
+      spread('historyEvents'),
+      spread('timersFired'),
+      spread('rearmedTimers'),
+    ],
+    [
+      `${name}, replay harness`,
+      replay.activities,
+      replay.timers,
+      replay.httpCalls,
+      replay.episodes,
+      replay.activities + replay.httpCalls,
+      replay.workItems,
+      replay.schedulerActions,
+      '',
+      '',
+      0,
+    ],
+  ];
+}
+
+function render(data: {
+  counts: Record<string, { engine: Counted; replay: Awaited<ReturnType<typeof countWorkItems>> }>;
+  timing: Awaited<ReturnType<typeof timeBoth>>;
+  bursts: BurstResult[];
+}): string {
+  const counts = table(
+    [
+      'dev timing',
+      'activities',
+      'timers',
+      'HTTP calls',
+      'episodes',
+      'activity executions',
+      'work items',
+      'DTS actions',
+      'history events',
+      'timers fired',
+      'timers re-armed',
+    ],
+    [
+      ...countRows('lock-only', data.counts.lockOnly!.engine, data.counts.lockOnly!.replay),
+      ...countRows(
+        'two participants',
+        data.counts.twoParticipants!.engine,
+        data.counts.twoParticipants!.replay,
+      ),
+    ],
+  );
+  const t = data.timing;
+  const timing = table(
+    ['lock-only, start → Completed, ms', 'n', 'p50', 'min', 'max'],
+    [
+      [
+        'real engine (start:functions)',
+        t.engine.length,
+        median(t.engine),
+        Math.min(...t.engine),
+        Math.max(...t.engine),
+      ],
+      [
+        'embedded host (npm start)',
+        t.embedded.length,
+        median(t.embedded),
+        Math.min(...t.embedded),
+        Math.max(...t.embedded),
+      ],
+      ['ratio of medians', '', t.ratioOfMedians, '', ''],
+    ],
+  );
+  const bursts = table(
+    [
+      'burst',
+      'host',
+      'seconds',
+      'migrations/s',
+      'POST answered p50 / max ms',
+      'CPU, cores (process: share of one core)',
+      'ended',
+    ],
+    data.bursts.map((b) => [
+      b.migrations,
+      b.host,
+      b.seconds,
+      b.perSecond,
+      `${b.postMs.p50} / ${b.postMs.max}`,
+      Object.entries(b.cpu)
+        .map(([name, c]) => `${name} ${c.cores.toFixed(2)}`)
+        .join(', '),
+      Object.entries(b.statuses)
+        .map(([s, n]) => `${n} ${s}`)
+        .join(', '),
+    ]),
+  );
+  const latencyRow = (name: string, l: EngineLatency) => [
+    name,
+    quantiles(l.activityMs).join(' / '),
+    quantiles(l.pickupMs).join(' / '),
+    quantiles(l.episodeMs).join(' / '),
+    `${quantiles(l.timerLateMs).join(' / ')} (min ${Math.min(...l.timerLateMs)})`,
+  ];
+  const latency = table(
+    [
+      'real engine, ms p50 / p90 / p99',
+      'activity: scheduled → result',
+      'result → episode start',
+      'episode',
+      'timer: FireAt → episode start',
+    ],
+    [
+      latencyRow('lock-only, one at a time', data.counts.lockOnly!.engine.latency),
+      latencyRow('two participants, one at a time', data.counts.twoParticipants!.engine.latency),
+      ...data.bursts.flatMap((b) => (b.latency ? [latencyRow(`burst of ${b.migrations}`, b.latency)] : [])),
+    ],
+  );
+  return [counts, timing, bursts, latency].join('\n\n');
+}
+
+function parseArgs(args: string[]): { options: EngineBenchOptions; out: string } {
+  const tiny = args.includes('--tiny');
+  const quick = args.includes('--quick');
+  const out = args.includes('--out')
+    ? (args[args.indexOf('--out') + 1] as string)
+    : join(__dirname, 'results');
+  const options = tiny
+    ? { countRuns: 1, timingRuns: 1, bursts: [3] }
+    : quick
+      ? { countRuns: 2, timingRuns: 5, bursts: [20] }
+      : { countRuns: 3, timingRuns: 12, bursts: [50, 100, 200] };
+  return { options, out };
+}
+
+if (require.main === module) {
+  const { options, out } = parseArgs(process.argv.slice(2));
+  runDurableEngine(options).then(
+    ({ table: text, data }) => {
+      writeResult(out, {
+        name: 'durable-engine',
+        machine: machine(),
+        quick: options.bursts.length < 3,
+        table: text,
+        data,
+      });
+      process.stdout.write(`${text}\n`);
+      process.exit(0);
+    },
+    (error: unknown) => {
+      process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
+      process.exit(1);
+    },
+  );
+}
