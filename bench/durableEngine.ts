@@ -1,5 +1,5 @@
 import { fork } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MessageStore } from '../examples/message-store/service';
@@ -12,7 +12,15 @@ import {
   latencies,
   meanCount,
 } from './engineHistory';
-import { type EngineHost, cpuMs, readTable, startEmbedded, startEngine } from './engineHost';
+import {
+  type EngineHost,
+  cpuMs,
+  readTable,
+  runqueueWaitMs,
+  startEmbedded,
+  startEngine,
+  threads,
+} from './engineHost';
 import type { LoadAnswer, LoadJob } from './engineLoad';
 import { machine, median, percentileOf, table, writeResult } from './lib';
 
@@ -45,6 +53,11 @@ export interface EngineBenchOptions {
   timingRuns: number;
   /** Burst sizes (migrations started at once), each on both hosts. */
   bursts: number[];
+  /**
+   * The largest burst again on an engine host whose .NET thread pool starts with this many worker
+   * threads (DOTNET_ThreadPool_ForceMinWorkerThreads): the control for thread-pool starvation.
+   */
+  controlMinThreads?: number;
 }
 
 let serial = 0;
@@ -100,10 +113,11 @@ async function countCase(host: EngineHost, runs: number, prefix: string) {
   return { statuses, counts, mean: meanCount(counts), otherInstances: others.length, latency };
 }
 
-async function participants(): Promise<MessageStore[]> {
+async function participants(dirs: string[]): Promise<MessageStore[]> {
   const stores: MessageStore[] = [];
   for (const name of ['a', 'b']) {
     const dir = mkdtempSync(join(tmpdir(), `routelock-participant-${name}-`));
+    dirs.push(dir);
     const store = new MessageStore({
       regions: { westeurope: join(dir, 'we.db'), eastus: join(dir, 'eus.db') },
       honoursPreferWait: false,
@@ -117,7 +131,8 @@ async function participants(): Promise<MessageStore[]> {
 
 /** Two participants are the host's settings: a host of their own, started, counted and stopped. */
 async function countTwoParticipants(runs: number) {
-  const stores = await participants();
+  const dirs: string[] = [];
+  const stores = await participants(dirs);
   const host = await startEngine({
     ROUTELOCK_PARTICIPANTS: JSON.stringify(
       stores.map((s, i) => ({ name: `messages${i + 1}`, url: `${s.url}/migrate` })),
@@ -129,6 +144,7 @@ async function countTwoParticipants(runs: number) {
   } finally {
     await host.stop();
     await Promise.all(stores.map((s) => s.close()));
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -188,14 +204,17 @@ async function awaitBurst(
 }
 
 export interface BurstResult {
-  host: 'engine' | 'embedded';
+  host: 'engine' | 'embedded' | 'engine, min threads raised';
   migrations: number;
   seconds: number;
   perSecond: number;
   /** POST answered, ms after the first was sent: p50 / max. */
   postMs: { p50: number; max: number };
-  /** CPU ms per process over the burst, and each as a share of one core over the burst's wall time. */
-  cpu: Record<string, { ms: number; cores: number }>;
+  /**
+   * Per process over the burst: CPU ms, as a share of one core over the burst's wall time, ms its threads
+   * waited for a CPU, and its thread count at the start and at most (sampled every 250 ms).
+   */
+  cpu: Record<string, { ms: number; cores: number; waitMs: number; threads: [number, number] }>;
   statuses: Record<string, number>;
   latency?: EngineLatency;
 }
@@ -215,15 +234,36 @@ async function burst(
   size: number,
 ): Promise<BurstResult & { migrationIds: string[] }> {
   const resourceIds = Array.from({ length: size }, () => resourceId(`burst${size}`));
-  const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid)]));
-  const answer = await load({ api, resourceIds, target: TO, from: FROM });
-  const { endedAt, statuses } = await awaitBurst(api, new Set(answer.migrationIds), 120_000 + size * 2_000);
+  const entries = Object.entries(pids);
+  const before = Object.fromEntries(entries.map(([name, pid]) => [name, [cpuMs(pid), runqueueWaitMs(pid)]]));
+  const threadCounts = Object.fromEntries(entries.map(([name, pid]) => [name, [threads(pid)]]));
+  const sampler = setInterval(
+    () => entries.forEach(([name, pid]) => threadCounts[name]?.push(threads(pid))),
+    250,
+  );
+  const { answer, endedAt, statuses } = await (async () => {
+    try {
+      const started = await load({ api, resourceIds, target: TO, from: FROM });
+      return {
+        answer: started,
+        ...(await awaitBurst(api, new Set(started.migrationIds), 120_000 + size * 2_000)),
+      };
+    } finally {
+      clearInterval(sampler);
+    }
+  })();
   const wall = endedAt - answer.startedAt;
   const posts = answer.answeredAt.map((t) => t - answer.startedAt).sort((a, b) => a - b);
   const cpu = Object.fromEntries(
-    Object.entries(pids).map(([name, pid]) => {
-      const ms = cpuMs(pid) - (before[name] ?? 0);
-      return [name, { ms, cores: ms / wall }];
+    entries.map(([name, pid]) => {
+      const [cpu0, wait0] = before[name] ?? [0, 0];
+      const ms = cpuMs(pid) - (cpu0 ?? 0);
+      const counts = threadCounts[name] ?? [0];
+      const waitMs = Math.round(runqueueWaitMs(pid) - (wait0 ?? 0));
+      return [
+        name,
+        { ms, cores: ms / wall, waitMs, threads: [counts[0] ?? 0, Math.max(...counts)] as [number, number] },
+      ];
     }),
   );
   return {
@@ -262,10 +302,22 @@ async function resourcesOf(api: string, migrationIds: string[]): Promise<string[
   );
 }
 
+/** The control: the same burst on a host whose thread pool starts with `minThreads` worker threads. */
+async function controlBurst(minThreads: number, size: number): Promise<BurstResult> {
+  const host = await startEngine({ DOTNET_ThreadPool_ForceMinWorkerThreads: minThreads.toString(16) });
+  try {
+    const { migrationIds, ...row } = await burst('engine, min threads raised', host.api, host.pids, size);
+    return { ...row, latency: await burstLatency(host, await resourcesOf(host.api, migrationIds)) };
+  } finally {
+    await host.stop();
+  }
+}
+
 export async function runDurableEngine(options: EngineBenchOptions) {
   const load0 = loadavg()[0] ?? 0;
   const replay = { lockOnly: await countWorkItems({ profile: 'dev', participants: 0 }) };
   const twoReplay = await countWorkItems({ profile: 'dev', participants: 2 });
+  const twoReplayAsStore = await countWorkItems({ profile: 'dev', participants: 2, verifyAtOnce: true });
   const two = await countTwoParticipants(options.countRuns);
   const engine = await startEngine();
   const embedded = await startEmbedded();
@@ -286,11 +338,13 @@ export async function runDurableEngine(options: EngineBenchOptions) {
       );
       bursts.push(embeddedRow);
     }
+    if (options.controlMinThreads !== undefined)
+      bursts.push(await controlBurst(options.controlMinThreads, Math.max(...options.bursts)));
     const data = {
       loadAverage: { before: load0, after: loadavg()[0] ?? 0 },
       counts: {
         lockOnly: { engine: lockOnly, replay: replay.lockOnly },
-        twoParticipants: { engine: two, replay: twoReplay },
+        twoParticipants: { engine: two, replay: twoReplay, replayAsStore: twoReplayAsStore },
       },
       timing,
       bursts,
@@ -304,7 +358,23 @@ export async function runDurableEngine(options: EngineBenchOptions) {
 
 type Counted = { mean: EngineCount; counts: EngineCount[]; statuses: string[]; latency: EngineLatency };
 
-function countRows(name: string, engine: Counted, replay: Awaited<ReturnType<typeof countWorkItems>>) {
+type Replayed = Awaited<ReturnType<typeof countWorkItems>>;
+
+const replayRow = (name: string, replay: Replayed) => [
+  name,
+  replay.activities,
+  replay.timers,
+  replay.httpCalls,
+  replay.episodes,
+  replay.activities + replay.httpCalls,
+  replay.workItems,
+  replay.schedulerActions,
+  '',
+  '',
+  0,
+];
+
+function countRows(name: string, engine: Counted, replay: Replayed, replayAsStore?: Replayed) {
   const spread = (k: keyof EngineCount) => {
     const values = engine.counts.map((c) => c[k]);
     const [lo, hi] = [Math.min(...values), Math.max(...values)];
@@ -326,24 +396,13 @@ function countRows(name: string, engine: Counted, replay: Awaited<ReturnType<typ
       spread('timersFired'),
       spread('rearmedTimers'),
     ],
-    [
-      `${name}, replay harness`,
-      replay.activities,
-      replay.timers,
-      replay.httpCalls,
-      replay.episodes,
-      replay.activities + replay.httpCalls,
-      replay.workItems,
-      replay.schedulerActions,
-      '',
-      '',
-      0,
-    ],
+    replayRow(`${name}, replay harness (the sizing table)`, replay),
+    ...(replayAsStore ? [replayRow(`${name}, replay harness, verify answered at once`, replayAsStore)] : []),
   ];
 }
 
 function render(data: {
-  counts: Record<string, { engine: Counted; replay: Awaited<ReturnType<typeof countWorkItems>> }>;
+  counts: Record<string, { engine: Counted; replay: Replayed; replayAsStore?: Replayed }>;
   timing: Awaited<ReturnType<typeof timeBoth>>;
   bursts: BurstResult[];
 }): string {
@@ -367,6 +426,7 @@ function render(data: {
         'two participants',
         data.counts.twoParticipants!.engine,
         data.counts.twoParticipants!.replay,
+        data.counts.twoParticipants!.replayAsStore,
       ),
     ],
   );
@@ -398,7 +458,7 @@ function render(data: {
       'seconds',
       'migrations/s',
       'POST answered p50 / max ms',
-      'CPU, cores (process: share of one core)',
+      'process: cores (CPU wait, threads start→max)',
       'ended',
     ],
     data.bursts.map((b) => [
@@ -433,7 +493,9 @@ function render(data: {
     [
       latencyRow('lock-only, one at a time', data.counts.lockOnly!.engine.latency),
       latencyRow('two participants, one at a time', data.counts.twoParticipants!.engine.latency),
-      ...data.bursts.flatMap((b) => (b.latency ? [latencyRow(`burst of ${b.migrations}`, b.latency)] : [])),
+      ...data.bursts.flatMap((b) =>
+        b.latency ? [latencyRow(`burst of ${b.migrations}, ${b.host}`, b.latency)] : [],
+      ),
     ],
   );
   return [counts, timing, bursts, latency].join('\n\n');
@@ -449,7 +511,7 @@ function parseArgs(args: string[]): { options: EngineBenchOptions; out: string }
     ? { countRuns: 1, timingRuns: 1, bursts: [3] }
     : quick
       ? { countRuns: 2, timingRuns: 5, bursts: [20] }
-      : { countRuns: 3, timingRuns: 12, bursts: [50, 100, 200] };
+      : { countRuns: 3, timingRuns: 12, bursts: [50, 100, 200], controlMinThreads: 200 };
   return { options, out };
 }
 

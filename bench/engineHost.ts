@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -103,6 +103,7 @@ export async function startEngine(env: Record<string, string> = {}): Promise<Eng
     stop: async () => {
       if (child.exitCode === null) child.kill('SIGTERM');
       await exited;
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -136,6 +137,7 @@ export async function startEmbedded(): Promise<EmbeddedHost> {
     stop: async () => {
       if (child.exitCode === null) child.send({ close: true });
       await exited;
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -147,6 +149,35 @@ export function cpuMs(pid: number): number {
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // utime and stime, fields 14 and 15 of stat(5), in clock ticks of 10 ms
     return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
+/** A process's thread count (Linux /proc; 0 where there is none). */
+export function threads(pid: number): number {
+  try {
+    return Number(/^Threads:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Time a process's threads spent runnable but waiting for a CPU so far, ms (the second field of each
+ * thread's schedstat): what tells a process starved by the machine from one waiting on something else.
+ */
+export function runqueueWaitMs(pid: number): number {
+  try {
+    const tasks = readdirSync(`/proc/${pid}/task`);
+    const ns = tasks.reduce((sum, task) => {
+      try {
+        return sum + Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[1]);
+      } catch {
+        return sum; // the thread ended between the listing and the read
+      }
+    }, 0);
+    return ns / 1e6;
   } catch {
     return 0;
   }
