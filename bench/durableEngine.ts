@@ -58,6 +58,8 @@ export interface EngineBenchOptions {
    * threads (DOTNET_ThreadPool_ForceMinWorkerThreads): the control for thread-pool starvation.
    */
   controlMinThreads?: number;
+  /** Count the two cases at once (on their two hosts), before anything is timed. */
+  overlapCounts?: boolean;
 }
 
 let serial = 0;
@@ -217,6 +219,11 @@ export interface BurstResult {
   cpu: Record<string, { ms: number; cores: number; waitMs: number; threads: [number, number] }>;
   statuses: Record<string, number>;
   latency?: EngineLatency;
+  /**
+   * After the burst, one instance's history read as the extension reads it before an episode (a query
+   * on its PartitionKey), ms (median of 10), and the History table's rows then.
+   */
+  historyQuery?: { ms: number; rows: number };
 }
 
 const tally = (values: string[]) =>
@@ -287,6 +294,18 @@ function mergeLatency(list: EngineLatency[]): EngineLatency {
   };
 }
 
+/** What one episode's history load costs Azurite with the table as it is now (see BurstResult). */
+async function historyQuery(host: EngineHost, instanceId: string): Promise<{ ms: number; rows: number }> {
+  const table = `${host.taskHub}History`;
+  const times: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const began = performance.now();
+    await readTable(host, table, `PartitionKey eq '${instanceId}'`);
+    times.push(performance.now() - began);
+  }
+  return { ms: median(times), rows: (await readTable(host, table)).length };
+}
+
 /** The engine's history of a burst's instances (instance id = `migrate-<resourceId>`), where the time went. */
 async function burstLatency(host: EngineHost, resourceIds: string[]): Promise<EngineLatency> {
   const history = byInstance(await readTable(host, `${host.taskHub}History`));
@@ -307,7 +326,9 @@ async function controlBurst(minThreads: number, size: number): Promise<BurstResu
   const host = await startEngine({ DOTNET_ThreadPool_ForceMinWorkerThreads: minThreads.toString(16) });
   try {
     const { migrationIds, ...row } = await burst('engine, min threads raised', host.api, host.pids, size);
-    return { ...row, latency: await burstLatency(host, await resourcesOf(host.api, migrationIds)) };
+    const ids = await resourcesOf(host.api, migrationIds);
+    const query = await historyQuery(host, `migrate-${ids[0]}`);
+    return { ...row, latency: await burstLatency(host, ids), historyQuery: query };
   } finally {
     await host.stop();
   }
@@ -318,18 +339,23 @@ export async function runDurableEngine(options: EngineBenchOptions) {
   const replay = { lockOnly: await countWorkItems({ profile: 'dev', participants: 0 }) };
   const twoReplay = await countWorkItems({ profile: 'dev', participants: 2 });
   const twoReplayAsStore = await countWorkItems({ profile: 'dev', participants: 2, verifyAtOnce: true });
-  const two = await countTwoParticipants(options.countRuns);
-  const engine = await startEngine();
-  const embedded = await startEmbedded();
+  // Counting measures no time: the smoke test runs both cases at once, to stay short.
+  const twoCounted = options.overlapCounts ? countTwoParticipants(options.countRuns) : undefined;
+  const two = twoCounted ? undefined : await countTwoParticipants(options.countRuns);
+  const [engine, embedded] = await Promise.all([startEngine(), startEmbedded()]);
   try {
-    const lockOnly = await countCase(engine, options.countRuns, 'lock');
+    const [lockOnly, twoParticipants] = await Promise.all([
+      countCase(engine, options.countRuns, 'lock'),
+      twoCounted ?? Promise.resolve(two!),
+    ]);
     const timing = await timeBoth(engine.api, embedded.api, options.timingRuns);
     const bursts: BurstResult[] = [];
     for (const size of options.bursts) {
       const onEngine = await burst('engine', engine.api, engine.pids, size);
       const ids = await resourcesOf(engine.api, onEngine.migrationIds);
       const { migrationIds: _engineIds, ...engineRow } = onEngine;
-      bursts.push({ ...engineRow, latency: await burstLatency(engine, ids) });
+      const query = await historyQuery(engine, `migrate-${ids[0]}`);
+      bursts.push({ ...engineRow, latency: await burstLatency(engine, ids), historyQuery: query });
       const { migrationIds: _embeddedIds, ...embeddedRow } = await burst(
         'embedded',
         embedded.api,
@@ -344,7 +370,7 @@ export async function runDurableEngine(options: EngineBenchOptions) {
       loadAverage: { before: load0, after: loadavg()[0] ?? 0 },
       counts: {
         lockOnly: { engine: lockOnly, replay: replay.lockOnly },
-        twoParticipants: { engine: two, replay: twoReplay, replayAsStore: twoReplayAsStore },
+        twoParticipants: { engine: twoParticipants, replay: twoReplay, replayAsStore: twoReplayAsStore },
       },
       timing,
       bursts,
@@ -460,6 +486,7 @@ function render(data: {
       'POST answered p50 / max ms',
       'process: cores (CPU wait, threads start→max)',
       'ended',
+      'one history query after, ms (History rows)',
     ],
     data.bursts.map((b) => [
       b.migrations,
@@ -468,11 +495,15 @@ function render(data: {
       b.perSecond,
       `${b.postMs.p50} / ${b.postMs.max}`,
       Object.entries(b.cpu)
-        .map(([name, c]) => `${name} ${c.cores.toFixed(2)}`)
+        .map(
+          ([name, c]) =>
+            `${name} ${c.cores.toFixed(2)} (${(c.waitMs / 1000).toFixed(1)} s, ${c.threads[0]}→${c.threads[1]})`,
+        )
         .join(', '),
       Object.entries(b.statuses)
         .map(([s, n]) => `${n} ${s}`)
         .join(', '),
+      b.historyQuery ? `${b.historyQuery.ms.toFixed(1)} (${b.historyQuery.rows})` : '',
     ]),
   );
   const latencyRow = (name: string, l: EngineLatency) => [
@@ -508,7 +539,7 @@ function parseArgs(args: string[]): { options: EngineBenchOptions; out: string }
     ? (args[args.indexOf('--out') + 1] as string)
     : join(__dirname, 'results');
   const options = tiny
-    ? { countRuns: 1, timingRuns: 1, bursts: [3] }
+    ? { countRuns: 1, timingRuns: 1, bursts: [3], overlapCounts: true }
     : quick
       ? { countRuns: 2, timingRuns: 5, bursts: [20] }
       : { countRuns: 3, timingRuns: 12, bursts: [50, 100, 200], controlMinThreads: 200 };

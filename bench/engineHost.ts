@@ -185,10 +185,14 @@ export function runqueueWaitMs(pid: number): number {
 
 export type TableRow = Record<string, unknown> & { PartitionKey: string; RowKey: string };
 
-/** Every row of one table of the task hub's storage, following the continuation headers. */
-export async function readTable(host: EngineHost, table: string): Promise<TableRow[]> {
+/**
+ * Every row of one table of the task hub's storage (or those `filter` selects, an OData $filter),
+ * following the continuation headers.
+ */
+export async function readTable(host: EngineHost, table: string, filter?: string): Promise<TableRow[]> {
   const rows: TableRow[] = [];
-  let next = '';
+  const query = filter === undefined ? '' : `$filter=${encodeURIComponent(filter)}`;
+  let next = query === '' ? '' : `?${query}`;
   for (;;) {
     const path = `/${ACCOUNT}/${table}()`;
     const date = new Date().toUTCString();
@@ -209,6 +213,6 @@ export async function readTable(host: EngineHost, table: string): Promise<TableR
     const partition = response.headers.get('x-ms-continuation-nextpartitionkey');
     const row = response.headers.get('x-ms-continuation-nextrowkey');
     if (!partition) return rows;
-    next = `?NextPartitionKey=${encodeURIComponent(partition)}&NextRowKey=${encodeURIComponent(row ?? '')}`;
+    next = `?NextPartitionKey=${encodeURIComponent(partition)}&NextRowKey=${encodeURIComponent(row ?? '')}${query === '' ? '' : `&${query}`}`;
   }
 }
