@@ -37,7 +37,7 @@ import { machine, median, percentileOf, table, writeResult } from './lib';
  *     bench/engineLoad.ts) on each host: migrations/s from the first POST to the last completion, each
  *     process's CPU over the burst, and from the engine's history where the time went (an activity's
  *     queue-to-result time, the control queue's pickup of a result, an episode's length).
- * Options: --tiny (the smoke test), --quick, --out <dir>.
+ * Options: --tiny (the smoke test), --quick, --counts (the counts alone), --out <dir>.
  */
 
 const FROM = { region: 'westeurope' };
@@ -99,6 +99,30 @@ async function awaitEnded(
   }
 }
 
+/**
+ * Wait until the engine has ended the orchestrations themselves: a migration's status reads Completed
+ * once its outcome activity has recorded it, an episode before the orchestration completes, so a
+ * history read at once could miss that last episode.
+ */
+async function awaitOrchestrations(
+  host: EngineHost,
+  instanceIds: string[],
+  timeoutMs = 120_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const wanted = new Set(instanceIds);
+  for (;;) {
+    const rows = await readTable(host, `${host.taskHub}Instances`);
+    const ended = rows.filter(
+      (r) =>
+        wanted.has(r.PartitionKey) && ['Completed', 'Failed', 'Terminated'].includes(String(r.RuntimeStatus)),
+    );
+    if (ended.length === wanted.size) return;
+    if (Date.now() > deadline) throw new Error(`${ended.length} of ${wanted.size} orchestrations ended`);
+    await sleep(200);
+  }
+}
+
 /** One migration after another on the host, each counted from the engine's own history. */
 async function countCase(host: EngineHost, runs: number, prefix: string) {
   const instanceIds: string[] = [];
@@ -108,6 +132,7 @@ async function countCase(host: EngineHost, runs: number, prefix: string) {
     statuses.push(await awaitEnded(host.api, started.migrationId, 100));
     instanceIds.push(started.instanceId);
   }
+  await awaitOrchestrations(host, instanceIds);
   const history = byInstance(await readTable(host, `${host.taskHub}History`));
   const counts = instanceIds.map((id) => countEvents(history.get(id) ?? [], id));
   const others = [...history.keys()].filter((id) => !instanceIds.includes(id));
@@ -308,6 +333,10 @@ async function historyQuery(host: EngineHost, instanceId: string): Promise<{ ms:
 
 /** The engine's history of a burst's instances (instance id = `migrate-<resourceId>`), where the time went. */
 async function burstLatency(host: EngineHost, resourceIds: string[]): Promise<EngineLatency> {
+  await awaitOrchestrations(
+    host,
+    resourceIds.map((id) => `migrate-${id}`),
+  );
   const history = byInstance(await readTable(host, `${host.taskHub}History`));
   return mergeLatency(resourceIds.map((id) => latencies(history.get(`migrate-${id}`) ?? [])));
 }
@@ -538,6 +567,8 @@ function parseArgs(args: string[]): { options: EngineBenchOptions; out: string }
   const out = args.includes('--out')
     ? (args[args.indexOf('--out') + 1] as string)
     : join(__dirname, 'results');
+  // --counts: the work-item counts alone (more migrations per case, nothing timed)
+  if (args.includes('--counts')) return { options: { countRuns: 5, timingRuns: 0, bursts: [] }, out };
   const options = tiny
     ? { countRuns: 1, timingRuns: 1, bursts: [3], overlapCounts: true }
     : quick
