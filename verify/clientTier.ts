@@ -71,7 +71,9 @@ export class ClientTier {
       });
     } catch (error) {
       if (!(error instanceof RouteLockError)) this.unexpected = error;
-      const problem = problemFromError(error);
+      // With the request's path as `instance`, as the API's handlers answer: the client tells a route's
+      // 404 from a wrong base URL's by it.
+      const problem = problemFromError(error, new URL(url).pathname);
       return new Response(problem.body as string, {
         status: problem.status ?? 500,
         headers: problem.headers as Record<string, string>,

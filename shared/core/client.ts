@@ -1,12 +1,40 @@
 import { LRUCache } from 'lru-cache';
+import { API_VERSION_HEADER, SUPPORTED_API_VERSIONS } from './apiVersion';
 import { type Clock, systemClock } from './clock';
+import { type ClientSettings, type OutagePolicy, clientSettings } from './clientOptions';
+import {
+  type Problem,
+  isHealth,
+  isLockGrant,
+  isRouteNotFound,
+  isRouteView,
+  problemOf,
+} from './clientResponses';
 import { type AnyErrorCode, type ClientErrorCode, type ErrorCode, errorKind } from './errors';
-import { COALESCE_GRACE_SHARE, READ_LEAD_HEADER, SharedReads } from './inflight';
+import { READ_LEAD_HEADER, SharedReads } from './inflight';
 import { parseRetryAfter } from './retryAfter';
 import { type Location, entityTag, sameLocation } from './lock/document';
-import { DEFAULT_CLOCK_SKEW_SECONDS, hasStarted } from './lock/state';
-import { profiles } from './profiles';
+import { hasStarted } from './lock/state';
 import type { Enforcement, LockGrant, Operation, RouteView } from './lock/view';
+
+// The package's public types: everything its functions take or return, importable by a consumer.
+export type { Clock } from './clock';
+export type { AnyErrorCode, ClientErrorCode, ErrorCode } from './errors';
+export type { Location, Phase, Secondary, SecondaryRole } from './lock/document';
+export type { Enforcement, LockGrant, LockView, Operation, RouteView } from './lock/view';
+export type { ClientSettings, OutagePolicy } from './clientOptions';
+export {
+  DEFAULT_CACHE_MAX,
+  DEFAULT_COALESCE_JOIN_MS,
+  DEFAULT_INFLIGHT_GRACE_SECONDS,
+  DEFAULT_NOT_FOUND_TTL_MS,
+  DEFAULT_SERVER_COALESCE_JOIN_MS,
+  DEFAULT_STALE_FOR_MS,
+  DEFAULT_TIMEOUT_MS,
+  OUTAGE_POLICIES,
+  RoutingClientOptionError,
+} from './clientOptions';
+export { API_VERSION, API_VERSION_HEADER, SUPPORTED_API_VERSIONS } from './apiVersion';
 
 /**
  * RoutingClient: what a resource-owning service links to resolve routes over HTTP and obey them
@@ -34,26 +62,21 @@ export type Decision =
   /** The routing service has no route for the id (404 `NotFound`): nothing is served or written. */
   | { kind: 'notFound' }
   /**
-   * The routing service could not be reached (`Unreachable`), or only a stale view is at hand and the
-   * operation is a write or a delete (`whenUnreachable: 'serveStaleReads'`).
+   * The routing service could not be reached (`Unreachable`), failed (500, 502–504) or throttled (429
+   * `Throttled`), or only a stale view is at hand and the operation is a write or a delete
+   * (`whenUnreachable: 'serveStaleReads'`).
    */
   | { kind: 'unavailable'; retryAfterSeconds: number };
 
-/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (shared/core/profiles.ts). */
-export const DEFAULT_INFLIGHT_GRACE_SECONDS = Number(profiles.production.ROUTELOCK_INFLIGHT_GRACE_SECONDS);
-/** `timeoutMs`'s default. */
-export const DEFAULT_TIMEOUT_MS = 2_000;
-/** `coalesceJoinMs`'s default (1 % of the production grace). */
-export const DEFAULT_COALESCE_JOIN_MS = 50;
-/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (shared/core/profiles.ts). */
-export const DEFAULT_SERVER_COALESCE_JOIN_MS = Number(profiles.production.ROUTELOCK_COALESCE_JOIN_MS);
-/** `notFoundTtlMs`'s default. */
-export const DEFAULT_NOT_FOUND_TTL_MS = 1_000;
-/** `staleForMs`'s default. */
-export const DEFAULT_STALE_FOR_MS = 60_000;
-
+/**
+ * Every option is checked when the client is built: an unknown one, a wrong type or a value out of range
+ * throws RoutingClientOptionError (code `InvalidClientOption`, naming the option and the value).
+ */
 export interface RoutingClientOptions {
-  /** Base URL of the API, e.g. `http://127.0.0.1:7071/api`. */
+  /**
+   * Base URL of the API, e.g. `http://127.0.0.1:7071/api`: on routelock's hosts it ends in `/api`.
+   * `ready()` checks that it reaches routelock; a 404 that is not a route's answer is `NotRoutelock`.
+   */
   baseUrl: string;
   /** Function key for Azure (`x-functions-key`); not needed on the embedded host. */
   functionKey?: string;
@@ -112,14 +135,15 @@ export interface RoutingClientOptions {
    */
   notFoundTtlMs?: number;
   /**
-   * What `resolve` does when the routing service cannot be reached (no answer, a timeout, or 502/503/504):
+   * What `resolve` does when the routing service cannot be reached (no answer, a timeout, a 500, 502, 503
+   * or 504) or throttles (429 `Throttled`, with its `Retry-After`):
    * - `'fail'` (default): raise the error; a service answers 503 (`decisionStatus`).
    * - `'serveStaleReads'`: serve the last view this cache held, up to `staleForMs` past its freshness,
    *   marked `stale` and with writes and deletes denied: `decide` answers reads from it and `unavailable`
    *   for writes and deletes. Writes are never served stale: a lock may have been taken meanwhile, and
    *   the pre-lock's convergence wait counts only this cache's TTL, not a stale window past it.
    */
-  whenUnreachable?: 'fail' | 'serveStaleReads';
+  whenUnreachable?: OutagePolicy;
   /**
    * Under `whenUnreachable: 'serveStaleReads'`: how long past its freshness a view may still answer
    * reads. A read from it may miss writes made at a new location if the route moved meanwhile (the
@@ -157,12 +181,18 @@ export interface ResolvedRoute {
   resolvedAt: number;
 }
 
-/** A problem response from the routing service, with its stable code. */
+/**
+ * A problem response from the routing service, with its stable code, or a client-side failure of a call
+ * (`Unreachable`, `Throttled`, `NotRoutelock`, `IncompatibleServer`, `InvalidResponse`).
+ */
 export class RoutingServiceError extends Error {
   override readonly name = 'RoutingServiceError';
   constructor(
     readonly status: number,
-    /** The problem's code; `Unreachable` (status 0) when no HTTP answer came at all, or not in time. */
+    /**
+     * The problem's code; `Unreachable` (status 0) when no HTTP answer came at all, or not in time;
+     * `HTTP<status>` for an error answer with no problem of its own.
+     */
     readonly code: ErrorCode | ClientErrorCode | string,
     message: string,
     readonly retryAfterSeconds: number | undefined,
@@ -189,9 +219,12 @@ const STALE_ENFORCEMENT: Enforcement = Object.freeze({
   retryAfterSeconds: 1,
 });
 
-function nonNegative(name: string, value: number): number {
-  if (!Number.isFinite(value) || value < 0) throw new RangeError(`RoutingClient: ${name} must be ≥ 0`);
-  return value;
+/** What `ready()` learnt of the server. */
+export interface ServerInfo {
+  /** The API version it reports (API_VERSION_HEADER), one this client supports. */
+  apiVersion: number;
+  /** The store it runs on, as its health check says (`sqlite`, `cosmos`). */
+  store: string | undefined;
 }
 
 export class RoutingClient {
@@ -199,6 +232,7 @@ export class RoutingClient {
   /** Times each id was forgotten (or written by this client): a request begun before one never caches. */
   private readonly forgets: LRUCache<string, number>;
   private readonly reads: SharedReads<string, ResolvedRoute>;
+  private readonly baseUrl: string;
   private readonly clock: Clock;
   private readonly skewSeconds: number;
   private readonly fetchImpl: typeof fetch;
@@ -215,42 +249,57 @@ export class RoutingClient {
   requests = 0;
 
   constructor(private readonly options: RoutingClientOptions) {
+    const settings: ClientSettings = clientSettings(options);
+    this.baseUrl = settings.baseUrl;
     this.clock = options.clock ?? systemClock;
-    this.skewSeconds = options.clockSkewSeconds ?? DEFAULT_CLOCK_SKEW_SECONDS;
+    this.skewSeconds = settings.clockSkewSeconds;
     this.fetchImpl = options.fetch ?? fetch;
-    this.timeoutMs = nonNegative('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-    if (this.timeoutMs === 0) throw new RangeError('RoutingClient: timeoutMs must be > 0');
-    this.inFlightGraceSeconds = nonNegative(
-      'inFlightGraceSeconds',
-      options.inFlightGraceSeconds ?? DEFAULT_INFLIGHT_GRACE_SECONDS,
-    );
-    this.serverCoalesceJoinMs = nonNegative(
-      'serverCoalesceJoinMs',
-      options.serverCoalesceJoinMs ?? DEFAULT_SERVER_COALESCE_JOIN_MS,
-    );
-    // What the joins may take together: a tenth of the grace (the request keeps nine tenths).
-    const joinBudgetMs = (this.inFlightGraceSeconds * 1000) / COALESCE_GRACE_SHARE;
-    const joinLeftMs = Math.max(0, joinBudgetMs - this.serverCoalesceJoinMs);
-    if (
-      (options.coalesceJoinMs !== undefined &&
-        nonNegative('coalesceJoinMs', options.coalesceJoinMs) > joinLeftMs) ||
-      this.serverCoalesceJoinMs > joinBudgetMs
-    )
-      throw new RangeError(
-        `RoutingClient: coalesceJoinMs (${options.coalesceJoinMs ?? DEFAULT_COALESCE_JOIN_MS} ms) and serverCoalesceJoinMs (${this.serverCoalesceJoinMs} ms) together must not exceed a tenth of the in-flight grace (${joinBudgetMs} ms): a joined view is as old as the read it joined`,
-      );
-    this.coalesceJoinMs = Math.min(options.coalesceJoinMs ?? DEFAULT_COALESCE_JOIN_MS, joinLeftMs);
-    this.notFoundTtlMs = nonNegative('notFoundTtlMs', options.notFoundTtlMs ?? DEFAULT_NOT_FOUND_TTL_MS);
-    this.staleForMs =
-      options.whenUnreachable === 'serveStaleReads'
-        ? nonNegative('staleForMs', options.staleForMs ?? DEFAULT_STALE_FOR_MS)
-        : 0;
+    this.timeoutMs = settings.timeoutMs;
+    this.inFlightGraceSeconds = settings.inFlightGraceSeconds;
+    this.serverCoalesceJoinMs = settings.serverCoalesceJoinMs;
+    this.coalesceJoinMs = settings.coalesceJoinMs;
+    this.notFoundTtlMs = settings.notFoundTtlMs;
+    this.staleForMs = settings.staleForMs;
     // Least recently used entries go first. Freshness is this client's own check (freshUntil), so
     // lru-cache keeps no TTLs: a get reads no clock, and an expired entry stays for an outage to serve
     // (serveStaleReads) until it is replaced, forgotten or evicted.
-    this.cache = new LRUCache<string, CacheEntry>({ max: options.cacheMax ?? 10_000 });
-    this.forgets = new LRUCache<string, number>({ max: options.cacheMax ?? 10_000 });
+    this.cache = new LRUCache<string, CacheEntry>({ max: settings.cacheMax });
+    this.forgets = new LRUCache<string, number>({ max: settings.cacheMax });
     this.reads = new SharedReads({ joinBoundMs: this.coalesceJoinMs, clock: this.clock });
+  }
+
+  /**
+   * Check at start-up that `baseUrl` reaches a routelock API this client can speak to: GET /health must
+   * answer 200 with routelock's health body and an API version (API_VERSION_HEADER) in
+   * SUPPORTED_API_VERSIONS. Rejects with RoutingServiceError `NotRoutelock` (a wrong base URL: anything
+   * else answered), `IncompatibleServer` (no version, or one this client does not support), or what the
+   * request met (`Unreachable`, a 5xx). Without it a wrong base URL shows only on the first resolve.
+   */
+  async ready(): Promise<ServerInfo> {
+    const url = `${this.baseUrl}/health`;
+    let answer: { body: unknown; headers: Headers };
+    try {
+      answer = await this.call('GET', '/health', undefined, {}, isHealth);
+    } catch (error) {
+      if (!(error instanceof RoutingServiceError) || ![404, 200].includes(error.status)) throw error;
+      throw new RoutingServiceError(
+        error.status,
+        'NotRoutelock',
+        `No routelock API at ${this.baseUrl}: GET ${url} answered ${error.status} (${error.message}); on routelock's hosts the base URL ends in /api`,
+        undefined,
+      );
+    }
+    const body = answer.body as { store?: string };
+    const said = answer.headers.get(API_VERSION_HEADER);
+    const apiVersion = said !== null && /^\s*\d{1,6}\s*$/.test(said) ? Number(said) : undefined;
+    if (apiVersion === undefined || !SUPPORTED_API_VERSIONS.includes(apiVersion))
+      throw new RoutingServiceError(
+        200,
+        'IncompatibleServer',
+        `The routing service at ${this.baseUrl} reports API version ${said === null ? '(none)' : JSON.stringify(said)}; this client supports ${SUPPORTED_API_VERSIONS.join(', ')}`,
+        undefined,
+      );
+    return { apiVersion, store: body.store };
   }
 
   /** Resolves that shared a request already in flight instead of sending their own. */
@@ -290,9 +339,10 @@ export class RoutingClient {
   }
 
   /**
-   * Resolve and decide in one call, with the missing route and an outage (no answer, a timeout, a 502,
-   * 503 or 504) as decisions (`notFound`, `unavailable`) rather than errors; any other error (a 401, a
-   * wrong base URL) is thrown. `resolvedAt` is null when there is no view.
+   * Resolve and decide in one call, with the missing route and an outage (no answer, a timeout, a 500,
+   * 502, 503 or 504, or throttling, 429) as decisions (`notFound`, `unavailable` with the Retry-After
+   * the server sent, else 1 s) rather than errors; any other error (a 401, `NotRoutelock` for a wrong base
+   * URL, `InvalidResponse`) is thrown. `resolvedAt` is null when there is no view.
    */
   async decideFor(
     id: string,
@@ -327,7 +377,8 @@ export class RoutingClient {
   async putRoute(id: string, location: Location): Promise<RouteView> {
     this.forget(id); // a remembered 404 must not hide the route this client just created
     try {
-      return (await this.call('PUT', `/routes/${encodeURIComponent(id)}`, { location })).body as RouteView;
+      const path = `/routes/${encodeURIComponent(id)}`;
+      return (await this.call('PUT', path, { location }, {}, isRouteView)).body as RouteView;
     } finally {
       // a resolve in flight across the PUT may have answered (and cached) the 404 from before it
       this.forget(id);
@@ -339,8 +390,8 @@ export class RoutingClient {
     request: { migrationId: string; owner: string; target: Location },
     options: { idempotencyKey?: string; ifMatch?: string } = {},
   ): Promise<LockGrant> {
-    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/prelock`, request, options))
-      .body as LockGrant;
+    const path = `/routes/${encodeURIComponent(id)}/prelock`;
+    return (await this.call('POST', path, request, options, isLockGrant)).body as LockGrant;
   }
 
   async escalate(
@@ -349,8 +400,8 @@ export class RoutingClient {
     phase: 'hardDelete' | 'write',
     options: { ifMatch?: string } = {},
   ) {
-    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/escalate`, { token, phase }, options))
-      .body as LockGrant;
+    const path = `/routes/${encodeURIComponent(id)}/escalate`;
+    return (await this.call('POST', path, { token, phase }, options, isLockGrant)).body as LockGrant;
   }
 
   async renew(
@@ -360,8 +411,8 @@ export class RoutingClient {
     options: { ifMatch?: string } = {},
   ) {
     const body = phase === undefined ? { token } : { token, phase };
-    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/renew`, body, options))
-      .body as LockGrant;
+    const path = `/routes/${encodeURIComponent(id)}/renew`;
+    return (await this.call('POST', path, body, options, isLockGrant)).body as LockGrant;
   }
 
   /** `writeAt`: the write-lock grant's, naming the attempt this swap belongs to. */
@@ -371,8 +422,8 @@ export class RoutingClient {
     writeAt: string,
     options: { ifMatch?: string } = {},
   ): Promise<RouteView> {
-    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/swap`, { token, writeAt }, options))
-      .body as RouteView;
+    const path = `/routes/${encodeURIComponent(id)}/swap`;
+    return (await this.call('POST', path, { token, writeAt }, options, isRouteView)).body as RouteView;
   }
 
   /** Release everything, or with `downgrade` only the write lock of the attempt its `writeAt` names. */
@@ -383,8 +434,8 @@ export class RoutingClient {
     options: { ifMatch?: string } = {},
   ): Promise<RouteView> {
     const body = downgrade === undefined ? { token } : { token, phase: 'write', writeAt: downgrade.writeAt };
-    return (await this.call('POST', `/routes/${encodeURIComponent(id)}/release`, body, options))
-      .body as RouteView;
+    const path = `/routes/${encodeURIComponent(id)}/release`;
+    return (await this.call('POST', path, body, options, isRouteView)).body as RouteView;
   }
 
   /** A started lock (within the skew margin) may change at any moment: never serve it from cache. */
@@ -398,7 +449,7 @@ export class RoutingClient {
     const forgets = this.forgets.get(id) ?? 0;
     let answer: { body: unknown; headers: Headers };
     try {
-      answer = await this.call('GET', `/routes/${encodeURIComponent(id)}`);
+      answer = await this.call('GET', `/routes/${encodeURIComponent(id)}`, undefined, {}, isRouteView);
     } catch (error) {
       if (isNotFound(error)) {
         if (this.forgottenSince(id, forgets)) throw error;
@@ -466,11 +517,16 @@ export class RoutingClient {
     return { view, resolvedAt: held.fetchedAt - this.serverCoalesceJoinMs };
   }
 
+  /**
+   * One call: its answer's body, checked by `expected` (a 2xx of another shape is `InvalidResponse`), or
+   * the error its status means (`failure`).
+   */
   private async call(
     method: string,
     path: string,
-    body?: unknown,
-    options: { idempotencyKey?: string; ifMatch?: string } = {},
+    body: unknown,
+    options: { idempotencyKey?: string; ifMatch?: string },
+    expected: (body: unknown) => boolean,
   ): Promise<{ body: unknown; headers: Headers }> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -478,36 +534,26 @@ export class RoutingClient {
     if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
     if (options.ifMatch) headers['if-match'] = entityTag(options.ifMatch);
     this.requests += 1;
-    const url = `${this.options.baseUrl.replace(/\/$/, '')}${path}`;
     const init: RequestInit = {
       method,
       headers,
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     };
-    const { response, text } = await this.send(method, path, url, init);
-    let parsed: unknown = null;
+    const { response, text } = await this.send(method, path, `${this.baseUrl}${path}`, init);
+    let parsed: unknown;
     try {
-      parsed = text ? JSON.parse(text) : null;
+      parsed = text ? JSON.parse(text) : undefined;
     } catch {
-      // A proxy's HTML error page, say: its status is all there is to go on.
-      if (response.ok)
-        throw new RoutingServiceError(
-          response.status,
-          `HTTP${response.status}`, // no code of its own: what the service sent is all there is
-          `HTTP ${response.status} with a body that is not JSON`,
-          undefined,
-        );
+      parsed = undefined; // a proxy's HTML page, say: its status is all there is to go on
     }
-    if (!response.ok) {
-      const problem = (parsed ?? {}) as { code?: string; detail?: string };
-      const retryAfter = response.headers.get('retry-after');
+    if (!response.ok) throw failure(method, path, response, problemOf(parsed));
+    if (!expected(parsed))
       throw new RoutingServiceError(
         response.status,
-        problem.code ?? `HTTP${response.status}`,
-        problem.detail ?? `HTTP ${response.status}`,
-        parseRetryAfter(retryAfter), // delta-seconds; an HTTP-date (a gateway's) is ignored
+        'InvalidResponse',
+        `${method} ${path} answered ${response.status} with ${parsed === undefined ? 'a body that is not JSON' : 'JSON of the wrong shape'}`,
+        undefined,
       );
-    }
     return { body: parsed, headers: response.headers };
   }
 
@@ -572,14 +618,47 @@ export class RoutingClient {
   }
 }
 
+/**
+ * The error an answer's status means. A 404 is `NotFound` only when it is the route's own problem
+ * (isRouteNotFound); any other 404 is `NotRoutelock`, a wrong base URL: were it `NotFound`, every
+ * resolve would quietly decide `notFound` and the service would refuse everything without an error.
+ * A 429 is `Throttled`, with its Retry-After. Otherwise the problem's code, or `HTTP<status>`.
+ */
+function failure(method: string, path: string, response: Response, problem: Problem | undefined) {
+  const { status } = response;
+  // delta-seconds; an HTTP-date (a gateway's) is ignored
+  const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
+  if (status === 404 && !isRouteNotFound(problem, path))
+    return new RoutingServiceError(
+      404,
+      'NotRoutelock',
+      `${method} ${path} answered 404 without routelock's NotFound problem for it (${problem?.detail ?? 'no problem body'}): the base URL does not reach routelock's API (it ends in /api)`,
+      undefined,
+    );
+  if (status === 429)
+    return new RoutingServiceError(
+      429,
+      'Throttled',
+      problem?.detail ?? `${method} ${path}: the routing service is throttling (429)`,
+      retryAfter ?? 1,
+    );
+  // no code of its own: what the service sent is all there is
+  const code = problem?.code ?? `HTTP${status}`;
+  return new RoutingServiceError(status, code, problem?.detail ?? `HTTP ${status}`, retryAfter);
+}
+
 /** A 404 from the routing service that means what it says: no route for the id (not a wrong base URL). */
 function isNotFound(error: unknown): error is RoutingServiceError {
   return error instanceof RoutingServiceError && error.status === 404 && error.code === 'NotFound';
 }
 
-/** No answer, or a gateway's stand-in for one: what `whenUnreachable` is about. */
+/**
+ * No answer, a server failure (500), a gateway's stand-in for one (502, 503, 504), or throttling (429):
+ * what `whenUnreachable` is about. None says anything of the route, so the service decides as when
+ * routelock is down.
+ */
 function isOutage(error: unknown): error is RoutingServiceError {
-  return error instanceof RoutingServiceError && [0, 502, 503, 504].includes(error.status);
+  return error instanceof RoutingServiceError && [0, 429, 500, 502, 503, 504].includes(error.status);
 }
 
 /**

@@ -247,6 +247,49 @@ const errorKinds = {
     retryAfter: 1,
     title: 'The routing service is unreachable',
   },
+  /**
+   * RoutingClient: the routing service answered 429. Retriable after the `Retry-After` it sent; a service
+   * that passes it on answers 503 with that wait, since its own dependency is what is busy.
+   */
+  Throttled: {
+    raisedBy: 'client',
+    status: 503,
+    retriable: true,
+    retryAfter: 'whenKnown',
+    title: 'The routing service is throttling',
+  },
+  /**
+   * RoutingClient: what answered is not routelock's API: a 404 that is no route's problem (an HTML page,
+   * a 404 with no problem body, the host's "no endpoint"), or a health check that is not routelock's. The
+   * base URL is wrong (it ends in `/api` on routelock's hosts): a configuration error, never a missing route.
+   */
+  NotRoutelock: {
+    raisedBy: 'client',
+    status: 500,
+    retriable: false,
+    title: 'The base URL does not reach a routelock API',
+  },
+  /** RoutingClient `ready()`: the server reports an API version this client does not support, or none. */
+  IncompatibleServer: {
+    raisedBy: 'client',
+    status: 500,
+    retriable: false,
+    title: 'The routing service speaks an API version this client does not support',
+  },
+  /** RoutingClient: a success answer whose body is not the JSON shape the call returns. */
+  InvalidResponse: {
+    raisedBy: 'client',
+    status: 502,
+    retriable: false,
+    title: 'The routing service answered with a body of the wrong shape',
+  },
+  /** RoutingClient's constructor: an option that is unknown, of the wrong type, or out of range. */
+  InvalidClientOption: {
+    raisedBy: 'client',
+    status: 500,
+    retriable: false,
+    title: 'A RoutingClient option is not valid',
+  },
 } as const satisfies Record<string, ErrorKind>;
 
 type Kinds = typeof errorKinds;

@@ -109,19 +109,27 @@ export class Front {
   }
 }
 
-/** A node:http server that answers every GET with `answer()` (and counts what it was asked). */
+/**
+ * A node:http server that answers every request with `answer()` (and counts what it was asked): `body`
+ * as JSON, or `raw` as it is (an HTML page, broken JSON).
+ */
 export async function scriptedServer(
-  answer: (req: IncomingMessage) => { status: number; headers?: Record<string, string>; body?: unknown },
+  answer: (req: IncomingMessage) => {
+    status: number;
+    headers?: Record<string, string>;
+    body?: unknown;
+    raw?: string;
+  },
   delay: () => Promise<void> = () => Promise.resolve(),
 ): Promise<{ api: string; requests: () => number; close: () => Promise<void> }> {
   let requests = 0;
   const server = createServer((req, res) => {
     requests += 1;
     void delay().then(() => {
-      const { status, headers = {}, body } = answer(req);
+      const { status, headers = {}, body, raw } = answer(req);
       res
         .writeHead(status, { 'content-type': 'application/json', ...headers })
-        .end(body === undefined ? '' : JSON.stringify(body));
+        .end(raw ?? (body === undefined ? '' : JSON.stringify(body)));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -54,15 +54,15 @@ test('negative control: with notFoundTtlMs 0 every lookup of a missing id is a r
   expect(client.requests).toBe(20);
 });
 
-test('a 404 that is not NotFound (a wrong base URL) is not remembered', async () => {
+test('a 404 that is not NotFound (a wrong base URL) is not remembered, and is NotRoutelock', async () => {
   const server = await scriptedServer(() => ({ status: 404, body: { title: 'no such path' } }));
   try {
     const client = new RoutingClient({ baseUrl: server.api });
     for (let i = 0; i < 3; i += 1)
-      expect(await failure(client.resolve('conv-1'))).toMatchObject({ status: 404, code: 'HTTP404' });
+      expect(await failure(client.resolve('conv-1'))).toMatchObject({ status: 404, code: 'NotRoutelock' });
     expect(server.requests()).toBe(3);
     expect(await client.decideFor('conv-1', 'write', SOURCE).catch((e: unknown) => e)).toMatchObject({
-      code: 'HTTP404',
+      code: 'NotRoutelock',
     });
   } finally {
     await server.close();
@@ -71,12 +71,29 @@ test('a 404 that is not NotFound (a wrong base URL) is not remembered', async ()
 
 // A resolve in flight across this client's own putRoute must not cache its 404 after it.
 test('a 404 answered across this client’s own putRoute is not cached: the route is seen at once', async () => {
-  const view = { id: 'conv-race', location: SOURCE };
+  // A whole route view (the client checks the shape), with an `id` of the test's own.
+  const view = {
+    id: 'conv-race',
+    resourceId: 'conv-race',
+    location: SOURCE,
+    secondary: null,
+    lock: null,
+    enforcement: { read: 'allow', write: 'allow', delete: 'allow' },
+    etag: 'e1',
+  };
   const problem = () =>
-    new Response(JSON.stringify({ status: 404, code: 'NotFound', detail: 'no route' }), {
-      status: 404,
-      headers: { 'content-type': 'application/problem+json' },
-    });
+    new Response(
+      JSON.stringify({
+        status: 404,
+        code: 'NotFound',
+        detail: 'no route',
+        instance: '/api/routes/conv-race',
+      }),
+      {
+        status: 404,
+        headers: { 'content-type': 'application/problem+json' },
+      },
+    );
   let answerHeldGet: (() => void) | undefined;
   let gets = 0;
   const client = new RoutingClient({

@@ -171,21 +171,32 @@ async function runIn(
   return JSON.parse(stdout.trim().split('\n').pop() as string) as Record<string, unknown>;
 }
 
+/** The module settings a consumer's tsconfig may have, one per module resolution. */
+const resolutions = {
+  node16: { module: 'node16', moduleResolution: 'node16' },
+  nodenext: { module: 'nodenext', moduleResolution: 'nodenext' },
+  bundler: { module: 'esnext', moduleResolution: 'bundler' },
+  node10: { module: 'commonjs', moduleResolution: 'node10' },
+} as const;
+
 /**
- * Type-check `files` (name → source) in `project` as a consumer would: strict, `module: node16` (so a
- * `.cts` file resolves the `require` condition of the exports map and a `.mts` file the `import` one),
- * skipLibCheck as `tsc --init` sets it. Each file holds a `@ts-expect-error`, so types that resolved
- * to `any` fail the check too. The compiler's diagnostics, or '' when clean.
+ * Type-check `files` (name → source) in `project` as a consumer would: strict, `module: node16` unless
+ * told (under node16, a `.cts` file resolves the `require` condition of the exports map and a `.mts`
+ * file the `import` one), skipLibCheck as `tsc --init` sets it. Each file holds a `@ts-expect-error`, so
+ * types that resolved to `any` fail the check too. The compiler's diagnostics, or '' when clean.
  */
-function typeCheck(project: string, files: Record<string, string>): string {
+function typeCheck(
+  project: string,
+  files: Record<string, string>,
+  resolution: keyof typeof resolutions = 'node16',
+): string {
   for (const [name, source] of Object.entries(files)) writeFileSync(join(project, name), source);
   writeFileSync(
     join(project, 'tsconfig.json'),
     JSON.stringify({
       compilerOptions: {
         strict: true,
-        module: 'node16',
-        moduleResolution: 'node16',
+        ...resolutions[resolution],
         target: 'es2022',
         noEmit: true,
         skipLibCheck: true,
@@ -254,6 +265,55 @@ ${loadedReport}
     ...loaded(${cache}),
   }));
 })().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+/**
+ * Every type the client's README and its functions' signatures name, imported as a consumer does, each
+ * checked to be a real type, not `any` (what a failed resolution under skipLibCheck can leave).
+ */
+const publicTypeNames = [
+  'AnyErrorCode',
+  'ClientErrorCode',
+  'ClientSettings',
+  'Clock',
+  'Decision',
+  'DecisionStatus',
+  'Enforcement',
+  'ErrorCode',
+  'Location',
+  'LockGrant',
+  'LockView',
+  'Operation',
+  'OutagePolicy',
+  'Phase',
+  'ResolvedRoute',
+  'ResolvedView',
+  'RouteView',
+  'RoutingClientOptions',
+  'Secondary',
+  'SecondaryRole',
+  'ServerInfo',
+  'StaleMark',
+];
+const publicTypesSource = `import {
+  RoutingClient,
+  RoutingClientOptionError,
+  RoutingServiceError,
+  ${publicTypeNames.map((n) => `type ${n},`).join('\n  ')}
+} from '@routelock/client';
+type NotAny<T> = 0 extends 1 & T ? false : true;
+${publicTypeNames.map((n) => `export const ${n}IsTyped: NotAny<${n}> = true;`).join('\n')}
+export const client: RoutingClient = new RoutingClient({ baseUrl: 'http://127.0.0.1:7071/api' });
+export const errors = [RoutingServiceError, RoutingClientOptionError];
+export const where: Location = { region: 'westeurope', account: 'chatweu01' };
+export const op: Operation = 'write';
+export async function check(): Promise<[RouteView, LockGrant, ServerInfo]> {
+  const view: RouteView = await client.resolve('conv-1');
+  const grant: LockGrant = await client.prelock('conv-1', { migrationId: 'm', owner: 'o', target: where });
+  return [view, grant, await client.ready()];
+}
+// @ts-expect-error not an outage policy
+export const policy: OutagePolicy = 'bogus';
 `;
 
 const expectedDecisions = {
@@ -350,6 +410,30 @@ new RoutingClient({ baseUrl: 'x', noSuchOption: true });
           "import { RoutingKlient } from '@routelock/client';\nexport const x = RoutingKlient;\n// @ts-expect-error\nconst y: number = 'a';\n",
       }),
     ).toMatch(/RoutingKlient/);
+  });
+
+  test.each(Object.keys(resolutions) as (keyof typeof resolutions)[])(
+    'every public type imports as a consumer imports it, under moduleResolution %s',
+    (resolution) => {
+      const files = Object.fromEntries(
+        (resolution === 'node16' || resolution === 'nodenext' ? ['.cts', '.mts'] : ['.ts']).map((ext) => [
+          `public-types${ext}`,
+          publicTypesSource,
+        ]),
+      );
+      expect(typeCheck(project, files, resolution)).toBe('');
+    },
+  );
+
+  test('the public-types check can fail: a type the package does not export is an error', () => {
+    const missing = publicTypesSource.replace('type RouteView,', 'type RouteView, type NoSuchView,');
+    expect(typeCheck(project, { 'missing.ts': missing }, 'bundler')).toMatch(/NoSuchView/);
+    // and a type that resolved to `any` fails its not-any check
+    const anyView = `${publicTypesSource}
+type Shadow = any;
+export const shadowIsAny: NotAny<Shadow> = true;
+`;
+    expect(typeCheck(project, { 'any.ts': anyView }, 'bundler')).toMatch(/not assignable/);
   });
 
   test.each([

@@ -181,7 +181,19 @@ test('RoutingClient sends a grant etag back as one entity-tag, whatever form the
   const sent: (string | null)[] = [];
   const fetchImpl = (async (_url: string, init?: RequestInit) => {
     sent.push(new Headers(init?.headers).get('if-match'));
-    return new Response(JSON.stringify({ etag: 'x' }), {
+    // A whole grant: the client checks the shape of what it is answered.
+    const grant = {
+      migrationId: 'm',
+      phase: 'prelock',
+      startsAt: '2026-06-01T00:00:00.000Z',
+      expiresAt: '2026-06-01T00:10:00.000Z',
+      maxExpiresAt: '2026-06-01T01:00:00.000Z',
+      phaseExpiresAt: '2026-06-01T00:10:00.000Z',
+      convergenceDelaySeconds: 3,
+      acquiredAt: '2026-06-01T00:00:00.000Z',
+      etag: 'x',
+    };
+    return new Response(JSON.stringify(grant), {
       status: 200,
       headers: { 'content-type': 'application/json' },
     });

@@ -1,0 +1,193 @@
+import { COALESCE_GRACE_SHARE } from './inflight';
+import { DEFAULT_CLOCK_SKEW_SECONDS } from './lock/state';
+import { profiles } from './profiles';
+
+/**
+ * RoutingClient's options checked once, when the client is built: a bad option is a configuration
+ * mistake, so it fails the service at start-up with one typed error naming the option and the value,
+ * instead of surfacing later as a silent default (an unknown `whenUnreachable`) or a wrong decision (a
+ * negative skew margin serving a started lock from the cache).
+ */
+
+/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (shared/core/profiles.ts). */
+export const DEFAULT_INFLIGHT_GRACE_SECONDS = Number(profiles.production.ROUTELOCK_INFLIGHT_GRACE_SECONDS);
+/** `timeoutMs`'s default. */
+export const DEFAULT_TIMEOUT_MS = 2_000;
+/** `coalesceJoinMs`'s default (1 % of the production grace). */
+export const DEFAULT_COALESCE_JOIN_MS = 50;
+/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (shared/core/profiles.ts). */
+export const DEFAULT_SERVER_COALESCE_JOIN_MS = Number(profiles.production.ROUTELOCK_COALESCE_JOIN_MS);
+/** `notFoundTtlMs`'s default. */
+export const DEFAULT_NOT_FOUND_TTL_MS = 1_000;
+/** `staleForMs`'s default. */
+export const DEFAULT_STALE_FOR_MS = 60_000;
+/** `cacheMax`'s default. */
+export const DEFAULT_CACHE_MAX = 10_000;
+
+/** The outage policies `whenUnreachable` accepts. */
+export const OUTAGE_POLICIES = ['fail', 'serveStaleReads'] as const;
+export type OutagePolicy = (typeof OUTAGE_POLICIES)[number];
+
+/**
+ * A RoutingClient option that is unknown, of the wrong type or out of range. A RangeError, as a bad
+ * argument is; `code` is stable, `option` names the option and `value` is what was given.
+ */
+export class RoutingClientOptionError extends RangeError {
+  override readonly name = 'RoutingClientOptionError';
+  readonly code = 'InvalidClientOption' as const;
+  constructor(
+    readonly option: string,
+    readonly value: unknown,
+    rule: string,
+  ) {
+    super(`RoutingClient: option ${option} ${rule} (got ${shown(value)})`);
+  }
+}
+
+/** A value as an error message shows it: strings quoted, functions and objects by kind. */
+function shown(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'function') return 'a function';
+  if (value === null || typeof value !== 'object') return String(value);
+  return Array.isArray(value) ? 'an array' : 'an object';
+}
+
+/** The options RoutingClient knows: any other key is a typo (`timeoutMS`) that would be ignored. */
+const KNOWN = new Set([
+  'baseUrl',
+  'functionKey',
+  'accessToken',
+  'clock',
+  'clockSkewSeconds',
+  'cacheMax',
+  'timeoutMs',
+  'inFlightGraceSeconds',
+  'coalesceJoinMs',
+  'serverCoalesceJoinMs',
+  'notFoundTtlMs',
+  'whenUnreachable',
+  'staleForMs',
+  'fetch',
+]);
+
+/** What the constructor keeps of its options: each number checked and defaulted. */
+export interface ClientSettings {
+  baseUrl: string;
+  clockSkewSeconds: number;
+  cacheMax: number;
+  timeoutMs: number;
+  inFlightGraceSeconds: number;
+  coalesceJoinMs: number;
+  serverCoalesceJoinMs: number;
+  notFoundTtlMs: number;
+  whenUnreachable: OutagePolicy;
+  /** 0 unless `whenUnreachable` is `serveStaleReads`. */
+  staleForMs: number;
+}
+
+type Rule = 'atLeastZero' | 'aboveZero' | 'wholeAboveZero';
+const ruleText: Record<Rule, string> = {
+  atLeastZero: 'must be a finite number ≥ 0',
+  aboveZero: 'must be a finite number > 0',
+  wholeAboveZero: 'must be a whole number ≥ 1',
+};
+
+function numberOption(options: Record<string, unknown>, name: string, rule: Rule, fallback: number): number {
+  const value = options[name];
+  if (value === undefined) return fallback;
+  const ok =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    (rule === 'atLeastZero' ? value >= 0 : value > 0) &&
+    (rule !== 'wholeAboveZero' || Number.isInteger(value));
+  if (!ok) throw new RoutingClientOptionError(name, value, ruleText[rule]);
+  return value;
+}
+
+function baseUrlOption(value: unknown): string {
+  let url: URL | undefined;
+  try {
+    url = typeof value === 'string' ? new URL(value) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+    throw new RoutingClientOptionError('baseUrl', value, 'must be an absolute http(s) URL');
+  return (value as string).replace(/\/$/, '');
+}
+
+function checkKinds(options: Record<string, unknown>): void {
+  for (const key of Object.keys(options))
+    if (!KNOWN.has(key))
+      throw new RoutingClientOptionError(key, options[key], 'is not a RoutingClient option');
+  for (const name of ['accessToken', 'clock', 'fetch'])
+    if (options[name] !== undefined && typeof options[name] !== 'function')
+      throw new RoutingClientOptionError(name, options[name], 'must be a function');
+  if (options.functionKey !== undefined && typeof options.functionKey !== 'string')
+    throw new RoutingClientOptionError('functionKey', options.functionKey, 'must be a string');
+  const policy = options.whenUnreachable;
+  if (policy !== undefined && !(OUTAGE_POLICIES as readonly unknown[]).includes(policy))
+    throw new RoutingClientOptionError(
+      'whenUnreachable',
+      policy,
+      `must be one of ${OUTAGE_POLICIES.join(', ')}`,
+    );
+}
+
+/**
+ * The join bounds: this client's join and the server's together take at most a tenth of the grace (the
+ * server's own rule, timingInequalities' fifth), so a joined view keeps nine tenths of it. The
+ * default client join is lowered to what the grace leaves; one given explicitly above it is refused.
+ */
+function joinBounds(options: Record<string, unknown>, graceSeconds: number) {
+  const serverCoalesceJoinMs = numberOption(
+    options,
+    'serverCoalesceJoinMs',
+    'atLeastZero',
+    DEFAULT_SERVER_COALESCE_JOIN_MS,
+  );
+  const given = numberOption(options, 'coalesceJoinMs', 'atLeastZero', DEFAULT_COALESCE_JOIN_MS);
+  const budgetMs = (graceSeconds * 1000) / COALESCE_GRACE_SHARE;
+  const leftMs = Math.max(0, budgetMs - serverCoalesceJoinMs);
+  const tooMuch = (options.coalesceJoinMs !== undefined && given > leftMs) || serverCoalesceJoinMs > budgetMs;
+  if (tooMuch) {
+    const [option, value, other] =
+      options.coalesceJoinMs !== undefined
+        ? ['coalesceJoinMs', given, `serverCoalesceJoinMs (${serverCoalesceJoinMs} ms)`]
+        : ['serverCoalesceJoinMs', serverCoalesceJoinMs, `coalesceJoinMs (${given} ms)`];
+    throw new RoutingClientOptionError(
+      option,
+      value,
+      `plus ${other}, together must not exceed a tenth of the in-flight grace (${budgetMs} ms): a joined view is as old as the read it joined`,
+    );
+  }
+  return { serverCoalesceJoinMs, coalesceJoinMs: Math.min(given, leftMs) };
+}
+
+/** Check every option and apply the defaults; throws RoutingClientOptionError for the first bad one. */
+export function clientSettings(given: object): ClientSettings {
+  if (given === null || typeof given !== 'object')
+    throw new RoutingClientOptionError('options', given, 'must be an object');
+  const options = given as Record<string, unknown>;
+  checkKinds(options);
+  const baseUrl = baseUrlOption(options.baseUrl);
+  const inFlightGraceSeconds = numberOption(
+    options,
+    'inFlightGraceSeconds',
+    'atLeastZero',
+    DEFAULT_INFLIGHT_GRACE_SECONDS,
+  );
+  const whenUnreachable = (options.whenUnreachable as OutagePolicy | undefined) ?? 'fail';
+  const staleForMs = numberOption(options, 'staleForMs', 'atLeastZero', DEFAULT_STALE_FOR_MS);
+  return {
+    baseUrl,
+    clockSkewSeconds: numberOption(options, 'clockSkewSeconds', 'atLeastZero', DEFAULT_CLOCK_SKEW_SECONDS),
+    cacheMax: numberOption(options, 'cacheMax', 'wholeAboveZero', DEFAULT_CACHE_MAX),
+    timeoutMs: numberOption(options, 'timeoutMs', 'aboveZero', DEFAULT_TIMEOUT_MS),
+    inFlightGraceSeconds,
+    ...joinBounds(options, inFlightGraceSeconds),
+    notFoundTtlMs: numberOption(options, 'notFoundTtlMs', 'atLeastZero', DEFAULT_NOT_FOUND_TTL_MS),
+    whenUnreachable,
+    staleForMs: whenUnreachable === 'serveStaleReads' ? staleForMs : 0,
+  };
+}
