@@ -733,7 +733,9 @@ export function firedEarly(history: readonly WireEvent[], timerId: number, early
   const at = new Date(Date.parse(history[fired]?.FireAt as string) - earlyMs).toISOString();
   return history
     .slice(0, fired + 1)
-    .map((e, i) => (i === fired || i === started ? { ...structuredClone(e), Timestamp: at } : structuredClone(e)));
+    .map((e, i) =>
+      i === fired || i === started ? { ...structuredClone(e), Timestamp: at } : structuredClone(e),
+    );
 }
 
 /** The OutOfProcData label durable-js appends to a failure (OutOfProcExceptionHelpers reads it). */
