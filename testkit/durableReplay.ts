@@ -8,9 +8,10 @@ import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils'
  * histories (recorded fixtures, a deployment or crash mid-run, store outages, a participant slower than
  * the 240 s client, 10-day timers, the action limit), which the engine cannot run in a test's time or
  * at all. It is held to the engine: test/functionsHost/replayHarness.test.ts runs each path modelled
- * here on the engine and replays the engine's histories through it, episode by episode. Not modelled:
- * the engine fires a durable timer up to a second early (queue visibility in whole seconds); here a
- * timer fires at its FireAt. Opt-in (`dotNetDates`): the engine's rewriting of ISO instants in
+ * here on the engine and replays the engine's histories through it, episode by episode. Not modelled
+ * on its own: the engine fires a durable timer up to a second early (queue visibility in whole
+ * seconds); here a timer fires at its FireAt, and `firedEarly` injects an early one into a history.
+ * Opt-in (`dotNetDates`): the engine's rewriting of ISO instants in
  * activity results and outputs.
  *
  * Replays an orchestrator through durable-functions' own executor (the pinned 3.5.0) while playing
@@ -716,6 +717,25 @@ export function throughDotNetJson(json: string): string {
       return `"${seconds}${kept === '' ? '' : `.${kept}`}Z"`;
     },
   );
+}
+
+/**
+ * A history resumed at an early wake, as the engine delivers one: cut right after the TimerFired of
+ * timer `timerId`, with that episode's OrchestratorStarted and the TimerFired itself `earlyMs` before
+ * the timer's FireAt (the orchestrator's clock is its episode's OrchestratorStarted). Replay it with
+ * `history` and stop after the first run to see what the orchestrator does on that wake.
+ */
+export function firedEarly(history: readonly WireEvent[], timerId: number, earlyMs: number): WireEvent[] {
+  const fired = history.findIndex((e) => e.EventType === EventType.TimerFired && e.TimerId === timerId);
+  let started = fired - 1;
+  while (started >= 0 && history[started]?.EventType !== EventType.OrchestratorStarted) started -= 1;
+  if (fired < 0 || started < 0) throw new Error(`timer ${timerId} never fired in this history`);
+  const at = new Date(Date.parse(history[fired]?.FireAt as string) - earlyMs).toISOString();
+  return history
+    .slice(0, fired + 1)
+    .map((e, i) =>
+      i === fired || i === started ? { ...structuredClone(e), Timestamp: at } : structuredClone(e),
+    );
 }
 
 /** The OutOfProcData label durable-js appends to a failure (OutOfProcExceptionHelpers reads it). */
