@@ -171,7 +171,8 @@ export interface RoutingClientOptions {
    * The most seconds a view is cached, whatever max-age arrives (a proxy between this service and
    * routelock may rewrite it). Default DEFAULT_MAX_CACHE_SECONDS, 60: the production profile's `local`
    * tier TTL, the most a production routelock sends; the pre-lock's convergence wait counts that TTL, so
-   * a view held longer could outlive a lock's start. Set it to the server's local TTL if that is lower.
+   * a view held longer could outlive a lock's start. Against a routelock whose serving tier has another
+   * TTL, set it to that TTL (a lower cap costs only requests).
    */
   maxCacheSeconds?: number;
   /**
