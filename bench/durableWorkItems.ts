@@ -52,6 +52,11 @@ export async function countWorkItems(options: {
   copySeconds?: number;
   /** Settings over the profile (e.g. a short hard-delete lease, so renewals fit in a 240 s copy). */
   env?: Record<string, string>;
+  /**
+   * Verify answered 200 at its POST, as the example message store answers it (it compares at once, no
+   * job); by default verify is a job polled like a copy.
+   */
+  verifyAtOnce?: boolean;
 }): Promise<WorkItemCount> {
   const participants = Array.from({ length: options.participants }, (_, i) => ({
     name: `p${i + 1}`,
@@ -75,13 +80,16 @@ export async function countWorkItems(options: {
   const jobsEnd = new Map<string, number>();
   activities.callParticipant = async (call) => {
     const now = replay.now;
+    const match = { match: true, sourceCount: 0, targetCount: 0 };
+    if (call.method === 'POST' && options.verifyAtOnce && call.body.step === 'verify')
+      return { ok: true, value: { status: 200, body: match } };
     if (call.method === 'POST') {
       const job = `${call.participantUrl}/jobs/${call.body.step}-${call.body.stepAttempt ?? call.body.attempt}`;
       if (!jobsEnd.has(job)) jobsEnd.set(job, now + (call.body.step === 'bulkCopy' ? copyMs : 1000));
       return { ok: true, value: { status: 202, body: null, location: job } };
     }
     const end = jobsEnd.get(call.url) ?? 0;
-    const done = call.url.includes('/jobs/verify-') ? { match: true, sourceCount: 0, targetCount: 0 } : null;
+    const done = call.url.includes('/jobs/verify-') ? match : null;
     return { ok: true, value: now >= end ? { status: 200, body: done } : { status: 202, body: null } };
   };
   const replay: DurableReplay = new DurableReplay({

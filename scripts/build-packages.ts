@@ -2,7 +2,8 @@
  * `npm run packages`: the two publishable packages, built from this source tree without moving a file
  * (docs/services.md):
  *
- * - `@routelock/client` (packages/client): shared/core/client.ts and what it imports: HTTP only;
+ * - `@routelock/client` (packages/client): shared/core/client.ts and what it imports: HTTP only; and
+ *   shared/core/clientTesting.ts (`/testing`), the test double a service's unit tests use;
  * - `@routelock/library` (packages/library): shared/library.ts (Router through createRouter, the lock
  *   views, decide, config parsing, the Cosmos DB store) and shared/librarySqlite.ts (`/sqlite`).
  *
@@ -33,7 +34,7 @@ export interface PackageSpec {
 }
 
 export const packageSpecs: readonly PackageSpec[] = [
-  { folder: 'client', entries: ['core/client'] },
+  { folder: 'client', entries: ['core/client', 'core/clientTesting'] },
   { folder: 'library', entries: ['library', 'librarySqlite'] },
 ];
 

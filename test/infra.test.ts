@@ -657,7 +657,8 @@ function schedulerChosen(template: ArmTemplate, bound: Record<string, unknown>):
 
 /**
  * The Durable settings the app gets: main passes the app module `durableSettings` =
- * if(useDurableTaskScheduler, the scheduler module's appSettings output, {}); this follows the branch.
+ * if(useDurableTaskScheduler, the scheduler module's appSettings output, a variable of main's); this
+ * follows the branch.
  */
 function durableSettingsAsDeployed(
   template: ArmTemplate,
@@ -672,19 +673,41 @@ function durableSettingsAsDeployed(
   const text = `[${exprText(value as Expr)}]`;
   if (exprText(value as Expr) === 'createObject()') return {};
   const output = moduleOutput(text);
-  if (output === undefined) throw new Error(`durableSettings is neither {} nor a module output: ${text}`);
+  if (output === undefined) {
+    // a literal main declares (variables('…')): evaluated in main's scope, or throws on anything else
+    const literal = evaluateNode(value as Expr, { template });
+    if (literal === null || typeof literal !== 'object' || Array.isArray(literal))
+      throw new Error(`durableSettings is neither an object nor a module output: ${text}`);
+    return literal as Record<string, unknown>;
+  }
   const module = moduleNamed(template, output.module);
   return module.template.outputs?.[output.output]?.value as Record<string, unknown>;
 }
 
-test('Durable backend by default: Azure Storage, no scheduler, no role on one, no Durable settings', () => {
+const controlQueueVisibility =
+  'AzureFunctionsJobHost__extensions__durableTask__storageProvider__controlQueueVisibilityTimeout';
+const workItemQueueVisibility =
+  'AzureFunctionsJobHost__extensions__durableTask__storageProvider__workItemQueueVisibilityTimeout';
+
+/** A .NET time span as app settings write it (`hh:mm:ss`), in seconds. */
+function timeSpanSeconds(text: unknown): number {
+  const match = /^(\d{2}):(\d{2}):(\d{2})$/.exec(String(text));
+  if (match === null) throw new Error(`not a time span (hh:mm:ss): ${String(text)}`);
+  return Number(match[1]) * 3600 + Number(match[2]) * 60 + Number(match[3]);
+}
+
+test('Durable backend by default: Azure Storage, no scheduler, no role on one, its visibility timeouts', () => {
   expect(arm().parameters?.durableBackend).toMatchObject({
     allowedValues: ['azureStorage', 'durableTaskScheduler'],
     defaultValue: 'azureStorage',
   });
   expect(parameters.durableBackend?.value).toBe('${ROUTELOCK_DURABLE_BACKEND=azureStorage}');
   expect(schedulerChosen(arm(), {})).toBe(false);
-  expect(durableSettingsAsDeployed(arm())).toEqual({});
+  // the provider's queues hidden 1 min after a dequeue, not 5: what a forced stop holds a migration for
+  expect(durableSettingsAsDeployed(arm())).toEqual({
+    [controlQueueVisibility]: '00:01:00',
+    [workItemQueueVisibility]: '00:01:00',
+  });
   // the scheduler, its task hub and its role exist only inside the conditional module
   const durableTask = resourcesOfType(arm(), /^Microsoft\.DurableTask\//);
   expect(durableTask.map((r) => [r.module, r.resource.type]).sort()).toEqual([
@@ -701,6 +724,22 @@ test('Durable backend by default: Azure Storage, no scheduler, no role on one, n
   // and host.json keeps the default provider (Azure Storage on AzureWebJobsStorage)
   const host = JSON.parse(read('host.json')) as { extensions: { durableTask: Record<string, unknown> } };
   expect(host.extensions.durableTask.storageProvider).toBeUndefined();
+});
+
+test('a forced stop holds a migration well inside the production write lease', () => {
+  // A host that dies or is stopped (every deploy stops it forced) leaves the messages it had dequeued
+  // hidden for these timeouts, and the migration stands still meanwhile: its dropped episode, and the
+  // activities in flight, come back together once they pass. The workflow renews the write lock every
+  // third of its lease (design §3.5), so a stop just before a renewal leaves two thirds of the lease; at
+  // most a third spent waiting keeps the other third for the restarted host to replay and renew. The
+  // 5 min defaults outlast the 300 s lease itself: the attempt would end as an overrun.
+  const lease = Number(profiles.production.ROUTELOCK_WRITE_LEASE_SECONDS);
+  const fits = (timeout: unknown) => timeSpanSeconds(timeout) <= lease / 3;
+  const deployed = durableSettingsAsDeployed(arm());
+  expect(fits(deployed[controlQueueVisibility])).toBe(true);
+  expect(fits(deployed[workItemQueueVisibility])).toBe(true);
+  // negative control: the extension's default
+  expect(fits('00:05:00')).toBe(false);
 });
 
 test('Durable backend durableTaskScheduler: scheduler, task hub, Data Contributor, the provider override', () => {

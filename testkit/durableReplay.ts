@@ -3,6 +3,17 @@ import type { OrchestrationHandler } from 'durable-functions';
 import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils';
 
 /**
+ * What this remains for, now that the real engine runs in tests (hosts/webjobs): fast unit replays on
+ * a virtual clock (a migration with minutes of participant polls replays in milliseconds) and injected
+ * histories (recorded fixtures, a deployment or crash mid-run, store outages, a participant slower than
+ * the 240 s client, 10-day timers, the action limit), which the engine cannot run in a test's time or
+ * at all. It is held to the engine: test/functionsHost/replayHarness.test.ts runs each path modelled
+ * here on the engine and replays the engine's histories through it, episode by episode. Not modelled
+ * on its own: the engine fires a durable timer up to a second early (queue visibility in whole
+ * seconds); here a timer fires at its FireAt, and `firedEarly` injects an early one into a history.
+ * Opt-in (`dotNetDates`): the engine's rewriting of ISO instants in
+ * activity results and outputs.
+ *
  * Replays an orchestrator through durable-functions' own executor (the pinned 3.5.0) while playing
  * the Durable extension's part as its sources describe it, so that what passes here has a chance on
  * the real host. Every behaviour below was read in the projects' sources (Azure/azure-functions-
@@ -15,13 +26,13 @@ import { createOrchestrator } from 'durable-functions/lib/src/util/testingUtils'
  * `stopWhen` ends a run right after an episode committed (a deployment):
  * 1. The orchestrator runs on the whole history, with the binding the extension builds
  *    (OrchestrationTriggerAttributeBindingProvider.OrchestrationContextToString): `upperSchemaVersion`
- *    V2 and `upperSchemaVersionNew` V3 (durable-js Orchestrator.handle takes the new one, so replay
- *    schema V3), `longRunningTimerIntervalDuration` / `maximumShortTimerDuration` of the Azure Storage
- *    provider (AzureStorageDurabilityProvider: 3 days / 6 days, TimeSpan text) and
+ *    V2 and `upperSchemaVersionNew` V4, as the pinned extension (3.19.0) sends them (durable-js
+ *    Orchestrator.handle takes the new one, so replay schema V4), `longRunningTimerIntervalDuration`
+ *    / `maximumShortTimerDuration` of the Azure Storage provider (AzureStorageDurabilityProvider: 3 days / 6 days, TimeSpan text) and
  *    `defaultHttpAsyncRequestSleepTimeMillseconds` (HttpOptions.DefaultAsyncRequestSleepTimeMilliseconds,
  *    30000). History events carry DTFx's own property names (EventType, EventId, TaskScheduledId …).
  * 2. The extension replays the orchestrator's actions the way OutOfProcOrchestrationShim
- *    .ProcessAsyncActionsV2 does for schema V2/V3: one top-level action after the other, each awaited
+ *    .ProcessAsyncActionsV2 does for schema V2 and later: one top-level action after the other, each awaited
  *    (its failure swallowed), WhenAll/WhenAny as Task.WhenAll/WhenAny over their children, each API call
  *    going to DurableOrchestrationContext and from there to DTFx's TaskOrchestrationContext, which gives
  *    every scheduled task and timer the next sequence number at the moment it is scheduled
@@ -152,7 +163,7 @@ export interface ReplayOptions {
    * fetch them) instead of one episode each (the default: the order they were sent).
    */
   batchSameTime?: boolean;
-  /** Sees the orchestrator's actions (schema V3, as sent) after every run. */
+  /** Sees the orchestrator's actions (as sent) after every run. */
   observe?: (run: number, orchestratorActions: unknown[]) => void;
   /**
    * External events to raise: at a virtual time (`at`), or right after the first episode where `when`
@@ -161,6 +172,12 @@ export interface ReplayOptions {
   events?: RaisedEvent[];
   /** Stop after the episode where this holds (a deployment mid-run); the result is then `Running`. */
   stopWhen?: (state: { actions: ReplayResult['actions']; runs: number; now: number }) => boolean;
+  /**
+   * Store activity results and the output as the engine does (`throughDotNetJson`: ISO instants lose
+   * their fraction's trailing zeros). Off by default: the suites' expectations are written as JS
+   * writes the values; the comparison with the engine turns it on.
+   */
+  dotNetDates?: boolean;
   /**
    * Stop (as `Running`) once the next message is due after this virtual time, to resume the instance
    * from its `history` later: several instances stepped along one clock.
@@ -201,7 +218,7 @@ export interface ReplayResult {
   /** Every task and timer the extension scheduled, in id order, with its DTFx id. */
   actions: LoggedAction[];
   history: WireEvent[];
-  /** The orchestrator's actions (schema V3, as sent to the extension) on its last run. */
+  /** The orchestrator's actions (as sent to the extension) on its last run. */
   orchestratorActions: unknown[];
 }
 
@@ -329,6 +346,9 @@ class ExtensionReplay {
   now = 0;
   private idCounter = 0;
   private actionCount = 0;
+  get nextId(): number {
+    return this.idCounter;
+  }
   readonly pendingDecisions = new Map<number, Decision>();
   readonly openTasks = new Map<number, Pending>();
   /** DurableOrchestrationContext.pendingExternalEvents (a stack per name) and bufferedExternalEvents. */
@@ -634,11 +654,88 @@ interface OrchestratorState {
   invocationFailed?: boolean;
 }
 
+/** What one episode comes to: the tasks and timers it schedules, and how the instance ends, if it does. */
+type Verdict = {
+  decisions: Decision[];
+  actions: WireAction[];
+  customStatus: unknown;
+  /** The next sequence number: the id DTFx gives the ExecutionCompleted event (CompleteOrchestration). */
+  nextId: number;
+} & (
+  | { kind: 'failed'; reason: string }
+  | { kind: 'continuedAsNew'; input: unknown }
+  | { kind: 'completed'; output: unknown }
+  | { kind: 'open' }
+);
+
+interface EpisodeEnd {
+  output?: unknown;
+  failed?: string;
+  continuedAsNew?: boolean;
+  id: number;
+}
+
+function endOf(verdict: Verdict): EpisodeEnd | undefined {
+  const id = verdict.nextId;
+  if (verdict.kind === 'failed') return { failed: verdict.reason, id };
+  if (verdict.kind === 'continuedAsNew') return { continuedAsNew: true, id };
+  if (verdict.kind === 'completed') return { output: verdict.output, id };
+  return undefined;
+}
+
 /** A message on its way back to the instance: a completion, a failure, a timer. */
 interface Delivery {
   at: number;
   order: number;
   event: Omit<WireEvent, 'Timestamp' | 'IsPlayed' | 'EventId'> & { EventId?: number };
+}
+
+/**
+ * What an activity function is handed: durable-js sends a string input JSON-encoded
+ * (Utils.processInput), and on the engine the activity receives the string itself, not its JSON text.
+ */
+function activityInput(input: unknown): unknown {
+  if (typeof input !== 'string') return input;
+  try {
+    return JSON.parse(input) as unknown;
+  } catch {
+    return input;
+  }
+}
+
+/**
+ * An activity's result and the orchestrator's output as the engine stores them: their JSON goes through
+ * Newtonsoft with its default DateParseHandling, so a string shaped like an ISO UTC instant becomes a
+ * DateTime and is written back with the fraction's trailing zeros dropped ("…:17.310Z" → "…:17.31Z",
+ * "…:17.000Z" → "…:17Z"). The orchestrator then reads that text.
+ */
+export function throughDotNetJson(json: string): string {
+  return json.replace(
+    /"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,7}))?Z"/g,
+    (_match, seconds: string, fraction: string | undefined) => {
+      const kept = (fraction ?? '').replace(/0+$/, '');
+      return `"${seconds}${kept === '' ? '' : `.${kept}`}Z"`;
+    },
+  );
+}
+
+/**
+ * A history resumed at an early wake, as the engine delivers one: cut right after the TimerFired of
+ * timer `timerId`, with that episode's OrchestratorStarted and the TimerFired itself `earlyMs` before
+ * the timer's FireAt (the orchestrator's clock is its episode's OrchestratorStarted). Replay it with
+ * `history` and stop after the first run to see what the orchestrator does on that wake.
+ */
+export function firedEarly(history: readonly WireEvent[], timerId: number, earlyMs: number): WireEvent[] {
+  const fired = history.findIndex((e) => e.EventType === EventType.TimerFired && e.TimerId === timerId);
+  let started = fired - 1;
+  while (started >= 0 && history[started]?.EventType !== EventType.OrchestratorStarted) started -= 1;
+  if (fired < 0 || started < 0) throw new Error(`timer ${timerId} never fired in this history`);
+  const at = new Date(Date.parse(history[fired]?.FireAt as string) - earlyMs).toISOString();
+  return history
+    .slice(0, fired + 1)
+    .map((e, i) =>
+      i === fired || i === started ? { ...structuredClone(e), Timestamp: at } : structuredClone(e),
+    );
 }
 
 /** The OutOfProcData label durable-js appends to a failure (OutOfProcExceptionHelpers reads it). */
@@ -705,9 +802,12 @@ export class DurableReplay {
     const kept = this.deliveries.filter((d) => d.event.EventType === EventType.EventRaised);
     this.deliveries.splice(0, this.deliveries.length, ...kept);
     for (const e of this.history) e.IsPlayed = true;
+    // The dispatcher closes the new execution's start in the same work item before the orchestrator
+    // runs on it (its first decisions follow that OrchestratorCompleted, under no OrchestratorStarted).
     this.history = [
       this.event({ EventType: EventType.OrchestratorStarted }),
       this.executionStarted(this.continuedWith.length + 1),
+      this.event({ EventType: EventType.OrchestratorCompleted }),
     ];
   }
 
@@ -764,66 +864,18 @@ export class DurableReplay {
     });
     for (let run = 1; run <= (options.maxRuns ?? 5000); run += 1) {
       if (options.crashBeforeRun === run) orchestrate = createOrchestrator(options.orchestrator);
+      const verdict = await this.decide(orchestrate, run);
+      if (verdict.customStatus !== undefined) statuses.push(verdict.customStatus);
+      jsActions = verdict.actions;
       // A recorded history's first run only replays it: no message arrived, so no episode to close.
-      const replayOnly = options.history !== undefined && run === 1;
-      const close = (
-        decisions: Decision[],
-        end?: { output?: unknown; failed?: string; continuedAsNew?: boolean },
-      ) => {
-        if (!replayOnly) this.closeEpisode(decisions, end);
-      };
-      const state = await this.runOrchestrator(orchestrate, run);
-      if (state.customStatus !== undefined) statuses.push(state.customStatus);
-      if (state.invocationFailed) {
-        const reason = `Orchestrator function '${options.name}' failed: ${String(state.error)}`;
-        close([], { failed: reason });
-        return finish('Failed', run, undefined, reason);
-      }
-      jsActions = JSON.parse(JSON.stringify(state.actions[0] ?? [])) as WireAction[];
-      options.observe?.(run, jsActions);
-      this.assertDeterministic(jsActions, run);
-      assertModelled(jsActions);
-
-      const extension = new ExtensionReplay(
-        options.maxOrchestrationActions ?? DEFAULT_MAX_ORCHESTRATION_ACTIONS,
-        DEFAULT_HTTP_ASYNC_SLEEP_MS,
-      );
-      let shim: Pending | undefined;
-      try {
-        for (const event of this.history) {
-          if (event.EventType === EventType.ExecutionStarted) shim = extension.replayActions(jsActions);
-          else extension.handle(event);
-        }
-      } catch (error) {
-        if (!(error instanceof NonDeterministic)) throw error;
-        const reason = `Non-Deterministic workflow detected: ${error.message}`;
-        close([], { failed: reason });
-        return finish('Failed', run, undefined, reason);
-      }
-      // The shim's own exception (an action it cannot invoke) fails the instance (ScheduleDurableTaskEvents).
-      if (shim?.outcome && !shim.outcome.ok) {
-        const reason = `Orchestrator function '${options.name}' failed: ${shim.outcome.error}`;
-        close([], { failed: reason });
-        return finish('Failed', run, undefined, reason);
-      }
-      const shimDone = shim?.outcome !== undefined;
-      const settled = shimDone && extension.openTasks.size === 0;
-      const decisions = [...extension.pendingDecisions.values()].sort((a, b) => a.id - b.id);
-      if (settled && state.error !== undefined) {
-        const reason = `Orchestrator function '${options.name}' failed: ${state.error}`;
-        close(decisions, { failed: reason });
-        return finish('Failed', run, undefined, reason);
-      }
-      if (settled && state.isDone && extension.continuedAsNew) {
-        close(decisions, { continuedAsNew: true });
-        this.continueAsNew(extension.continuedAsNew.input);
+      if (options.history === undefined || run > 1) this.closeEpisode(verdict.decisions, endOf(verdict));
+      if (verdict.kind === 'failed') return finish('Failed', run, undefined, verdict.reason);
+      if (verdict.kind === 'continuedAsNew') {
+        this.continueAsNew(verdict.input);
         continue; // the new execution runs at once, no message needed
       }
-      if (settled && state.isDone) {
-        close(decisions, { output: state.output });
-        return finish('Completed', run, state.output);
-      }
-      close(decisions);
+      if (verdict.kind === 'completed') return finish('Completed', run, verdict.output);
+      const { decisions } = verdict;
       // A deployment right after this episode committed: its new messages were never processed.
       if (options.stopWhen?.({ actions: this.log, runs: run, now: this.now }))
         return finish('Running', run, undefined);
@@ -840,6 +892,87 @@ export class DurableReplay {
     throw new Error('orchestration did not finish');
   }
 
+  /**
+   * One episode on the history as it stands: the orchestrator's run, then the extension's replay of
+   * its actions against the history, and what the extension makes of it (the episode not yet closed).
+   */
+  private async decide(orchestrate: ReturnType<typeof createOrchestrator>, run: number): Promise<Verdict> {
+    const { options } = this;
+    const state = await this.runOrchestrator(orchestrate, run);
+    // The shim's exception reaches DTFx's FailOrchestration, which numbers the completion like a task.
+    const failed = (reason: string, nextId: number, decisions: Decision[] = [], actions: WireAction[] = []) =>
+      ({ kind: 'failed', reason, nextId, decisions, actions, customStatus: state.customStatus }) as Verdict;
+    if (state.invocationFailed)
+      return failed(`Orchestrator function '${options.name}' failed: ${String(state.error)}`, 0);
+    const actions = JSON.parse(JSON.stringify(state.actions[0] ?? [])) as WireAction[];
+    options.observe?.(run, actions);
+    this.assertDeterministic(actions, run);
+    assertModelled(actions);
+
+    const extension = new ExtensionReplay(
+      options.maxOrchestrationActions ?? DEFAULT_MAX_ORCHESTRATION_ACTIONS,
+      DEFAULT_HTTP_ASYNC_SLEEP_MS,
+    );
+    let shim: Pending | undefined;
+    try {
+      for (const event of this.history) {
+        if (event.EventType === EventType.ExecutionStarted) shim = extension.replayActions(actions);
+        else extension.handle(event);
+      }
+    } catch (error) {
+      if (!(error instanceof NonDeterministic)) throw error;
+      return failed(`Non-Deterministic workflow detected: ${error.message}`, extension.nextId, [], actions);
+    }
+    // The shim's own exception (an action it cannot invoke) fails the instance (ScheduleDurableTaskEvents).
+    if (shim?.outcome && !shim.outcome.ok)
+      return failed(
+        `Orchestrator function '${options.name}' failed: ${shim.outcome.error}`,
+        extension.nextId,
+        [],
+        actions,
+      );
+    const settled = shim?.outcome !== undefined && extension.openTasks.size === 0;
+    const decisions = [...extension.pendingDecisions.values()].sort((a, b) => a.id - b.id);
+    const common = { decisions, actions, customStatus: state.customStatus, nextId: extension.nextId };
+    if (settled && state.error !== undefined)
+      return failed(
+        `Orchestrator function '${options.name}' failed: ${state.error}`,
+        extension.nextId,
+        decisions,
+        actions,
+      );
+    if (settled && state.isDone && extension.continuedAsNew)
+      return { kind: 'continuedAsNew', input: extension.continuedAsNew.input, ...common };
+    if (settled && state.isDone) return { kind: 'completed', output: state.output, ...common };
+    return { kind: 'open', ...common };
+  }
+
+  private stored(json: string): string {
+    return this.options.dotNetDates ? throughDotNetJson(json) : json;
+  }
+
+  private episodes = 0;
+  private episodeOrchestrator: ReturnType<typeof createOrchestrator> | undefined;
+
+  /**
+   * One episode of a recorded history (a real engine's), closed as the extension would close it:
+   * `history` holds the episodes before it, then this episode's OrchestratorStarted and the messages it
+   * delivers. Returns what the extension appends: TaskScheduled / TimerCreated with their ids, the
+   * ExecutionCompleted if the instance ends, OrchestratorCompleted. Called for each episode of one
+   * execution in order on one DurableReplay, each replay's actions are held to the ones before.
+   */
+  async replayEpisode(history: WireEvent[]): Promise<WireEvent[]> {
+    this.history = structuredClone(history);
+    const started = this.history.find((e) => e.EventType === EventType.ExecutionStarted);
+    if (started) this.input = JSON.parse(started.Input as string) as unknown;
+    this.now = Math.max(...this.history.map((e) => Date.parse(e.Timestamp)));
+    this.episodes += 1;
+    this.episodeOrchestrator ??= createOrchestrator(this.options.orchestrator);
+    const verdict = await this.decide(this.episodeOrchestrator, this.episodes);
+    this.closeEpisode(verdict.decisions, endOf(verdict));
+    return this.history.slice(history.length);
+  }
+
   private async runOrchestrator(
     orchestrate: ReturnType<typeof createOrchestrator>,
     run: number,
@@ -854,7 +987,7 @@ export class DurableReplay {
         isReplaying: run > 1,
         parentInstanceId: null,
         upperSchemaVersion: 1,
-        upperSchemaVersionNew: 2,
+        upperSchemaVersionNew: 3,
         longRunningTimerIntervalDuration: '3.00:00:00',
         maximumShortTimerDuration: '6.00:00:00',
         defaultHttpAsyncRequestSleepTimeMillseconds: DEFAULT_HTTP_ASYNC_SLEEP_MS,
@@ -891,10 +1024,7 @@ export class DurableReplay {
   }
 
   /** End the episode: new TaskScheduled/TimerCreated events, the outcome if any, OrchestratorCompleted. */
-  private closeEpisode(
-    decisions: Decision[],
-    end?: { output?: unknown; failed?: string; continuedAsNew?: boolean },
-  ): void {
+  private closeEpisode(decisions: Decision[], end?: EpisodeEnd): void {
     for (const decision of decisions) {
       if (decision.kind === 'timer') {
         this.history.push(
@@ -921,12 +1051,14 @@ export class DurableReplay {
       this.history.push(
         this.event({
           EventType: EventType.ExecutionCompleted,
+          EventId: end.id,
           OrchestrationStatus: end.continuedAsNew
             ? 'ContinuedAsNew'
             : end.failed === undefined
               ? 'Completed'
               : 'Failed',
-          Result: end.failed === undefined ? JSON.stringify(end.output ?? null) : end.failed,
+          Result:
+            end.failed === undefined ? throughDotNetJson(JSON.stringify(end.output ?? null)) : end.failed,
         }),
       );
     this.history.push(this.event({ EventType: EventType.OrchestratorCompleted }));
@@ -1014,14 +1146,14 @@ export class DurableReplay {
         continue;
       }
       try {
-        const value = await this.options.activity(decision.name as string, input);
+        const value = await this.options.activity(decision.name as string, activityInput(input));
         this.deliveries.push({
           at: this.now,
           order,
           event: {
             EventType: EventType.TaskCompleted,
             TaskScheduledId: decision.id,
-            Result: JSON.stringify(value ?? null),
+            Result: this.stored(JSON.stringify(value ?? null)),
           },
         });
       } catch (error) {

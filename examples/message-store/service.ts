@@ -1,6 +1,12 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Decision, RoutingClient, RoutingServiceError, decide } from '../../shared/core/client';
+import {
+  type Decision,
+  type RouteResolver,
+  RoutingClient,
+  RoutingServiceError,
+  decide,
+} from '../../shared/core/client';
 import type { Location } from '../../shared/core/lock/document';
 import type { Operation } from '../../shared/core/lock/view';
 import { parsePreferWait } from '../../shared/migration/participantContract';
@@ -49,6 +55,8 @@ export type Outcome =
   | { status: 'tombstoned' }
   | { status: 'locked'; retryAfterSeconds: number }
   | { status: 'notHere'; location: Location }
+  /** A write or delete decided on a stale view during a routelock outage (`serveStaleReads`): 503. */
+  | { status: 'unavailable'; retryAfterSeconds: number }
   | { status: 'missing' };
 
 export interface AcceptedWrite {
@@ -63,6 +71,11 @@ export interface MessageStoreOptions {
   regions: Record<string, string>; // region → SQLite path
   /** The routing API (`…/api`); may also be given later with `useRouting`. */
   routingUrl?: string;
+  /**
+   * The routing client, instead of one for `routingUrl`: a unit test passes `TestRoutingClient`
+   * (`@routelock/client/testing`) to put a conversation into any route state without a server.
+   */
+  routing?: RouteResolver;
   ignoreWriteLock?: boolean;
   /** How long a copy job takes (fixed, or per job), so the phases can be watched. */
   copyDelayMs?: number | ((job: CopyJobRequest) => number);
@@ -136,7 +149,7 @@ export class MessageStore {
   private readonly cleanUpTimers = new Map<string, NodeJS.Timeout>();
   /** The seam's armed resources (dropItemFromNextDelta). */
   private readonly deltaDrops = new Set<string>();
-  private routing: RoutingClient;
+  private routing: RouteResolver;
   readonly jobs = new CopyJobs();
   /** Every copy applied at a target, in order (what a test checks the supersede rule against). */
   readonly copies: { jobId: string; migrationId: string; step: string; stepAttempt: number }[] = [];
@@ -157,10 +170,9 @@ export class MessageStore {
     );
     this.clock = options.clock ?? Date.now;
     // A short client-side skew margin: the drill runs everything on one clock.
-    this.routing = new RoutingClient({
-      baseUrl: options.routingUrl ?? 'http://127.0.0.1:1/api',
-      clockSkewSeconds: 0,
-    });
+    this.routing =
+      options.routing ??
+      new RoutingClient({ baseUrl: options.routingUrl ?? 'http://127.0.0.1:1/api', clockSkewSeconds: 0 });
   }
 
   /** Point the store at the routing API (when it starts after the store). */
@@ -193,6 +205,11 @@ export class MessageStore {
       this.counters.misdirected += 1;
       return { refused: { status: 'notHere', location: decision.location } as Outcome, decision };
     }
+    if (decision.kind === 'unavailable')
+      return {
+        refused: { status: 'unavailable', retryAfterSeconds: decision.retryAfterSeconds } as Outcome,
+        decision,
+      };
     if (decision.kind === 'deny' && !this.options.ignoreWriteLock) {
       this.counters.writesRefused += 1;
       return {
@@ -658,6 +675,8 @@ export class MessageStore {
       if (outcome.status === 'locked')
         return send(423, outcome, { 'Retry-After': String(outcome.retryAfterSeconds) });
       if (outcome.status === 'notHere') return send(421, outcome);
+      if (outcome.status === 'unavailable')
+        return send(503, outcome, { 'Retry-After': String(outcome.retryAfterSeconds) });
       return send(200, outcome);
     }
     if (req.method === 'POST' && url.pathname === '/janitor')

@@ -13,7 +13,8 @@ public sealed class SettingsException(string message) : Exception(message)
 /// Everything the host reads from its environment and host.json, checked before anything starts. host.json's
 /// `extensions` section becomes `AzureWebJobs:Extensions:…` configuration, the same keys the
 /// `AzureWebJobs__Extensions__…` variables set, so the extensions bind their options from it as the
-/// Functions host makes them do.
+/// Functions host makes them do. `AzureFunctionsJobHost__extensions__…` variables, the Functions host's
+/// overrides of host.json that Azure's app settings carry, override it here too.
 /// </summary>
 public sealed record HostSettings(
     Uri WorkerUrl,
@@ -25,13 +26,27 @@ public sealed record HostSettings(
     bool DurablePollingSet)
 {
     static readonly Regex AppSetting = new("%([^%]+)%");
+    static readonly Regex JobHostOverride = new("^AzureFunctionsJobHost(?:__|:)extensions(?:__|:)(.+)$", RegexOptions.IgnoreCase);
+    const string StorageProvider = "AzureWebJobs:Extensions:durableTask:storageProvider";
+
+    /// <summary>
+    /// What Azure deploys for the Azure Storage provider (infra/bicep/main.bicep, azureStorageDurableSettings),
+    /// so a local stop holds a migration as long as one in Azure: the messages a stopped host had dequeued
+    /// stay hidden this long (5 min by the extension's default).
+    /// </summary>
+    static readonly (string Key, string Value)[] AzureDefaults =
+    [
+        ($"{StorageProvider}:controlQueueVisibilityTimeout", "00:01:00"),
+        ($"{StorageProvider}:workItemQueueVisibilityTimeout", "00:01:00"),
+    ];
     static readonly Regex HubName = new("^[A-Za-z][A-Za-z0-9]{2,49}$");
 
     /// <summary>
-    /// Read and check every setting. <paramref name="beforeStart"/>: the launcher's check before it starts
-    /// Azurite and the worker, so their addresses are not asked for yet.
+    /// Read and check every setting. <paramref name="names"/>: the environment's variable names, for its
+    /// `AzureFunctionsJobHost__extensions__…` overrides. <paramref name="beforeStart"/>: the launcher's check
+    /// before it starts Azurite and the worker, so their addresses are not asked for yet.
     /// </summary>
-    public static HostSettings Load(Func<string, string?> env, bool beforeStart = false)
+    public static HostSettings Load(Func<string, string?> env, IEnumerable<string> names, bool beforeStart = false)
     {
         string worker = env("ROUTELOCK_WORKER_URL") ?? (beforeStart ? "http://127.0.0.1/" : throw new SettingsException("ROUTELOCK_WORKER_URL is not set"));
         // the launcher's per-run secret: the worker refuses calls without it, the Durable HTTP API too
@@ -50,6 +65,10 @@ public sealed record HostSettings(
         var extensions = hostJson["extensions"] as JObject ?? new JObject();
         var config = new Dictionary<string, string?>(StringComparer.OrdinalIgnoreCase);
         Flatten(extensions, "AzureWebJobs:Extensions", config, env);
+        Override(config, env, names);
+        // the defaults stand only where neither host.json nor an override says, and only for Azure Storage
+        if (!config.ContainsKey($"{StorageProvider}:type"))
+            foreach (var (key, value) in AzureDefaults) config.TryAdd(key, value);
         CheckDurable(config);
         CheckQueues(config);
         return new HostSettings(new Uri(worker), secret, port, storage, config,
@@ -84,6 +103,16 @@ public sealed record HostSettings(
         }
     }
 
+    /// <summary>`AzureFunctionsJobHost__extensions__a__b` sets `AzureWebJobs:Extensions:a:b`, over host.json.</summary>
+    static void Override(Dictionary<string, string?> config, Func<string, string?> env, IEnumerable<string> names)
+    {
+        foreach (string name in names)
+        {
+            var match = JobHostOverride.Match(name);
+            if (match.Success) config[$"AzureWebJobs:Extensions:{match.Groups[1].Value.Replace("__", ":")}"] = env(name);
+        }
+    }
+
     static void CheckDurable(Dictionary<string, string?> config)
     {
         if (config.TryGetValue("AzureWebJobs:Extensions:durableTask:hubName", out var hub) && !HubName.IsMatch(hub ?? ""))
@@ -91,6 +120,14 @@ public sealed record HostSettings(
         foreach (var (key, value) in config)
             if (key.EndsWith("Interval", StringComparison.OrdinalIgnoreCase) && key.Contains(":durableTask:", StringComparison.OrdinalIgnoreCase) && !TimeSpan.TryParse(value, out _))
                 throw new SettingsException($"{key} '{value}' is not a time span (hh:mm:ss)");
+        // the extension refuses these only once it starts, after Azurite and the worker
+        foreach (var (key, value) in config)
+        {
+            if (!key.StartsWith(StorageProvider + ":", StringComparison.OrdinalIgnoreCase) || !key.EndsWith("VisibilityTimeout", StringComparison.OrdinalIgnoreCase)) continue;
+            bool control = key.EndsWith(":controlQueueVisibilityTimeout", StringComparison.OrdinalIgnoreCase);
+            if (!TimeSpan.TryParse(value, out var t) || t <= TimeSpan.Zero || (control && (t < TimeSpan.FromMinutes(1) || t > TimeSpan.FromMinutes(60))))
+                throw new SettingsException($"{key} '{value}' is not a time span the extension takes ({(control ? "1 to 60 min" : "over 0")}, hh:mm:ss)");
+        }
     }
 
     static void CheckQueues(Dictionary<string, string?> config)

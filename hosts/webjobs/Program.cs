@@ -24,7 +24,7 @@ public static class Program
         var clock = Stopwatch.StartNew();
         bool checkOnly = args.Contains("--check");
         HostSettings settings;
-        try { settings = HostSettings.Load(Environment.GetEnvironmentVariable, checkOnly); }
+        try { settings = HostSettings.Load(Environment.GetEnvironmentVariable, Environment.GetEnvironmentVariables().Keys.Cast<string>(), checkOnly); }
         catch (SettingsException e) { Console.Error.WriteLine($"webjobs host: {e.Code}: {e.Message}"); return 2; }
         if (checkOnly) return 0;
 

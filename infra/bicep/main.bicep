@@ -156,6 +156,16 @@ var audiences = union(entraAudiences, [entraClientId])
 // host.json names the task hub through ROUTELOCK_TASK_HUB; the scheduler's task hub has the same name.
 var taskHubName = 'routelock'
 var useDurableTaskScheduler = durableBackend == 'durableTaskScheduler'
+// The Azure Storage provider's queues, as app settings so that host.json names no provider (the
+// scheduler replaces it): a host that dies or is stopped (every deploy stops it forced) leaves the
+// messages it had dequeued invisible this long, and a migration inside its write lock stands still
+// meanwhile. 5 min by default, past the 300 s production write lease: the attempt would overrun. 1 min
+// is the least the extension takes for the control queues; a running episode or activity keeps its
+// messages hidden by renewing them every 30 s (docs/design.md §6.7).
+var azureStorageDurableSettings = {
+  AzureFunctionsJobHost__extensions__durableTask__storageProvider__controlQueueVisibilityTimeout: '00:01:00'
+  AzureFunctionsJobHost__extensions__durableTask__storageProvider__workItemQueueVisibilityTimeout: '00:01:00'
+}
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: '${abbrs.resourcesResourceGroups}${environmentName}'
@@ -361,9 +371,10 @@ module api 'modules/functionapp.bicep' = {
       // The fencing-token key set, from Key Vault (never in the app settings themselves).
       ROUTELOCK_TOKEN_KEYS: tokenKeysReference
     }
-    // Azure Storage: none (host.json's default provider on AzureWebJobsStorage). The scheduler: its
-    // storage-provider overrides and connection, once the identity holds its role there.
-    durableSettings: useDurableTaskScheduler ? durableTaskScheduler!.outputs.appSettings : {}
+    // Azure Storage: host.json's default provider on AzureWebJobsStorage, its queues' visibility cut
+    // (azureStorageDurableSettings). The scheduler: its storage-provider overrides and connection, once
+    // the identity holds its role there.
+    durableSettings: useDurableTaskScheduler ? durableTaskScheduler!.outputs.appSettings : azureStorageDurableSettings
   }
 }
 

@@ -280,7 +280,30 @@ export interface ServerInfo {
   store: string | undefined;
 }
 
-export class RoutingClient {
+/**
+ * What a service calls on its routing client: the read path, the decision, `forget`, creating a route,
+ * and the start-up check. Type a service's code against this rather than the class, and a test hands it
+ * `TestRoutingClient` (`@routelock/client/testing`), which answers each route state through this same
+ * client code without a server. The lock calls a migration orchestrator makes (`prelock`, `escalate`,
+ * `renew`, `swap`, `release`) are not here: a service does not make them.
+ */
+export interface RouteResolver {
+  /** The declared in-flight grace, in seconds: `withinGrace(resolvedAt, this, now)` before a write commits. */
+  readonly inFlightGraceSeconds: number;
+  ready(): Promise<ServerInfo>;
+  resolve(id: string, options?: CallOptions): Promise<ResolvedView>;
+  resolveForWrite(id: string, options?: CallOptions): Promise<ResolvedRoute>;
+  decideFor(
+    id: string,
+    operation: Operation,
+    serving: string | Location,
+    options?: CallOptions,
+  ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }>;
+  forget(id: string): void;
+  putRoute(id: string, location: Location): Promise<RouteView>;
+}
+
+export class RoutingClient implements RouteResolver {
   private readonly cache: LRUCache<string, CacheEntry>;
   /** Times each id was forgotten (or written by this client): a request begun before one never caches. */
   private readonly forgets: LRUCache<string, number>;

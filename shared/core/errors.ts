@@ -312,6 +312,13 @@ const errorKinds = {
     retriable: false,
     title: 'A RoutingClient option is not valid',
   },
+  /** `@routelock/client/testing`: a route state the test double cannot build. */
+  InvalidRouteState: {
+    raisedBy: 'client',
+    status: 500,
+    retriable: false,
+    title: 'The test double was given a route state it cannot serve',
+  },
 } as const satisfies Record<string, ErrorKind>;
 
 type Kinds = typeof errorKinds;

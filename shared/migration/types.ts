@@ -55,7 +55,7 @@ export interface MigrationSettings {
  * it started with, so a redeploy never changes a history under way; which versions this code replays,
  * and what each may do, is workflow/capabilities.ts (docs/design.md §6.7).
  */
-export const WORKFLOW_VERSION = 5;
+export const WORKFLOW_VERSION = 6;
 
 /** What starts a migration: a queue message or `POST /migrations`, completed by the starter. */
 export interface MigrationInput {

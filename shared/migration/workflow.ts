@@ -113,8 +113,8 @@ export function attemptActionsBound(config: MigrationConfigParts): number {
 /**
  * The migration of one input. Its capabilities are fixed here, at its start, from the version it
  * recorded: an instance of a version this code does not replay fails at once (UnsupportedWorkflowVersion)
- * instead of running steps its history never held. No phase branches on a capability today (the floor
- * is the current version: workflow/capabilities.ts says how one is added and retired).
+ * instead of running steps its history never held. A phase branches on a capability by name
+ * (workflow/capabilities.ts: the live ones, and how one is added and retired).
  */
 export function* migrationWorkflow(input: MigrationInput): Workflow {
   workflowCapabilities(input);

@@ -155,6 +155,20 @@ describe('npm run start:functions', () => {
     expect(bad.output()).not.toMatch(/started \(pid/);
   });
 
+  test("an AzureFunctionsJobHost__extensions__ override is read over host.json, as Azure's app settings are", async () => {
+    // the host's check sees the override before anything starts; the extension would refuse it only then
+    const bad = launch({
+      PORT: String(await freePort()),
+      AzureFunctionsJobHost__extensions__durableTask__storageProvider__controlQueueVisibilityTimeout:
+        '00:00:10',
+    });
+    expect(await bad.exited).toBe(1);
+    expect(bad.output()).toMatch(
+      /SETTING_INVALID: .*controlQueueVisibilityTimeout '00:00:10' is not a time span the extension takes/,
+    );
+    expect(bad.output()).not.toMatch(/started \(pid/);
+  });
+
   test('PORT=0 and ROUTELOCK_AUTH=appservice are refused before anything starts', async () => {
     const zero = launch({ PORT: '0' });
     expect(await zero.exited).toBe(1);

@@ -60,7 +60,12 @@ test('a new migration (WORKFLOW_VERSION) is replayed; a version below the floor 
   expect(workflowCapabilities({ workflowVersion: WORKFLOW_VERSION })).toBeInstanceOf(Set);
   expect(supportsVersion(WORKFLOW_FLOOR - 1)).toBe(false);
   expect(() => workflowCapabilities({ workflowVersion: WORKFLOW_FLOOR - 1 })).toThrow(
-    /workflow version 4 is not replayed by this deployment, which runs versions 5 to 5/,
+    /workflow version 4 is not replayed by this deployment, which runs versions 5 to 6/,
   );
   expect(() => workflowCapabilities({})).toThrow(UnsupportedWorkflowVersion);
+});
+
+test('timerFiredIsDue: an instance of version 6 has it, one of version 5 keeps the old path', () => {
+  expect(has(workflowCapabilities({ workflowVersion: 6 }), 'timerFiredIsDue')).toBe(true);
+  expect(has(workflowCapabilities({ workflowVersion: 5 }), 'timerFiredIsDue')).toBe(false);
 });

@@ -12,7 +12,7 @@ import {
 } from '../../shared/migration/types';
 import { WORKFLOW_FLOOR } from '../../shared/migration/workflow/capabilities';
 import { type Workflow, migrationWorkflow } from '../../shared/migration/workflow';
-import { DurableReplay, EventType } from '../../testkit/durableReplay';
+import { DurableReplay, EventType, type WireEvent, firedEarly } from '../../testkit/durableReplay';
 import {
   FIXTURE_DIR,
   type RecordedHistory,
@@ -70,6 +70,13 @@ const VERSIONS: VersionRow[] = [
   {
     prefix: 'v5',
     workflowVersion: 5,
+    resumes: { method: 'GET', postsAgain: false },
+    extraScenarios: ['window-wait'],
+  },
+  // timerFiredIsDue: the same recorded shapes (the harness fires timers on time)
+  {
+    prefix: 'v6',
+    workflowVersion: 6,
     resumes: { method: 'GET', postsAgain: false },
     extraScenarios: ['window-wait'],
   },
@@ -375,7 +382,7 @@ describe('recorded histories, every version', () => {
   });
 
   describe('negative controls: a planted change of the current path is caught by its fixtures', () => {
-    const recorded = () => readHistory('v5-one-participant');
+    const recorded = () => readHistory('v6-one-participant');
 
     test('the planting itself changes nothing: the unaltered steps replay the fixture', async () => {
       const seen: unknown[][] = [];
@@ -398,6 +405,68 @@ describe('recorded histories, every version', () => {
       expect(seen[0]).not.toEqual(recorded().orchestratorActions);
       expect(JSON.stringify(recorded().orchestratorActions)).toContain('"sequence"');
       expect(JSON.stringify(seen[0])).not.toContain('"sequence"');
+    });
+  });
+});
+
+/**
+ * The first timer of a copy's poll wait: the first TimerFired after which the history schedules a poll
+ * GET (a renewal's deadline timer is followed by migrationRenew, the in-flight grace's by the POST).
+ */
+function firstPollTimer(history: readonly WireEvent[]): number {
+  for (const [i, e] of history.entries()) {
+    if (e.EventType !== EventType.TimerFired) continue;
+    const next = history.slice(i + 1).find((n) => n.EventType === EventType.TaskScheduled);
+    const call = next && (JSON.parse(next.Input as string) as { method?: string }[])[0];
+    if (next?.Name === 'migrationCallParticipant' && call?.method === 'GET') return e.TimerId as number;
+  }
+  throw new Error('no poll timer in this history');
+}
+
+/** What the orchestrator does on the early wake of its first poll timer: its last action of that run. */
+async function onEarlyWake(name: string, earlyMs: number): Promise<unknown> {
+  const recorded = readHistory(name);
+  const seen: unknown[][] = [];
+  const result = await new DurableReplay({
+    orchestrator: migrationOrchestrator,
+    name: 'migrationOrchestrator',
+    instanceId: recorded.input.instanceId,
+    input: recorded.input,
+    start: Date.parse(recorded.history[0]?.Timestamp as string),
+    history: firedEarly(recorded.history, firstPollTimer(recorded.history), earlyMs),
+    observe: (_run, actions) => seen.push(actions),
+    stopWhen: () => true,
+    activity: (fn) => Promise.reject(new Error(`the wake's first run ran ${fn}`)),
+  }).run();
+  expect(result).toMatchObject({ runtimeStatus: 'Running', error: undefined });
+  expect(seen).toHaveLength(1);
+  return seen[0]?.at(-1);
+}
+
+describe('a poll timer the engine fires early (queue visibility in whole seconds)', () => {
+  if (recording) return;
+  const fireAtOf = (name: string) => {
+    const { history } = readHistory(name);
+    const timer = firstPollTimer(history);
+    return history.find((e) => e.EventType === EventType.TimerCreated && e.EventId === timer)?.FireAt;
+  };
+
+  test('version 6 (timerFiredIsDue): the wake 970 ms early runs the poll that was due', async () => {
+    expect(await onEarlyWake('v6-one-participant', 970)).toMatchObject({
+      compoundActions: [
+        {
+          functionName: 'migrationCallParticipant',
+          input: { method: 'GET', url: 'https://messages.test/jobs/messages.test%3AbulkCopy%3A1' },
+        },
+      ],
+    });
+  });
+
+  test('negative control, version 5: the same wake sleeps again until the same instant', async () => {
+    const fireAt = fireAtOf('v5-one-participant');
+    expect(fireAt).toBe(fireAtOf('v6-one-participant'));
+    expect(await onEarlyWake('v5-one-participant', 970)).toMatchObject({
+      compoundActions: [{ fireAt, actionType: 5 }, { externalEventName: 'cancel' }],
     });
   });
 });

@@ -84,7 +84,8 @@ test('bench/migration.ts counts: a lock-only migration reads its route 2 times a
   const rows = await runRouteReads(3);
   const of = (start: string, version: number) =>
     rows.find((r) => r.start === start && r.version === version) as (typeof rows)[number];
-  expect(rows.map((r) => r.version)).toEqual([5, 5, 5, 5]);
+  // version 6 changed only the copy loop: a lock-only migration reads as version 5 did
+  expect(rows.map((r) => r.version)).toEqual([6, 6, 6, 6]);
   const counts = (r: (typeof rows)[number]) => [
     r.reads,
     r.nearestReads,
@@ -92,8 +93,8 @@ test('bench/migration.ts counts: a lock-only migration reads its route 2 times a
     r.writes,
     r.completed,
   ];
-  expect(counts(of('alone', 5))).toEqual([2, 1, 1, 4, 3]);
-  expect(counts(of('held', 5))).toEqual([1, 1, 0, 4, 3]);
-  expect(counts(of('start path', 5))).toEqual([2, 2, 0, 4, 3]);
-  expect(counts(of('start path, ETag passed', 5))).toEqual([1, 1, 0, 4, 3]);
+  expect(counts(of('alone', 6))).toEqual([2, 1, 1, 4, 3]);
+  expect(counts(of('held', 6))).toEqual([1, 1, 0, 4, 3]);
+  expect(counts(of('start path', 6))).toEqual([2, 2, 0, 4, 3]);
+  expect(counts(of('start path, ETag passed', 6))).toEqual([1, 1, 0, 4, 3]);
 });

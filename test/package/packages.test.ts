@@ -288,6 +288,7 @@ const publicTypeNames = [
   'Phase',
   'ResolvedRoute',
   'ResolvedView',
+  'RouteResolver',
   'RouteView',
   'RoutingClientOptions',
   'Secondary',
@@ -460,6 +461,88 @@ export const shadowIsAny: NotAny<Shadow> = true;
       for (const name of notInClient) expect(out.packages).not.toContain(name);
     },
   );
+});
+
+/**
+ * The test double (`@routelock/client/testing`) as a service's tests use it: typed through both conditions
+ * of the exports map, accepted where the service's code takes a `RouteResolver`, and run from the
+ * installed tarball through `require` and `import`, a decision for every state.
+ */
+const doubleTypesSource = (load: string) => `${load}
+export async function handleWrite(routing: RouteResolver, id: string): Promise<Decision> {
+  return (await routing.decideFor(id, 'write', 'westeurope')).decision;
+}
+const double = new TestRoutingClient({ clockSkewSeconds: 0 });
+double.set('conv-1', states.writeLock({ from: 'westeurope', to: 'eastus' }));
+export const state: RouteState = double.stateOf('conv-1');
+export const answer = handleWrite(double, 'conv-1');
+// @ts-expect-error not a state
+double.set('conv-1', { kind: 'halfLocked' });
+`;
+
+const doubleProgram = (load: string) => `${load}
+(async () => {
+  const routing = new TestRoutingClient({ whenUnreachable: 'serveStaleReads' });
+  const from = 'westeurope', to = 'eastus';
+  const all = {
+    unlocked: states.unlocked({ at: from }),
+    preLock: states.preLock({ from, to }),
+    hardDelete: states.hardDelete({ from, to }),
+    writeLock: states.writeLock({ from, to }),
+    pendingTarget: states.pendingTarget({ from, to }),
+    retiredSource: states.retiredSource({ from, to }),
+    notFound: states.notFound(),
+    unreachable: states.unreachable({ lastSeen: states.unlocked({ at: from }) }),
+  };
+  const out = {};
+  for (const [name, state] of Object.entries(all)) {
+    routing.set('conv-1', state);
+    out[name] = [];
+    for (const op of ['read', 'write', 'delete']) out[name].push((await routing.decideFor('conv-1', op, from)).decision.kind);
+  }
+  console.log(JSON.stringify({ ...out, isClient: routing.resolve !== undefined && !(routing instanceof RoutingClient) }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+describe('@routelock/client/testing', () => {
+  let project: string;
+  beforeAll(() => {
+    project = scratchProject('double-service', tarballs['@routelock/client'] as string, ['lru-cache']);
+  }, 120_000);
+
+  test('typed through both conditions of the exports map; the double is a RouteResolver', () => {
+    const load =
+      "import type { Decision, RouteResolver } from '@routelock/client';\nimport { TestRoutingClient, states, type RouteState } from '@routelock/client/testing';";
+    expect(
+      typeCheck(project, { 'double.cts': doubleTypesSource(load), 'double.mts': doubleTypesSource(load) }),
+    ).toBe('');
+  });
+
+  test.each([
+    [
+      'require',
+      'double.cjs',
+      "const { RoutingClient } = require('@routelock/client');\nconst { TestRoutingClient, states } = require('@routelock/client/testing');",
+    ],
+    [
+      'import',
+      'double.mjs',
+      "import { RoutingClient } from '@routelock/client';\nimport { TestRoutingClient, states } from '@routelock/client/testing';",
+    ],
+  ])('through %s: decides every state without a server', async (_how, file, load) => {
+    const out = await runIn(project, file, doubleProgram(load), {});
+    expect(out).toEqual({
+      unlocked: ['allow', 'allow', 'allow'],
+      preLock: ['allow', 'allow', 'allow'],
+      hardDelete: ['allow', 'allow', 'tombstone'],
+      writeLock: ['allow', 'deny', 'deny'],
+      pendingTarget: ['allow', 'allow', 'allow'],
+      retiredSource: ['notHere', 'notHere', 'notHere'],
+      notFound: ['notFound', 'notFound', 'notFound'],
+      unreachable: ['allow', 'unavailable', 'unavailable'],
+      isClient: true,
+    });
+  });
 });
 
 describe('@routelock/library', () => {

@@ -9,7 +9,7 @@ import {
   type WireEvent,
 } from '../../testkit/durableReplay';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
-import { type InputVersion, V5, durableMigration, participantJobs } from './durableMigrations';
+import { type InputVersion, V5, V6, durableMigration, participantJobs } from './durableMigrations';
 
 /**
  * Durable histories recorded with the orchestrator of the day through the faithful harness, kept as
@@ -62,11 +62,11 @@ const afterFirstRenewedPoll: ReplayOptions['stopWhen'] = ({ actions }) => {
 const MATCH = { match: true, sourceCount: 3, targetCount: 3, digest: 'sha256:fixture' };
 
 /**
- * The histories of the current workflow version: one each of the shapes a deployment can find an
- * instance in (finished without participants, finished with one polled across renewals, stopped
- * mid-bulk-copy, stopped waiting for a cutover window).
+ * The histories of version 5: one each of the shapes a deployment can find an instance in (finished
+ * without participants, finished with one polled across renewals, stopped mid-bulk-copy, stopped
+ * waiting for a cutover window).
  */
-export const SCENARIOS: HistoryScenario[] = [
+const V5_SCENARIOS: HistoryScenario[] = [
   {
     name: 'v5-no-participants',
     version: V5,
@@ -115,6 +115,20 @@ export const SCENARIOS: HistoryScenario[] = [
     stopWhen: ({ actions }) => actions.filter((a) => a.name === 'migrationRenew').length >= 2,
   },
 ];
+
+/**
+ * Version 6's histories: the same shapes, its input carrying version 6. The harness fires each timer at
+ * its FireAt, so they record the path of a timer that fires on time; an early one is injected by
+ * durableVersioning.test.ts.
+ */
+const V6_SCENARIOS: HistoryScenario[] = V5_SCENARIOS.map((scenario) => ({
+  ...scenario,
+  name: scenario.name.replace(/^v5-/, 'v6-'),
+  version: { ...scenario.version, label: V6.label, toInput: (i) => V6.toInput(scenario.version.toInput(i)) },
+}));
+
+/** Every version's histories still replayed (WORKFLOW_FLOOR to WORKFLOW_VERSION). */
+export const SCENARIOS: HistoryScenario[] = [...V5_SCENARIOS, ...V6_SCENARIOS];
 
 export interface RecordedHistory {
   name: string;

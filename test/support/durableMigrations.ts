@@ -91,7 +91,7 @@ export interface InputVersion {
 }
 
 /**
- * The current workflow version (WORKFLOW_VERSION): participants called by the `callParticipant`
+ * Version 5: participants called by the `callParticipant`
  * activity, one request each, polled by the workflow on durable timers. The activity's own HTTP
  * (timeout, Location, token) is tested against a real server in participantProtocol.test.ts; here it
  * answers from the scripted participants at the harness's virtual time, a reply slower than the
@@ -125,6 +125,16 @@ export const V5: InputVersion = {
       };
     };
   },
+};
+
+/**
+ * Version 6 (`timerFiredIsDue`, workflow/capabilities.ts): the participants connected as in version 5;
+ * a copy loop woken by its timer takes the instant it slept until as reached.
+ */
+export const V6: InputVersion = {
+  ...V5,
+  label: 'v6 (workflowVersion 6)',
+  toInput: (i) => ({ ...i, workflowVersion: 6 }),
 };
 
 /** A reply's body as the callParticipant activity hands it on: JSON parsed, anything else as text. */

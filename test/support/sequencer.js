@@ -10,7 +10,11 @@ const FIRST = [
   'test/campaign/fleetCampaign.test.ts',
   'test/fleetCoalescing.test.ts',
   'test/docs/examples.test.ts',
+  // the real-engine step (jest.functions.config.js), its longest first
   'test/functionsHost/deploy.test.ts',
+  'test/functionsHost/killRestart.test.ts',
+  'test/functionsHost/verifyRetryWindow.test.ts',
+  'test/functionsHost/engineBench.test.ts',
   'test/functionsHost/queue.test.ts',
   'test/drill.test.ts',
   'test/statusPage.test.ts',

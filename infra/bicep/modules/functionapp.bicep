@@ -19,7 +19,7 @@ param maximumInstanceCount int
 param instanceMemoryMB int = 2048
 @description('The ROUTELOCK_* and COSMOS_* settings (see main.bicep).')
 param appSettings object
-@description('The Durable backend\'s settings (empty for Azure Storage; see modules/durableTaskScheduler.bicep).')
+@description('The Durable backend\'s settings (Azure Storage: its queues\' visibility timeouts, main.bicep; the scheduler: modules/durableTaskScheduler.bicep).')
 param durableSettings object = {}
 param logAnalyticsWorkspaceId string
 @description('Application (client) id of the routelock API app registration.')

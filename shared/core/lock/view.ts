@@ -74,10 +74,20 @@ export interface LockGrant {
 
 const ms = instantMs;
 
+/**
+ * The timing a view is built from: all a route view, its enforcement and its Cache-Control read of the
+ * settings, so a caller without the whole TimingConfig (the client's test double) builds views with the
+ * same code as the server.
+ */
+export type ViewTiming = Pick<
+  TimingConfig,
+  'clockSkewSeconds' | 'retryAfterMaxSeconds' | 'localCacheTtlSeconds'
+>;
+
 /** The answer for an unlocked route: shared and frozen, so the hot path allocates nothing. */
 const ALLOW_ALL: Enforcement = Object.freeze({ read: 'allow', write: 'allow', delete: 'allow' });
 
-export function enforcement(doc: LocationDocument, now: number, cfg: TimingConfig): Enforcement {
+export function enforcement(doc: LocationDocument, now: number, cfg: ViewTiming): Enforcement {
   if (doc.lock === null) return ALLOW_ALL;
   const lock = liveLock(doc, now);
   // Nothing is restricted before startsAt, whatever the phase claims — counted from startsAt less the
@@ -107,7 +117,7 @@ export function lockView(lock: Lock): LockView {
   };
 }
 
-export function routeView(stored: StoredDocument, now: number, cfg: TimingConfig): RouteView {
+export function routeView(stored: StoredDocument, now: number, cfg: ViewTiming): RouteView {
   const { doc } = stored;
   const lock = liveLock(doc, now);
   const secondary = secondaryInForce(doc, now);
@@ -135,7 +145,7 @@ export function routeView(stored: StoredDocument, now: number, cfg: TimingConfig
  * this request). A cache downstream is in series with that tier, and the convergence delay counts the
  * local TTL once, so max-age is never more than the TTL less the time held (whole seconds, rounded down).
  */
-export function cacheControl(doc: LocationDocument, now: number, cfg: TimingConfig, heldMs = 0): string {
+export function cacheControl(doc: LocationDocument, now: number, cfg: ViewTiming, heldMs = 0): string {
   const lock = liveLock(doc, now);
   const ttl = Math.max(0, Math.floor((cfg.localCacheTtlSeconds * 1000 - Math.max(0, heldMs)) / 1000));
   if (!lock) return `private, max-age=${ttl}`;

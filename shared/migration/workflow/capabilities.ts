@@ -23,10 +23,13 @@ import { type MigrationInput, WORKFLOW_VERSION } from '../types';
 export const WORKFLOW_FLOOR = 5;
 
 /**
- * Each live capability and the workflow version that introduced it. Empty while the floor is the
- * current version: every instance this code accepts runs the same steps.
+ * Each live capability and the workflow version that introduced it.
+ * - `timerFiredIsDue`: a copy loop woken by its durable timer treats the instant that timer was set
+ *   for as reached. The engine fires a timer up to a second early (queue visibility is whole
+ *   seconds); without it the loop reads the clock, finds nothing due and sleeps again to the same
+ *   instant, an episode and an action per repeat (docs/design.md §6.7).
  */
-export const CAPABILITIES = {} as const satisfies Record<string, number>;
+export const CAPABILITIES = { timerFiredIsDue: 6 } as const satisfies Record<string, number>;
 
 export type Capability = keyof typeof CAPABILITIES;
 

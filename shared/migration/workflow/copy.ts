@@ -14,6 +14,7 @@ import type {
   Step,
   TaskStep,
 } from '../types';
+import { has, workflowCapabilities } from './capabilities';
 import type { Escalated, WorkflowState } from './state';
 import {
   CancelRequested,
@@ -320,6 +321,11 @@ interface CopyLoop {
   /** When the next renewal is due (kept across rounds: rounds that end early must not push it back). */
   readonly renewAt: number;
   readonly progress: readonly Progress[];
+  /**
+   * Set by a turn that slept until a participant was due (with `timerFiredIsDue`): the next turn,
+   * woken by that timer, takes this instant as reached even if the engine fired the timer early.
+   */
+  readonly sleptUntil?: number;
 }
 
 /** What one turn of the copy loop answers: the state for the next turn, or how the copy ended. */
@@ -381,7 +387,8 @@ export function* copyAll(state: Escalated, job: CopyJob): Generator<Step, CopyOu
 }
 
 /** One turn: the requests due (or a sleep until one is), then the deadline's renewal if it came. */
-function* copyTurn(state: Escalated, job: CopyJob, loop: CopyLoop): Generator<Step, CopyTurn, unknown> {
+function* copyTurn(state: Escalated, job: CopyJob, woken: CopyLoop): Generator<Step, CopyTurn, unknown> {
+  const { sleptUntil, ...loop } = woken;
   const open = loop.progress.filter((p) => !p.done);
   if (open.length === 0) {
     const answers = loop.progress.flatMap((p) => (p.answer ? [p.answer] : []));
@@ -389,13 +396,17 @@ function* copyTurn(state: Escalated, job: CopyJob, loop: CopyLoop): Generator<St
     return end({ result: { ok: true, value: null }, etag, answers, phaseExpiresAt });
   }
   const deadline = deadlineOf(loop);
-  const t = yield* now();
+  // A timer the engine fired early still means its instant came: the lock's own checks (the store's
+  // rules, atDeadline's ranOut) read the clock themselves, so only when to ask is taken from it.
+  const t = Math.max(yield* now(), sleptUntil ?? -Infinity);
   if (t >= deadline) return yield* atDeadline(state, job, loop);
   const due = open.filter((p) => p.dueAt <= t);
   if (due.length === 0) {
     const nextDue = Math.min(...open.map((p) => p.dueAt));
     yield* sleepUntil(Math.min(nextDue, deadline), state.input);
-    return nextDue < deadline ? again(loop) : yield* atDeadline(state, job, loop);
+    if (nextDue >= deadline) return yield* atDeadline(state, job, loop);
+    const timerFiredIsDue = has(workflowCapabilities(state.input), 'timerFiredIsDue');
+    return again(timerFiredIsDue ? { ...loop, sleptUntil: nextDue } : loop);
   }
   const round = yield* requestRound(state, job, loop, due, t);
   return round.kind === 'deadline' ? yield* atDeadline(state, job, round.loop) : round;
