@@ -21,11 +21,16 @@ export class ClientTier {
   /** The largest `Age` the tier behind sent: proof it served copies it had held. */
   maxAgeSeconds = 0;
 
-  constructor(upstream: Router, clock: Clock, clockSkewSeconds: number) {
+  /**
+   * `maxCacheSeconds`: the TTL of the tier behind, the most max-age it sends (configured as a service
+   * configures it for its routelock; the client's default is the production `local` tier's 60 s).
+   */
+  constructor(upstream: Router, clock: Clock, clockSkewSeconds: number, maxCacheSeconds: number) {
     this.client = new RoutingClient({
       baseUrl: 'http://routing.fleet.invalid/api',
       clock,
       clockSkewSeconds,
+      maxCacheSeconds,
       fetch: (input) => this.serve(upstream, String(input)),
     });
   }

@@ -1,5 +1,13 @@
 import { LRUCache } from 'lru-cache';
 import { API_VERSION_HEADER, SUPPORTED_API_VERSIONS } from './apiVersion';
+import {
+  type BreakerEvent,
+  type BreakerSettings,
+  type BreakerState,
+  CLOSED_BREAKER,
+  breakerVerdict,
+  nextBreaker,
+} from './breaker';
 import { type Clock, systemClock } from './clock';
 import { type ClientSettings, type OutagePolicy, clientSettings } from './clientOptions';
 import {
@@ -19,12 +27,18 @@ import type { Enforcement, LockGrant, Operation, RouteView } from './lock/view';
 
 // The package's public types: everything its functions take or return, importable by a consumer.
 export type { Clock } from './clock';
+export type { BreakerSettings, BreakerState } from './breaker';
 export type { AnyErrorCode, ClientErrorCode, ErrorCode } from './errors';
 export type { Location, Phase, Secondary, SecondaryRole } from './lock/document';
 export type { Enforcement, LockGrant, LockView, Operation, RouteView } from './lock/view';
 export type { ClientSettings, OutagePolicy } from './clientOptions';
 export {
+  DEFAULT_BREAKER_BACKOFF_MS,
+  DEFAULT_BREAKER_FAILURES,
+  DEFAULT_BREAKER_JITTER,
+  DEFAULT_BREAKER_MAX_BACKOFF_MS,
   DEFAULT_CACHE_MAX,
+  DEFAULT_MAX_CACHE_SECONDS,
   DEFAULT_COALESCE_JOIN_MS,
   DEFAULT_INFLIGHT_GRACE_SECONDS,
   DEFAULT_NOT_FOUND_TTL_MS,
@@ -45,7 +59,10 @@ export { API_VERSION, API_VERSION_HEADER, SUPPORTED_API_VERSIONS } from './apiVe
  * max-age − Age from the request, RFC 9111 §4.2.3: this cache is in series with the server's), and a
  * cached view whose lock has started (or is about to, within the skew margin) is always fetched again.
  * Concurrent resolves of one id share one request (shared/core/inflight.ts), a 404 is remembered briefly, a
- * request gives up after `timeoutMs`, and `whenUnreachable` says what happens when no answer comes.
+ * request gives up after `timeoutMs`, and `whenUnreachable` says what happens when no answer comes. After
+ * `breakerFailures` timeouts or connection failures in a row a circuit breaker (shared/core/breaker.ts)
+ * answers at once under that policy instead of sending, until a probe gets an answer. A call may carry
+ * its caller's `signal`; no view is cached longer than `maxCacheSeconds`.
  * `decide(view, op, serving)` turns a view into what the service must do with one operation, and
  * `decisionStatus(decision)` into the HTTP answer the service gives its own caller.
  */
@@ -150,7 +167,43 @@ export interface RoutingClientOptions {
    * stale read is bounded by this long). Default 60,000 ms.
    */
   staleForMs?: number;
+  /**
+   * The most seconds a view is cached, whatever max-age arrives (a proxy between this service and
+   * routelock may rewrite it). Default DEFAULT_MAX_CACHE_SECONDS, 60: the production profile's `local`
+   * tier TTL, the most a production routelock sends; the pre-lock's convergence wait counts that TTL, so
+   * a view held longer could outlive a lock's start. Against a routelock whose serving tier has another
+   * TTL, set it to that TTL (a lower cap costs only requests).
+   */
+  maxCacheSeconds?: number;
+  /**
+   * Timeouts or connection failures in a row (any HTTP answer resets the count) after which the circuit
+   * breaker opens: calls are then refused at once with `RoutingServiceError` code `BreakerOpen` (status
+   * 0, an outage: `whenUnreachable` applies, `decideFor` answers `unavailable`) instead of each waiting
+   * `timeoutMs` on a socket of its own. After the backoff one call probes; its answer closes the
+   * breaker, its failure reopens it for twice the backoff. Default 5; 0: never opens.
+   */
+  breakerFailures?: number;
+  /** The breaker's first backoff. Default 1,000 ms. */
+  breakerBackoffMs?: number;
+  /** The longest backoff, however many reopenings in a row. Default 30,000 ms (at least breakerBackoffMs). */
+  breakerMaxBackoffMs?: number;
+  /**
+   * The share of each backoff taken off at random (0–1), so many clients do not probe in step. Default
+   * 0.5: a backoff lasts between half and all of its nominal length.
+   */
+  breakerJitter?: number;
   fetch?: typeof fetch;
+}
+
+/** Per-call options of `resolve`, `resolveForWrite` and `decideFor`. */
+export interface CallOptions {
+  /**
+   * Aborting it rejects the call at once with `RoutingServiceError` code `Aborted` (status 0, not an
+   * outage: no outage policy applies, `decideFor` throws it). The request is aborted too unless other
+   * calls still wait for it (concurrent resolves of one id share one request). A deadline:
+   * `AbortSignal.timeout(ms)`.
+   */
+  signal?: AbortSignal;
 }
 
 /** A view this client served past its freshness because the routing service could not be reached. */
@@ -238,12 +291,13 @@ export interface RouteResolver {
   /** The declared in-flight grace, in seconds: `withinGrace(resolvedAt, this, now)` before a write commits. */
   readonly inFlightGraceSeconds: number;
   ready(): Promise<ServerInfo>;
-  resolve(id: string): Promise<ResolvedView>;
-  resolveForWrite(id: string): Promise<ResolvedRoute>;
+  resolve(id: string, options?: CallOptions): Promise<ResolvedView>;
+  resolveForWrite(id: string, options?: CallOptions): Promise<ResolvedRoute>;
   decideFor(
     id: string,
     operation: Operation,
     serving: string | Location,
+    options?: CallOptions,
   ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }>;
   forget(id: string): void;
   putRoute(id: string, location: Location): Promise<RouteView>;
@@ -261,6 +315,11 @@ export class RoutingClient implements RouteResolver {
   private readonly timeoutMs: number;
   private readonly notFoundTtlMs: number;
   private readonly staleForMs: number;
+  private readonly maxCacheSeconds: number;
+  private readonly breakerSettings: BreakerSettings;
+  private breaker: BreakerState = CLOSED_BREAKER;
+  /** Each shared route request's own abort, and how many calls still wait for it. */
+  private readonly fetches = new WeakMap<Promise<ResolvedRoute>, SharedFetch>();
   /** The declared in-flight grace, in seconds (`inFlightGraceSeconds`). */
   readonly inFlightGraceSeconds: number;
   /** The join bound in force (`coalesceJoinMs`, lowered to what the grace leaves). */
@@ -282,6 +341,8 @@ export class RoutingClient implements RouteResolver {
     this.coalesceJoinMs = settings.coalesceJoinMs;
     this.notFoundTtlMs = settings.notFoundTtlMs;
     this.staleForMs = settings.staleForMs;
+    this.maxCacheSeconds = settings.maxCacheSeconds;
+    this.breakerSettings = settings.breaker;
     // Least recently used entries go first. Freshness is this client's own check (freshUntil), so
     // lru-cache keeps no TTLs: a get reads no clock, and an expired entry stays for an outage to serve
     // (serveStaleReads) until it is replaced, forgotten or evicted.
@@ -329,27 +390,66 @@ export class RoutingClient implements RouteResolver {
     return this.reads.joined;
   }
 
-  async resolve(id: string): Promise<ResolvedView> {
+  /** The circuit breaker's state (plain data, shared/core/breaker.ts), for metrics and diagnostics. */
+  breakerState(): BreakerState {
+    return this.breaker;
+  }
+
+  async resolve(id: string, options: CallOptions = {}): Promise<ResolvedView> {
     const hit = this.servable(id, this.clock());
     if (hit !== undefined) {
       if (hit instanceof RoutingServiceError) throw hit;
       return hit; // the hot path: no allocation
     }
-    return (await this.reads.run(id, () => this.fetchRoute(id))).view;
+    return (await this.shared(id, options.signal)).view;
   }
 
   /**
    * `resolve`, with `resolvedAt`: what a service that writes needs to keep the in-flight grace
    * (`withinGrace(resolvedAt, client.inFlightGraceSeconds, now)` before it commits the write).
    */
-  async resolveForWrite(id: string): Promise<ResolvedRoute> {
+  async resolveForWrite(id: string, options: CallOptions = {}): Promise<ResolvedRoute> {
     const now = this.clock();
     const hit = this.servable(id, now);
     if (hit !== undefined) {
       if (hit instanceof RoutingServiceError) throw hit;
       return { view: hit, resolvedAt: now };
     }
-    return this.reads.run(id, () => this.fetchRoute(id));
+    return this.shared(id, options.signal);
+  }
+
+  /**
+   * The route request for `id` this call shares (or starts), seen through the caller's `signal`: an abort
+   * rejects this call at once, and aborts the request only when no other call still waits for it (a
+   * call without a signal waits to the end), so one caller's deadline never fails another's resolve.
+   */
+  private shared(id: string, signal: AbortSignal | undefined): Promise<ResolvedRoute> {
+    if (signal?.aborted) return Promise.reject(abortedError(signal));
+    const promise = this.reads.run(id, () => {
+      const controller = new AbortController();
+      const request = this.fetchRoute(id, controller.signal);
+      this.fetches.set(request, { controller, waiters: 0 });
+      return request;
+    });
+    const handle = this.fetches.get(promise) as SharedFetch;
+    handle.waiters += 1;
+    if (signal === undefined) return promise;
+    return new Promise<ResolvedRoute>((resolve, reject) => {
+      const onAbort = (): void => {
+        handle.waiters -= 1;
+        if (handle.waiters === 0) {
+          this.reads.forgetRead(id, promise); // no later call joins a request being aborted
+          handle.controller.abort();
+        }
+        reject(abortedError(signal));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      const done = () => signal.removeEventListener('abort', onAbort);
+      promise.then(
+        (route) => (done(), resolve(route)),
+        (error: unknown) => (done(), reject(error)),
+      );
+    });
   }
 
   /** What the cache may answer at `now` without a request: a fresh view with no started lock, or a 404. */
@@ -370,9 +470,10 @@ export class RoutingClient implements RouteResolver {
     id: string,
     operation: Operation,
     serving: string | Location,
+    options: CallOptions = {},
   ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }> {
     try {
-      const { view, resolvedAt } = await this.resolveForWrite(id);
+      const { view, resolvedAt } = await this.resolveForWrite(id, options);
       return { decision: decide(view, operation, serving), view, resolvedAt };
     } catch (error) {
       if (isNotFound(error)) return { decision: { kind: 'notFound' }, view: null, resolvedAt: null };
@@ -466,12 +567,13 @@ export class RoutingClient implements RouteResolver {
   }
 
   /** One GET of the route (shared by the resolves that join it), its answer cached as its headers allow. */
-  private async fetchRoute(id: string): Promise<ResolvedRoute> {
+  private async fetchRoute(id: string, signal: AbortSignal): Promise<ResolvedRoute> {
     const startedAt = this.clock();
     const forgets = this.forgets.get(id) ?? 0;
     let answer: { body: unknown; headers: Headers };
     try {
-      answer = await this.call('GET', `/routes/${encodeURIComponent(id)}`, undefined, {}, isRouteView);
+      const path = `/routes/${encodeURIComponent(id)}`;
+      answer = await this.call('GET', path, undefined, {}, isRouteView, signal);
     } catch (error) {
       if (isNotFound(error)) {
         if (this.forgottenSince(id, forgets)) throw error;
@@ -495,7 +597,10 @@ export class RoutingClient implements RouteResolver {
     // says (READ_LEAD_HEADER), or, from a server that does not say, by up to its join bound.
     const resolvedAt = startedAt - this.readLeadMs(answer.headers);
     if (this.forgottenSince(id, forgets)) return { view, resolvedAt };
-    const fresh = freshnessSeconds(answer.headers.get('cache-control'), answer.headers.get('age'));
+    const fresh = Math.min(
+      this.maxCacheSeconds,
+      freshnessSeconds(answer.headers.get('cache-control'), answer.headers.get('age')),
+    );
     // Counted from when the request left: the time the answer took is age too (RFC 9111 §4.2.3).
     // A view not to be cached (no-store: its lock has started) is still the newest one an outage could
     // serve reads from: kept with no freshness, under serveStaleReads only.
@@ -549,7 +654,9 @@ export class RoutingClient implements RouteResolver {
     body: unknown,
     options: { idempotencyKey?: string; ifMatch?: string },
     expected: (body: unknown) => boolean,
+    signal?: AbortSignal,
   ): Promise<{ body: unknown; headers: Headers }> {
+    const probe = this.admit(method, path);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.options.functionKey) headers['x-functions-key'] = this.options.functionKey;
@@ -561,7 +668,7 @@ export class RoutingClient implements RouteResolver {
       headers,
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     };
-    const { response, text } = await this.send(method, path, `${this.baseUrl}${path}`, init);
+    const { response, text } = await this.send(method, path, `${this.baseUrl}${path}`, init, probe, signal);
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
@@ -593,18 +700,48 @@ export class RoutingClient implements RouteResolver {
   }
 
   /**
-   * One request, answer body included, within `timeoutMs`. The timer races the fetch as well as aborting
-   * it, so a `fetch` option that ignores its signal cannot hang the caller either.
+   * The breaker's verdict on a call about to be sent: refused (`BreakerOpen`, no request), sent, or sent
+   * as the half-open probe (true).
+   */
+  private admit(method: string, path: string): boolean {
+    const now = this.clock();
+    const verdict = breakerVerdict(this.breaker, now);
+    if (verdict === 'refuse') {
+      const state = this.breaker;
+      const leftMs = state.kind === 'open' ? state.until - now : 0;
+      throw new RoutingServiceError(
+        0,
+        'BreakerOpen',
+        `Routing service unreachable: ${method} ${path} not sent, the client's breaker is open after ${this.breakerSettings.failures} timeouts or connection failures in a row${state.kind === 'halfOpen' ? ' (a probe is out)' : ` (for ${leftMs} ms more)`}`,
+        Math.max(1, Math.ceil(leftMs / 1000)),
+      );
+    }
+    this.breaker = nextBreaker(this.breaker, { kind: 'request' }, now, this.breakerSettings);
+    return verdict === 'probe';
+  }
+
+  private report(event: BreakerEvent): void {
+    this.breaker = nextBreaker(this.breaker, event, this.clock(), this.breakerSettings);
+  }
+
+  /**
+   * One request, answer body included, within `timeoutMs`, and within the caller's `signal`. The timer
+   * races the fetch as well as aborting it, so a `fetch` option that ignores its signal cannot hang the
+   * caller either. Its outcome goes to the breaker: an answer is a success, a timeout or a failed
+   * connection a failure; a caller's abort or a failed access token says nothing of the host.
    */
   private async send(
     method: string,
     path: string,
     url: string,
     init: RequestInit,
+    probe: boolean,
+    signal?: AbortSignal,
   ): Promise<{ response: Response; text: string }> {
     const controller = new AbortController();
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
+    let onAbort: (() => void) | undefined;
+    const cut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         controller.abort();
         reject(
@@ -616,17 +753,30 @@ export class RoutingClient implements RouteResolver {
           ),
         );
       }, this.timeoutMs);
+      onAbort = () => {
+        controller.abort();
+        reject(abortedError(signal as AbortSignal));
+      };
+      if (signal?.aborted) onAbort();
+      else signal?.addEventListener('abort', onAbort, { once: true });
     });
+    let sent = false;
     const exchange = (async () => {
       // The token inside the deadline too: a hung credential (a slow metadata endpoint) must not hang us.
       const headers = { ...(init.headers as Record<string, string>) };
       if (this.options.accessToken) headers.authorization = `Bearer ${await this.accessToken()}`;
+      sent = true;
       const response = await this.fetchImpl(url, { ...init, headers, signal: controller.signal });
       return { response, text: await response.text() };
     })();
     try {
-      return await Promise.race([exchange, timedOut]);
+      const answer = await Promise.race([exchange, cut]);
+      this.report({ kind: 'success' });
+      return answer;
     } catch (error) {
+      const aborted = error instanceof RoutingServiceError && error.code === 'Aborted';
+      if (aborted || !sent) this.report({ kind: 'abandoned', probe });
+      else this.report({ kind: 'failure', probe, jitter: Math.random() });
       if (error instanceof RoutingServiceError) throw error;
       throw new RoutingServiceError(
         0,
@@ -636,8 +786,26 @@ export class RoutingClient implements RouteResolver {
       );
     } finally {
       clearTimeout(timer);
+      if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
     }
   }
+}
+
+/** A route request shared by concurrent resolves: its own abort, and the calls still waiting for it. */
+interface SharedFetch {
+  controller: AbortController;
+  waiters: number;
+}
+
+/** The error of a call its caller's signal aborted (the signal's reason as its cause). */
+function abortedError(signal: AbortSignal): RoutingServiceError {
+  const error = new RoutingServiceError(
+    0,
+    'Aborted',
+    `The call to the routing service was aborted by its caller${signal.reason instanceof Error ? `: ${signal.reason.message}` : ''}`,
+    undefined,
+  );
+  return Object.assign(error, { cause: signal.reason as unknown });
 }
 
 /**
@@ -675,12 +843,17 @@ function isNotFound(error: unknown): error is RoutingServiceError {
 }
 
 /**
- * No answer, a server failure (500), a gateway's stand-in for one (502, 503, 504), or throttling (429):
+ * No answer (the breaker's refusal included), a server failure (500), a gateway's stand-in for one (502,
+ * 503, 504), or throttling (429):
  * what `whenUnreachable` is about. None says anything of the route, so the service decides as when
  * routelock is down.
  */
 function isOutage(error: unknown): error is RoutingServiceError {
-  return error instanceof RoutingServiceError && [0, 429, 500, 502, 503, 504].includes(error.status);
+  return (
+    error instanceof RoutingServiceError &&
+    [0, 429, 500, 502, 503, 504].includes(error.status) &&
+    error.code !== 'Aborted' // the caller's own choice: it says nothing of routelock
+  );
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { BreakerSettings } from './breaker';
 import { COALESCE_GRACE_SHARE } from './inflight';
 import { DEFAULT_CLOCK_SKEW_SECONDS } from './lock/state';
 import { profiles } from './profiles';
@@ -23,6 +24,26 @@ export const DEFAULT_NOT_FOUND_TTL_MS = 1_000;
 export const DEFAULT_STALE_FOR_MS = 60_000;
 /** `cacheMax`'s default. */
 export const DEFAULT_CACHE_MAX = 10_000;
+/**
+ * `maxCacheSeconds`'s default: the production profile's `local` tier TTL (60 s), the most max-age a
+ * production routelock ever sends (shared/core/lock/view.ts cacheControl). The pre-lock's convergence
+ * wait counts that TTL once, so a longer max-age (a proxy that rewrites it) would let a view outlive a
+ * lock's start; a shorter cap costs only requests.
+ */
+export const DEFAULT_MAX_CACHE_SECONDS = Number(
+  /(?:^|,)local=(\d+)/.exec(profiles.production.ROUTELOCK_CACHE_TIERS)?.[1] ?? 60,
+);
+/**
+ * `breakerFailures`'s default: one lost connection or slow answer is not an outage, five in a row are
+ * (with ten concurrent workers, the first wave of timeouts against a hung host).
+ */
+export const DEFAULT_BREAKER_FAILURES = 5;
+/** `breakerBackoffMs`'s default: the first open period, half a default timeout. */
+export const DEFAULT_BREAKER_BACKOFF_MS = 1_000;
+/** `breakerMaxBackoffMs`'s default: a routelock back after a restart is found within half a minute. */
+export const DEFAULT_BREAKER_MAX_BACKOFF_MS = 30_000;
+/** `breakerJitter`'s default: a backoff is between half and all of its nominal length. */
+export const DEFAULT_BREAKER_JITTER = 0.5;
 
 /** The outage policies `whenUnreachable` accepts. */
 export const OUTAGE_POLICIES = ['fail', 'serveStaleReads'] as const;
@@ -67,6 +88,11 @@ const KNOWN = new Set([
   'notFoundTtlMs',
   'whenUnreachable',
   'staleForMs',
+  'maxCacheSeconds',
+  'breakerFailures',
+  'breakerBackoffMs',
+  'breakerMaxBackoffMs',
+  'breakerJitter',
   'fetch',
 ]);
 
@@ -83,25 +109,56 @@ export interface ClientSettings {
   whenUnreachable: OutagePolicy;
   /** 0 unless `whenUnreachable` is `serveStaleReads`. */
   staleForMs: number;
+  maxCacheSeconds: number;
+  breaker: BreakerSettings;
 }
 
-type Rule = 'atLeastZero' | 'aboveZero' | 'wholeAboveZero';
+type Rule = 'atLeastZero' | 'aboveZero' | 'wholeAboveZero' | 'wholeAtLeastZero' | 'fraction';
 const ruleText: Record<Rule, string> = {
   atLeastZero: 'must be a finite number ≥ 0',
   aboveZero: 'must be a finite number > 0',
   wholeAboveZero: 'must be a whole number ≥ 1',
+  wholeAtLeastZero: 'must be a whole number ≥ 0',
+  fraction: 'must be a number from 0 to 1',
 };
+
+function obeys(value: number, rule: Rule): boolean {
+  if (rule === 'aboveZero') return value > 0;
+  if (rule === 'wholeAboveZero') return value >= 1 && Number.isInteger(value);
+  if (rule === 'wholeAtLeastZero') return value >= 0 && Number.isInteger(value);
+  if (rule === 'fraction') return value >= 0 && value <= 1;
+  return value >= 0;
+}
 
 function numberOption(options: Record<string, unknown>, name: string, rule: Rule, fallback: number): number {
   const value = options[name];
   if (value === undefined) return fallback;
-  const ok =
-    typeof value === 'number' &&
-    Number.isFinite(value) &&
-    (rule === 'atLeastZero' ? value >= 0 : value > 0) &&
-    (rule !== 'wholeAboveZero' || Number.isInteger(value));
+  const ok = typeof value === 'number' && Number.isFinite(value) && obeys(value, rule);
   if (!ok) throw new RoutingClientOptionError(name, value, ruleText[rule]);
   return value;
+}
+
+/** The breaker's options; a cap below the first backoff is refused (it would silently replace it). */
+function breakerOptions(options: Record<string, unknown>): BreakerSettings {
+  const backoffMs = numberOption(options, 'breakerBackoffMs', 'aboveZero', DEFAULT_BREAKER_BACKOFF_MS);
+  const maxBackoffMs = numberOption(
+    options,
+    'breakerMaxBackoffMs',
+    'aboveZero',
+    Math.max(backoffMs, DEFAULT_BREAKER_MAX_BACKOFF_MS),
+  );
+  if (maxBackoffMs < backoffMs)
+    throw new RoutingClientOptionError(
+      'breakerMaxBackoffMs',
+      maxBackoffMs,
+      `must be at least breakerBackoffMs (${backoffMs} ms)`,
+    );
+  return {
+    failures: numberOption(options, 'breakerFailures', 'wholeAtLeastZero', DEFAULT_BREAKER_FAILURES),
+    backoffMs,
+    maxBackoffMs,
+    jitter: numberOption(options, 'breakerJitter', 'fraction', DEFAULT_BREAKER_JITTER),
+  };
 }
 
 function baseUrlOption(value: unknown): string {
@@ -189,5 +246,7 @@ export function clientSettings(given: object): ClientSettings {
     notFoundTtlMs: numberOption(options, 'notFoundTtlMs', 'atLeastZero', DEFAULT_NOT_FOUND_TTL_MS),
     whenUnreachable,
     staleForMs: whenUnreachable === 'serveStaleReads' ? staleForMs : 0,
+    maxCacheSeconds: numberOption(options, 'maxCacheSeconds', 'atLeastZero', DEFAULT_MAX_CACHE_SECONDS),
+    breaker: breakerOptions(options),
   };
 }

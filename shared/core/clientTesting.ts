@@ -1,5 +1,6 @@
 import { API_VERSION, API_VERSION_HEADER } from './apiVersion';
 import {
+  type CallOptions,
   type Decision,
   type ResolvedRoute,
   type ResolvedView,
@@ -151,6 +152,10 @@ export class TestRoutingClient implements RouteResolver {
     const { retryAfterMaxSeconds, cacheTtlSeconds, ...client } = options;
     this.clock = options.clock ?? Date.now;
     this.client = new RoutingClient({
+      // A test puts states one after another: a breaker left open by an `unreachable` state would refuse
+      // the next state's calls. And the cache honours the double's own TTL, which a test may raise.
+      breakerFailures: 0,
+      maxCacheSeconds: cacheTtlSeconds ?? productionLocalTtl,
       ...client,
       baseUrl: BASE_URL,
       fetch: (url, init) => this.answer(url, init),
@@ -186,23 +191,24 @@ export class TestRoutingClient implements RouteResolver {
     return this.client.ready();
   }
 
-  async resolve(id: string): Promise<ResolvedView> {
+  async resolve(id: string, options: CallOptions = {}): Promise<ResolvedView> {
     await this.primes.get(id);
-    return this.client.resolve(id);
+    return this.client.resolve(id, options);
   }
 
-  async resolveForWrite(id: string): Promise<ResolvedRoute> {
+  async resolveForWrite(id: string, options: CallOptions = {}): Promise<ResolvedRoute> {
     await this.primes.get(id);
-    return this.client.resolveForWrite(id);
+    return this.client.resolveForWrite(id, options);
   }
 
   async decideFor(
     id: string,
     operation: Operation,
     serving: string | Location,
+    options: CallOptions = {},
   ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }> {
     await this.primes.get(id);
-    return this.client.decideFor(id, operation, serving);
+    return this.client.decideFor(id, operation, serving, options);
   }
 
   forget(id: string): void {

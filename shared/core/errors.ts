@@ -269,6 +269,28 @@ const errorKinds = {
     retriable: false,
     title: 'The base URL does not reach a routelock API',
   },
+  /**
+   * RoutingClient: its circuit breaker is open after consecutive timeouts or connection failures, so the
+   * request was refused without being sent (status 0, an outage like `Unreachable`); `Retry-After` is the
+   * time left of the backoff. A service that passes it on answers 503.
+   */
+  BreakerOpen: {
+    raisedBy: 'client',
+    status: 503,
+    retriable: true,
+    retryAfter: 'whenKnown',
+    title: 'The routing service is unreachable: the client stopped calling it for a while',
+  },
+  /**
+   * RoutingClient: the caller's `signal` aborted the call (its own deadline, or its own caller gone). Not
+   * an outage: no outage policy applies, and `decideFor` throws it.
+   */
+  Aborted: {
+    raisedBy: 'client',
+    status: 503,
+    retriable: true,
+    title: 'The call to the routing service was aborted by its caller',
+  },
   /** RoutingClient `ready()`: the server reports an API version this client does not support, or none. */
   IncompatibleServer: {
     raisedBy: 'client',

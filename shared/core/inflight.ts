@@ -94,6 +94,14 @@ export class SharedReads<K, V> {
     this.inFlight.delete(key);
   }
 
+  /**
+   * `forget(key)`, but only while the read in flight is `promise`'s: a caller dropping a read it started
+   * must not drop a newer one that replaced it.
+   */
+  forgetRead(key: K, promise: Promise<V>): void {
+    if (this.inFlight.get(key)?.promise === promise) this.inFlight.delete(key);
+  }
+
   get size(): number {
     return this.inFlight.size;
   }

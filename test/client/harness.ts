@@ -111,7 +111,8 @@ export class Front {
 
 /**
  * A node:http server that answers every request with `answer()` (and counts what it was asked): `body`
- * as JSON, or `raw` as it is (an HTML page, broken JSON).
+ * as JSON, or `raw` as it is (an HTML page, broken JSON), once `delay(req)` settles (one that never
+ * does is a hung host).
  */
 export async function scriptedServer(
   answer: (req: IncomingMessage) => {
@@ -120,12 +121,12 @@ export async function scriptedServer(
     body?: unknown;
     raw?: string;
   },
-  delay: () => Promise<void> = () => Promise.resolve(),
+  delay: (req: IncomingMessage) => Promise<void> = () => Promise.resolve(),
 ): Promise<{ api: string; requests: () => number; close: () => Promise<void> }> {
   let requests = 0;
   const server = createServer((req, res) => {
     requests += 1;
-    void delay().then(() => {
+    void delay(req).then(() => {
       const { status, headers = {}, body, raw } = answer(req);
       res
         .writeHead(status, { 'content-type': 'application/json', ...headers })

@@ -77,6 +77,18 @@ const bad: [string, Record<string, unknown>, string, unknown, RegExp][] = [
   ['a clock that is a number', { baseUrl, clock: 0 }, 'clock', 0, /a function/],
   ['a fetch that is not a function', { baseUrl, fetch: {} }, 'fetch', {}, /a function/],
   ['a misspelt option', { baseUrl, timeoutMS: 500 }, 'timeoutMS', 500, /is not a RoutingClient option/],
+  ['a negative cache cap', { baseUrl, maxCacheSeconds: -1 }, 'maxCacheSeconds', -1, /finite number ≥ 0/],
+  ['breakerFailures 2.5', { baseUrl, breakerFailures: 2.5 }, 'breakerFailures', 2.5, /whole number ≥ 0/],
+  ['breakerFailures -1', { baseUrl, breakerFailures: -1 }, 'breakerFailures', -1, /whole number ≥ 0/],
+  ['breakerBackoffMs 0', { baseUrl, breakerBackoffMs: 0 }, 'breakerBackoffMs', 0, /finite number > 0/],
+  [
+    'a backoff cap below the first backoff',
+    { baseUrl, breakerBackoffMs: 5_000, breakerMaxBackoffMs: 1_000 },
+    'breakerMaxBackoffMs',
+    1_000,
+    /at least breakerBackoffMs \(5000 ms\)/,
+  ],
+  ['breakerJitter 1.5', { baseUrl, breakerJitter: 1.5 }, 'breakerJitter', 1.5, /from 0 to 1/],
 ];
 
 test.each(bad)(
@@ -111,6 +123,9 @@ test('good options build a client, defaults applied; the bounds themselves are a
     { baseUrl, timeoutMs: 1, cacheMax: 1 },
     { baseUrl, coalesceJoinMs: 450 }, // with the server's 50 ms: exactly a tenth of 5 s
     { baseUrl, functionKey: 'k', accessToken: async () => 't', clock: () => 0, fetch },
+    { baseUrl, maxCacheSeconds: 0, breakerFailures: 0, breakerJitter: 0 },
+    { baseUrl, breakerBackoffMs: 60_000 }, // the default cap rises to the first backoff
+    { baseUrl, breakerFailures: 1, breakerBackoffMs: 10, breakerMaxBackoffMs: 10, breakerJitter: 1 },
   ];
   for (const options of good) expect(refusal(options)).toBe('built');
   const client = new RoutingClient({ baseUrl });

@@ -77,7 +77,12 @@ export function createServices(env: FleetEnv, store: LocationStore) {
           : {}),
       });
     });
-    const client = new ClientTier(routers[behindTier] as Router, serviceClock, ruleTiming.clockSkewSeconds);
+    const client = new ClientTier(
+      routers[behindTier] as Router,
+      serviceClock,
+      ruleTiming.clockSkewSeconds,
+      edge,
+    );
     services.set(locationKey(location), {
       location,
       serves: declaredLocation(location),
