@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { poll } from '../support/poll';
 import { scratchDir } from '../support/scratch';
+import { freePort } from '../../testkit/freePort';
+
+export { freePort };
 
 /**
  * `npm run start:functions` on free ports in a temporary directory, for the suites of test/functionsHost:
@@ -13,17 +15,6 @@ import { scratchDir } from '../support/scratch';
  */
 
 const root = join(__dirname, '../..');
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 export interface Launched {
   child: ChildProcess;
