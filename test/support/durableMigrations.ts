@@ -91,7 +91,7 @@ export interface InputVersion {
 }
 
 /**
- * Version 5: participants called by the `callParticipant`
+ * Inputs of workflow version 5, their participants called by the `callParticipant`
  * activity, one request each, polled by the workflow on durable timers. The activity's own HTTP
  * (timeout, Location, token) is tested against a real server in participantProtocol.test.ts; here it
  * answers from the scripted participants at the harness's virtual time, a reply slower than the
@@ -128,8 +128,8 @@ export const V5: InputVersion = {
 };
 
 /**
- * Version 6 (`timerFiredIsDue`, workflow/capabilities.ts): the participants connected as in version 5;
- * a copy loop woken by its timer takes the instant it slept until as reached.
+ * Inputs of workflow version 6, which has `timerFiredIsDue` (workflow/capabilities.ts): the participants
+ * connected as for version 5; a copy loop woken by its timer takes the instant it slept until as reached.
  */
 export const V6: InputVersion = {
   ...V5,
