@@ -13,7 +13,7 @@ import {
 import type { Participant } from './participants';
 import { DEFAULT_RECONCILE_GRACE_SECONDS, retryHorizonSeconds } from './telemetry/changeFeedRetry';
 import { worstCaseAttemptActions } from './workflow/bound';
-import { MAX_ORCHESTRATION_ACTIONS, renewEveryMs } from './workflow/copy';
+import { MAX_ORCHESTRATION_ACTIONS, TIMER_EARLY_SECONDS, renewEveryMs } from './workflow/copy';
 
 /**
  * The migration layer's part of the configuration (docs/design.md §3): the migration's attempts and
@@ -269,7 +269,10 @@ const participantTimingShape = {
     // default: DEFAULT_PARTICIPANT_TIMEOUT_SECONDS, or less when the lock renewals come sooner (below)
     .optional(),
   ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS: seconds(1).default(DEFAULT_PARTICIPANT_POLL_MIN_SECONDS),
-  ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: seconds(1).default(DEFAULT_PARTICIPANT_POLL_MAX_SECONDS),
+  // above the engine's early timer wake (TIMER_EARLY_SECONDS), or polls at the cap would have no floor
+  ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: seconds(TIMER_EARLY_SECONDS + 1).default(
+    DEFAULT_PARTICIPANT_POLL_MAX_SECONDS,
+  ),
 };
 
 /** The participants, the probe, the sweep and the reconciliation (no profile default). */
