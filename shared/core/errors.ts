@@ -116,7 +116,7 @@ const errorKinds = {
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
   /**
    * A mutation of a document whose `schemaVersion` is newer than this library knows: writing it would
-   * drop fields it does not understand. Reads of it still route and enforce (docs/design.md §2.8).
+   * drop fields it does not understand. Reads of it still route and enforce (design §2.8).
    */
   UnsupportedSchemaVersion: {
     raisedBy: 'library',
@@ -211,7 +211,7 @@ const errorKinds = {
   },
   /**
    * The embedded host: a browser sent the request from another site (Sec-Fetch-Site or Origin), a
-   * request no page may make of a host that checks no keys (docs/design.md §9.6).
+   * request no page may make of a host that checks no keys (design §9.6).
    */
   CrossSiteRequest: {
     raisedBy: 'http',
