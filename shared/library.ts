@@ -64,6 +64,8 @@ export type { Decision, DecisionStatus } from './core/client';
 export { recordDecision, decisionMetric } from './migration/telemetry/decisions';
 export type { DecisionContext } from './migration/telemetry/decisions';
 export { RouteLockError, isRouteLockError, errorKind, errorCodes, problemCodes } from './core/errors';
+// What `@routelock/library/sqlite` throws when better-sqlite3 is not installed.
+export { MissingDependencyError } from './core/optionalDependency';
 export type { ErrorCode, ErrorKind, AnyErrorCode, ProblemCode } from './core/errors';
 export { ConfigError, parseConfig } from './config';
 export type { Config, StoreConfig, TimingConfig, CacheTier, RegionsConfig } from './config';

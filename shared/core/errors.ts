@@ -369,6 +369,14 @@ export class RouteLockError extends Error {
     this.resourceId = options.resourceId;
   }
 
+  /**
+   * The HTTP status of its problem answer, from the error table (`ReadOnlyRouter` 403, `NotFound` 404): what
+   * routelock's API answers with it, and what a service linking the library answers its own caller.
+   */
+  get status(): number {
+    return errorKinds[this.code].status;
+  }
+
   /** Whether a retry policy may retry it (see ErrorKind.retriable). */
   get retriable(): boolean {
     return errorKinds[this.code].retriable;
