@@ -117,6 +117,8 @@ export interface ScratchInstall {
   deps: readonly string[];
   /** The project's own dependencies, at these ranges (an optional peer it chose to install). */
   dependencies?: Record<string, string>;
+  /** More `npm install` flags (`--omit=optional`). */
+  npmArgs?: readonly string[];
 }
 
 /** A scratch project with `deps` copied in and `tarballs` installed offline, from an empty cache. */
@@ -135,7 +137,15 @@ export function scratchProject(root: string, lock: Lock, install: ScratchInstall
   prelink(root, lock, project, install.deps);
   npmIn(
     project,
-    ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', ...install.tarballs],
+    [
+      'install',
+      '--offline',
+      '--no-audit',
+      '--no-fund',
+      '--ignore-scripts',
+      ...(install.npmArgs ?? []),
+      ...install.tarballs,
+    ],
     join(install.temp, 'npm-cache'),
   );
   return project;
