@@ -3,8 +3,8 @@
  *
  * - its version is the one its CHANGELOG ships: the template's version has a dated section
  *   (`## 0.1.0 (2026-12-01)`), the newest one; entries under `## Unreleased` above it make the build stamp
- *   a prerelease (`0.1.1-unreleased`), so a tarball never carries a released version with changes that
- *   release does not list;
+ *   a prerelease (`0.1.1-unreleased`; a package not yet released, `0.1.0-unreleased`), so a tarball never
+ *   carries a released version with changes that release does not list;
  * - the comments it ships name no file it does not ship (a repo path such as `docs/design.md` or
  *   `shared/core/client.ts` means nothing in a service's node_modules).
  *
@@ -49,7 +49,8 @@ function sectionsOf(changelog: string): Section[] {
  * The version a package built from `template` (its package.json version) and `changelog` ships: the
  * template's version when the CHANGELOG's newest section is that release; the next patch's prerelease
  * (`X.Y.(Z+1)-unreleased`, after X.Y.Z and before whatever is released next) when `## Unreleased` above it
- * has entries. Throws `ChangelogVersion` for a heading that is neither, a release without a date, a
+ * has entries; `X.Y.Z-unreleased` for a package with entries under `## Unreleased` and no release yet (its
+ * first release, X.Y.Z, in the making). Throws `ChangelogVersion` for a heading that is neither, a release without a date, a
  * template version the CHANGELOG does not list or that is not its newest, or `Unreleased` below a release.
  */
 export function shippedVersion(name: string, templateVersion: string, changelog: string): string {
@@ -63,6 +64,9 @@ export function shippedVersion(name: string, templateVersion: string, changelog:
   const releases = sections.filter((s) => s.heading !== '## Unreleased');
   const newest = releases[0];
   const match = newest ? releaseHeading.exec(newest.heading) : null;
+  const pending = sections[0]?.heading === '## Unreleased' && (sections[0] as Section).entries > 0;
+  // A package never released yet: its template's version is its first release, still in the making.
+  if (!match && pending) return `${templateVersion}-${unreleasedTag}`;
   if (!match) return refuse(`package.json says ${templateVersion}, and CHANGELOG.md has no release section`);
   const [, major, minor, patch] = match;
   const released = `${major}.${minor}.${patch}`;
@@ -71,11 +75,9 @@ export function shippedVersion(name: string, templateVersion: string, changelog:
       `package.json says ${templateVersion}, but CHANGELOG.md's newest release is ${released}: ` +
         `make them the same version`,
     );
-  const unreleased = sections.findIndex((s) => s.heading === '## Unreleased');
-  if (unreleased > 0) refuse('"## Unreleased" must be the first section, above every release');
-  if (unreleased === 0 && (sections[0] as Section).entries > 0)
-    return `${major}.${minor}.${Number(patch) + 1}-${unreleasedTag}`;
-  return templateVersion;
+  if (sections.findIndex((s) => s.heading === '## Unreleased') > 0)
+    refuse('"## Unreleased" must be the first section, above every release');
+  return pending ? `${major}.${minor}.${Number(patch) + 1}-${unreleasedTag}` : templateVersion;
 }
 
 /** The comments of a JavaScript or declaration file, each with its 1-based line. */

@@ -74,6 +74,8 @@ describe('the version a tarball carries is its CHANGELOG', () => {
     expect(shippedVersion('p', '0.2.0', changelog('## Unreleased\n\n- Three.', released, first))).toBe(
       '0.2.1-unreleased',
     );
+    // a package not released yet: its first release in the making
+    expect(shippedVersion('p', '0.1.0', changelog('## Unreleased\n\n- First.'))).toBe('0.1.0-unreleased');
   });
 
   test.each([
@@ -89,7 +91,7 @@ describe('the version a tarball carries is its CHANGELOG', () => {
       changelog('## 0.2.0 (2026-12-07)\n\n- Two.', '## 0.1.0 (2026-12-01)\n\n- One.'),
       /newest release is 0\.2\.0/,
     ],
-    ['no release at all', '0.1.0', changelog('## Unreleased\n\n- One.'), /no release section/],
+    ['no release and nothing unreleased', '0.1.0', changelog('## Unreleased'), /no release section/],
     ['an undated release', '0.1.0', changelog('## 0.1.0\n\n- One.'), /neither/],
     [
       'Unreleased below a release',
