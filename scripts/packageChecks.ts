@@ -117,7 +117,8 @@ export function missingPaths(
   exists: (path: string) => boolean,
 ): { path: string; index: number }[] {
   const text = comment.replace(/\bhttps?:\/\/\S+/g, (url) => ' '.repeat(url.length));
-  const tokens = [...text.matchAll(/(?<![\w@/.-])[\w.-]+(?:\/[\w.-]*)*/g)].map((m) => ({
+  // Not followed by `(`: `express.json()` is a call, not a file.
+  const tokens = [...text.matchAll(/(?<![\w@/.-])[\w.-]+(?:\/[\w.-]*)*(?![\w/(-])/g)].map((m) => ({
     path: m[0].replace(/\.+$/, ''),
     index: m.index,
   }));

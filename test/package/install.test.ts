@@ -138,7 +138,7 @@ describe('shipped comments name only files the package has', () => {
     ).toEqual(['docs/design.md', 'shared/core/client.ts', 'breaker.ts', 'test/x.test.ts']);
     expect(
       missingPaths(
-        '// https://example.com/docs/design.md, @routelock/client/testing, read/write, Node.js, core/inflight',
+        '// https://example.com/docs/design.md, @routelock/client/testing, read/write, Node.js, core/inflight, express.json()',
         repoEntries,
         nothing,
       ),
