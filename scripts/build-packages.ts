@@ -13,7 +13,9 @@
  * `exports` map's `import` condition); the committed template's package.json gets its dependency
  * ranges from the root package.json (one home for versions). The build fails when the JavaScript a
  * package ships requires a module its package.json does not declare (a dependency or a peer): the
- * client cannot start pulling zod, @azure/* or better-sqlite3 in unnoticed.
+ * client cannot start pulling zod, @azure/* or better-sqlite3 in unnoticed. It also fails when the
+ * version is not the one the package's CHANGELOG ships, or a shipped comment names a file the package does
+ * not have (scripts/packageChecks.ts).
  *
  * Usage: node -r ./scripts/ts-register.js scripts/build-packages.ts [outDir] [--pack]
  * (default outDir .deploy/packages; --pack also runs `npm pack` into it).
