@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { runCampaign } from './campaign';
 import { runGrowth } from './growth';
 import { runHttp } from './http';
+import { runInstallSize } from './installSize';
 import { type Machine, machine, writeResult } from './lib';
 import { runMigration } from './migration';
 import { runReadPath } from './readPath';
@@ -98,6 +99,8 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
       deltaMs: 100,
       staggerMs: 150,
     }),
+  // Sizes, not speed: the same at every size (--tiny measures the client alone, to stay short).
+  'install-size': () => runInstallSize(tiny ? { folders: ['client'] } : {}),
 };
 
 async function main(): Promise<void> {

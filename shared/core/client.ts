@@ -52,22 +52,22 @@ export { API_VERSION, API_VERSION_HEADER, SUPPORTED_API_VERSIONS } from './apiVe
 
 /**
  * RoutingClient: what a resource-owning service links to resolve routes over HTTP and obey them
- * (docs/design.md §5.4–§5.6).
+ * (design §5.4–§5.6).
  *
- * `resolve(id)` keeps an in-process cache (lru-cache) that follows the read path of docs/design.md §5: it
+ * `resolve(id)` keeps an in-process cache (lru-cache) that follows the read path of design §5: it
  * honours the server's Cache-Control (`no-store`, `max-age`) and `Age` (a view stays fresh for
  * max-age − Age from the request, RFC 9111 §4.2.3: this cache is in series with the server's), and a
  * cached view whose lock has started (or is about to, within the skew margin) is always fetched again.
- * Concurrent resolves of one id share one request (shared/core/inflight.ts), a 404 is remembered briefly, a
+ * Concurrent resolves of one id share one request (core/inflight), a 404 is remembered briefly, a
  * request gives up after `timeoutMs`, and `whenUnreachable` says what happens when no answer comes. After
- * `breakerFailures` timeouts or connection failures in a row a circuit breaker (shared/core/breaker.ts)
+ * `breakerFailures` timeouts or connection failures in a row a circuit breaker (core/breaker)
  * answers at once under that policy instead of sending, until a probe gets an answer. A call may carry
  * its caller's `signal`; no view is cached longer than `maxCacheSeconds`.
  * `decide(view, op, serving)` turns a view into what the service must do with one operation, and
  * `decisionStatus(decision)` into the HTTP answer the service gives its own caller.
  */
 
-/** What a service must do with one operation (docs/design.md §5.5; the HTTP answer: `decisionStatus`). */
+/** What a service must do with one operation (design §5.5; the HTTP answer: `decisionStatus`). */
 export type Decision =
   | { kind: 'allow' }
   /** A delete while the hard-delete lock is in force: record a tombstone instead of removing the item. */
@@ -121,15 +121,15 @@ export interface RoutingClientOptions {
   timeoutMs?: number;
   /**
    * The server's ROUTELOCK_INFLIGHT_GRACE_SECONDS: the most a request may take from resolving its route
-   * to landing its write (docs/design.md §6.3). Bounds the join bounds; `withinGrace` takes it too.
+   * to landing its write (design §6.3). Bounds the join bounds; `withinGrace` takes it too.
    * Default: the production profile's, DEFAULT_INFLIGHT_GRACE_SECONDS (5 s).
    */
   inFlightGraceSeconds?: number;
   /**
    * How long after a request for an id left a concurrent resolve of that id may still share it instead
-   * of sending its own (shared/core/inflight.ts's join bound). A joined answer is as old as the request it
+   * of sending its own (core/inflight's join bound). A joined answer is as old as the request it
    * joined, so its `resolvedAt` is that request's and the bound is spent from the grace exactly like the
-   * request's own time (docs/design.md §5.4). This join and the server's (`serverCoalesceJoinMs`)
+   * request's own time (design §5.4). This join and the server's (`serverCoalesceJoinMs`)
    * together may take at most a tenth of the grace (the server's own rule, timingInequalities' fifth): more
    * is refused. Default 50 ms (1 % of the production grace; a burst of concurrent requests arrives within
    * a few ms), lowered to what the grace leaves. A view whose lock has started is never served from the
@@ -264,7 +264,7 @@ type CacheEntry =
     }
   | { kind: 'notFound'; fetchedAt: number; freshUntil: number; error: RoutingServiceError };
 
-/** A stale view's enforcement: reads only (docs/design.md §5.4, "when routelock is unreachable"). */
+/** A stale view's enforcement: reads only (design §5.4, "when routelock is unreachable"). */
 const STALE_ENFORCEMENT: Enforcement = Object.freeze({
   read: 'allow',
   write: 'deny',
@@ -390,7 +390,7 @@ export class RoutingClient implements RouteResolver {
     return this.reads.joined;
   }
 
-  /** The circuit breaker's state (plain data, shared/core/breaker.ts), for metrics and diagnostics. */
+  /** The circuit breaker's state (plain data, core/breaker), for metrics and diagnostics. */
   breakerState(): BreakerState {
     return this.breaker;
   }
@@ -859,7 +859,7 @@ function isOutage(error: unknown): error is RoutingServiceError {
 /**
  * Whether a write whose route was resolved at `resolvedAt` (`ResolvedRoute.resolvedAt`) may still be
  * committed at `now`: not if the route is older than the in-flight grace, for the copies of a lock that
- * committed just after the resolve start that long after the lock (docs/design.md §6.3) and would miss
+ * committed just after the resolve start that long after the lock (design §6.3) and would miss
  * it. Both instants are this service's clock: only their difference counts, so clock skew does not.
  */
 export function withinGrace(resolvedAt: number, graceSeconds: number, now: number): boolean {
@@ -932,7 +932,7 @@ export function decide(
   return { kind: 'deny', retryAfterSeconds: e.retryAfterSeconds ?? 1 };
 }
 
-/** The HTTP answer a service gives its own caller for a decision (docs/design.md §5.5's table). */
+/** The HTTP answer a service gives its own caller for a decision (design §5.5's table). */
 export interface DecisionStatus {
   /** Whether the service performs the operation: as asked (`allow`) or as a tombstone (`tombstone`). */
   proceed: boolean;
@@ -943,14 +943,14 @@ export interface DecisionStatus {
   status: number;
   /** Headers to send with it: `Retry-After` (423, 503), `Location` (307). */
   headers: Readonly<Record<string, string>>;
-  /** For a refusal, the problem code (shared/core/errors.ts) to put in its RFC 9457 body. */
+  /** For a refusal, the problem code (core/errors) to put in its RFC 9457 body. */
   code?: AnyErrorCode;
   /** For `notHere`: where the data lives (put it in the problem body; a 421 has no Location header). */
   location?: Location;
 }
 
 /**
- * The HTTP answer for `decision`, statuses from the one error table (shared/core/errors.ts):
+ * The HTTP answer for `decision`, statuses from the one error table (core/errors):
  * - `allow` → proceed (200, or the operation's own success status);
  * - `tombstone` → proceed, recording a tombstone; 204, as any delete: the item is gone for every reader at
  *   once (the tombstone hides it, and the delta copy carries it to the target). 202 would tell the caller

@@ -10,13 +10,13 @@ import { profiles } from './profiles';
  * negative skew margin serving a started lock from the cache).
  */
 
-/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (shared/core/profiles.ts). */
+/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (core/profiles). */
 export const DEFAULT_INFLIGHT_GRACE_SECONDS = Number(profiles.production.ROUTELOCK_INFLIGHT_GRACE_SECONDS);
 /** `timeoutMs`'s default. */
 export const DEFAULT_TIMEOUT_MS = 2_000;
 /** `coalesceJoinMs`'s default (1 % of the production grace). */
 export const DEFAULT_COALESCE_JOIN_MS = 50;
-/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (shared/core/profiles.ts). */
+/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (core/profiles). */
 export const DEFAULT_SERVER_COALESCE_JOIN_MS = Number(profiles.production.ROUTELOCK_COALESCE_JOIN_MS);
 /** `notFoundTtlMs`'s default. */
 export const DEFAULT_NOT_FOUND_TTL_MS = 1_000;
@@ -26,7 +26,7 @@ export const DEFAULT_STALE_FOR_MS = 60_000;
 export const DEFAULT_CACHE_MAX = 10_000;
 /**
  * `maxCacheSeconds`'s default: the production profile's `local` tier TTL (60 s), the most max-age a
- * production routelock ever sends (shared/core/lock/view.ts cacheControl). The pre-lock's convergence
+ * production routelock ever sends (core/lock/view cacheControl). The pre-lock's convergence
  * wait counts that TTL once, so a longer max-age (a proxy that rewrites it) would let a view outlive a
  * lock's start; a shorter cap costs only requests.
  */

@@ -17,10 +17,10 @@ import { profiles } from './profiles';
 
 /**
  * `@routelock/client/testing`: a routing client for a service's unit tests that puts a resource into any
- * route state without a server (docs/services.md, "Unit-testing your service").
+ * route state without a server (routelock's service guide, "Unit-testing your service").
  *
  * It is not a second copy of the rules. Each state is a location document as routelock's own lock rules
- * leave it (shared/core/lock/rules.ts), made into a view by the server's `routeView` and `cacheControl`,
+ * leave it (core/lock/rules), made into a view by the server's `routeView` and `cacheControl`,
  * and answered to a real `RoutingClient` through an in-process `fetch`: the cache, the outage policy
  * (`whenUnreachable`, `staleForMs`) and `decide` are the client's own code. The documents are built at
  * each request's instant on the double's clock, so a lock set stays in force however long a test runs.

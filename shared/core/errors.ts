@@ -116,7 +116,7 @@ const errorKinds = {
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
   /**
    * A mutation of a document whose `schemaVersion` is newer than this library knows: writing it would
-   * drop fields it does not understand. Reads of it still route and enforce (docs/design.md §2.8).
+   * drop fields it does not understand. Reads of it still route and enforce (design §2.8).
    */
   UnsupportedSchemaVersion: {
     raisedBy: 'library',
@@ -211,7 +211,7 @@ const errorKinds = {
   },
   /**
    * The embedded host: a browser sent the request from another site (Sec-Fetch-Site or Origin), a
-   * request no page may make of a host that checks no keys (docs/design.md §9.6).
+   * request no page may make of a host that checks no keys (design §9.6).
    */
   CrossSiteRequest: {
     raisedBy: 'http',
@@ -367,6 +367,14 @@ export class RouteLockError extends Error {
     this.code = code;
     this.retryAfterSeconds = options.retryAfterSeconds;
     this.resourceId = options.resourceId;
+  }
+
+  /**
+   * The HTTP status of its problem answer, from the error table (`ReadOnlyRouter` 403, `NotFound` 404): what
+   * routelock's API answers with it, and what a service linking the library answers its own caller.
+   */
+  get status(): number {
+    return errorKinds[this.code].status;
   }
 
   /** Whether a retry policy may retry it (see ErrorKind.retriable). */

@@ -1,19 +1,7 @@
 import { execFile, spawnSync } from 'node:child_process';
-import {
-  copyFileSync,
-  existsSync,
-  linkSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  realpathSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
@@ -26,7 +14,12 @@ import {
   packPackage,
   undeclaredModules,
 } from '../../scripts/build-packages';
-import { type LockEntry, dependencyFiles, productionLocations } from '../../scripts/package';
+import {
+  installed,
+  prelink as prelinkFrom,
+  readLock,
+  scratchProject as scratchInstall,
+} from '../../testkit/scratchInstall';
 
 /**
  * The two packages as a service gets them (docs/design.md §5.4): built (`npm run packages`), packed (`npm
@@ -44,9 +37,7 @@ jest.setTimeout(120_000);
 
 const execFileAsync = promisify(execFile);
 const root = resolve(__dirname, '../..');
-const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
-  packages: Record<string, LockEntry>;
-};
+const lock = readLock(root);
 const temp = mkdtempSync(join(tmpdir(), 'routelock-packages-'));
 const dbPath = join(temp, 'routes.db');
 const SOURCE = { region: 'westeurope' };
@@ -67,86 +58,13 @@ let built: BuiltPackage[];
 let tarballs: Record<string, string>;
 let host: LocalHost;
 
-/**
- * Copy (hard-link when it can) `names` and everything they need from this project's node_modules, with
- * their `.bin` links as npm makes them (npm re-fetches an installed package whose bin link is missing).
- */
 function prelink(project: string, names: string[]): void {
-  const locations = productionLocations(
-    { packages: { ...lock.packages, '': { dependencies: Object.fromEntries(names.map((n) => [n, '*'])) } } },
-    {},
-  );
-  for (const file of dependencyFiles(root, locations)) {
-    const target = join(project, file);
-    mkdirSync(dirname(target), { recursive: true });
-    const source = realpathSync(join(root, file));
-    try {
-      linkSync(source, target);
-    } catch {
-      copyFileSync(source, target);
-    }
-  }
-  for (const location of locations) {
-    const manifest = JSON.parse(readFileSync(join(project, location, 'package.json'), 'utf8')) as {
-      name: string;
-      bin?: string | Record<string, string>;
-    };
-    const bins =
-      typeof manifest.bin === 'string'
-        ? { [manifest.name.replace(/^@[^/]+\//, '')]: manifest.bin }
-        : (manifest.bin ?? {});
-    const binDir = join(project, dirname(location), '.bin');
-    for (const [name, file] of Object.entries(bins)) {
-      mkdirSync(binDir, { recursive: true });
-      rmSync(join(binDir, name), { force: true });
-      symlinkSync(relative(binDir, join(project, location, file)), join(binDir, name));
-    }
-  }
-}
-
-function npm(project: string, args: string[]): string {
-  const run = spawnSync('npm', args, {
-    cwd: project,
-    encoding: 'utf8',
-    // An empty cache of its own: nothing may come from a cache (or the network).
-    env: { ...process.env, npm_config_cache: join(temp, 'npm-cache'), npm_config_update_notifier: 'false' },
-  });
-  if (run.status !== 0)
-    throw new Error(`npm ${args.join(' ')} failed in ${project}:\n${run.stdout}${run.stderr}`);
-  return run.stdout;
+  prelinkFrom(root, lock, project, names);
 }
 
 /** A scratch project with `deps` pre-linked and `tarball` installed offline. */
 function scratchProject(name: string, tarball: string, deps: string[]): string {
-  const project = join(temp, name);
-  mkdirSync(project);
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }));
-  prelink(project, deps);
-  npm(project, ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball]);
-  return project;
-}
-
-/** Package names installed anywhere under `project`'s node_modules. */
-function installed(project: string): string[] {
-  const names: string[] = [];
-  const walk = (dir: string): void => {
-    if (!existsSync(dir)) return;
-    for (const entry of readdirSync(dir)) {
-      if (entry.startsWith('.')) continue;
-      const path = join(dir, entry);
-      if (entry.startsWith('@')) {
-        for (const scoped of readdirSync(path)) {
-          names.push(`${entry}/${scoped}`);
-          walk(join(path, scoped, 'node_modules'));
-        }
-      } else {
-        names.push(entry);
-        walk(join(path, 'node_modules'));
-      }
-    }
-  };
-  walk(join(project, 'node_modules'));
-  return [...new Set(names)].sort();
+  return scratchInstall(root, lock, { temp, name, tarballs: [tarball], deps });
 }
 
 /**

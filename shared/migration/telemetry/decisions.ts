@@ -4,7 +4,7 @@ import type { TelemetryMetricName } from './names';
 import type { TelemetrySink } from './sink';
 
 /**
- * Request-path counters (docs/design.md §8): what a service did with one operation, as a metric the
+ * Request-path counters (design §8): what a service did with one operation, as a metric the
  * workbook's "refusals, tombstoned deletes and store throttling" panel reads. A service calls
  * `recordDecision` with the `Decision` it acted on (from `decide`), so nothing inside the client or the
  * router changes and a service that links the library counts the same way as the example message store.
