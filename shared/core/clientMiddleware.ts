@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import {
   type Decision,
   type DecisionStatus,
@@ -214,7 +215,7 @@ export class RouteGuard<Req extends object> {
    * `node:http`: `createServer(guard.node(handler))`. The handler gets the admission (undefined for an
    * unguarded request); an error it throws is answered 500 `InternalError` if nothing was sent yet.
    */
-  node<Res extends NodeResponseLike>(
+  node<Res extends NodeResponseLike = ServerResponse>(
     handler: (req: Req, res: Res, admission: Admission | undefined) => unknown,
   ): (req: Req, res: Res) => void {
     return (req, res) => {
