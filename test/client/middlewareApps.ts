@@ -105,7 +105,7 @@ function closeServer(server: Server): Promise<void> {
 async function nodeApp(spec: AppSpec): Promise<RunningApp> {
   const state = newState();
   const idOf = (req: IncomingMessage) =>
-    decodeURIComponent(/^\/items\/([^/?]+)/.exec(req.url ?? '')?.[1] ?? 'public');
+    decodeURIComponent(/\/items\/([^/?]+)/.exec(req.url ?? '')?.[1] ?? 'public');
   const guard = guardFor<IncomingMessage>(
     spec,
     state,
