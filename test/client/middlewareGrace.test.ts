@@ -76,4 +76,25 @@ describe.each(frameworks)('through %s', (framework) => {
     expect(answer.status).toBe(201);
     expect(missed).toHaveLength(1);
   });
+
+  test('a tombstone is a write too: decided longer ago than the grace, it is not recorded', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 5, 1));
+    const routing = new TestRoutingClient({ clock: clock.now });
+    const decideFor = routing.decideFor.bind(routing);
+    routing.decideFor = async (...args) => {
+      const decided = await decideFor(...args);
+      clock.advance(5_100); // a slow resolve: the grace is spent before the tombstone's turn
+      return decided;
+    };
+    const app = await startApp(framework, { routing, clock: clock.now });
+    try {
+      routing.set(id, states.hardDelete({ from, to }));
+      const answer = await call(`${app.url}/items/${id}`, 'DELETE');
+      expect(answer.status).toBe(503);
+      expect(answer.body).toMatchObject({ code: 'GraceExpired' });
+      expect(app.tombstones).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  });
 });
