@@ -3,7 +3,8 @@
  * (docs/services.md):
  *
  * - `@routelock/client` (packages/client): shared/core/client.ts and what it imports: HTTP only; and
- *   shared/core/clientTesting.ts (`/testing`), the test double a service's unit tests use;
+ *   shared/core/clientTesting.ts (`/testing`), the test double a service's unit tests use; and
+ *   shared/core/clientMiddleware.ts (`/middleware`), the request guard for node:http, Express and Fastify;
  * - `@routelock/library` (packages/library): shared/library.ts (Router through createRouter, the lock
  *   views, decide, config parsing, the Cosmos DB store) and shared/librarySqlite.ts (`/sqlite`).
  *
@@ -46,7 +47,7 @@ export interface PackageSpec {
 }
 
 export const packageSpecs: readonly PackageSpec[] = [
-  { folder: 'client', entries: ['core/client', 'core/clientTesting'] },
+  { folder: 'client', entries: ['core/client', 'core/clientTesting', 'core/clientMiddleware'] },
   { folder: 'library', entries: ['library', 'librarySqlite'] },
 ];
 

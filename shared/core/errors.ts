@@ -312,6 +312,28 @@ const errorKinds = {
     retriable: false,
     title: 'A RoutingClient option is not valid',
   },
+  /**
+   * `@routelock/client/middleware`: the service's mapping named no resource or operation the guard can
+   * route (it threw, or gave an id routelock refuses, or no operation): the request is the caller's to fix.
+   */
+  UnroutableRequest: {
+    raisedBy: 'client',
+    status: 400,
+    retriable: false,
+    title: 'The request names no resource the service can route',
+  },
+  /**
+   * `@routelock/client/middleware`: a write's route was resolved longer ago than the in-flight grace when
+   * it was about to commit (docs/design.md §5.6), so it was not committed: the same request, made again,
+   * is decided afresh.
+   */
+  GraceExpired: {
+    raisedBy: 'client',
+    status: 503,
+    retriable: true,
+    retryAfter: 1,
+    title: 'The route was resolved too long ago for the write to commit; nothing was written',
+  },
   /** `@routelock/client/testing`: a route state the test double cannot build. */
   InvalidRouteState: {
     raisedBy: 'client',

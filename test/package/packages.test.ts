@@ -463,6 +463,92 @@ describe('@routelock/client/testing', () => {
   });
 });
 
+/**
+ * The request guard (`@routelock/client/middleware`) as a service links it: typed through both conditions
+ * (a node:http service), and run from the installed tarball through `require` and `import`: a node:http
+ * server behind the guard, its route states from the double, answered over real HTTP.
+ */
+const guardTypesSource = (load: string) => `${load}
+import { createServer, type IncomingMessage } from 'node:http';
+const routing = new TestRoutingClient();
+const guard = routeGuard<IncomingMessage>({
+  routing,
+  serving: 'westeurope',
+  target: (req): GuardTarget => ({ resourceId: 'conv-1', operation: req.method === 'GET' ? 'read' : 'write' }),
+  tombstone: () => undefined,
+});
+export const server = createServer(
+  guard.node((req, res, admission?: Admission) => {
+    if (admission && !guard.commitOk(req)) return guard.late(res, req);
+    res.end();
+  }),
+);
+`;
+
+const guardProgram = (load: string) => `${load}
+const { createServer } = require('node:http');
+(async () => {
+  const routing = new TestRoutingClient();
+  const guard = routeGuard({
+    routing,
+    serving: 'westeurope',
+    target: (req) => ({ resourceId: 'conv-1', operation: req.method === 'GET' ? 'read' : 'write' }),
+    tombstone: () => undefined,
+  });
+  const server = createServer(guard.node((req, res) => res.writeHead(guard.commitOk(req) ? 201 : 503).end()));
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const url = 'http://127.0.0.1:' + server.address().port + '/items/conv-1';
+  const out = {};
+  for (const [name, state] of Object.entries({
+    unlocked: states.unlocked({ at: 'westeurope' }),
+    writeLock: states.writeLock({ from: 'westeurope', to: 'eastus', forSeconds: 2 }),
+    notFound: states.notFound(),
+  })) {
+    routing.set('conv-1', state);
+    const res = await fetch(url, { method: 'POST' });
+    const body = await res.text();
+    out[name] = [res.status, res.headers.get('retry-after'), body ? JSON.parse(body).code : null];
+  }
+  server.close();
+  console.log(JSON.stringify(out));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+describe('@routelock/client/middleware', () => {
+  let project: string;
+  beforeAll(() => {
+    project = scratchProject('guard-service', tarballs['@routelock/client'] as string, ['lru-cache']);
+  }, 120_000);
+
+  test('typed through both conditions of the exports map (a node:http service)', () => {
+    const load =
+      "import { routeGuard, type Admission, type GuardTarget } from '@routelock/client/middleware';\nimport { TestRoutingClient } from '@routelock/client/testing';";
+    expect(
+      typeCheck(project, { 'guard.cts': guardTypesSource(load), 'guard.mts': guardTypesSource(load) }),
+    ).toBe('');
+  });
+
+  test.each([
+    [
+      'require',
+      'guard.cjs',
+      "const { routeGuard } = require('@routelock/client/middleware');\nconst { TestRoutingClient, states } = require('@routelock/client/testing');",
+    ],
+    [
+      'import',
+      'guard.mjs',
+      "import { routeGuard } from '@routelock/client/middleware';\nimport { TestRoutingClient, states } from '@routelock/client/testing';\nimport { createRequire } from 'node:module';\nconst require = createRequire(import.meta.url);",
+    ],
+  ])('through %s: a node:http service behind the guard answers each state', async (_how, file, load) => {
+    const out = await runIn(project, file, guardProgram(load), {});
+    expect(out).toEqual({
+      unlocked: [201, null, null],
+      writeLock: [423, '2', 'Locked'],
+      notFound: [404, null, 'NotFound'],
+    });
+  });
+});
+
 describe('@routelock/library', () => {
   let project: string;
   beforeAll(() => {
