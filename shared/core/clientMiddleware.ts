@@ -14,7 +14,7 @@ import type { Operation } from './lock/view';
 
 /**
  * `@routelock/client/middleware`: a request guard for a service's own HTTP API, on `node:http`, Express
- * and Fastify (docs/services.md, "Guarding requests").
+ * and Fastify (the service guide, "Guarding requests").
  *
  * The team gives the mapping from a request to (resource id, operation) and its tombstone function; the
  * guard resolves the route through a `RouteResolver` (a `RoutingClient`, or the test double), and lets
@@ -23,7 +23,7 @@ import type { Operation } from './lock/view';
  * (`decide`, `decisionStatus`): the guard only carries their answer to the wire.
  *
  * What a guard running before the handler cannot do is the in-flight grace check just before a write
- * commits (docs/design.md §5.4, §5.6): the handler may take longer than the grace between the guard and
+ * commits (design §5.4, §5.6): the handler may take longer than the grace between the guard and
  * its commit, and a lock taken meanwhile would then miss the write. So each admitted request carries an
  * `Admission` whose `commitOk()` the handler asks at the last moment (`guard.commitOk(req)`), answering
  * `guard.late(res)` (503 `GraceExpired`, nothing written) when it says no.

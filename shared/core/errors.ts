@@ -324,7 +324,7 @@ const errorKinds = {
   },
   /**
    * `@routelock/client/middleware`: a write's route was resolved longer ago than the in-flight grace when
-   * it was about to commit (docs/design.md §5.6), so it was not committed: the same request, made again,
+   * it was about to commit (design §5.6), so it was not committed: the same request, made again,
    * is decided afresh.
    */
   GraceExpired: {

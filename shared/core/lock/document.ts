@@ -13,7 +13,7 @@ export interface Location {
   account?: string;
 }
 
-/** A resource id routelock accepts (docs/design.md §4.2): the API refuses any other with 400. */
+/** A resource id routelock accepts (design §4.2): the API refuses any other with 400. */
 export const resourceIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$/;
 
 export const phases = ['prelock', 'hardDelete', 'write'] as const;
