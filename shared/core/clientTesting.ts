@@ -2,6 +2,7 @@ import { API_VERSION, API_VERSION_HEADER } from './apiVersion';
 import {
   type CallOptions,
   type Decision,
+  type DecisionContext,
   type ResolvedRoute,
   type ResolvedView,
   type RouteResolver,
@@ -213,6 +214,11 @@ export class TestRoutingClient implements RouteResolver {
 
   forget(id: string): void {
     this.client.forget(id);
+  }
+
+  /** Counts into the hooks given (`metrics`, `meter`), as the client does. */
+  recordDecision(decision: Decision, context: DecisionContext): void {
+    this.client.recordDecision(decision, context);
   }
 
   /** Creates the route as routelock would: the id is then `unlocked` at `location`. */
