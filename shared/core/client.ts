@@ -24,8 +24,15 @@ import { type AnyErrorCode, type ClientErrorCode, type ErrorCode, errorKind } fr
 import { READ_LEAD_HEADER, SharedReads } from './inflight';
 import { parseRetryAfter } from './retryAfter';
 import { type Location, entityTag, sameLocation } from './lock/document';
-import { hasStarted } from './lock/state';
+import { enforcedFrom, hasStarted } from './lock/state';
 import { type RefreshAheadSettings, cachedFreshness } from './refreshAhead';
+import {
+  type ClientTiming,
+  type ExplicitTiming,
+  TIMING_HEADER,
+  adoptTiming,
+  parseTiming,
+} from './serverTiming';
 import type { Enforcement, LockGrant, Operation, RouteView } from './lock/view';
 
 // The package's public types: everything its functions take or return, importable by a consumer.
@@ -46,6 +53,8 @@ export type {
 } from './decisions';
 export { BREAKER_GAUGE, otelMetrics } from './clientMetrics';
 export { cachedFreshness } from './refreshAhead';
+export type { ClientTiming, ServerTiming } from './serverTiming';
+export { MAX_SKEW_SECONDS, TIMING_HEADER, adoptTiming, parseTiming } from './serverTiming';
 export { DECISION_METRIC_NAMES, decisionMetric, recordDecision } from './decisions';
 export {
   DEFAULT_BREAKER_BACKOFF_MS,
@@ -252,6 +261,13 @@ export interface ResolvedRoute {
    * convergence wait). A write must land within the grace of this: `withinGrace`.
    */
   resolvedAt: number;
+  /**
+   * Until when (ms, this client's clock) the view is one this client's cache serves: fresh, with no lock
+   * started within the skew margin (undefined: it is not, e.g. its lock has started). A write that lands
+   * before it needs no grace, as a cache hit at that instant would have dated the view then: the
+   * pre-lock's convergence wait counts this cache's TTL (docs/design.md §5.4). `withinGrace` takes it.
+   */
+  validUntil?: number;
 }
 
 /**
@@ -335,12 +351,14 @@ export class RoutingClient implements RouteResolver {
   private readonly reads: SharedReads<string, ResolvedRoute>;
   private readonly baseUrl: string;
   private readonly clock: Clock;
-  private readonly skewSeconds: number;
   private readonly fetchImpl: typeof fetch;
   private readonly timeoutMs: number;
   private readonly notFoundTtlMs: number;
   private readonly staleForMs: number;
-  private readonly maxCacheSeconds: number;
+  /** The timing in force: the options, then what `ready()` learnt from the server (serverTiming.ts). */
+  private timing: ClientTiming;
+  /** The learnable options the team set: `ready()` leaves them. */
+  private readonly explicitTiming: ExplicitTiming;
   private readonly breakerSettings: BreakerSettings;
   private breaker: BreakerState = CLOSED_BREAKER;
   private readonly refreshAhead: RefreshAheadSettings;
@@ -349,12 +367,8 @@ export class RoutingClient implements RouteResolver {
   private readonly metrics: ClientMetrics | undefined;
   /** Each shared route request's own abort, and how many calls still wait for it. */
   private readonly fetches = new WeakMap<Promise<ResolvedRoute>, SharedFetch>();
-  /** The declared in-flight grace, in seconds (`inFlightGraceSeconds`). */
-  readonly inFlightGraceSeconds: number;
-  /** The join bound in force (`coalesceJoinMs`, lowered to what the grace leaves). */
-  readonly coalesceJoinMs: number;
-  /** The server's declared join bound (`serverCoalesceJoinMs`). */
-  readonly serverCoalesceJoinMs: number;
+  /** What `ready()` bounded of the server's timing, and why (empty: taken as said, or not learnt). */
+  timingClamped: string[] = [];
   /** Requests made to the routing service, for tests and benchmarks. */
   requests = 0;
 
@@ -362,15 +376,21 @@ export class RoutingClient implements RouteResolver {
     const settings: ClientSettings = clientSettings(options);
     this.baseUrl = settings.baseUrl;
     this.clock = options.clock ?? systemClock;
-    this.skewSeconds = settings.clockSkewSeconds;
     this.fetchImpl = options.fetch ?? fetch;
     this.timeoutMs = settings.timeoutMs;
-    this.inFlightGraceSeconds = settings.inFlightGraceSeconds;
-    this.serverCoalesceJoinMs = settings.serverCoalesceJoinMs;
-    this.coalesceJoinMs = settings.coalesceJoinMs;
+    this.timing = {
+      inFlightGraceSeconds: settings.inFlightGraceSeconds,
+      clockSkewSeconds: settings.clockSkewSeconds,
+      maxCacheSeconds: settings.maxCacheSeconds,
+      serverCoalesceJoinMs: settings.serverCoalesceJoinMs,
+      coalesceJoinMs: settings.coalesceJoinMs,
+    };
+    const given = options as unknown as Record<string, unknown>;
+    this.explicitTiming = Object.fromEntries(
+      Object.keys(this.timing).map((name) => [name, given[name] !== undefined]),
+    );
     this.notFoundTtlMs = settings.notFoundTtlMs;
     this.staleForMs = settings.staleForMs;
-    this.maxCacheSeconds = settings.maxCacheSeconds;
     this.breakerSettings = settings.breaker;
     this.refreshAhead = settings.refreshAhead;
     this.metrics = settings.metrics;
@@ -379,7 +399,36 @@ export class RoutingClient implements RouteResolver {
     // (serveStaleReads) until it is replaced, forgotten or evicted.
     this.cache = new LRUCache<string, CacheEntry>({ max: settings.cacheMax });
     this.forgets = new LRUCache<string, number>({ max: settings.cacheMax });
-    this.reads = new SharedReads({ joinBoundMs: this.coalesceJoinMs, clock: this.clock });
+    this.reads = new SharedReads({ joinBoundMs: this.timing.coalesceJoinMs, clock: this.clock });
+  }
+
+  /** The in-flight grace in force, in seconds: the option's, or the server's if lower (`ready()`). */
+  get inFlightGraceSeconds(): number {
+    return this.timing.inFlightGraceSeconds;
+  }
+
+  /** The join bound in force (`coalesceJoinMs`, lowered to what the grace leaves). */
+  get coalesceJoinMs(): number {
+    return this.timing.coalesceJoinMs;
+  }
+
+  /** The server's join bound, as declared (`serverCoalesceJoinMs`) or learnt (`ready()`). */
+  get serverCoalesceJoinMs(): number {
+    return this.timing.serverCoalesceJoinMs;
+  }
+
+  /** The timing in force (plain data): the options, then what `ready()` learnt from the server. */
+  timingInForce(): ClientTiming {
+    return { ...this.timing };
+  }
+
+  /** Take the timing the server says (TIMING_HEADER), within the bounds `adoptTiming` keeps. */
+  private learnTiming(headers: Headers): void {
+    const { said, ignored } = parseTiming(headers.get(TIMING_HEADER));
+    const { timing, clamped } = adoptTiming(this.timing, said, this.explicitTiming);
+    this.timing = timing;
+    this.timingClamped = [...clamped, ...ignored.map((pair) => `ignored: ${pair}`)];
+    this.reads.setJoinBoundMs(timing.coalesceJoinMs);
   }
 
   /**
@@ -413,6 +462,7 @@ export class RoutingClient implements RouteResolver {
         `The routing service at ${this.baseUrl} reports API version ${said === null ? '(none)' : JSON.stringify(said)}; this client supports ${SUPPORTED_API_VERSIONS.join(', ')}`,
         undefined,
       );
+    this.learnTiming(answer.headers);
     return { apiVersion, store: body.store };
   }
 
@@ -447,7 +497,9 @@ export class RoutingClient implements RouteResolver {
     if (hit !== undefined) {
       this.metrics?.cacheHit?.();
       if (hit instanceof RoutingServiceError) throw hit;
-      return { view: hit, resolvedAt: now };
+      const entry = this.cache.peek(id);
+      const freshUntil = entry?.kind === 'view' && entry.view === hit ? entry.freshUntil : now;
+      return { view: hit, resolvedAt: now, validUntil: this.servableUntil(hit, freshUntil) };
     }
     this.metrics?.cacheMiss?.();
     return this.shared(id, options.signal);
@@ -623,9 +675,15 @@ export class RoutingClient implements RouteResolver {
     return (await this.call('POST', path, body, options, isRouteView)).body as RouteView;
   }
 
+  /** Until when the cache would serve `view`, fresh until `freshUntil`: that, or its lock's start less the skew. */
+  private servableUntil(view: RouteView, freshUntil: number): number {
+    if (view.lock === null) return freshUntil;
+    return Math.min(freshUntil, enforcedFrom(view.lock, this.timing.clockSkewSeconds));
+  }
+
   /** A started lock (within the skew margin) may change at any moment: never serve it from cache. */
   private lockMayBeInForce(view: RouteView, now: number): boolean {
-    return view.lock !== null && hasStarted(view.lock, now, this.skewSeconds);
+    return view.lock !== null && hasStarted(view.lock, now, this.timing.clockSkewSeconds);
   }
 
   /** One GET of the route (shared by the resolves that join it), its answer cached as its headers allow. */
@@ -635,7 +693,9 @@ export class RoutingClient implements RouteResolver {
     let answer: { body: unknown; headers: Headers };
     try {
       const path = `/routes/${encodeURIComponent(id)}`;
-      answer = await this.call('GET', path, undefined, {}, isRouteView, signal, background);
+      // A refresh ahead asks past the server's cache: its copy would expire when the one held here does.
+      const how = background ? { revalidate: true } : {};
+      answer = await this.call('GET', path, undefined, how, isRouteView, signal, background);
     } catch (error) {
       if (isNotFound(error)) {
         if (this.forgottenSince(id, forgets)) throw error;
@@ -660,20 +720,24 @@ export class RoutingClient implements RouteResolver {
     const resolvedAt = startedAt - this.readLeadMs(answer.headers);
     if (this.forgottenSince(id, forgets)) return { view, resolvedAt };
     const fresh = Math.min(
-      this.maxCacheSeconds,
+      this.timing.maxCacheSeconds,
       freshnessSeconds(answer.headers.get('cache-control'), answer.headers.get('age')),
     );
     // Counted from when the request left: the time the answer took is age too (RFC 9111 §4.2.3).
     // A view not to be cached (no-store: its lock has started) is still the newest one an outage could
     // serve reads from: kept with no freshness, under serveStaleReads only.
-    this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil: startedAt + fresh * 1000 });
-    return { view, resolvedAt };
+    const freshUntil = startedAt + fresh * 1000;
+    this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil });
+    const validUntil = this.servableUntil(view, freshUntil);
+    return validUntil > this.clock() ? { view, resolvedAt, validUntil } : { view, resolvedAt };
   }
 
   /** How long before the request arrived its answer was last known true (READ_LEAD_HEADER, ms). */
   private readLeadMs(headers: Headers): number {
     const said = headers.get(READ_LEAD_HEADER);
-    return said !== null && /^\d{1,12}$/.test(said.trim()) ? Number(said.trim()) : this.serverCoalesceJoinMs;
+    return said !== null && /^\d{1,12}$/.test(said.trim())
+      ? Number(said.trim())
+      : this.timing.serverCoalesceJoinMs;
   }
 
   /** Whether `id` was forgotten since `forgets` was read (an evicted count reads 0: not cached either). */
@@ -703,7 +767,7 @@ export class RoutingClient implements RouteResolver {
       enforcement: STALE_ENFORCEMENT,
       stale: { code: error.code, freshUntil: held.freshUntil },
     };
-    return { view, resolvedAt: held.fetchedAt - this.serverCoalesceJoinMs };
+    return { view, resolvedAt: held.fetchedAt - this.timing.serverCoalesceJoinMs };
   }
 
   /**
@@ -714,7 +778,7 @@ export class RoutingClient implements RouteResolver {
     method: string,
     path: string,
     body: unknown,
-    options: { idempotencyKey?: string; ifMatch?: string },
+    options: { idempotencyKey?: string; ifMatch?: string; revalidate?: boolean },
     expected: (body: unknown) => boolean,
     signal?: AbortSignal,
     background = false,
@@ -733,7 +797,7 @@ export class RoutingClient implements RouteResolver {
     method: string,
     path: string,
     body: unknown,
-    options: { idempotencyKey?: string; ifMatch?: string },
+    options: { idempotencyKey?: string; ifMatch?: string; revalidate?: boolean },
     expected: (body: unknown) => boolean,
     how: { probe: boolean; signal: AbortSignal | undefined; background: boolean },
   ): Promise<{ body: unknown; headers: Headers }> {
@@ -742,6 +806,7 @@ export class RoutingClient implements RouteResolver {
     if (this.options.functionKey) headers['x-functions-key'] = this.options.functionKey;
     if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
     if (options.ifMatch) headers['if-match'] = entityTag(options.ifMatch);
+    if (options.revalidate) headers['cache-control'] = 'no-cache';
     this.requests += 1;
     const init: RequestInit = {
       method,
@@ -970,9 +1035,17 @@ function isOutage(error: unknown): error is RoutingServiceError {
  * committed at `now`: not if the route is older than the in-flight grace, for the copies of a lock that
  * committed just after the resolve start that long after the lock (docs/design.md §6.3) and would miss
  * it. Both instants are this service's clock: only their difference counts, so clock skew does not.
+ * With the route's `validUntil` (`ResolvedRoute`), a write landing before it is within grace whatever
+ * the grace: the cache would have served that view at that instant (a server whose grace is 0, the
+ * dev profile, otherwise refuses every write whose view took a millisecond to fetch).
  */
-export function withinGrace(resolvedAt: number, graceSeconds: number, now: number): boolean {
-  return now - resolvedAt <= graceSeconds * 1000;
+export function withinGrace(
+  resolvedAt: number,
+  graceSeconds: number,
+  now: number,
+  validUntil?: number,
+): boolean {
+  return now - resolvedAt <= graceSeconds * 1000 || (validUntil !== undefined && now < validUntil);
 }
 /**
  * Seconds a response stays fresh in a cache in series with the server's: max-age less `Age` (the time
