@@ -563,7 +563,10 @@ export class RoutingClient implements RouteResolver {
     if (this.refreshed.has(entry) || this.reads.startedAt(id) !== undefined) return;
     this.refreshed.add(entry);
     this.metrics?.refreshAhead?.();
-    this.shared(id, undefined, true).catch(() => undefined);
+    // Started after the request that found the view has been answered: it must not pay for the send.
+    setImmediate(() => {
+      if (this.reads.startedAt(id) === undefined) this.shared(id, undefined, true).catch(() => undefined);
+    });
   }
 
   /**

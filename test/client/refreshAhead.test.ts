@@ -130,7 +130,8 @@ test('a resolve that finds the view expired while its refresh is out joins it in
   await client.putRoute('conv-1', SOURCE);
   await client.resolve('conv-1');
   h.clock.set(T + 1_999);
-  await client.resolve('conv-1'); // starts the refresh
+  await client.resolve('conv-1'); // starts the refresh, once this request has been answered
+  await new Promise((r) => setImmediate(r));
   h.clock.set(T + 2_000); // expired before the refresh came back
   await client.resolve('conv-1');
   await settled(1);
