@@ -6,7 +6,7 @@ import { type ClientMetrics, RoutingClient } from '../shared/core/client';
 import { median, percentileOf, settleGc, table } from './lib';
 
 /**
- * The client's read path (issue 33 §6), side by side in one run:
+ * The client's read path, side by side in one run:
  * - cached resolve: `await client.resolve(id)` of a cached unlocked view against `await map.get(id)` of
  *   the same views in a Map, in the same process (the least a service's own in-memory lookup costs),
  *   alternating chunks so both see the same machine state; ns per operation, medians of the chunks;
