@@ -138,3 +138,21 @@ test('a resolve that finds the view expired while its refresh is out joins it in
   expect(counts).toMatchObject({ ahead: 1, misses: 2, requests: 3 });
   expect(client.joined).toBe(1);
 });
+
+test('GET /api/routes/{id} with Cache-Control: no-cache revalidates the server’s copy: a whole TTL, Age 0', async () => {
+  h = await hostOnManualClock('dev');
+  const client = new RoutingClient({ baseUrl: h.api, clock: h.clock.now });
+  await client.putRoute('conv-1', SOURCE);
+  await fetch(`${h.api}/routes/conv-1`); // the server's cache holds it from T
+  h.clock.set(T + 1_700);
+  const cached = await fetch(`${h.api}/routes/conv-1`);
+  expect([cached.headers.get('cache-control'), cached.headers.get('age')]).toEqual([
+    'private, max-age=0',
+    '1',
+  ]);
+  const revalidated = await fetch(`${h.api}/routes/conv-1`, { headers: { 'cache-control': 'no-cache' } });
+  expect([revalidated.headers.get('cache-control'), revalidated.headers.get('age')]).toEqual([
+    'private, max-age=2',
+    '0',
+  ]);
+});
