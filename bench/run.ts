@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCampaign } from './campaign';
+import { runClient } from './client';
 import { runGrowth } from './growth';
 import { runHttp } from './http';
 import { runInstallSize } from './installSize';
@@ -91,6 +92,14 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
                 { members: 100_000, maxConcurrent: 1000, profile: 'dev' },
               ],
             },
+    ),
+  client: () =>
+    runClient(
+      tiny
+        ? { ops: 20_000, chunk: 10_000, seconds: 1, ids: 5, paceMs: 1 }
+        : quick
+          ? { ops: 500_000, chunk: 50_000, seconds: 5, ids: 20, paceMs: 1 }
+          : { ops: 2_000_000, chunk: 100_000, seconds: 10, ids: 20, paceMs: 1 },
     ),
   'write-lock-hold': () =>
     runWriteLockHold({

@@ -6,12 +6,12 @@ import {
   RoutingClient,
   RoutingServiceError,
   decide,
+  recordDecision,
 } from '../../shared/core/client';
 import { ANSWERED, type GuardTarget, type RouteGuard, routeGuard } from '../../shared/core/clientMiddleware';
 import type { Location } from '../../shared/core/lock/document';
 import type { Operation } from '../../shared/core/lock/view';
 import { parsePreferWait } from '../../shared/migration/participantContract';
-import { recordDecision } from '../../shared/migration/telemetry/decisions';
 import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
 import type { VerifyAnswer } from '../../shared/migration/types';
 import { type CopyJob, type CopyJobRequest, CopyJobs, parseJobRequest } from './copyJobs';
@@ -96,7 +96,7 @@ export interface MessageStoreOptions {
   /** Whether `Prefer: wait=N` holds the answer until the job ends (default true; false: 202 at once). */
   honoursPreferWait?: boolean;
   clock?: () => number;
-  /** Where the request-path counters go (refusals, tombstones, misdirected; shared/migration/telemetry/decisions.ts). */
+  /** Where the request-path counters go (refusals, tombstones, misdirected; shared/core/decisions.ts). */
   telemetry?: Pick<TelemetrySink, 'metric'>;
 }
 
@@ -195,8 +195,10 @@ export class MessageStore {
 
   /** The decision as a request-path counter (the workbook's refusals panel); a build that ignores the lock did not refuse. */
   private count(decision: Decision, operation: Operation, region: string): void {
-    if (!this.options.telemetry || (decision.kind === 'deny' && this.options.ignoreWriteLock)) return;
-    recordDecision(this.options.telemetry, decision, { service: 'message-store', operation, region });
+    if (decision.kind === 'deny' && this.options.ignoreWriteLock) return;
+    const context = { service: 'message-store', operation, region };
+    this.routing.recordDecision(decision, context); // the client's metrics hooks, if it was given any
+    if (this.options.telemetry) recordDecision(this.options.telemetry, decision, context);
   }
 
   /** Resolve and decide a mutation; a refusal comes back as the outcome to answer with. */

@@ -73,7 +73,10 @@ export interface Admission {
   readonly view: ResolvedView;
   /** When the route was last known true (`ResolvedRoute.resolvedAt`, the clock's ms). */
   readonly resolvedAt: number;
-  /** The last instant (the clock's ms) a write may commit: `resolvedAt` plus the in-flight grace. */
+  /**
+   * The last instant (the clock's ms) a write may commit: `resolvedAt` plus the in-flight grace, or the
+   * route's `validUntil` (the cache would still serve its view then) if later.
+   */
   readonly commitBy: number;
   /** Whether a write may commit now: ask it just before committing, after any slow preparation. */
   commitOk(): boolean;
@@ -147,7 +150,7 @@ export class RouteGuard<Req extends object> {
     } catch (error) {
       return { kind: 'answer', answer: failureAnswer(error, target, instanceOf(req)) };
     }
-    const { decision, view, resolvedAt } = outcome;
+    const { decision, view, resolvedAt, validUntil } = outcome;
     this.options.onDecision?.(decision, target, req);
     const status = decisionStatus(decision, { urlFor: (l) => this.options.urlFor?.(l, req) });
     if (!status.proceed || view === null || resolvedAt === null)
@@ -159,8 +162,8 @@ export class RouteGuard<Req extends object> {
       decision: decision as Admission['decision'],
       view,
       resolvedAt,
-      commitBy: resolvedAt + grace * 1000,
-      commitOk: () => withinGrace(resolvedAt, grace, this.clock()),
+      commitBy: Math.max(resolvedAt + grace * 1000, validUntil ?? -Infinity),
+      commitOk: () => withinGrace(resolvedAt, grace, this.clock(), validUntil),
     };
     return { kind: decision.kind === 'tombstone' ? 'tombstone' : 'proceed', admission };
   }

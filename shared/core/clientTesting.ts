@@ -1,7 +1,9 @@
 import { API_VERSION, API_VERSION_HEADER } from './apiVersion';
 import {
   type CallOptions,
+  type DecidedRoute,
   type Decision,
+  type DecisionContext,
   type ResolvedRoute,
   type ResolvedView,
   type RouteResolver,
@@ -206,13 +208,18 @@ export class TestRoutingClient implements RouteResolver {
     operation: Operation,
     serving: string | Location,
     options: CallOptions = {},
-  ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }> {
+  ): Promise<DecidedRoute> {
     await this.primes.get(id);
     return this.client.decideFor(id, operation, serving, options);
   }
 
   forget(id: string): void {
     this.client.forget(id);
+  }
+
+  /** Counts into the hooks given (`metrics`, `meter`), as the client does. */
+  recordDecision(decision: Decision, context: DecisionContext): void {
+    this.client.recordDecision(decision, context);
   }
 
   /** Creates the route as routelock would: the id is then `unlocked` at `location`. */

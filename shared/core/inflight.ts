@@ -34,9 +34,19 @@ export class SharedReads<K, V> {
   /** Callers that joined a read already in flight. */
   joined = 0;
 
-  constructor(private readonly options: SharedReadsOptions) {
+  constructor(private options: SharedReadsOptions) {
     if (!Number.isFinite(options.joinBoundMs) || options.joinBoundMs < 0)
       throw new RangeError(`joinBoundMs must be a finite number ≥ 0, got ${options.joinBoundMs}`);
+  }
+
+  /**
+   * A new join bound, for reads started or joined from now on (a client that learnt a smaller grace
+   * from its server). Checked as the constructor checks it.
+   */
+  setJoinBoundMs(joinBoundMs: number): void {
+    if (!Number.isFinite(joinBoundMs) || joinBoundMs < 0)
+      throw new RangeError(`joinBoundMs must be a finite number ≥ 0, got ${joinBoundMs}`);
+    this.options = { ...this.options, joinBoundMs };
   }
 
   /**

@@ -287,10 +287,13 @@ export class Router {
    * The route view with its caching headers. `ageSeconds` is how long this router's cache had held the
    * copy when the request came (0 for a copy read for it), and max-age is what is left of the TTL: the
    * cache downstream (RoutingClient, any HTTP cache) is in series with this one, and the two together
-   * must not hold a copy longer than the one local TTL the convergence delay counts.
+   * must not hold a copy longer than the one local TTL the convergence delay counts. `revalidate` (a
+   * request's `Cache-Control: no-cache`, a client's refresh ahead): the cached copy is not served as
+   * it is but confirmed (or replaced) by a write-region read, so the copy sent is a new one with a whole
+   * TTL; otherwise a refresh before this cache's copy expires would get that copy, no longer-lived.
    */
-  view(id: string): Promise<RoutedView> {
-    return this.viewWith(id, operationPriority.resolvePath);
+  view(id: string, options: { revalidate?: boolean } = {}): Promise<RoutedView> {
+    return this.viewWith(id, operationPriority.resolvePath, options.revalidate === true);
   }
 
   /**
@@ -301,10 +304,10 @@ export class Router {
     return this.viewWith(id, operationPriority.background);
   }
 
-  private async viewWith(id: string, priority: RequestPriority): Promise<RoutedView> {
+  private async viewWith(id: string, priority: RequestPriority, revalidate = false): Promise<RoutedView> {
     const requestedAt = this.clock();
     const hit = this.cache.get(id);
-    const served = this.servable(hit, requestedAt);
+    const served = !revalidate && this.servable(hit, requestedAt);
     const entry = served ? hit : await this.readPath(id, hit, requestedAt, priority);
     const now = this.clock();
     // A copy's age counts from when the read that fetched it began (a slow or joined read's answer is

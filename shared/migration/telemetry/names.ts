@@ -51,7 +51,7 @@ export const telemetryMetricNames = [
   'changeFeedLagSeconds',
   // Changes the reconciliation found missing from the telemetry, per run.
   'telemetryGaps',
-  // Request-path decisions a service reports (migration/telemetry/decisions), one per
+  // Request-path decisions a service reports (shared/core/decisions.ts), one per
   // refused, tombstoned, misdirected or unserved operation; and Cosmos DB throttling (429) that reached
   // the store adapter after the SDK's own retries (core/store/cosmos/common).
   'writesRefused',
