@@ -68,3 +68,30 @@ test('no route is a 404 problem; an id routelock refuses is a 400 problem, not a
   expect(reserved.status).toBe(400);
   expect(reserved.body).toMatchObject({ code: 'UnroutableRequest' });
 });
+
+test('with the dev timing learnt by ready() (grace 0), a write the cache would still serve commits; past the view, 503', async () => {
+  const learnt = new RoutingClient({ baseUrl: h.api, clock: h.clock.now, clockSkewSeconds: 0 });
+  await learnt.ready();
+  expect(learnt.inFlightGraceSeconds).toBe(0);
+  const slowBy = { ms: 0 };
+  const dev = await startApp('node', {
+    routing: learnt,
+    serving: SOURCE,
+    clock: h.clock.now,
+    gate: async () => h.clock.set(h.clock.now() + slowBy.ms),
+  });
+  try {
+    h.clock.set(T + 3_600_000);
+    await learnt.putRoute('conv-learnt', SOURCE);
+    await learnt.resolve('conv-learnt'); // cached: the write below decides on a view the cache serves
+    slowBy.ms = 100;
+    expect((await call(`${dev.url}/items/conv-learnt`, 'POST')).status).toBe(201);
+    // control: preparation outlasting the cached view's life is refused, as a grace of 0 says
+    slowBy.ms = 60_000;
+    const late = await call(`${dev.url}/items/conv-learnt`, 'POST');
+    expect(late.status).toBe(503);
+    expect(late.body).toMatchObject({ code: 'GraceExpired' });
+  } finally {
+    await dev.close();
+  }
+});
