@@ -44,7 +44,10 @@ export function newCleanUp(notice: EndNoticeRequest, now: number): CleanUp {
 }
 
 /** The route afresh: null when there is none (404), 'unreachable' when routelock cannot be asked. */
-async function freshView(routing: RouteResolver, id: string): Promise<RouteView | null | 'unreachable'> {
+async function freshView(
+  routing: Pick<RouteResolver, 'resolve' | 'forget'>,
+  id: string,
+): Promise<RouteView | null | 'unreachable'> {
   routing.forget(id);
   try {
     return await routing.resolve(id);
@@ -59,7 +62,7 @@ async function freshView(routing: RouteResolver, id: string): Promise<RouteView 
  */
 export async function runCleanUp(
   cleanUp: CleanUp,
-  routing: RouteResolver,
+  routing: Pick<RouteResolver, 'resolve' | 'forget'>,
   remove: (order: CleanUpOrder, signal: AbortSignal) => Promise<void> | void,
   signal: AbortSignal,
   now: () => number,

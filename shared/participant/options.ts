@@ -37,8 +37,11 @@ export interface ParticipantOptions {
    * being brought there by a lock. Without it notices only stop the ended migration's copies.
    */
   onNotice?: (order: CleanUpOrder, signal: AbortSignal) => Promise<void> | void;
-  /** How the notice rules resolve the route (a RoutingClient, or the test double): needed with onNotice. */
-  routing?: RouteResolver;
+  /**
+   * How the notice rules resolve the route (a RoutingClient, or the test double; only `resolve` and
+   * `forget` are used): needed with onNotice.
+   */
+  routing?: Pick<RouteResolver, 'resolve' | 'forget'>;
   /** Who may call: required (entraCaller, loopbackCallerOnly, or your own). */
   authenticate: Authenticate;
   /** Where routelock POSTs (default `/migrate`). */
