@@ -428,7 +428,7 @@ export async function runWriteLockHold(
     }), ${options.rounds} rounds alternating the variants. Overhead p99 ignoring ÷ honouring: ${ratio(
       (r) => r.report.overheadMs.p99,
     )}; hold p50: ${ratio((r) => r.report.holdMs.p50)}. Through the SDK against by hand (both honouring ` +
-      `the wait, drill timing): hold − work p50 ${ms(after.report.overheadMs)} against ${ms(
+      `the wait, drill timing): hold − work ms p50 / p99 / max ${ms(after.report.overheadMs)} against ${ms(
         (rows[3] as (typeof rows)[number]).report.overheadMs,
       )}, polls ${after.polls} against ${(rows[3] as (typeof rows)[number]).polls}.`,
   ].join('\n');
