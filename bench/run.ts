@@ -1,8 +1,10 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCampaign } from './campaign';
+import { runClient } from './client';
 import { runGrowth } from './growth';
 import { runHttp } from './http';
+import { runInstallSize } from './installSize';
 import { type Machine, machine, writeResult } from './lib';
 import { runMigration } from './migration';
 import { runReadPath } from './readPath';
@@ -91,6 +93,14 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
               ],
             },
     ),
+  client: () =>
+    runClient(
+      tiny
+        ? { ops: 20_000, chunk: 10_000, seconds: 1, ids: 5, paceMs: 1 }
+        : quick
+          ? { ops: 500_000, chunk: 50_000, seconds: 5, ids: 20, paceMs: 1 }
+          : { ops: 2_000_000, chunk: 100_000, seconds: 10, ids: 20, paceMs: 1 },
+    ),
   'write-lock-hold': () =>
     runWriteLockHold({
       migrations: tiny ? 1 : quick ? 8 : 30,
@@ -98,6 +108,8 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
       deltaMs: 100,
       staggerMs: 150,
     }),
+  // Sizes, not speed: the same at every size (--tiny measures the client alone, to stay short).
+  'install-size': () => runInstallSize(tiny ? { folders: ['client'] } : {}),
 };
 
 async function main(): Promise<void> {

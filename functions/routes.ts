@@ -40,7 +40,9 @@ export async function getRoute(
 ): Promise<HttpResponseInit> {
   const arrivedAt = clock();
   // Age: how long the server's cache had held this copy; max-age already counts it off the TTL.
-  const { view, cacheControl, ageSeconds, resolvedAt } = await router.view(routeId(request));
+  // `no-cache` (a client refreshing ahead): a copy confirmed by the store, not the cached one as it is.
+  const revalidate = /(?:^|,)\s*no-cache\s*(?:,|$)/i.test(request.headers.get('cache-control') ?? '');
+  const { view, cacheControl, ageSeconds, resolvedAt } = await router.view(routeId(request), { revalidate });
   return json(200, view, {
     ETag: entityTag(view.etag),
     'Cache-Control': cacheControl,

@@ -3,7 +3,8 @@
  * (docs/services.md):
  *
  * - `@routelock/client` (packages/client): shared/core/client.ts and what it imports: HTTP only; and
- *   shared/core/clientTesting.ts (`/testing`), the test double a service's unit tests use;
+ *   shared/core/clientTesting.ts (`/testing`), the test double a service's unit tests use; and
+ *   shared/core/clientMiddleware.ts (`/middleware`), the request guard for node:http, Express and Fastify;
  * - `@routelock/library` (packages/library): shared/library.ts (Router through createRouter, the lock
  *   views, decide, config parsing, the Cosmos DB store) and shared/librarySqlite.ts (`/sqlite`);
  * - `@routelock/participant` (packages/participant): shared/participant/index.ts, the participant
@@ -16,16 +17,28 @@
  * `exports` map's `import` condition); the committed template's package.json gets its dependency
  * ranges from the root package.json (one home for versions). The build fails when the JavaScript a
  * package ships requires a module its package.json does not declare (a dependency or a peer): the
- * client cannot start pulling zod, @azure/* or better-sqlite3 in unnoticed.
+ * client cannot start pulling zod, @azure/* or better-sqlite3 in unnoticed. It also fails when the
+ * version is not the one the package's CHANGELOG ships, or a shipped comment names a file the package does
+ * not have (scripts/packageChecks.ts).
  *
  * Usage: node -r ./scripts/ts-register.js scripts/build-packages.ts [outDir] [--pack]
  * (default outDir .deploy/packages; --pack also runs `npm pack` into it).
  */
 import { spawnSync } from 'node:child_process';
 import { builtinModules } from 'node:module';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { filesUnder } from './package';
+import { checkShippedComments, shippedVersion } from './packageChecks';
 
 export const defaultPackagesDir = '.deploy/packages';
 
@@ -37,7 +50,7 @@ export interface PackageSpec {
 }
 
 export const packageSpecs: readonly PackageSpec[] = [
-  { folder: 'client', entries: ['core/client', 'core/clientTesting'] },
+  { folder: 'client', entries: ['core/client', 'core/clientTesting', 'core/clientMiddleware'] },
   { folder: 'library', entries: ['library', 'librarySqlite'] },
   { folder: 'participant', entries: ['participant/index', 'participant/entra'] },
 ];
@@ -80,9 +93,12 @@ function packageOf(specifier: string): string {
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] as string);
 }
 
-/** Specifiers a compiled CommonJS file requires (tsc's output: `require("x")`, also inside lazy imports). */
+/**
+ * Specifiers a compiled CommonJS file requires (tsc's output: `require("x")`, also inside lazy imports;
+ * a `require('x')` written in the source keeps its quotes).
+ */
 function requiresOf(js: string): string[] {
-  return [...js.matchAll(/\brequire\("([^"]+)"\)/g)].map((m) => m[1] as string);
+  return [...js.matchAll(/\brequire\((["'])([^"']+)\1\)/g)].map((m) => m[2] as string);
 }
 
 /** Specifiers a declaration file imports (`from "x"`, `import("x")`, `import x = require("x")`). */
@@ -126,8 +142,23 @@ function closure(
   return seen;
 }
 
-/** tsc over the entries alone (it follows their imports), CommonJS + declarations, into `dist`. */
+/**
+ * tsc over the entries alone (it follows their imports), into `dist`: the declarations with their doc
+ * comments, then the CommonJS without comments (they are for the repo's readers and cite its files; the
+ * declarations carry what a consumer reads, and their comments are checked).
+ */
 function compile(root: string, work: string, entries: string[], dist: string): void {
+  compilePass(root, work, entries, dist, { declaration: true, emitDeclarationOnly: true });
+  compilePass(root, work, entries, dist, { declaration: false, removeComments: true });
+}
+
+function compilePass(
+  root: string,
+  work: string,
+  entries: string[],
+  dist: string,
+  emit: Record<string, boolean>,
+): void {
   const tsconfig = join(work, 'tsconfig.package.json');
   writeFileSync(
     tsconfig,
@@ -136,7 +167,7 @@ function compile(root: string, work: string, entries: string[], dist: string): v
       compilerOptions: {
         rootDir: join(root, 'shared'),
         outDir: dist,
-        declaration: true,
+        ...emit,
         sourceMap: false,
         noEmit: false,
         types: ['node'],
@@ -235,6 +266,11 @@ export function buildPackage(root: string, outDir: string, spec: PackageSpec): B
     JSON.parse(readFileSync(join(template, 'package.json'), 'utf8')) as Manifest,
     JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Manifest,
   );
+  manifest.version = shippedVersion(
+    manifest.name,
+    manifest.version,
+    readFileSync(join(template, 'CHANGELOG.md'), 'utf8'),
+  );
   const requires = [...new Set([...bareRequires].map(packageOf))].sort();
   const undeclared = undeclaredModules(requires, manifest);
   if (undeclared.length > 0)
@@ -253,8 +289,14 @@ export function buildPackage(root: string, outDir: string, spec: PackageSpec): B
   for (const doc of ['README.md', 'CHANGELOG.md']) copyFileSync(join(template, doc), join(dir, doc));
 
   const files = filesUnder(dir).sort();
+  checkShippedComments(manifest.name, dir, files, repoEntries(root));
   const bytes = files.reduce((sum, f) => sum + statSync(join(dir, f)).size, 0);
   return { name: manifest.name, version: manifest.version, dir, files, bytes, requires };
+}
+
+/** The checkout's top-level folders and files: a comment's path starting with one is a repo path. */
+function repoEntries(root: string): Set<string> {
+  return new Set(readdirSync(root).filter((entry) => !entry.startsWith('.')));
 }
 
 /**

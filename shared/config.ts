@@ -27,9 +27,9 @@ import {
 } from './migration/settings';
 
 /**
- * Configuration, parsed once at start-up from the environment (docs/design.md §3), over the defaults of the
- * profile table (shared/core/profiles.ts). The assembler: each layer owns its variables' schema and the
- * checks among them (core/settingsSchema.ts, migration/settings.ts, campaign/settings.ts); this composes
+ * Configuration, parsed once at start-up from the environment (design §3), over the defaults of the
+ * profile table (core/profiles). The assembler: each layer owns its variables' schema and the
+ * checks among them (core/settingsSchema, migration/settings, campaign/settings); this composes
  * them in layer order, so a lower layer's checks never need an upper layer's values. A bad value stops
  * start-up with a message that names the variable and the expected form.
  */

@@ -4,7 +4,7 @@ import { openStore } from './stores';
 
 /**
  * The routing library's entry point (`@routelock/library`): what a service links to resolve and enforce
- * routes by reading the routing store itself, as the paper's services do (docs/design.md §5), instead
+ * routes by reading the routing store itself, as the paper's services do (design §5), instead
  * of over HTTP (`@routelock/client`). No Azure Functions API, no Durable Functions, no telemetry SDK.
  *
  * Read-only by default: `createRouter` refuses every mutation with `ReadOnlyRouter` unless the caller
@@ -13,7 +13,7 @@ import { openStore } from './stores';
  *
  * The SQLite store is not imported here (better-sqlite3 is a native, optional peer): a Cosmos-only
  * service never loads it. `openRouter` imports it only for a sqlite configuration; the class itself is
- * `@routelock/library/sqlite` (shared/librarySqlite.ts).
+ * `@routelock/library/sqlite` (librarySqlite).
  */
 
 /** RouterOptions without the second router's `onWrite`, and with `allowMutations` for `readOnly`. */
@@ -64,6 +64,8 @@ export type { Decision, DecisionStatus } from './core/client';
 export { recordDecision, decisionMetric } from './migration/telemetry/decisions';
 export type { DecisionContext } from './migration/telemetry/decisions';
 export { RouteLockError, isRouteLockError, errorKind, errorCodes, problemCodes } from './core/errors';
+// What `@routelock/library/sqlite` throws when better-sqlite3 is not installed.
+export { MissingDependencyError } from './core/optionalDependency';
 export type { ErrorCode, ErrorKind, AnyErrorCode, ProblemCode } from './core/errors';
 export { ConfigError, parseConfig } from './config';
 export type { Config, StoreConfig, TimingConfig, CacheTier, RegionsConfig } from './config';

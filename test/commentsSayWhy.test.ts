@@ -5,7 +5,7 @@ import { join, relative, sep } from 'node:path';
  * Comments and test names say why, never where the code came from (docs/contributing.md): no ticket
  * numbers, no notes of the review that found a defect, no "Version N:" history and no file that is not in
  * the repository. History goes in CHANGELOG.md and the commit messages; `docs/design.md §n` is the
- * reference to give. The scan reads every code, configuration and Markdown file of the product and its
+ * reference to give (`design §n` in what a package ships: docs/contributing.md). The scan reads every code, configuration and Markdown file of the product and its
  * tests, comments and strings alike (a test's name is a string).
  */
 

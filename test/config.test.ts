@@ -149,6 +149,21 @@ describe('the history bound: a whole attempt must fit under the Durable extensio
     ]);
   });
 
+  test('polls at the cap are counted a second early, as the engine wakes them: dev admits 277 participants, not 290', () => {
+    const dev = (n: number) => ({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_PARTICIPANTS: participants(n) });
+    expect(() => parseConfig(dev(277))).not.toThrow();
+    expect(problemsOf(dev(278))).toEqual([
+      expect.stringMatching(/^ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: 278 participants/),
+    ]);
+  });
+
+  test('a poll cap of 1 s is refused (an early wake would leave polls at the cap no floor), 2 s accepted', () => {
+    expect(problemsOf({ ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: '1' })).toEqual([
+      expect.stringMatching(/^ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: /),
+    ]);
+    expect(() => parseConfig({ ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: '2' })).not.toThrow();
+  });
+
   test('the check counts the whole attempt, not only its copies (the window waits, confirmation, notices)', () => {
     const config = parseConfig({ ROUTELOCK_PARTICIPANTS: participants(5) });
     const shape = {

@@ -742,6 +742,30 @@ test('a forced stop holds a migration well inside the production write lease', (
   expect(fits('00:05:00')).toBe(false);
 });
 
+/** The storage-provider defaults the local WebJobs host applies (hosts/webjobs/HostSettings.cs, AzureDefaults). */
+function localHostProviderDefaults(source: string): Record<string, string | undefined> {
+  const block = /AzureDefaults\s*=\s*\[([\s\S]*?)\];/.exec(source)?.[1];
+  if (block === undefined) throw new Error('HostSettings.cs: no AzureDefaults block');
+  const pairs = [...block.matchAll(/\(\$"\{StorageProvider\}:(\w+)",\s*"([^"]+)"\)/g)];
+  return Object.fromEntries(
+    pairs.map(([, key, value]) => [
+      `AzureFunctionsJobHost__extensions__durableTask__storageProvider__${key}`,
+      value,
+    ]),
+  );
+}
+
+test('the local real-engine host stops a migration as long as Azure does: its provider defaults are the deployed ones', () => {
+  const local = localHostProviderDefaults(read('hosts/webjobs/HostSettings.cs'));
+  expect(local).toEqual(durableSettingsAsDeployed(arm()));
+  // negative control: a local default drifting from the template is caught
+  const drifted = read('hosts/webjobs/HostSettings.cs').replace(
+    'controlQueueVisibilityTimeout", "00:01:00"',
+    'controlQueueVisibilityTimeout", "00:05:00"',
+  );
+  expect(localHostProviderDefaults(drifted)).not.toEqual(durableSettingsAsDeployed(arm()));
+});
+
 test('Durable backend durableTaskScheduler: scheduler, task hub, Data Contributor, the provider override', () => {
   const { template, bound } = dtsMain();
   expect(bound.durableBackend).toBe('durableTaskScheduler');

@@ -6,7 +6,9 @@ import {
   RoutingClient,
   RoutingServiceError,
   decide,
+  recordDecision,
 } from '../../shared/core/client';
+import { ANSWERED, type GuardTarget, type RouteGuard, routeGuard } from '../../shared/core/clientMiddleware';
 import type { Location } from '../../shared/core/lock/document';
 import type { Operation } from '../../shared/core/lock/view';
 import type { JobRequest, PreflightQuestion, VerifyAnswer } from '../../shared/core/participantWire';
@@ -20,7 +22,6 @@ import {
   jobRefused,
   loopbackCallerOnly,
 } from '../../shared/participant';
-import { recordDecision } from '../../shared/migration/telemetry/decisions';
 import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
 import { RegionStore } from './regionStore';
 import { compareRegions } from './verification';
@@ -100,7 +101,7 @@ export interface MessageStoreOptions {
   clock?: () => number;
   /** Who may call the participant endpoint (default: this machine only, as the embedded host calls). */
   authenticate?: Authenticate;
-  /** Where the request-path counters go (refusals, tombstones, misdirected; shared/migration/telemetry/decisions.ts). */
+  /** Where the request-path counters go (refusals, tombstones, misdirected; shared/core/decisions.ts). */
   telemetry?: Pick<TelemetrySink, 'metric'>;
 }
 
@@ -148,6 +149,7 @@ export class MessageStore {
   /** The seam's armed resources (dropItemFromNextDelta). */
   private readonly deltaDrops = new Set<string>();
   private routing: RouteResolver;
+  private guarded: { routing: RouteResolver; guard: RouteGuard<IncomingMessage> } | undefined;
   /** The participant endpoint: @routelock/participant with this store's copy, verify and clean-up. */
   readonly participant: ParticipantHandler;
   /** Every copy applied at a target, in order (what a test checks the supersede rule against). */
@@ -217,8 +219,10 @@ export class MessageStore {
 
   /** The decision as a request-path counter (the workbook's refusals panel); a build that ignores the lock did not refuse. */
   private count(decision: Decision, operation: Operation, region: string): void {
-    if (!this.options.telemetry || (decision.kind === 'deny' && this.options.ignoreWriteLock)) return;
-    recordDecision(this.options.telemetry, decision, { service: 'message-store', operation, region });
+    if (decision.kind === 'deny' && this.options.ignoreWriteLock) return;
+    const context = { service: 'message-store', operation, region };
+    this.routing.recordDecision(decision, context); // the client's metrics hooks, if it was given any
+    if (this.options.telemetry) recordDecision(this.options.telemetry, decision, context);
   }
 
   /** Resolve and decide a mutation; a refusal comes back as the outcome to answer with. */
@@ -247,23 +251,34 @@ export class MessageStore {
   async write(region: string, conversationId: string, messageId: string, text: string): Promise<Outcome> {
     const { refused } = await this.gate(region, conversationId, 'write');
     if (refused) return refused;
+    this.commitWrite(region, conversationId, messageId, text);
+    return { status: 'ok' };
+  }
+
+  private commitWrite(region: string, conversationId: string, messageId: string, text: string): void {
     this.store(region).put(conversationId, messageId, text, this.clock());
     this.accepted.push({ conversationId, messageId, region, at: this.clock(), kind: 'write' });
-    return { status: 'ok' };
+  }
+
+  private commitTombstone(region: string, conversationId: string, messageId: string): void {
+    this.store(region).tombstone(conversationId, messageId, this.clock());
+    this.own.deletesTombstoned += 1;
+    this.accepted.push({ conversationId, messageId, region, at: this.clock(), kind: 'tombstone' });
+  }
+
+  private commitDelete(region: string, conversationId: string, messageId: string): void {
+    this.store(region).remove(conversationId, messageId);
+    this.accepted.push({ conversationId, messageId, region, at: this.clock(), kind: 'delete' });
   }
 
   async remove(region: string, conversationId: string, messageId: string): Promise<Outcome> {
     const { refused, decision } = await this.gate(region, conversationId, 'delete');
     if (refused) return refused;
-    const store = this.store(region);
     if (decision.kind === 'tombstone') {
-      store.tombstone(conversationId, messageId, this.clock());
-      this.own.deletesTombstoned += 1;
-      this.accepted.push({ conversationId, messageId, region, at: this.clock(), kind: 'tombstone' });
+      this.commitTombstone(region, conversationId, messageId);
       return { status: 'tombstoned' };
     }
-    store.remove(conversationId, messageId);
-    this.accepted.push({ conversationId, messageId, region, at: this.clock(), kind: 'delete' });
+    this.commitDelete(region, conversationId, messageId);
     return { status: 'ok' };
   }
 
@@ -271,13 +286,14 @@ export class MessageStore {
     const decision = decide(await this.resolve(conversationId), 'read', region);
     this.count(decision, 'read', region);
     if (decision.kind === 'notHere') return { status: 'notHere', location: decision.location };
-    return {
-      status: 'ok',
-      messages: this.store(region)
-        .list(conversationId)
-        .filter((m) => !m.deleted)
-        .map((m) => m.messageId),
-    };
+    return { status: 'ok', messages: this.messagesOf(region, conversationId) };
+  }
+
+  private messagesOf(region: string, conversationId: string): string[] {
+    return this.store(region)
+      .list(conversationId)
+      .filter((m) => !m.deleted)
+      .map((m) => m.messageId);
   }
 
   /** Forget a cached route (after a refusal, the next attempt resolves afresh). */
@@ -440,33 +456,64 @@ export class MessageStore {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const send = (status: number, value: unknown, headers: Record<string, string> = {}) =>
       res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(value));
-    const messages = /^\/regions\/([a-z0-9-]+)\/conversations\/([^/]+)\/messages(?:\/([^/]+))?$/.exec(
-      url.pathname,
-    );
-    if (messages?.[1] && messages[2]) {
-      const [region, conversationId, messageId] = [
-        messages[1],
-        decodeURIComponent(messages[2]),
-        messages[3] && decodeURIComponent(messages[3]),
-      ];
-      let outcome: Outcome & { messages?: string[] };
-      if (req.method === 'GET') outcome = await this.read(region, conversationId);
-      else if (req.method === 'POST') {
-        const parsed = JSON.parse(body) as { messageId: string; text: string };
-        outcome = await this.write(region, conversationId, parsed.messageId, parsed.text);
-      } else if (req.method === 'DELETE' && messageId)
-        outcome = await this.remove(region, conversationId, messageId);
-      else return send(405, { error: 'method not allowed' });
-      if (outcome.status === 'locked')
-        return send(423, outcome, { 'Retry-After': String(outcome.retryAfterSeconds) });
-      if (outcome.status === 'notHere') return send(421, outcome);
-      if (outcome.status === 'unavailable')
-        return send(503, outcome, { 'Retry-After': String(outcome.retryAfterSeconds) });
-      return send(200, outcome);
-    }
+    if (messageRoute(url.pathname)) return this.handleMessages(req, res, body);
     if (req.method === 'POST' && url.pathname === '/janitor')
       return send(200, { purged: await this.janitor() });
     return send(404, { error: 'not found' });
+  }
+
+  /**
+   * The message routes, behind the request guard (`@routelock/client/middleware`): it resolves the
+   * conversation's route and answers a refusal itself (423 with Retry-After, 421 with the location, 404,
+   * 503; RFC 9457 bodies), or records a tombstone for a delete under the hard-delete lock (204). What
+   * passes is served here, and a write or delete commits only if the route is still within the in-flight
+   * grace (`commitOk`, docs/design.md §5.6); past it, nothing is written and the guard answers 503.
+   * `ignoreWriteLock` is for the direct calls (`write`, `remove`) the drill makes, not these routes.
+   */
+  private async handleMessages(req: IncomingMessage, res: ServerResponse, body: string): Promise<unknown> {
+    const guard = this.messageGuard();
+    const admitted = await guard.admit(req, res);
+    if (admitted === ANSWERED) return;
+    const send = (status: number, value: unknown) =>
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
+    const route = messageRoute(req.url ?? '/');
+    if (admitted === undefined || !route) return send(405, { error: 'method not allowed' });
+    const { region, conversationId, messageId } = route;
+    if (admitted.operation === 'read')
+      return send(200, { status: 'ok', messages: this.messagesOf(region, conversationId) });
+    let text: { messageId?: unknown; text?: unknown } = {};
+    try {
+      if (admitted.operation === 'write') text = JSON.parse(body) as typeof text;
+    } catch {
+      return send(400, { error: 'expected a JSON body' });
+    }
+    if (!guard.commitOk(req)) return guard.late(res, req); // just before committing: the grace
+    if (admitted.operation === 'delete') this.commitDelete(region, conversationId, messageId as string);
+    else this.commitWrite(region, conversationId, String(text.messageId), String(text.text));
+    return send(200, { status: 'ok' });
+  }
+
+  /** The guard of the message routes, for the routing client the store has now (`useRouting` replaces it). */
+  private messageGuard(): RouteGuard<IncomingMessage> {
+    if (this.guarded?.routing === this.routing) return this.guarded.guard;
+    const guard = routeGuard<IncomingMessage>({
+      routing: this.routing,
+      clock: this.clock,
+      serving: (req) => (messageRoute(req.url ?? '/') as MessageRoute).region,
+      target: (req) => messageTarget(req),
+      tombstone: (req) => {
+        const { region, conversationId, messageId } = messageRoute(req.url ?? '/') as MessageRoute;
+        this.commitTombstone(region, conversationId, messageId as string);
+      },
+      onDecision: (decision, target, req) => {
+        const { region } = messageRoute(req.url ?? '/') as MessageRoute;
+        this.count(decision, target.operation, region);
+        if (decision.kind === 'notHere' && target.operation !== 'read') this.own.misdirected += 1;
+        if (decision.kind === 'deny') this.own.writesRefused += 1;
+      },
+    });
+    this.guarded = { routing: this.routing, guard };
+    return guard;
   }
 
   async close(): Promise<void> {
@@ -478,4 +525,33 @@ export class MessageStore {
     });
     for (const store of this.stores.values()) store.close();
   }
+}
+
+/** A message route: `/regions/{region}/conversations/{id}/messages[/{messageId}]`. */
+interface MessageRoute {
+  region: string;
+  conversationId: string;
+  messageId: string | undefined;
+}
+
+function messageRoute(path: string): MessageRoute | undefined {
+  const pathname = path.split('?')[0] as string;
+  const match = /^\/regions\/([a-z0-9-]+)\/conversations\/([^/]+)\/messages(?:\/([^/]+))?$/.exec(pathname);
+  if (!match?.[1] || !match[2]) return undefined;
+  return {
+    region: match[1],
+    conversationId: decodeURIComponent(match[2]),
+    messageId: match[3] && decodeURIComponent(match[3]),
+  };
+}
+
+/** The guard's mapping: a read, a write (POST) or a delete of one message; anything else unguarded (405). */
+function messageTarget(req: IncomingMessage): GuardTarget | undefined {
+  const route = messageRoute(req.url ?? '/');
+  if (!route) return undefined;
+  const { conversationId: resourceId, messageId } = route;
+  if (req.method === 'GET') return { resourceId, operation: 'read' };
+  if (req.method === 'POST') return { resourceId, operation: 'write' };
+  if (req.method === 'DELETE' && messageId) return { resourceId, operation: 'delete' };
+  return undefined;
 }

@@ -7,6 +7,7 @@ import {
   campaignStates,
 } from '../../shared/campaign/types';
 import { MAX_MIGRATION_ATTEMPTS } from '../../shared/config';
+import { resourceIdPattern } from '../../shared/core/lock/document';
 import { isRouteLockError } from '../../shared/core/errors';
 import { migrationStates } from '../../shared/migration/types';
 import { windowIssue } from '../../shared/migration/window';
@@ -17,7 +18,7 @@ import { HttpProblem } from './problem';
 
 export const MAX_BODY_BYTES = 64 * 1024;
 
-export const resourceIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$/;
+export { resourceIdPattern };
 export const regionPattern = /^[a-z][a-z0-9-]{1,49}$/;
 export const accountPattern = /^[a-z0-9][a-z0-9-]{0,62}$/;
 

@@ -2,17 +2,17 @@ import type { z } from 'zod';
 import { seconds } from '../core/settingsSchema';
 
 /**
- * The campaign layer's part of the configuration (docs/design.md §3, §6.9); shared/config.ts assembles
+ * The campaign layer's part of the configuration (design §3, §6.9); `config` assembles
  * it with the other layers' parts.
  */
 
-/** Campaigns (docs/design.md §6.9). */
+/** Campaigns (design §6.9). */
 export interface CampaignConfig {
   /** Between a campaign's ticks: how soon a start follows an ended migration, or a pause its request. */
   tickSeconds: number;
 }
 
-/** The profile-table variables campaigns read (shared/core/profiles.ts gives their defaults). */
+/** The profile-table variables campaigns read (core/profiles gives their defaults). */
 export const campaignProfileShape = {
   ROUTELOCK_CAMPAIGN_TICK_SECONDS: seconds(1),
 };

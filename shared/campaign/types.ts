@@ -2,11 +2,11 @@ import type { Location, StoredDocument } from '../core/lock/document';
 import type { CutoverWindow, PreflightCheck, PreflightCheckName, PreflightTiming } from '../migration/types';
 
 /**
- * Campaigns (docs/design.md §6.9): many resources moved to one target as one thing an operator starts,
+ * Campaigns (design §6.9): many resources moved to one target as one thing an operator starts,
  * watches, slows down, pauses and stops. Its migrations are ordinary migrations (same start path, one per
  * resource, `campaignId` on their records); the campaign only decides when each one starts.
  *
- * State lives in the store (port shared/campaign/store/ports/campaigns.ts): one campaign record (ETag
+ * State lives in the store (port campaign/store/ports/campaigns): one campaign record (ETag
  * compare-and-swap) and one member row per resource. The runner (in-process loop, or a Durable
  * orchestration) only calls `campaignTick` again and again; a tick is idempotent, so a crashed runner
  * resumes by ticking again.
@@ -124,7 +124,7 @@ export interface CampaignRecord {
   /** Start batches of the last 60 s (startsPerMinute is checked against them). */
   recentStarts: StartBatch[];
   throttle?: CampaignThrottle;
-  /** Write-lock hold times of its ended migrations, a fixed log-bucket histogram (shared/campaign/plan.ts). */
+  /** Write-lock hold times of its ended migrations, a fixed log-bucket histogram (campaign/plan). */
   writeLockHistogram: number[];
   /** Ended members over time, for the ETA: the first start (epoch ms) and members ended since. */
   firstStartAt?: number;
@@ -152,10 +152,10 @@ export interface CampaignMember {
   state: MemberState;
   /**
    * Set once its start was asked: a deterministic id (`memberMigrationId`) or the migration it joined
-   * (another's, to the same target: plan.ts `isJoined`; watched and counted, never cancelled by the campaign).
+   * (another's, to the same target: plan `isJoined`; watched and counted, never cancelled by the campaign).
    */
   migrationId?: string;
-  /** Consecutive retriable start failures; at MAX_START_FAILURES it is skipped (plan.ts `afterStartError`). */
+  /** Consecutive retriable start failures; at MAX_START_FAILURES it is skipped (plan `afterStartError`). */
   startFailures?: number;
   /** Why it was skipped, or its migration's error. */
   reason?: string;
@@ -169,11 +169,11 @@ export interface CampaignMember {
   /** A cancel was sent to its migration. */
   cancelSent?: boolean;
   /**
-   * The route as the selection listed it (`carriedVersion`: document and ETag; docs/design.md §6.7),
+   * The route as the selection listed it (`carriedVersion`: document and ETag; design §6.7),
    * until its start is made: the start passes it on, which saves the start's existence read and the
-   * pre-lock's read. The start seals it into the migration's input (shared/migration/listedSeal.ts) and
+   * pre-lock's read. The start seals it into the migration's input (migration/listedSeal) and
    * the pre-lock decides on it only under a seal that holds; here, before the start, it is not sealed, so
-   * a writer of the campaign store could still hand the start a forged copy (docs/design.md §6.7).
+   * a writer of the campaign store could still hand the start a forged copy (design §6.7).
    */
   listed?: StoredDocument;
 }
@@ -192,7 +192,7 @@ export interface CampaignStatus {
   endedAt?: string;
   /**
    * Seconds until every member has ended, from its ended migrations' mean duration and its limits
-   * (shared/campaign/plan.ts `etaSeconds`); null before one has ended.
+   * (campaign/plan `etaSeconds`); null before one has ended.
    */
   etaSeconds: number | null;
   /** Percentiles of its ended migrations' write-lock holds; null before one has ended. */
@@ -203,7 +203,7 @@ export interface CampaignStatus {
   cancelRequestedAt?: string;
   cancelRequestedBy?: string;
   lastTickError?: string;
-  /** Its members' cutover window (docs/design.md §6.10). */
+  /** Its members' cutover window (design §6.10). */
   window?: CutoverWindow;
   /** Where its migrations are listed. */
   migrationsUrl: string;
@@ -247,7 +247,7 @@ export interface CampaignLimitsPatch {
 export const memberMigrationId = (campaignId: string, seq: number): string => `${campaignId}.${seq}`;
 
 // ---------------------------------------------------------------------------------------------
-// The dry run (docs/design.md §6.2): POST /campaigns {dryRun: true}, shared/campaign/preflight.ts
+// The dry run (design §6.2): POST /campaigns {dryRun: true}, campaign/preflight
 // ---------------------------------------------------------------------------------------------
 
 /** Why a dry run counts a resource out: the first failing route check of its migration preflight. */
@@ -274,7 +274,7 @@ export type CampaignPreflightCheck = Omit<PreflightCheck, 'check'> & {
 };
 
 /**
- * How long the campaign takes at least, under its limits (shared/campaign/plan.ts `campaignDurationEstimate`).
+ * How long the campaign takes at least, under its limits (campaign/plan `campaignDurationEstimate`).
  * Every migration is taken at its floor: the convergence wait and the in-flight grace (the dry run's
  * timing), no bulk copy (its duration is unknown) and a write phase of no time (`lowerBoundSeconds`) or
  * of its whole write budget (`withWriteBudgetSeconds`); starts as early as maxConcurrent and

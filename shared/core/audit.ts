@@ -6,7 +6,7 @@ import type { LastMigration, Location, LocationDocument } from './lock/document'
  * version that did it; every force-release step appends one too. Records have deterministic ids and the
  * ledger keeps the first append of an id, so the write path and the change feed (a backstop that may
  * deliver a version twice) writing the same record keep one. Where they are kept: the ports
- * shared/core/store/ports/{audit,forceRelease}.ts and their adapters in shared/core/store/{sqlite,cosmos}/.
+ * core/store/ports/{audit,forceRelease} and their adapters in core/store/{sqlite,cosmos}/.
  */
 
 export type AuditOp =
@@ -89,7 +89,7 @@ export interface ForceReleaseRequest {
   approvals: { actor: string; name?: string; at: string }[];
   /** `obsolete`: the lock it was opened for went away before the approvals completed. */
   status: 'pending' | 'released' | 'obsolete';
-  /** The lock instance the request is for (`lockInstance` in shared/core/lock/rules.ts). */
+  /** The lock instance the request is for (`lockInstance` in core/lock/rules). */
   lockInstance?: string;
   releasedAt: string | null;
   /** Optimistic concurrency: each save must name the version it read. */
@@ -101,7 +101,7 @@ const auditOps = new Set(['swap', 'release', 'forceRelease', 'reclaim']);
 /**
  * The audit record a document version calls for, if its write was one the ledger keeps: a pure function
  * of that one version (its `lastChange` and `lastMigration`, both set by the same write). The write path
- * appends it right after the write commits (shared/migration/auditTrail.ts); the change feed, the backstop,
+ * appends it right after the write commits (migration/auditTrail); the change feed, the backstop,
  * derives the same record (same id, same content) from the same version.
  */
 export function auditRecordFor(doc: LocationDocument): AuditRecord | null {

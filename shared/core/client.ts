@@ -9,6 +9,7 @@ import {
   nextBreaker,
 } from './breaker';
 import { type Clock, systemClock } from './clock';
+import type { ClientMetrics, MeterLike } from './clientMetrics';
 import { type ClientSettings, type OutagePolicy, clientSettings } from './clientOptions';
 import {
   type Problem,
@@ -18,11 +19,20 @@ import {
   isRouteView,
   problemOf,
 } from './clientResponses';
+import { type Decision, type DecisionContext, decisionRecord } from './decisions';
 import { type AnyErrorCode, type ClientErrorCode, type ErrorCode, errorKind } from './errors';
 import { READ_LEAD_HEADER, SharedReads } from './inflight';
 import { parseRetryAfter } from './retryAfter';
 import { type Location, entityTag, sameLocation } from './lock/document';
-import { hasStarted } from './lock/state';
+import { enforcedFrom, hasStarted } from './lock/state';
+import { type RefreshAheadSettings, cachedFreshness } from './refreshAhead';
+import {
+  type ClientTiming,
+  type ExplicitTiming,
+  TIMING_HEADER,
+  adoptTiming,
+  parseTiming,
+} from './serverTiming';
 import type { Enforcement, LockGrant, Operation, RouteView } from './lock/view';
 
 // The package's public types: everything its functions take or return, importable by a consumer.
@@ -32,6 +42,20 @@ export type { AnyErrorCode, ClientErrorCode, ErrorCode } from './errors';
 export type { Location, Phase, Secondary, SecondaryRole } from './lock/document';
 export type { Enforcement, LockGrant, LockView, Operation, RouteView } from './lock/view';
 export type { ClientSettings, OutagePolicy } from './clientOptions';
+export type { ClientMetrics, MeterLike, RequestMetric } from './clientMetrics';
+export type { CachedFreshness, RefreshAheadSettings } from './refreshAhead';
+export type {
+  Decision,
+  DecisionContext,
+  DecisionMetric,
+  DecisionMetricName,
+  DecisionSink,
+} from './decisions';
+export { BREAKER_GAUGE, otelMetrics } from './clientMetrics';
+export { cachedFreshness } from './refreshAhead';
+export type { ClientTiming, ServerTiming } from './serverTiming';
+export { MAX_SKEW_SECONDS, TIMING_HEADER, adoptTiming, parseTiming } from './serverTiming';
+export { DECISION_METRIC_NAMES, decisionMetric, recordDecision } from './decisions';
 export {
   DEFAULT_BREAKER_BACKOFF_MS,
   DEFAULT_BREAKER_FAILURES,
@@ -42,6 +66,7 @@ export {
   DEFAULT_COALESCE_JOIN_MS,
   DEFAULT_INFLIGHT_GRACE_SECONDS,
   DEFAULT_NOT_FOUND_TTL_MS,
+  DEFAULT_REFRESH_AHEAD_SHARE,
   DEFAULT_SERVER_COALESCE_JOIN_MS,
   DEFAULT_STALE_FOR_MS,
   DEFAULT_TIMEOUT_MS,
@@ -52,38 +77,20 @@ export { API_VERSION, API_VERSION_HEADER, SUPPORTED_API_VERSIONS } from './apiVe
 
 /**
  * RoutingClient: what a resource-owning service links to resolve routes over HTTP and obey them
- * (docs/design.md §5.4–§5.6).
+ * (design §5.4–§5.6).
  *
- * `resolve(id)` keeps an in-process cache (lru-cache) that follows the read path of docs/design.md §5: it
+ * `resolve(id)` keeps an in-process cache (lru-cache) that follows the read path of design §5: it
  * honours the server's Cache-Control (`no-store`, `max-age`) and `Age` (a view stays fresh for
  * max-age − Age from the request, RFC 9111 §4.2.3: this cache is in series with the server's), and a
  * cached view whose lock has started (or is about to, within the skew margin) is always fetched again.
- * Concurrent resolves of one id share one request (shared/core/inflight.ts), a 404 is remembered briefly, a
+ * Concurrent resolves of one id share one request (core/inflight), a 404 is remembered briefly, a
  * request gives up after `timeoutMs`, and `whenUnreachable` says what happens when no answer comes. After
- * `breakerFailures` timeouts or connection failures in a row a circuit breaker (shared/core/breaker.ts)
+ * `breakerFailures` timeouts or connection failures in a row a circuit breaker (core/breaker)
  * answers at once under that policy instead of sending, until a probe gets an answer. A call may carry
  * its caller's `signal`; no view is cached longer than `maxCacheSeconds`.
  * `decide(view, op, serving)` turns a view into what the service must do with one operation, and
  * `decisionStatus(decision)` into the HTTP answer the service gives its own caller.
  */
-
-/** What a service must do with one operation (docs/design.md §5.5; the HTTP answer: `decisionStatus`). */
-export type Decision =
-  | { kind: 'allow' }
-  /** A delete while the hard-delete lock is in force: record a tombstone instead of removing the item. */
-  | { kind: 'tombstone' }
-  /** A write (or delete) under the write lock: refuse it, and say when to come back. */
-  | { kind: 'deny'; retryAfterSeconds: number }
-  /** The data does not live where this service serves: send the caller to `location`. */
-  | { kind: 'notHere'; location: Location }
-  /** The routing service has no route for the id (404 `NotFound`): nothing is served or written. */
-  | { kind: 'notFound' }
-  /**
-   * The routing service could not be reached (`Unreachable`), failed (500, 502–504) or throttled (429
-   * `Throttled`), or only a stale view is at hand and the operation is a write or a delete
-   * (`whenUnreachable: 'serveStaleReads'`).
-   */
-  | { kind: 'unavailable'; retryAfterSeconds: number };
 
 /**
  * Every option is checked when the client is built: an unknown one, a wrong type or a value out of range
@@ -121,15 +128,15 @@ export interface RoutingClientOptions {
   timeoutMs?: number;
   /**
    * The server's ROUTELOCK_INFLIGHT_GRACE_SECONDS: the most a request may take from resolving its route
-   * to landing its write (docs/design.md §6.3). Bounds the join bounds; `withinGrace` takes it too.
+   * to landing its write (design §6.3). Bounds the join bounds; `withinGrace` takes it too.
    * Default: the production profile's, DEFAULT_INFLIGHT_GRACE_SECONDS (5 s).
    */
   inFlightGraceSeconds?: number;
   /**
    * How long after a request for an id left a concurrent resolve of that id may still share it instead
-   * of sending its own (shared/core/inflight.ts's join bound). A joined answer is as old as the request it
+   * of sending its own (core/inflight's join bound). A joined answer is as old as the request it
    * joined, so its `resolvedAt` is that request's and the bound is spent from the grace exactly like the
-   * request's own time (docs/design.md §5.4). This join and the server's (`serverCoalesceJoinMs`)
+   * request's own time (design §5.4). This join and the server's (`serverCoalesceJoinMs`)
    * together may take at most a tenth of the grace (the server's own rule, timingInequalities' fifth): more
    * is refused. Default 50 ms (1 % of the production grace; a burst of concurrent requests arrives within
    * a few ms), lowered to what the grace leaves. A view whose lock has started is never served from the
@@ -192,6 +199,28 @@ export interface RoutingClientOptions {
    * 0.5: a backoff lasts between half and all of its nominal length.
    */
   breakerJitter?: number;
+  /**
+   * Refresh ahead (shared/core/refreshAhead.ts): a resolve that finds a view in the last this share of
+   * its lifetime is answered from the cache and starts one background fetch of the id (none if one is
+   * out), so the view is replaced before it expires and no request waits for it. Only requests trigger
+   * it (an id nobody asks for is not refreshed), once per cached view: a failed refresh leaves the view
+   * until it expires, then the next resolve fetches as usual (and the outage policy applies). A view
+   * whose lock has started is not cached, so this never applies to it. Default 0.2
+   * (DEFAULT_REFRESH_AHEAD_SHARE); 0 turns it off; 0–1.
+   */
+  refreshAheadShare?: number;
+  /**
+   * Hooks called as things happen: cache hits and misses, refreshes ahead, each request's duration and
+   * outcome, errors by code, the breaker's state, and the decisions `recordDecision` counts
+   * (shared/core/clientMetrics.ts). Each is optional; an unknown hook is refused.
+   */
+  metrics?: ClientMetrics;
+  /**
+   * An OpenTelemetry `Meter` (@opentelemetry/api; typed structurally, the client depends on no
+   * OpenTelemetry package): the same figures recorded as `routelock.client.*` instruments
+   * (`otelMetrics`). With `metrics` too, both are called.
+   */
+  meter?: MeterLike;
   fetch?: typeof fetch;
 }
 
@@ -232,6 +261,13 @@ export interface ResolvedRoute {
    * convergence wait). A write must land within the grace of this: `withinGrace`.
    */
   resolvedAt: number;
+  /**
+   * Until when (ms, this client's clock) the view is one this client's cache serves: fresh, with no lock
+   * started within the skew margin (undefined: it is not, e.g. its lock has started). A write that lands
+   * before it needs no grace, as a cache hit at that instant would have dated the view then: the
+   * pre-lock's convergence wait counts this cache's TTL (docs/design.md §5.4). `withinGrace` takes it.
+   */
+  validUntil?: number;
 }
 
 /**
@@ -264,7 +300,7 @@ type CacheEntry =
     }
   | { kind: 'notFound'; fetchedAt: number; freshUntil: number; error: RoutingServiceError };
 
-/** A stale view's enforcement: reads only (docs/design.md §5.4, "when routelock is unreachable"). */
+/** A stale view's enforcement: reads only (design §5.4, "when routelock is unreachable"). */
 const STALE_ENFORCEMENT: Enforcement = Object.freeze({
   read: 'allow',
   write: 'deny',
@@ -287,6 +323,18 @@ export interface ServerInfo {
  * client code without a server. The lock calls a migration orchestrator makes (`prelock`, `escalate`,
  * `renew`, `swap`, `release`) are not here: a service does not make them.
  */
+/**
+ * `decideFor`'s answer: the decision, the view it was made on and when that view was known true, null
+ * both when there is none (a missing route, an outage); `validUntil` as on `ResolvedRoute`, for the
+ * grace check before a write commits.
+ */
+export interface DecidedRoute {
+  decision: Decision;
+  view: ResolvedView | null;
+  resolvedAt: number | null;
+  validUntil?: number;
+}
+
 export interface RouteResolver {
   /** The declared in-flight grace, in seconds: `withinGrace(resolvedAt, this, now)` before a write commits. */
   readonly inFlightGraceSeconds: number;
@@ -298,9 +346,14 @@ export interface RouteResolver {
     operation: Operation,
     serving: string | Location,
     options?: CallOptions,
-  ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }>;
+  ): Promise<DecidedRoute>;
   forget(id: string): void;
   putRoute(id: string, location: Location): Promise<RouteView>;
+  /**
+   * Count a decision the service acted on (`decisionMetric`'s rule: refusals, tombstones, misdirected
+   * and unserved operations) into the client's metrics hooks (`metrics`, `meter`).
+   */
+  recordDecision(decision: Decision, context: DecisionContext): void;
 }
 
 export class RoutingClient implements RouteResolver {
@@ -310,22 +363,24 @@ export class RoutingClient implements RouteResolver {
   private readonly reads: SharedReads<string, ResolvedRoute>;
   private readonly baseUrl: string;
   private readonly clock: Clock;
-  private readonly skewSeconds: number;
   private readonly fetchImpl: typeof fetch;
   private readonly timeoutMs: number;
   private readonly notFoundTtlMs: number;
   private readonly staleForMs: number;
-  private readonly maxCacheSeconds: number;
+  /** The timing in force: the options, then what `ready()` learnt from the server (serverTiming.ts). */
+  private timing: ClientTiming;
+  /** The learnable options the team set: `ready()` leaves them. */
+  private readonly explicitTiming: ExplicitTiming;
   private readonly breakerSettings: BreakerSettings;
   private breaker: BreakerState = CLOSED_BREAKER;
+  private readonly refreshAhead: RefreshAheadSettings;
+  /** Cached views a refresh ahead was started for: one per view, so a failing one is not repeated per hit. */
+  private readonly refreshed = new WeakSet<CacheEntry>();
+  private readonly metrics: ClientMetrics | undefined;
   /** Each shared route request's own abort, and how many calls still wait for it. */
   private readonly fetches = new WeakMap<Promise<ResolvedRoute>, SharedFetch>();
-  /** The declared in-flight grace, in seconds (`inFlightGraceSeconds`). */
-  readonly inFlightGraceSeconds: number;
-  /** The join bound in force (`coalesceJoinMs`, lowered to what the grace leaves). */
-  readonly coalesceJoinMs: number;
-  /** The server's declared join bound (`serverCoalesceJoinMs`). */
-  readonly serverCoalesceJoinMs: number;
+  /** What `ready()` bounded of the server's timing, and why (empty: taken as said, or not learnt). */
+  timingClamped: string[] = [];
   /** Requests made to the routing service, for tests and benchmarks. */
   requests = 0;
 
@@ -333,22 +388,59 @@ export class RoutingClient implements RouteResolver {
     const settings: ClientSettings = clientSettings(options);
     this.baseUrl = settings.baseUrl;
     this.clock = options.clock ?? systemClock;
-    this.skewSeconds = settings.clockSkewSeconds;
     this.fetchImpl = options.fetch ?? fetch;
     this.timeoutMs = settings.timeoutMs;
-    this.inFlightGraceSeconds = settings.inFlightGraceSeconds;
-    this.serverCoalesceJoinMs = settings.serverCoalesceJoinMs;
-    this.coalesceJoinMs = settings.coalesceJoinMs;
+    this.timing = {
+      inFlightGraceSeconds: settings.inFlightGraceSeconds,
+      clockSkewSeconds: settings.clockSkewSeconds,
+      maxCacheSeconds: settings.maxCacheSeconds,
+      serverCoalesceJoinMs: settings.serverCoalesceJoinMs,
+      coalesceJoinMs: settings.coalesceJoinMs,
+    };
+    const given = options as unknown as Record<string, unknown>;
+    this.explicitTiming = Object.fromEntries(
+      Object.keys(this.timing).map((name) => [name, given[name] !== undefined]),
+    );
     this.notFoundTtlMs = settings.notFoundTtlMs;
     this.staleForMs = settings.staleForMs;
-    this.maxCacheSeconds = settings.maxCacheSeconds;
     this.breakerSettings = settings.breaker;
+    this.refreshAhead = settings.refreshAhead;
+    this.metrics = settings.metrics;
     // Least recently used entries go first. Freshness is this client's own check (freshUntil), so
     // lru-cache keeps no TTLs: a get reads no clock, and an expired entry stays for an outage to serve
     // (serveStaleReads) until it is replaced, forgotten or evicted.
     this.cache = new LRUCache<string, CacheEntry>({ max: settings.cacheMax });
     this.forgets = new LRUCache<string, number>({ max: settings.cacheMax });
-    this.reads = new SharedReads({ joinBoundMs: this.coalesceJoinMs, clock: this.clock });
+    this.reads = new SharedReads({ joinBoundMs: this.timing.coalesceJoinMs, clock: this.clock });
+  }
+
+  /** The in-flight grace in force, in seconds: the option's, or the server's if lower (`ready()`). */
+  get inFlightGraceSeconds(): number {
+    return this.timing.inFlightGraceSeconds;
+  }
+
+  /** The join bound in force (`coalesceJoinMs`, lowered to what the grace leaves). */
+  get coalesceJoinMs(): number {
+    return this.timing.coalesceJoinMs;
+  }
+
+  /** The server's join bound, as declared (`serverCoalesceJoinMs`) or learnt (`ready()`). */
+  get serverCoalesceJoinMs(): number {
+    return this.timing.serverCoalesceJoinMs;
+  }
+
+  /** The timing in force (plain data): the options, then what `ready()` learnt from the server. */
+  timingInForce(): ClientTiming {
+    return { ...this.timing };
+  }
+
+  /** Take the timing the server says (TIMING_HEADER), within the bounds `adoptTiming` keeps. */
+  private learnTiming(headers: Headers): void {
+    const { said, ignored } = parseTiming(headers.get(TIMING_HEADER));
+    const { timing, clamped } = adoptTiming(this.timing, said, this.explicitTiming);
+    this.timing = timing;
+    this.timingClamped = [...clamped, ...ignored.map((pair) => `ignored: ${pair}`)];
+    this.reads.setJoinBoundMs(timing.coalesceJoinMs);
   }
 
   /**
@@ -382,6 +474,7 @@ export class RoutingClient implements RouteResolver {
         `The routing service at ${this.baseUrl} reports API version ${said === null ? '(none)' : JSON.stringify(said)}; this client supports ${SUPPORTED_API_VERSIONS.join(', ')}`,
         undefined,
       );
+    this.learnTiming(answer.headers);
     return { apiVersion, store: body.store };
   }
 
@@ -390,7 +483,7 @@ export class RoutingClient implements RouteResolver {
     return this.reads.joined;
   }
 
-  /** The circuit breaker's state (plain data, shared/core/breaker.ts), for metrics and diagnostics. */
+  /** The circuit breaker's state (plain data, core/breaker), for metrics and diagnostics. */
   breakerState(): BreakerState {
     return this.breaker;
   }
@@ -398,9 +491,11 @@ export class RoutingClient implements RouteResolver {
   async resolve(id: string, options: CallOptions = {}): Promise<ResolvedView> {
     const hit = this.servable(id, this.clock());
     if (hit !== undefined) {
+      this.metrics?.cacheHit?.();
       if (hit instanceof RoutingServiceError) throw hit;
       return hit; // the hot path: no allocation
     }
+    this.metrics?.cacheMiss?.();
     return (await this.shared(id, options.signal)).view;
   }
 
@@ -412,9 +507,13 @@ export class RoutingClient implements RouteResolver {
     const now = this.clock();
     const hit = this.servable(id, now);
     if (hit !== undefined) {
+      this.metrics?.cacheHit?.();
       if (hit instanceof RoutingServiceError) throw hit;
-      return { view: hit, resolvedAt: now };
+      const entry = this.cache.peek(id);
+      const freshUntil = entry?.kind === 'view' && entry.view === hit ? entry.freshUntil : now;
+      return { view: hit, resolvedAt: now, validUntil: this.servableUntil(hit, freshUntil) };
     }
+    this.metrics?.cacheMiss?.();
     return this.shared(id, options.signal);
   }
 
@@ -423,11 +522,11 @@ export class RoutingClient implements RouteResolver {
    * rejects this call at once, and aborts the request only when no other call still waits for it (a
    * call without a signal waits to the end), so one caller's deadline never fails another's resolve.
    */
-  private shared(id: string, signal: AbortSignal | undefined): Promise<ResolvedRoute> {
+  private shared(id: string, signal: AbortSignal | undefined, background = false): Promise<ResolvedRoute> {
     if (signal?.aborted) return Promise.reject(abortedError(signal));
     const promise = this.reads.run(id, () => {
       const controller = new AbortController();
-      const request = this.fetchRoute(id, controller.signal);
+      const request = this.fetchRoute(id, controller.signal, background);
       this.fetches.set(request, { controller, waiters: 0 });
       return request;
     });
@@ -452,12 +551,34 @@ export class RoutingClient implements RouteResolver {
     });
   }
 
-  /** What the cache may answer at `now` without a request: a fresh view with no started lock, or a 404. */
+  /**
+   * What the cache may answer at `now` without a request: a fresh view with no started lock, or a 404.
+   * A view it answers in its last stretch is refreshed in the background (refresh ahead).
+   */
   private servable(id: string, now: number): RouteView | RoutingServiceError | undefined {
     const hit = this.cache.get(id);
     if (hit === undefined || now >= hit.freshUntil) return undefined;
     if (hit.kind === 'notFound') return hit.error;
-    return this.lockMayBeInForce(hit.view, now) ? undefined : hit.view;
+    if (this.lockMayBeInForce(hit.view, now)) return undefined;
+    const state = cachedFreshness(now - hit.fetchedAt, hit.freshUntil - hit.fetchedAt, this.refreshAhead);
+    if (state === 'refreshAhead') this.refreshInBackground(id, hit);
+    return hit.view;
+  }
+
+  /**
+   * One background fetch of `id`, unless one is out already (it will replace the view) or one was
+   * started for this view before (a failed refresh is not repeated at every hit: the view serves until
+   * it expires). No caller waits for it and none can abort it; its failure is counted by the breaker
+   * and the metrics like any request's, and otherwise dropped: the view it was to replace still stands.
+   */
+  private refreshInBackground(id: string, entry: CacheEntry): void {
+    if (this.refreshed.has(entry) || this.reads.startedAt(id) !== undefined) return;
+    this.refreshed.add(entry);
+    this.metrics?.refreshAhead?.();
+    // Started after the request that found the view has been answered: it must not pay for the send.
+    setImmediate(() => {
+      if (this.reads.startedAt(id) === undefined) this.shared(id, undefined, true).catch(() => undefined);
+    });
   }
 
   /**
@@ -471,10 +592,13 @@ export class RoutingClient implements RouteResolver {
     operation: Operation,
     serving: string | Location,
     options: CallOptions = {},
-  ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }> {
+  ): Promise<DecidedRoute> {
     try {
-      const { view, resolvedAt } = await this.resolveForWrite(id, options);
-      return { decision: decide(view, operation, serving), view, resolvedAt };
+      const { view, resolvedAt, validUntil } = await this.resolveForWrite(id, options);
+      const decision = decide(view, operation, serving);
+      return validUntil === undefined
+        ? { decision, view, resolvedAt }
+        : { decision, view, resolvedAt, validUntil };
     } catch (error) {
       if (isNotFound(error)) return { decision: { kind: 'notFound' }, view: null, resolvedAt: null };
       if (isOutage(error))
@@ -495,6 +619,14 @@ export class RoutingClient implements RouteResolver {
     this.cache.delete(id);
     this.reads.forget(id);
     this.forgets.set(id, (this.forgets.get(id) ?? 0) + 1);
+  }
+
+  /** Count a decision the service acted on into the metrics hooks (`RouteResolver.recordDecision`). */
+  recordDecision(decision: Decision, context: DecisionContext): void {
+    const hook = this.metrics?.decision;
+    if (hook === undefined) return;
+    const metric = decisionRecord(decision, context);
+    if (metric !== undefined) hook(metric, context);
   }
 
   async putRoute(id: string, location: Location): Promise<RouteView> {
@@ -561,19 +693,27 @@ export class RoutingClient implements RouteResolver {
     return (await this.call('POST', path, body, options, isRouteView)).body as RouteView;
   }
 
+  /** Until when the cache would serve `view`, fresh until `freshUntil`: that, or its lock's start less the skew. */
+  private servableUntil(view: RouteView, freshUntil: number): number {
+    if (view.lock === null) return freshUntil;
+    return Math.min(freshUntil, enforcedFrom(view.lock, this.timing.clockSkewSeconds));
+  }
+
   /** A started lock (within the skew margin) may change at any moment: never serve it from cache. */
   private lockMayBeInForce(view: RouteView, now: number): boolean {
-    return view.lock !== null && hasStarted(view.lock, now, this.skewSeconds);
+    return view.lock !== null && hasStarted(view.lock, now, this.timing.clockSkewSeconds);
   }
 
   /** One GET of the route (shared by the resolves that join it), its answer cached as its headers allow. */
-  private async fetchRoute(id: string, signal: AbortSignal): Promise<ResolvedRoute> {
+  private async fetchRoute(id: string, signal: AbortSignal, background: boolean): Promise<ResolvedRoute> {
     const startedAt = this.clock();
     const forgets = this.forgets.get(id) ?? 0;
     let answer: { body: unknown; headers: Headers };
     try {
       const path = `/routes/${encodeURIComponent(id)}`;
-      answer = await this.call('GET', path, undefined, {}, isRouteView, signal);
+      // A refresh ahead asks past the server's cache: its copy would expire when the one held here does.
+      const how = background ? { revalidate: true } : {};
+      answer = await this.call('GET', path, undefined, how, isRouteView, signal, background);
     } catch (error) {
       if (isNotFound(error)) {
         if (this.forgottenSince(id, forgets)) throw error;
@@ -598,20 +738,24 @@ export class RoutingClient implements RouteResolver {
     const resolvedAt = startedAt - this.readLeadMs(answer.headers);
     if (this.forgottenSince(id, forgets)) return { view, resolvedAt };
     const fresh = Math.min(
-      this.maxCacheSeconds,
+      this.timing.maxCacheSeconds,
       freshnessSeconds(answer.headers.get('cache-control'), answer.headers.get('age')),
     );
     // Counted from when the request left: the time the answer took is age too (RFC 9111 §4.2.3).
     // A view not to be cached (no-store: its lock has started) is still the newest one an outage could
     // serve reads from: kept with no freshness, under serveStaleReads only.
-    this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil: startedAt + fresh * 1000 });
-    return { view, resolvedAt };
+    const freshUntil = startedAt + fresh * 1000;
+    this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil });
+    const validUntil = this.servableUntil(view, freshUntil);
+    return validUntil > this.clock() ? { view, resolvedAt, validUntil } : { view, resolvedAt };
   }
 
   /** How long before the request arrived its answer was last known true (READ_LEAD_HEADER, ms). */
   private readLeadMs(headers: Headers): number {
     const said = headers.get(READ_LEAD_HEADER);
-    return said !== null && /^\d{1,12}$/.test(said.trim()) ? Number(said.trim()) : this.serverCoalesceJoinMs;
+    return said !== null && /^\d{1,12}$/.test(said.trim())
+      ? Number(said.trim())
+      : this.timing.serverCoalesceJoinMs;
   }
 
   /** Whether `id` was forgotten since `forgets` was read (an evicted count reads 0: not cached either). */
@@ -641,7 +785,7 @@ export class RoutingClient implements RouteResolver {
       enforcement: STALE_ENFORCEMENT,
       stale: { code: error.code, freshUntil: held.freshUntil },
     };
-    return { view, resolvedAt: held.fetchedAt - this.serverCoalesceJoinMs };
+    return { view, resolvedAt: held.fetchedAt - this.timing.serverCoalesceJoinMs };
   }
 
   /**
@@ -652,38 +796,54 @@ export class RoutingClient implements RouteResolver {
     method: string,
     path: string,
     body: unknown,
-    options: { idempotencyKey?: string; ifMatch?: string },
+    options: { idempotencyKey?: string; ifMatch?: string; revalidate?: boolean },
     expected: (body: unknown) => boolean,
     signal?: AbortSignal,
+    background = false,
   ): Promise<{ body: unknown; headers: Headers }> {
-    const probe = this.admit(method, path);
+    try {
+      const probe = this.admit(method, path);
+      return await this.exchange(method, path, body, options, expected, { probe, signal, background });
+    } catch (error) {
+      if (error instanceof RoutingServiceError) this.metrics?.error?.(error.code);
+      throw error;
+    }
+  }
+
+  /** `call`'s request, once the breaker let it through, timed for the `request` metric. */
+  private async exchange(
+    method: string,
+    path: string,
+    body: unknown,
+    options: { idempotencyKey?: string; ifMatch?: string; revalidate?: boolean },
+    expected: (body: unknown) => boolean,
+    how: { probe: boolean; signal: AbortSignal | undefined; background: boolean },
+  ): Promise<{ body: unknown; headers: Headers }> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.options.functionKey) headers['x-functions-key'] = this.options.functionKey;
     if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
     if (options.ifMatch) headers['if-match'] = entityTag(options.ifMatch);
+    if (options.revalidate) headers['cache-control'] = 'no-cache';
     this.requests += 1;
     const init: RequestInit = {
       method,
       headers,
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     };
-    const { response, text } = await this.send(method, path, `${this.baseUrl}${path}`, init, probe, signal);
-    let parsed: unknown;
+    const sentAt = performance.now();
+    let outcome = 'ok';
     try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = undefined; // a proxy's HTML page, say: its status is all there is to go on
+      const url = `${this.baseUrl}${path}`;
+      const { response, text } = await this.send(method, path, url, init, how.probe, how.signal);
+      return answered(method, path, response, text, expected);
+    } catch (error) {
+      outcome = error instanceof RoutingServiceError ? error.code : 'Unreachable';
+      throw error;
+    } finally {
+      const durationMs = performance.now() - sentAt;
+      this.metrics?.request?.({ method, durationMs, outcome, background: how.background });
     }
-    if (!response.ok) throw failure(method, path, response, problemOf(parsed));
-    if (!expected(parsed))
-      throw new RoutingServiceError(
-        response.status,
-        'InvalidResponse',
-        `${method} ${path} answered ${response.status} with ${parsed === undefined ? 'a body that is not JSON' : 'JSON of the wrong shape'}`,
-        undefined,
-      );
-    return { body: parsed, headers: response.headers };
   }
 
   private async accessToken(): Promise<string> {
@@ -716,12 +876,19 @@ export class RoutingClient implements RouteResolver {
         Math.max(1, Math.ceil(leftMs / 1000)),
       );
     }
-    this.breaker = nextBreaker(this.breaker, { kind: 'request' }, now, this.breakerSettings);
+    this.moveBreaker(nextBreaker(this.breaker, { kind: 'request' }, now, this.breakerSettings));
     return verdict === 'probe';
   }
 
   private report(event: BreakerEvent): void {
-    this.breaker = nextBreaker(this.breaker, event, this.clock(), this.breakerSettings);
+    this.moveBreaker(nextBreaker(this.breaker, event, this.clock(), this.breakerSettings));
+  }
+
+  /** The breaker's next state; a change of kind goes to the `breaker` metric. */
+  private moveBreaker(next: BreakerState): void {
+    const moved = next.kind !== this.breaker.kind;
+    this.breaker = next;
+    if (moved) this.metrics?.breaker?.(next);
   }
 
   /**
@@ -789,6 +956,31 @@ export class RoutingClient implements RouteResolver {
       if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
     }
   }
+}
+
+/** An answer's body, checked by `expected` (a 2xx of another shape is `InvalidResponse`), or its error. */
+function answered(
+  method: string,
+  path: string,
+  response: Response,
+  text: string,
+  expected: (body: unknown) => boolean,
+): { body: unknown; headers: Headers } {
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined; // a proxy's HTML page, say: its status is all there is to go on
+  }
+  if (!response.ok) throw failure(method, path, response, problemOf(parsed));
+  if (!expected(parsed))
+    throw new RoutingServiceError(
+      response.status,
+      'InvalidResponse',
+      `${method} ${path} answered ${response.status} with ${parsed === undefined ? 'a body that is not JSON' : 'JSON of the wrong shape'}`,
+      undefined,
+    );
+  return { body: parsed, headers: response.headers };
 }
 
 /** A route request shared by concurrent resolves: its own abort, and the calls still waiting for it. */
@@ -859,11 +1051,19 @@ function isOutage(error: unknown): error is RoutingServiceError {
 /**
  * Whether a write whose route was resolved at `resolvedAt` (`ResolvedRoute.resolvedAt`) may still be
  * committed at `now`: not if the route is older than the in-flight grace, for the copies of a lock that
- * committed just after the resolve start that long after the lock (docs/design.md §6.3) and would miss
+ * committed just after the resolve start that long after the lock (design §6.3) and would miss
  * it. Both instants are this service's clock: only their difference counts, so clock skew does not.
+ * With the route's `validUntil` (`ResolvedRoute`), a write landing before it is within grace whatever
+ * the grace: the cache would have served that view at that instant (a server whose grace is 0, the
+ * dev profile, otherwise refuses every write whose view took a millisecond to fetch).
  */
-export function withinGrace(resolvedAt: number, graceSeconds: number, now: number): boolean {
-  return now - resolvedAt <= graceSeconds * 1000;
+export function withinGrace(
+  resolvedAt: number,
+  graceSeconds: number,
+  now: number,
+  validUntil?: number,
+): boolean {
+  return now - resolvedAt <= graceSeconds * 1000 || (validUntil !== undefined && now < validUntil);
 }
 /**
  * Seconds a response stays fresh in a cache in series with the server's: max-age less `Age` (the time
@@ -932,7 +1132,7 @@ export function decide(
   return { kind: 'deny', retryAfterSeconds: e.retryAfterSeconds ?? 1 };
 }
 
-/** The HTTP answer a service gives its own caller for a decision (docs/design.md §5.5's table). */
+/** The HTTP answer a service gives its own caller for a decision (design §5.5's table). */
 export interface DecisionStatus {
   /** Whether the service performs the operation: as asked (`allow`) or as a tombstone (`tombstone`). */
   proceed: boolean;
@@ -943,14 +1143,14 @@ export interface DecisionStatus {
   status: number;
   /** Headers to send with it: `Retry-After` (423, 503), `Location` (307). */
   headers: Readonly<Record<string, string>>;
-  /** For a refusal, the problem code (shared/core/errors.ts) to put in its RFC 9457 body. */
+  /** For a refusal, the problem code (core/errors) to put in its RFC 9457 body. */
   code?: AnyErrorCode;
   /** For `notHere`: where the data lives (put it in the problem body; a 421 has no Location header). */
   location?: Location;
 }
 
 /**
- * The HTTP answer for `decision`, statuses from the one error table (shared/core/errors.ts):
+ * The HTTP answer for `decision`, statuses from the one error table (core/errors):
  * - `allow` → proceed (200, or the operation's own success status);
  * - `tombstone` → proceed, recording a tombstone; 204, as any delete: the item is gone for every reader at
  *   once (the tombstone hides it, and the delta copy carries it to the target). 202 would tell the caller

@@ -1,4 +1,12 @@
 import type { BreakerSettings } from './breaker';
+import {
+  type ClientMetrics,
+  METRIC_HOOKS,
+  type MeterLike,
+  combinedMetrics,
+  otelMetrics,
+} from './clientMetrics';
+import type { RefreshAheadSettings } from './refreshAhead';
 import { COALESCE_GRACE_SHARE } from './inflight';
 import { DEFAULT_CLOCK_SKEW_SECONDS } from './lock/state';
 import { profiles } from './profiles';
@@ -10,13 +18,13 @@ import { profiles } from './profiles';
  * negative skew margin serving a started lock from the cache).
  */
 
-/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (shared/core/profiles.ts). */
+/** The production profile's ROUTELOCK_INFLIGHT_GRACE_SECONDS (core/profiles). */
 export const DEFAULT_INFLIGHT_GRACE_SECONDS = Number(profiles.production.ROUTELOCK_INFLIGHT_GRACE_SECONDS);
 /** `timeoutMs`'s default. */
 export const DEFAULT_TIMEOUT_MS = 2_000;
 /** `coalesceJoinMs`'s default (1 % of the production grace). */
 export const DEFAULT_COALESCE_JOIN_MS = 50;
-/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (shared/core/profiles.ts). */
+/** The production profile's ROUTELOCK_COALESCE_JOIN_MS (core/profiles). */
 export const DEFAULT_SERVER_COALESCE_JOIN_MS = Number(profiles.production.ROUTELOCK_COALESCE_JOIN_MS);
 /** `notFoundTtlMs`'s default. */
 export const DEFAULT_NOT_FOUND_TTL_MS = 1_000;
@@ -26,7 +34,7 @@ export const DEFAULT_STALE_FOR_MS = 60_000;
 export const DEFAULT_CACHE_MAX = 10_000;
 /**
  * `maxCacheSeconds`'s default: the production profile's `local` tier TTL (60 s), the most max-age a
- * production routelock ever sends (shared/core/lock/view.ts cacheControl). The pre-lock's convergence
+ * production routelock ever sends (core/lock/view cacheControl). The pre-lock's convergence
  * wait counts that TTL once, so a longer max-age (a proxy that rewrites it) would let a view outlive a
  * lock's start; a shorter cap costs only requests.
  */
@@ -44,6 +52,14 @@ export const DEFAULT_BREAKER_BACKOFF_MS = 1_000;
 export const DEFAULT_BREAKER_MAX_BACKOFF_MS = 30_000;
 /** `breakerJitter`'s default: a backoff is between half and all of its nominal length. */
 export const DEFAULT_BREAKER_JITTER = 0.5;
+
+/**
+ * `refreshAheadShare`'s default: a hit in the last fifth of a view's lifetime refreshes it in the
+ * background (the last 12 s of the production 60 s; 400 ms of the dev profile's 2 s), long enough for
+ * a fetch to come back before the view expires, short enough that a busy id costs one request per 48 s
+ * rather than per 60 s plus a waiting request.
+ */
+export const DEFAULT_REFRESH_AHEAD_SHARE = 0.2;
 
 /** The outage policies `whenUnreachable` accepts. */
 export const OUTAGE_POLICIES = ['fail', 'serveStaleReads'] as const;
@@ -93,6 +109,9 @@ const KNOWN = new Set([
   'breakerBackoffMs',
   'breakerMaxBackoffMs',
   'breakerJitter',
+  'refreshAheadShare',
+  'metrics',
+  'meter',
   'fetch',
 ]);
 
@@ -111,6 +130,9 @@ export interface ClientSettings {
   staleForMs: number;
   maxCacheSeconds: number;
   breaker: BreakerSettings;
+  refreshAhead: RefreshAheadSettings;
+  /** The `metrics` hooks and the `meter`'s, combined; undefined when neither is given. */
+  metrics: ClientMetrics | undefined;
 }
 
 type Rule = 'atLeastZero' | 'aboveZero' | 'wholeAboveZero' | 'wholeAtLeastZero' | 'fraction';
@@ -159,6 +181,41 @@ function breakerOptions(options: Record<string, unknown>): BreakerSettings {
     maxBackoffMs,
     jitter: numberOption(options, 'breakerJitter', 'fraction', DEFAULT_BREAKER_JITTER),
   };
+}
+
+/** The `metrics` hooks (an object of known hooks, each a function) and the `meter`'s, combined. */
+function metricsOption(options: Record<string, unknown>): ClientMetrics | undefined {
+  const { metrics, meter } = options;
+  if (metrics !== undefined) {
+    if (metrics === null || typeof metrics !== 'object')
+      throw new RoutingClientOptionError('metrics', metrics, 'must be an object of hooks');
+    for (const [hook, call] of Object.entries(metrics))
+      if (!METRIC_HOOKS.includes(hook) || typeof call !== 'function')
+        throw new RoutingClientOptionError(
+          `metrics.${hook}`,
+          call,
+          METRIC_HOOKS.includes(hook) ? 'must be a function' : `is not a hook (${METRIC_HOOKS.join(', ')})`,
+        );
+  }
+  if (meter !== undefined) {
+    const calls = ['createCounter', 'createHistogram', 'createObservableGauge'];
+    const fits =
+      meter !== null &&
+      typeof meter === 'object' &&
+      calls.every((c) => typeof (meter as Record<string, unknown>)[c] === 'function');
+    if (!fits)
+      throw new RoutingClientOptionError(
+        'meter',
+        meter,
+        `must be an OpenTelemetry Meter (${calls.join(', ')})`,
+      );
+  }
+  const sets = [
+    metrics as ClientMetrics | undefined,
+    meter === undefined ? undefined : otelMetrics(meter as MeterLike),
+  ];
+  const given = sets.filter((set): set is ClientMetrics => set !== undefined);
+  return given.length === 0 ? undefined : combinedMetrics(...given);
 }
 
 function baseUrlOption(value: unknown): string {
@@ -248,5 +305,9 @@ export function clientSettings(given: object): ClientSettings {
     staleForMs: whenUnreachable === 'serveStaleReads' ? staleForMs : 0,
     maxCacheSeconds: numberOption(options, 'maxCacheSeconds', 'atLeastZero', DEFAULT_MAX_CACHE_SECONDS),
     breaker: breakerOptions(options),
+    refreshAhead: {
+      share: numberOption(options, 'refreshAheadShare', 'fraction', DEFAULT_REFRESH_AHEAD_SHARE),
+    },
+    metrics: metricsOption(options),
   };
 }

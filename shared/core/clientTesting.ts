@@ -1,7 +1,9 @@
 import { API_VERSION, API_VERSION_HEADER } from './apiVersion';
 import {
   type CallOptions,
+  type DecidedRoute,
   type Decision,
+  type DecisionContext,
   type ResolvedRoute,
   type ResolvedView,
   type RouteResolver,
@@ -17,10 +19,10 @@ import { profiles } from './profiles';
 
 /**
  * `@routelock/client/testing`: a routing client for a service's unit tests that puts a resource into any
- * route state without a server (docs/services.md, "Unit-testing your service").
+ * route state without a server (routelock's service guide, "Unit-testing your service").
  *
  * It is not a second copy of the rules. Each state is a location document as routelock's own lock rules
- * leave it (shared/core/lock/rules.ts), made into a view by the server's `routeView` and `cacheControl`,
+ * leave it (core/lock/rules), made into a view by the server's `routeView` and `cacheControl`,
  * and answered to a real `RoutingClient` through an in-process `fetch`: the cache, the outage policy
  * (`whenUnreachable`, `staleForMs`) and `decide` are the client's own code. The documents are built at
  * each request's instant on the double's clock, so a lock set stays in force however long a test runs.
@@ -206,13 +208,18 @@ export class TestRoutingClient implements RouteResolver {
     operation: Operation,
     serving: string | Location,
     options: CallOptions = {},
-  ): Promise<{ decision: Decision; view: ResolvedView | null; resolvedAt: number | null }> {
+  ): Promise<DecidedRoute> {
     await this.primes.get(id);
     return this.client.decideFor(id, operation, serving, options);
   }
 
   forget(id: string): void {
     this.client.forget(id);
+  }
+
+  /** Counts into the hooks given (`metrics`, `meter`), as the client does. */
+  recordDecision(decision: Decision, context: DecisionContext): void {
+    this.client.recordDecision(decision, context);
   }
 
   /** Creates the route as routelock would: the id is then `unlocked` at `location`. */

@@ -117,7 +117,7 @@ const errorKinds = {
   NotLocked: { raisedBy: 'library', status: 409, retriable: false, title: 'The resource holds no live lock' },
   /**
    * A mutation of a document whose `schemaVersion` is newer than this library knows: writing it would
-   * drop fields it does not understand. Reads of it still route and enforce (docs/design.md §2.8).
+   * drop fields it does not understand. Reads of it still route and enforce (design §2.8).
    */
   UnsupportedSchemaVersion: {
     raisedBy: 'library',
@@ -212,7 +212,7 @@ const errorKinds = {
   },
   /**
    * The embedded host: a browser sent the request from another site (Sec-Fetch-Site or Origin), a
-   * request no page may make of a host that checks no keys (docs/design.md §9.6).
+   * request no page may make of a host that checks no keys (design §9.6).
    */
   CrossSiteRequest: {
     raisedBy: 'http',
@@ -313,6 +313,28 @@ const errorKinds = {
     retriable: false,
     title: 'A RoutingClient option is not valid',
   },
+  /**
+   * `@routelock/client/middleware`: the service's mapping named no resource or operation the guard can
+   * route (it threw, or gave an id routelock refuses, or no operation): the request is the caller's to fix.
+   */
+  UnroutableRequest: {
+    raisedBy: 'client',
+    status: 400,
+    retriable: false,
+    title: 'The request names no resource the service can route',
+  },
+  /**
+   * `@routelock/client/middleware`: a write's route was resolved longer ago than the in-flight grace when
+   * it was about to commit (design §5.6), so it was not committed: the same request, made again,
+   * is decided afresh.
+   */
+  GraceExpired: {
+    raisedBy: 'client',
+    status: 503,
+    retriable: true,
+    retryAfter: 1,
+    title: 'The route was resolved too long ago for the write to commit; nothing was written',
+  },
   /** `@routelock/client/testing`: a route state the test double cannot build. */
   InvalidRouteState: {
     raisedBy: 'client',
@@ -406,6 +428,14 @@ export class RouteLockError extends Error {
     this.code = code;
     this.retryAfterSeconds = options.retryAfterSeconds;
     this.resourceId = options.resourceId;
+  }
+
+  /**
+   * The HTTP status of its problem answer, from the error table (`ReadOnlyRouter` 403, `NotFound` 404): what
+   * routelock's API answers with it, and what a service linking the library answers its own caller.
+   */
+  get status(): number {
+    return errorKinds[this.code].status;
   }
 
   /** Whether a retry policy may retry it (see ErrorKind.retriable). */

@@ -1,16 +1,16 @@
 import type { Clock } from './clock';
 
 /**
- * Concurrent reads of one key share one in-flight read (docs/design.md §5.8, "coalescing"): a caller may
+ * Concurrent reads of one key share one in-flight read (design §5.8, "coalescing"): a caller may
  * join a read only if that read began no earlier than `joinBoundMs` ago. A joined answer is as old as the
  * read it joined, so the bound counts against the in-flight grace exactly like the time a request spends
  * between resolving its route and writing (the copies wait that grace out): ROUTELOCK_COALESCE_JOIN_MS,
- * bounded by `timingInequalities` (shared/migration/settings.ts) (at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS).
+ * bounded by `timingInequalities` (migration/settings) (at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS).
  *
  * The one home of the join rule: Router (store reads) and RoutingClient (HTTP reads) both use it.
  */
 /**
- * The grace is shared 1 : 9 between the join bounds and a request's own in-flight time (docs/design.md §5.8,
+ * The grace is shared 1 : 9 between the join bounds and a request's own in-flight time (design §5.8,
  * inequality 5): joins may take at most 1/COALESCE_GRACE_SHARE of it. Config checks the server's bound
  * against it, RoutingClient its own and the server's together.
  */
@@ -34,9 +34,19 @@ export class SharedReads<K, V> {
   /** Callers that joined a read already in flight. */
   joined = 0;
 
-  constructor(private readonly options: SharedReadsOptions) {
+  constructor(private options: SharedReadsOptions) {
     if (!Number.isFinite(options.joinBoundMs) || options.joinBoundMs < 0)
       throw new RangeError(`joinBoundMs must be a finite number ≥ 0, got ${options.joinBoundMs}`);
+  }
+
+  /**
+   * A new join bound, for reads started or joined from now on (a client that learnt a smaller grace
+   * from its server). Checked as the constructor checks it.
+   */
+  setJoinBoundMs(joinBoundMs: number): void {
+    if (!Number.isFinite(joinBoundMs) || joinBoundMs < 0)
+      throw new RangeError(`joinBoundMs must be a finite number ≥ 0, got ${joinBoundMs}`);
+    this.options = { ...this.options, joinBoundMs };
   }
 
   /**

@@ -2,14 +2,14 @@ import type { Location } from './lock/document';
 import type { RouteView } from './lock/view';
 
 /**
- * The participant contract's wire (docs/design.md §6.5): what travels between routelock's orchestrator
- * and a participant, with one home low enough for both sides. The orchestrator (shared/migration) builds
- * requests of these shapes and sends `Prefer: wait`; a participant (shared/participant, the example)
+ * The participant contract's wire (routelock design §6.5): what travels between routelock's orchestrator
+ * and a participant, with one home low enough for both sides. routelock's orchestrator builds
+ * requests of these shapes and sends `Prefer: wait`; a participant (`@routelock/participant`, the example)
  * parses them here. Pure: no I/O, no clock.
  */
 
 export type CopyStep = 'bulkCopy' | 'deltaCopy';
-/** How a migration ended, as its participants are told (docs/design.md §6.11). */
+/** How a migration ended, as its participants are told (routelock design §6.11). */
 export type EndStep = 'completed' | 'failed' | 'cancelled';
 /** Every step a participant is asked: the copies, `verify`, and the end notices. */
 export type ParticipantStep = CopyStep | 'verify' | EndStep;
@@ -31,7 +31,7 @@ export interface ParticipantRequest {
    * alias of `stepAttempt`, kept for participants that key jobs by (migrationId, step, attempt).
    */
   attempt: number;
-  /** The job is (migrationId, migrationAttempt, step, stepAttempt) (docs/design.md §6.5). */
+  /** The job is (migrationId, migrationAttempt, step, stepAttempt) (routelock design §6.5). */
   migrationAttempt?: number;
   stepAttempt?: number;
   /** Increases with every new job of the migration: with `lockAcquiredAt`, orders jobs of a resource. */
@@ -147,7 +147,7 @@ export interface EndNoticeRequest {
 
 /**
  * Read an end notice. Instants are parsed, never compared as text: on the Durable engine an instant that
- * passed through the history loses its trailing zeros (docs/participants.md).
+ * passed through the history loses its trailing zeros (the participants' guide).
  */
 export function parseEndNotice(value: unknown): Parsed<EndNoticeRequest> {
   const base = common(value);

@@ -1,8 +1,8 @@
 /**
- * The profile table: every timing and migration variable's value under each profile (docs/design.md §3), written
- * once. `shared/config.ts` takes its defaults from here (ROUTELOCK_PROFILE picks the column; an explicit
+ * The profile table: every timing and migration variable's value under each profile (design §3), written
+ * once. `config` (parseConfig) takes its defaults from here (ROUTELOCK_PROFILE picks the column; an explicit
  * variable overrides it), and the tests hold the rest to it: the Bicep parameters (production),
- * local.settings.sample.json (dev) and the README's configuration table (test/infra.test.ts).
+ * the sample local settings (dev) and the README's configuration table.
  *
  * Units are in the names: `_SECONDS` are whole seconds, `_MS` whole milliseconds, `_ATTEMPTS` are counts, `ROUTELOCK_CACHE_TIERS`
  * is `name=seconds` pairs.
@@ -22,7 +22,7 @@ const production = {
   ROUTELOCK_DELTA_ATTEMPTS: '3',
   ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '60',
   ROUTELOCK_INFLIGHT_GRACE_SECONDS: '5',
-  // A tenth of the grace at most (migration/settings.ts timingInequalities); 50 ms is ten 5 ms reads.
+  // A tenth of the grace at most (migration/settings timingInequalities); 50 ms is ten 5 ms reads.
   ROUTELOCK_COALESCE_JOIN_MS: '50',
   ROUTELOCK_RETRY_ATTEMPTS: '5',
   ROUTELOCK_RETRY_INTERVAL_SECONDS: '5',
@@ -62,7 +62,7 @@ export const profiles = {
   },
   /**
    * The synthetic probe's own timing on `probe-` resources (one-second convergence), whatever profile
-   * serves: parsed when the probe runs (shared/migration/probe.ts), never selectable with ROUTELOCK_PROFILE.
+   * serves: parsed when the probe runs (migration/probe), never selectable with ROUTELOCK_PROFILE.
    */
   probe: {
     ...production,
@@ -72,7 +72,7 @@ export const profiles = {
     ROUTELOCK_CLOCK_SKEW_SECONDS: '0',
     ROUTELOCK_PRELOCK_LEASE_SECONDS: '120',
     ROUTELOCK_PRELOCK_MAX_SECONDS: '300',
-    // Two thirds of the hard-delete lease outlast an overrun delta attempt (migration/settings.ts timingInequalities).
+    // Two thirds of the hard-delete lease outlast an overrun delta attempt (migration/settings timingInequalities).
     ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '120',
     ROUTELOCK_WRITE_LEASE_SECONDS: '30',
     ROUTELOCK_WRITE_BUDGET_SECONDS: '60',

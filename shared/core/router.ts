@@ -36,7 +36,7 @@ import { type AllowedRegions, assertAllowedRegion } from './regions';
 import type { ListOptions, ListPage, LocationStore, RequestPriority } from './store/ports/locations';
 
 /**
- * The router (docs/design.md §5): resolves location documents through a local cache and performs every lock
+ * The router (design §5): resolves location documents through a local cache and performs every lock
  * mutation as one ETag-conditional write.
  *
  * Read path:
@@ -44,11 +44,11 @@ import type { ListOptions, ListPage, LocationStore, RequestPriority } from './st
  *  - cache hit whose document carries a started lock → read from the write region, every time;
  *  - miss → nearest replica; if that copy carries a started lock → read again from the write region.
  * Concurrent resolves of one id share each of those store reads while it is in flight, joining only a
- * read begun no more than `timing.coalesceJoinMs` ago (shared/core/inflight.ts; docs/design.md §5.8).
+ * read begun no more than `timing.coalesceJoinMs` ago (core/inflight; design §5.8).
  */
 
 /**
- * The store priority of each kind of router operation (docs/design.md §5.7), decided here and nowhere
+ * The store priority of each kind of router operation (design §5.7), decided here and nowhere
  * else: Cosmos DB throttles `low` requests first when the container is busy, so migration traffic
  * yields to route resolution instead of making hot spots for unrelated resources.
  */
@@ -79,7 +79,7 @@ export interface RouterOptions {
   unsafeForLocks?: string | undefined;
   /**
    * Refuse every write (createRoute, deleteRoute, each lock mutation, reclaim, forceRelease) with
-   * `ReadOnlyRouter`, before any store call: the library's default (shared/library.ts), so a service
+   * `ReadOnlyRouter`, before any store call: the library's default (the `library` entry), so a service
    * that links it resolves and enforces but cannot bypass the API's roles. routelock's own routers
    * leave it unset.
    */
@@ -102,7 +102,7 @@ export interface RouterOptions {
 }
 
 /**
- * What only the test kit replaces (testkit/router.ts `seamedRouter`), kept out of RouterOptions so that
+ * What only the test kit replaces (its `seamedRouter`), kept out of RouterOptions so that
  * no composition root can pass them; production always uses the real ones.
  */
 export interface RouterSeams {
@@ -118,7 +118,7 @@ export interface RouterSeams {
    */
   cacheHeaders?: typeof cacheHeaders;
   /**
-   * Whether concurrent resolves share store reads (docs/design.md §5.8): the read-path benchmark turns
+   * Whether concurrent resolves share store reads (design §5.8): the read-path benchmark turns
    * it off, to measure the read path as it was side by side.
    */
   coalesceReads?: boolean;
@@ -159,7 +159,7 @@ export interface RoutedView {
   cacheControl: string;
   ageSeconds: number;
   /**
-   * What the view's knowledge dates from, for the in-flight grace (docs/design.md §5.6): when the store
+   * What the view's knowledge dates from, for the in-flight grace (design §5.6): when the store
    * read it came from began — a read this request joined may have begun up to ROUTELOCK_COALESCE_JOIN_MS
    * before it (§5.8) — or, for a copy served from the cache, the request's own time (a cached copy is true
    * until its lock can start). A library-mode service checks `withinGrace(resolvedAt, …)` before it commits.
@@ -230,7 +230,7 @@ export class Router {
     writeRegion: SharedReads<ReadPathKey, CacheEntry>;
   };
 
-  /** `seams`: the test kit's alone (testkit/router.ts); production passes none. */
+  /** `seams`: the test kit's alone; production passes none. */
   constructor(options: RouterOptions, seams: RouterSeams = {}) {
     this.options = options;
     this.seams = seams;
@@ -287,10 +287,13 @@ export class Router {
    * The route view with its caching headers. `ageSeconds` is how long this router's cache had held the
    * copy when the request came (0 for a copy read for it), and max-age is what is left of the TTL: the
    * cache downstream (RoutingClient, any HTTP cache) is in series with this one, and the two together
-   * must not hold a copy longer than the one local TTL the convergence delay counts.
+   * must not hold a copy longer than the one local TTL the convergence delay counts. `revalidate` (a
+   * request's `Cache-Control: no-cache`, a client's refresh ahead): the cached copy is not served as
+   * it is but confirmed (or replaced) by a write-region read, so the copy sent is a new one with a whole
+   * TTL; otherwise a refresh before this cache's copy expires would get that copy, no longer-lived.
    */
-  view(id: string): Promise<RoutedView> {
-    return this.viewWith(id, operationPriority.resolvePath);
+  view(id: string, options: { revalidate?: boolean } = {}): Promise<RoutedView> {
+    return this.viewWith(id, operationPriority.resolvePath, options.revalidate === true);
   }
 
   /**
@@ -301,10 +304,10 @@ export class Router {
     return this.viewWith(id, operationPriority.background);
   }
 
-  private async viewWith(id: string, priority: RequestPriority): Promise<RoutedView> {
+  private async viewWith(id: string, priority: RequestPriority, revalidate = false): Promise<RoutedView> {
     const requestedAt = this.clock();
     const hit = this.cache.get(id);
-    const served = this.servable(hit, requestedAt);
+    const served = !revalidate && this.servable(hit, requestedAt);
     const entry = served ? hit : await this.readPath(id, hit, requestedAt, priority);
     const now = this.clock();
     // A copy's age counts from when the read that fetched it began (a slow or joined read's answer is

@@ -1,8 +1,8 @@
 /**
- * The settings types: what the parsed configuration holds that core code works from (docs/design.md §3).
+ * The settings types: what the parsed configuration holds that core code works from (design §3).
  * Imports nothing, so the rules', views' and client's types reach no schema library and no layer above
  * core: the client package's declarations import this file, never zod. The schema that fills them is
- * core/settingsSchema.ts; shared/config.ts assembles every layer's part.
+ * core/settingsSchema; `config` assembles every layer's part.
  */
 
 /** The profiles ROUTELOCK_PROFILE may select. */
@@ -31,7 +31,7 @@ export interface TimingConfig {
   localCacheTtlSeconds: number;
   /**
    * ROUTELOCK_COALESCE_JOIN_MS: how long after a store read began a concurrent resolve of the same id may
-   * still join it (shared/core/inflight.ts; docs/design.md §5.8). At most a tenth of the in-flight grace.
+   * still join it (core/inflight; design §5.8). At most a tenth of the in-flight grace.
    */
   coalesceJoinMs: number;
 }
@@ -57,7 +57,7 @@ export type StoreConfig =
     };
 
 /**
- * Who may call (`ROUTELOCK_AUTH`; enforced by functions/http/auth.ts). `appservice` trusts only the
+ * Who may call (`ROUTELOCK_AUTH`; enforced by the HTTP layer). `appservice` trusts only the
  * `x-ms-client-principal` header App Service authentication sets; `entra` validates bearer access tokens
  * in the app; `none` lets every caller do everything (the embedded host on loopback only; never in Azure).
  */

@@ -13,9 +13,9 @@ import type {
 } from './settings';
 
 /**
- * The core layer's part of the configuration (docs/design.md §3): the variables the lock rules, the
+ * The core layer's part of the configuration (design §3): the variables the lock rules, the
  * router, the stores and the API's access read, their parsing and the checks among them alone. The
- * value helpers and the error type are shared with the layers above, whose parts shared/config.ts
+ * value helpers and the error type are shared with the layers above, whose parts `config`
  * assembles with this one. A bad value names its variable, never a secret's content.
  */
 
@@ -116,7 +116,7 @@ const cacheTiers = z
     return tiers;
   });
 
-/** The profile-table variables core reads (shared/core/profiles.ts gives their defaults). */
+/** The profile-table variables core reads (core/profiles gives their defaults). */
 export const coreProfileShape = {
   ROUTELOCK_CACHE_TIERS: cacheTiers,
   ROUTELOCK_REPLICATION_BOUND_SECONDS: seconds(0),
@@ -152,7 +152,7 @@ export const coreEnvShape = {
   COSMOS_CAMPAIGNS_CONTAINER: containerName.default('campaigns'),
   COSMOS_PREFERRED_REGION: z.string().min(1).optional(),
   REGION_NAME: z.string().min(1).optional(),
-  // The key ring the workflow's lock credentials are derived under (shared/core/security/tokenKeys.ts).
+  // The key ring the workflow's lock credentials are derived under (core/security/tokenKeys).
   // In Azure a Key Vault reference; the embedded host keeps a 0600 key file beside its database. Checked
   // here so a bad set names its variable; the ring is opened when the host composes its services.
   ROUTELOCK_TOKEN_KEYS: z

@@ -1,12 +1,12 @@
 /**
- * Which participants a migration calls (docs/design.md §6.5): chosen once at start from the configured
+ * Which participants a migration calls (design §6.5): chosen once at start from the configured
  * list by each one's `resources` patterns, and captured in the migration's input.
  */
 
 export interface Participant {
   name: string;
   /**
-   * Where the participant contract's POST goes (docs/design.md §6.5): 200 done, or 202 + Location to poll.
+   * Where the participant contract's POST goes (design §6.5): 200 done, or 202 + Location to poll.
    * https:// (http:// only to a loopback host), with no credentials, query or fragment: it is copied into
    * every migration's stored input.
    */

@@ -16,7 +16,7 @@ import {
  * embedded host keeps them (and its runner's journal) in SQLite; in Azure they live in Cosmos DB
  * container `migrations`, next to the routes, so `GET /migrations/{id}` can find a migration's
  * instance and still answer after that instance id is reused by a later migration of the resource.
- * The port is shared/migration/store/ports/migrations.ts; the adapters are in shared/migration/store/{sqlite,cosmos}/.
+ * The port is migration/store/ports/migrations; the adapters are in migration/store/{sqlite,cosmos}/.
  */
 
 export interface MigrationRecord {
@@ -30,7 +30,7 @@ export interface MigrationRecord {
    * (absent: `createdAt`). A claim younger than the start grace is never taken for a dead starter's.
    */
   claimedAt?: string;
-  /** The campaign that started it (docs/design.md §6.9); absent for a migration started on its own. */
+  /** The campaign that started it (design §6.9); absent for a migration started on its own. */
   campaignId?: string;
   input: MigrationInput;
   status: MigrationStatus;
@@ -59,7 +59,7 @@ export function newMigrationRecord(
 /**
  * A new migration's input, made by either starter. Everything a replay needs is captured here, so a
  * redeploy with other settings never changes a running migration: the settings, the participants whose
- * scope matches the resource (chosen once, docs/design.md §6.5), the workflow version that runs it, and
+ * scope matches the resource (chosen once, design §6.5), the workflow version that runs it, and
  * the random lock seed (made by the starter, never in the orchestrator: its history holds the seed, never
  * a token).
  */
@@ -70,7 +70,7 @@ export function newMigrationInput(fields: {
   target: Location;
   settings: MigrationSettings;
   lock: LockSeed;
-  /** The cutover window (checked by the starter: shared/migration/window.ts). */
+  /** The cutover window (checked by the starter: migration/window). */
   window?: CutoverWindow | undefined;
   /**
    * A campaign's listed copy of the route (`MigrationRequest.listed`), sealed here with the starter's key

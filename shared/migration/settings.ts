@@ -13,13 +13,13 @@ import {
 import type { Participant } from './participants';
 import { DEFAULT_RECONCILE_GRACE_SECONDS, retryHorizonSeconds } from './telemetry/changeFeedRetry';
 import { worstCaseAttemptActions } from './workflow/bound';
-import { MAX_ORCHESTRATION_ACTIONS, renewEveryMs } from './workflow/copy';
+import { MAX_ORCHESTRATION_ACTIONS, TIMER_EARLY_SECONDS, renewEveryMs } from './workflow/copy';
 
 /**
- * The migration layer's part of the configuration (docs/design.md §3): the migration's attempts and
+ * The migration layer's part of the configuration (design §3): the migration's attempts and
  * retries, the participants and their call timing, the probe, sweep and telemetry reconciliation, and
  * the checks that hold them to the lock timing core parsed (a migration must be able to finish, and an
- * attempt must fit under the Durable extension's history cap). shared/config.ts assembles it with the
+ * attempt must fit under the Durable extension's history cap). config assembles it with the
  * other layers' parts.
  */
 
@@ -56,7 +56,7 @@ export interface OperationsConfig {
   /** NCRONTAB schedules the Functions host reads (validated here so a typo stops start-up). */
   probeSchedule: string;
   sweepSchedule: string;
-  /** The telemetry reconciliation (docs/design.md §8). */
+  /** The telemetry reconciliation (design §8). */
   reconciliation: ReconciliationConfig;
 }
 
@@ -91,9 +91,9 @@ const writeWindowOf = (
 ): number => Math.min(t.ROUTELOCK_WRITE_LEASE_SECONDS, t.ROUTELOCK_WRITE_BUDGET_SECONDS);
 
 /**
- * The inequalities a timing profile must satisfy, or no migration could finish (docs/design.md §3.5, the
+ * The inequalities a timing profile must satisfy, or no migration could finish (design §3.5, the
  * README's Configuration section): one message per broken one, naming the variables. Start-up refuses a
- * profile that breaks any; the shipped profiles satisfy them all (test/config.test.ts).
+ * profile that breaks any; the shipped profiles satisfy them all (the config tests check it).
  *
  * 1. the pre-lock cap exceeds the earliest escalation (convergence delay + safety buffer + skew);
  * 2. the skew is under a third of the write window (min of write lease and budget): the holder stops
@@ -102,8 +102,8 @@ const writeWindowOf = (
  * 4. with more than one delta attempt, the hard-delete lease outlives an overrun delta attempt: after
  *    the bulk copy's last renewal (a third of the lease before its end at worst) the lease must still
  *    cover the in-flight grace, the write budget, the retry delay and the skew until the renewal
- *    between attempts (workflow/write.ts) — else it lapses and every later attempt is refused;
- * 5. the coalescing join bound is at most a tenth of the in-flight grace (docs/design.md §5.8): a request
+ *    between attempts (workflow/write) — else it lapses and every later attempt is refused;
+ * 5. the coalescing join bound is at most a tenth of the in-flight grace (design §5.8): a request
  *    that joins a read begun `join` ago decides on the store as it was then, so its time from that
  *    answer to landing its write is `join` + its own in-flight time, and the copies only wait out the
  *    grace. The request keeps nine tenths of the grace (what services are told to land within, §5.6):
@@ -150,11 +150,11 @@ export function timingInequalities(t: TimingNumbers, earliestEscalationSeconds: 
 }
 
 /**
- * A migration's attempts with a fresh lock (docs/design.md §6.3): each one may record a whole copy's history.
+ * A migration's attempts with a fresh lock (design §6.3): each one may record a whole copy's history.
  */
 export const MAX_MIGRATION_ATTEMPTS = 10;
 
-/** The profile-table variables the migration reads (shared/core/profiles.ts gives their defaults). */
+/** The profile-table variables the migration reads (core/profiles gives their defaults). */
 export const migrationProfileShape = {
   ROUTELOCK_DELTA_ATTEMPTS: count(1),
   ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: seconds(0),
@@ -258,7 +258,7 @@ const participantsSchema = z
   });
 
 /**
- * Participant call timing (docs/design.md §6.5), the same under every profile. The timeout's ceiling is
+ * Participant call timing (design §6.5), the same under every profile. The timeout's ceiling is
  * the Durable HTTP client's own 240 s, so a participant's answer limit is the same on either runner.
  */
 const participantTimingShape = {
@@ -269,14 +269,17 @@ const participantTimingShape = {
     // default: DEFAULT_PARTICIPANT_TIMEOUT_SECONDS, or less when the lock renewals come sooner (below)
     .optional(),
   ROUTELOCK_PARTICIPANT_POLL_MIN_SECONDS: seconds(1).default(DEFAULT_PARTICIPANT_POLL_MIN_SECONDS),
-  ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: seconds(1).default(DEFAULT_PARTICIPANT_POLL_MAX_SECONDS),
+  // above the engine's early timer wake (TIMER_EARLY_SECONDS), or polls at the cap would have no floor
+  ROUTELOCK_PARTICIPANT_POLL_MAX_SECONDS: seconds(TIMER_EARLY_SECONDS + 1).default(
+    DEFAULT_PARTICIPANT_POLL_MAX_SECONDS,
+  ),
 };
 
 /** The participants, the probe, the sweep and the reconciliation (no profile default). */
 export const migrationEnvShape = {
   ROUTELOCK_PARTICIPANTS: participantsSchema.default([]),
   // Workflow version 4: a participant answering 404 to `verify` fails the attempt, instead of counting
-  // as "not verified" (docs/design.md §6.5).
+  // as "not verified" (design §6.5).
   ROUTELOCK_REQUIRE_VERIFY: flag.default(false),
   ROUTELOCK_PROBE_REGION: z
     .string()
@@ -297,7 +300,7 @@ export const migrationSecretVariables = ['ROUTELOCK_PARTICIPANTS'];
 /**
  * The period of an NCRONTAB schedule of the simple kinds ("every N seconds / minutes / hours", or once a
  * minute / hour at fixed offsets), in seconds; null for anything else (lists, ranges, days), which the
- * operator must check against the window by hand (docs/design.md §8.2).
+ * operator must check against the window by hand (design §8.2).
  */
 export function simpleSchedulePeriodSeconds(schedule: string): number | null {
   const fields = schedule.trim().split(/\s+/);
@@ -318,7 +321,7 @@ export function simpleSchedulePeriodSeconds(schedule: string): number | null {
 }
 
 /**
- * The reconciliation's settings against each other (docs/design.md §8.2), for the host that runs it: the
+ * The reconciliation's settings against each other (design §8.2), for the host that runs it: the
  * window must cover the gap between two runs plus the grace (a run late by up to the grace, a cold start or
  * a restart, still leaves no change unchecked). The Functions host runs it on its schedule (checked when a
  * simple period), after a change-feed trigger whose retries the grace must outlast on Cosmos DB (a batch
@@ -449,7 +452,7 @@ function earliestEscalationSeconds(t: TimingConfig): number {
 
 /**
  * A participant request must end before the phase lock's next renewal is due, or the copy round
- * abandons it at every renewal and a slow answer is never seen (docs/design.md §6.4). The timeout, its
+ * abandons it at every renewal and a slow answer is never seen (design §6.4). The timeout, its
  * default bounded so; pushes the problem of a configured one that is not.
  */
 function participantTimeout(t: TimingNumbers, e: MigrationEnvValues, problems: string[]): number {

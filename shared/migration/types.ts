@@ -5,7 +5,7 @@ import type { LockGrant, RouteView } from '../core/lock/view';
 import type { EndStep, ParticipantRequest } from '../core/participantWire';
 
 /**
- * The migration workflow's vocabulary (docs/design.md §6). The workflow is a generator that yields `Step`s;
+ * The migration workflow's vocabulary (design §6). The workflow is a generator that yields `Step`s;
  * a runner (Durable Functions, or the in-process runner of the embedded host) performs each step and
  * sends back its result. Steps are plain JSON so both runners can record and replay them.
  */
@@ -26,7 +26,7 @@ export interface MigrationSettings {
   retryIntervalSeconds: number;
   participants: Participant[];
   /**
-   * Participant calls (participantContract.ts). Absent: the defaults (`participantTiming`).
+   * Participant calls (participantContract). Absent: the defaults (`participantTiming`).
    */
   participantTimeoutSeconds?: number;
   participantPollMinSeconds?: number;
@@ -54,7 +54,7 @@ export interface MigrationSettings {
 /**
  * The workflow version new migrations start with. A running instance replays the steps of the version
  * it started with, so a redeploy never changes a history under way; which versions this code replays,
- * and what each may do, is workflow/capabilities.ts (docs/design.md §6.7).
+ * and what each may do, is workflow/capabilities (design §6.7).
  */
 export const WORKFLOW_VERSION = 6;
 
@@ -73,7 +73,7 @@ export interface MigrationInput {
   lock: AttemptLockSeed;
   /**
    * The workflow version that started it (`WORKFLOW_VERSION`). Absent on inputs of version 1, which
-   * this code no longer replays (workflow/capabilities.ts refuses them).
+   * this code no longer replays (workflow/capabilities refuses them).
    */
   workflowVersion?: number;
   /**
@@ -81,16 +81,16 @@ export interface MigrationInput {
    * status; this run numbers its attempts after them.
    */
   earlierAttempts?: MigrationAttempt[];
-  /** The write lock is only taken inside this window (shared/migration/window.ts). */
+  /** The write lock is only taken inside this window (migration/window). */
   window?: CutoverWindow;
   /**
    * The route as a campaign's list gave it (`carriedVersion`: no credential, no hash of a caller's key
-   * or identity): the first attempt's pre-lock decides on it (workflow/prelock.ts). Absent: that
+   * or identity): the first attempt's pre-lock decides on it (workflow/prelock). Absent: that
    * pre-lock decides on the version the router holds, as every start without one does.
    */
   listed?: StoredDocument;
   /**
-   * The starter's seal over `listed`, bound to this migration (shared/migration/listedSeal.ts): the
+   * The starter's seal over `listed`, bound to this migration (migration/listedSeal): the
    * pre-lock decides on `listed` only when it holds, so a copy rewritten in the task hub or the journal
    * is never decided on. No secret: an HMAC under a key only the starter and the activities hold.
    */
@@ -98,7 +98,7 @@ export interface MigrationInput {
 }
 
 /**
- * When a migration may hold the write lock (docs/design.md §6.10). All optional; an absent field does not limit.
+ * When a migration may hold the write lock (design §6.10). All optional; an absent field does not limit.
  * `notBefore`/`notAfter`: RFC 3339 instants. `daily`: local wall-clock times "HH:MM" in an IANA time
  * zone; `end` before `start` spans midnight. The whole write budget must fit inside the window.
  */
@@ -125,7 +125,7 @@ export interface MigrationAttempt {
   /**
    * On an attempt that did not complete: the stable code it ended with (a lock error's, or the
    * workflow's own: StepFailed, WriteBudgetExceeded, Cancelled…) and the furthest phase it reached
-   * (shared/migration/stopped.ts phaseReached). Absent on a Completed attempt.
+   * (migration/stopped phaseReached). Absent on a Completed attempt.
    */
   code?: string;
   stoppedAt?: MigrationPhase;
@@ -136,13 +136,13 @@ export interface MigrationListQuery {
   status?: MigrationState | undefined;
   resourceId?: string | undefined;
   campaignId?: string | undefined;
-  /** 1 to 1000; absent: 50 (`defaultListLimit`, shared/migration/service.ts). */
+  /** 1 to 1000; absent: 50 (`defaultListLimit`, migration/service). */
   limit?: number | undefined;
   /** Opaque, from the previous page. */
   continuation?: string | undefined;
 }
 
-/** Every migration state, in the order a migration meets them (query validation, openapi.yaml's enum). */
+/** Every migration state, in the order a migration meets them (query validation, the OpenAPI document's enum). */
 export const migrationStates = [
   'Pending',
   'Running',
@@ -154,7 +154,7 @@ export const migrationStates = [
 ] as const;
 export type MigrationState = (typeof migrationStates)[number];
 /**
- * An operator's cancel (docs/design.md §6.8), as the workflow receives it: Durable's `cancel` external event's
+ * An operator's cancel (design §6.8), as the workflow receives it: Durable's `cancel` external event's
  * payload, or the in-process runner's request. Who asked is an actor id, never a credential.
  */
 export interface CancelRequest {
@@ -174,7 +174,7 @@ export interface MigrationTimeline {
   swappedAt: string | null;
 }
 
-/** docs/design.md §6 status, as `GET /migrations/{id}` returns it. */
+/** design §6 status, as `GET /migrations/{id}` returns it. */
 export interface MigrationStatus {
   migrationId: string;
   resourceId: string;
@@ -202,23 +202,23 @@ export interface MigrationStatus {
   /**
    * On a Failed, Conflict or Cancelled migration, where it stopped (the phase it had
    * reached, the stable code, a human reason with no credential, when). Derived when the status is read
-   * (shared/migration/stopped.ts `withStopped`): the workflow never publishes it, and a copy saved
+   * (migration/stopped `withStopped`): the workflow never publishes it, and a copy saved
    * with a status read back is derived afresh.
    */
   stopped?: Stopped;
 }
 
-/** Where a migration stopped (`MigrationStatus.stopped`; shared/migration/stopped.ts). */
+/** Where a migration stopped (`MigrationStatus.stopped`; migration/stopped). */
 export interface Stopped {
   phase: MigrationPhase;
-  /** A stable code (shared/core/errors.ts, or the workflow's own: StepFailed, WriteBudgetExceeded…); '' if none. */
+  /** A stable code (core/errors, or the workflow's own: StepFailed, WriteBudgetExceeded…); '' if none. */
   code: string;
   /** Human text: bounded, with credential-like runs redacted. */
   reason: string;
   at: string;
 }
 
-/** One participant's answer to one verify round (docs/design.md §6.5). */
+/** One participant's answer to one verify round (design §6.5). */
 export interface Verification {
   participant: string;
   /** The migration attempt and the write-lock (delta) attempt it verified. */
@@ -305,7 +305,7 @@ export interface ActivityInputs {
   swap: { resourceId: string; lock: AttemptLockSeed; ifMatch?: string; writeAt?: string | undefined };
   /**
    * `reason`: why the lock ends, bounded and credential-free (`releaseReason`,
-   * workflow/cleanUp.ts), stamped on the version for the audit ledger. Optional: Durable replays by
+   * workflow/cleanUp), stamped on the version for the audit ledger. Optional: Durable replays by
    * activity name, so histories scheduled without it replay unchanged.
    */
   release: {
@@ -488,7 +488,7 @@ export type Step =
    */
   | { kind: 'all'; tasks: TaskStep[] };
 
-/** A migration's dry run (shared/migration/preflight.ts): the API's 200 answer. */
+/** A migration's dry run (migration/preflight): the API's 200 answer. */
 export type PreflightCheckName =
   | 'routeExists'
   | 'notLocked'
@@ -523,7 +523,7 @@ export interface PreflightTiming {
   migrationAttempts: number;
   /**
    * With a cutover window: its first slot at or after `earliestWriteLockAt` that holds the write budget
-   * (shared/migration/window.ts nextWriteSlot); null when it has none.
+   * (migration/window nextWriteSlot); null when it has none.
    */
   nextWriteSlotAt?: string | null;
 }

@@ -2,7 +2,7 @@ import { isLoopbackHostname } from '../core/loopback';
 import { ParticipantError } from './errors';
 
 /**
- * Who may drive the participant (docs/design.md §6.5 "Authentication", §9). routelock's orchestrator sends
+ * Who may drive the participant (routelock design §6.5 "Authentication", §9). routelock's orchestrator sends
  * `Authorization: Bearer <token>` on the POST and on each poll of the same origin when the participant is
  * configured with an `audience`: a managed-identity token for `<audience>/.default`. Without an audience
  * it sends no credential at all (the embedded host on a developer's machine; there is no shared key).

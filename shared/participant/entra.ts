@@ -5,7 +5,7 @@ import { ParticipantError } from './errors';
 
 /**
  * `@routelock/participant/entra`: routelock's bearer token validated as any Entra ID access token
- * (docs/design.md §6.5 "Authentication"): RS256 only, signed by a key of the tenant's key set, issuer the
+ * (routelock design §6.5 "Authentication"): RS256 only, signed by a key of the tenant's key set, issuer the
  * tenant's v2.0 or v1 issuer, `aud` the participant's app (its app ID URI or client id, the `audience`
  * routelock is configured with), within exp/nbf (60 s tolerance), `tid` the tenant, and, with
  * `allowedCallers`, the caller (`oid`, or `azp`/`appid`) the Functions app's managed identity. `jose` is

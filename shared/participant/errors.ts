@@ -1,7 +1,7 @@
 import { type ParticipantErrorCode, errorKind } from '../core/errors';
 
 /**
- * The participant SDK's typed errors: a stable `code` (shared/core/errors.ts, raised by 'participant') and
+ * The participant SDK's typed errors: a stable `code` (the error table's participant codes) and
  * the status the handler answers with. A team's function throws `JobRefused` to answer 400; an
  * `authenticate` function throws `CallerUnauthenticated` (401), `CallerForbidden` (403) or
  * `CallerCheckUnavailable` (503, retried by routelock).

@@ -21,11 +21,11 @@ import { type CleanUp, cleanUpKey, newCleanUp, runCleanUp } from './notices';
 import { type ParticipantOptions, checkOptions } from './options';
 
 /**
- * `createParticipantHandler`: the participant contract (docs/design.md §6.5) answered for a team that
- * supplies only its copy functions. The rules live in pure modules (the job table, jobTable.ts; the wire,
- * shared/core/participantWire.ts; the notices' delete guard); this is the shell that runs the copies,
+ * `createParticipantHandler`: the participant contract (routelock design §6.5) answered for a team that
+ * supplies only its copy functions. The rules live in pure functions (the job table: `postJob`, `finishRun`;
+ * the wire: `parseJobRequest`, `parsePreferWait`; the notices' delete guard, `mayDeleteCopy`); this is the shell that runs the copies,
  * aborts superseded ones, holds answers for `Prefer: wait`, schedules clean-ups and answers HTTP. The
- * adapters (adapters.ts) put it on node:http, Express and Fastify.
+ * adapters (`nodeListener`, `expressParticipant`, `fastifyParticipant`) put it on node:http, Express and Fastify.
  */
 
 /** A request as the adapters hand it over. */

@@ -1,12 +1,12 @@
 /**
- * `@routelock/participant`: the participant contract (docs/design.md §6.5) for a service that copies its
+ * `@routelock/participant`: the participant contract (routelock design §6.5) for a service that copies its
  * resources' data between regions when routelock migrates them. The team supplies `bulkCopy`,
  * `deltaCopy` and optionally `verify`, `preflight` and `onNotice`; the handler keeps the job rules,
  * polling, `Prefer: wait`, supersession, the caller check and the notice rules. See the package README.
  */
 export { createParticipantHandler } from './handler';
 export type { ParticipantHandler, ParticipantHttpAnswer, ParticipantHttpRequest } from './handler';
-export type { CleanUpOrder, ParticipantJob, ParticipantOptions } from './options';
+export type { CleanUpOrder, ParticipantJob, ParticipantOptions, RouteReader } from './options';
 export type { CleanUp } from './notices';
 export { handleNodeRequest, nodeListener, expressParticipant, fastifyParticipant } from './adapters';
 export type { FastifyLike, FastifyReplyLike, FastifyRequestLike } from './adapters';
@@ -45,4 +45,3 @@ export {
 } from '../core/participantWire';
 export type { Location } from '../core/lock/document';
 export type { RouteView } from '../core/lock/view';
-export type { RouteResolver } from '../core/client';

@@ -1,8 +1,8 @@
 import { type JobRequest, COPY_STEPS, isLaterJob, jobKey } from '../core/participantWire';
 
 /**
- * The participant contract's job rules (docs/design.md §6.5) as a table and its transitions: pure, each
- * transition returns the next table (the handler in handler.ts does the I/O: runs the copies, aborts them,
+ * The participant contract's job rules (routelock design §6.5) as a table and its transitions: pure, each
+ * transition returns the next table (the handler, `createParticipantHandler`, does the I/O: runs the copies, aborts them,
  * answers HTTP).
  *
  * - A job is (migrationId, migrationAttempt, step, stepAttempt). A repeated POST of a job answers for it

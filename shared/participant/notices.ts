@@ -1,10 +1,9 @@
-import type { RouteResolver } from '../core/client';
 import type { RouteView } from '../core/lock/view';
 import { type EndNoticeRequest, type EndStep, mayDeleteCopy } from '../core/participantWire';
-import type { CleanUpOrder } from './options';
+import type { CleanUpOrder, RouteReader } from './options';
 
 /**
- * The end notices' clean-ups (docs/design.md §6.11) as the handler keeps them: after `completed` the
+ * The end notices' clean-ups (routelock design §6.11) as the handler keeps them: after `completed` the
  * source's copy goes once `cleanUpSourceAfter` has passed, never before; after `failed` or `cancelled` the
  * target's partial copy at once. Either only if the route, resolved afresh, is not at that region and no
  * lock is bringing it there: never live data on a notice's word.
@@ -44,10 +43,7 @@ export function newCleanUp(notice: EndNoticeRequest, now: number): CleanUp {
 }
 
 /** The route afresh: null when there is none (404), 'unreachable' when routelock cannot be asked. */
-async function freshView(
-  routing: Pick<RouteResolver, 'resolve' | 'forget'>,
-  id: string,
-): Promise<RouteView | null | 'unreachable'> {
+async function freshView(routing: RouteReader, id: string): Promise<RouteView | null | 'unreachable'> {
   routing.forget(id);
   try {
     return await routing.resolve(id);
@@ -62,7 +58,7 @@ async function freshView(
  */
 export async function runCleanUp(
   cleanUp: CleanUp,
-  routing: Pick<RouteResolver, 'resolve' | 'forget'>,
+  routing: RouteReader,
   remove: (order: CleanUpOrder, signal: AbortSignal) => Promise<void> | void,
   signal: AbortSignal,
   now: () => number,

@@ -1,7 +1,16 @@
-import type { RouteResolver } from '../core/client';
+import type { RouteView } from '../core/lock/view';
 import type { EndStep, JobRequest, PreflightQuestion, VerifyAnswer } from '../core/participantWire';
 import type { Authenticate } from './auth';
 import { ParticipantOptionError } from './errors';
+
+/**
+ * What the notice rules use of a routing client: `@routelock/client`'s `RoutingClient` and its test double
+ * fit it as they are (typed structurally, so this package does not depend on the client).
+ */
+export interface RouteReader {
+  resolve(id: string): Promise<RouteView>;
+  forget(id: string): void;
+}
 
 /** A copy job as the team's function gets it: the request, the job's id and which run of it this is. */
 export interface ParticipantJob extends JobRequest {
@@ -41,7 +50,7 @@ export interface ParticipantOptions {
    * How the notice rules resolve the route (a RoutingClient, or the test double; only `resolve` and
    * `forget` are used): needed with onNotice.
    */
-  routing?: Pick<RouteResolver, 'resolve' | 'forget'>;
+  routing?: RouteReader;
   /** Who may call: required (entraCaller, loopbackCallerOnly, or your own). */
   authenticate: Authenticate;
   /** Where routelock POSTs (default `/migrate`). */

@@ -158,8 +158,9 @@ describe('the verify round in the history bound', () => {
     const noDelta = worstCaseCopyActions({ ...t, deltaAttempts: 0 });
     const oneDelta = worstCaseCopyActions({ ...t, deltaAttempts: 1 });
     const noParticipant = worstCaseCopyActions({ ...t, participants: 0, deltaAttempts: 1 });
-    // the delta's own term (2 participants: 2 × (2 × (5 + 2) + 2) + 2 × 6 renewals = 44) plus verify's 28
-    expect(oneDelta - noDelta).toBe(44 + (2 * 12 + 4));
+    // the delta's own term (2 participants: 2 × (2 × (5 + 3) + 2) + 2 × 6 renewals = 48: its 60 s at the
+    // cap is three polls, each woken up to a second early, so 29 s apart) plus verify's 28
+    expect(oneDelta - noDelta).toBe(48 + (2 * 12 + 4));
     // without participants no verify round: only the renewals (bulk every 40 s for an hour, delta every 10 s)
     expect(noParticipant).toBe(2 * 90 + 2 * 6);
   });

@@ -1,19 +1,7 @@
 import { execFile, spawnSync } from 'node:child_process';
-import {
-  copyFileSync,
-  existsSync,
-  linkSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  realpathSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { type LocalHost } from '../../local/host';
 import { startLocalHost } from '../support/localHost';
@@ -26,7 +14,12 @@ import {
   packPackage,
   undeclaredModules,
 } from '../../scripts/build-packages';
-import { type LockEntry, dependencyFiles, productionLocations } from '../../scripts/package';
+import {
+  installed,
+  prelink as prelinkFrom,
+  readLock,
+  scratchProject as scratchInstall,
+} from '../../testkit/scratchInstall';
 
 /**
  * The packages as a service gets them (docs/design.md §5.4): built (`npm run packages`), packed (`npm
@@ -44,9 +37,7 @@ jest.setTimeout(120_000);
 
 const execFileAsync = promisify(execFile);
 const root = resolve(__dirname, '../..');
-const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
-  packages: Record<string, LockEntry>;
-};
+const lock = readLock(root);
 const temp = mkdtempSync(join(tmpdir(), 'routelock-packages-'));
 const dbPath = join(temp, 'routes.db');
 const SOURCE = { region: 'westeurope' };
@@ -67,86 +58,13 @@ let built: BuiltPackage[];
 let tarballs: Record<string, string>;
 let host: LocalHost;
 
-/**
- * Copy (hard-link when it can) `names` and everything they need from this project's node_modules, with
- * their `.bin` links as npm makes them (npm re-fetches an installed package whose bin link is missing).
- */
 function prelink(project: string, names: string[]): void {
-  const locations = productionLocations(
-    { packages: { ...lock.packages, '': { dependencies: Object.fromEntries(names.map((n) => [n, '*'])) } } },
-    {},
-  );
-  for (const file of dependencyFiles(root, locations)) {
-    const target = join(project, file);
-    mkdirSync(dirname(target), { recursive: true });
-    const source = realpathSync(join(root, file));
-    try {
-      linkSync(source, target);
-    } catch {
-      copyFileSync(source, target);
-    }
-  }
-  for (const location of locations) {
-    const manifest = JSON.parse(readFileSync(join(project, location, 'package.json'), 'utf8')) as {
-      name: string;
-      bin?: string | Record<string, string>;
-    };
-    const bins =
-      typeof manifest.bin === 'string'
-        ? { [manifest.name.replace(/^@[^/]+\//, '')]: manifest.bin }
-        : (manifest.bin ?? {});
-    const binDir = join(project, dirname(location), '.bin');
-    for (const [name, file] of Object.entries(bins)) {
-      mkdirSync(binDir, { recursive: true });
-      rmSync(join(binDir, name), { force: true });
-      symlinkSync(relative(binDir, join(project, location, file)), join(binDir, name));
-    }
-  }
-}
-
-function npm(project: string, args: string[]): string {
-  const run = spawnSync('npm', args, {
-    cwd: project,
-    encoding: 'utf8',
-    // An empty cache of its own: nothing may come from a cache (or the network).
-    env: { ...process.env, npm_config_cache: join(temp, 'npm-cache'), npm_config_update_notifier: 'false' },
-  });
-  if (run.status !== 0)
-    throw new Error(`npm ${args.join(' ')} failed in ${project}:\n${run.stdout}${run.stderr}`);
-  return run.stdout;
+  prelinkFrom(root, lock, project, names);
 }
 
 /** A scratch project with `deps` pre-linked and `tarball` installed offline. */
 function scratchProject(name: string, tarball: string, deps: string[]): string {
-  const project = join(temp, name);
-  mkdirSync(project);
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }));
-  prelink(project, deps);
-  npm(project, ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball]);
-  return project;
-}
-
-/** Package names installed anywhere under `project`'s node_modules. */
-function installed(project: string): string[] {
-  const names: string[] = [];
-  const walk = (dir: string): void => {
-    if (!existsSync(dir)) return;
-    for (const entry of readdirSync(dir)) {
-      if (entry.startsWith('.')) continue;
-      const path = join(dir, entry);
-      if (entry.startsWith('@')) {
-        for (const scoped of readdirSync(path)) {
-          names.push(`${entry}/${scoped}`);
-          walk(join(path, scoped, 'node_modules'));
-        }
-      } else {
-        names.push(entry);
-        walk(join(path, 'node_modules'));
-      }
-    }
-  };
-  walk(join(project, 'node_modules'));
-  return [...new Set(names)].sort();
+  return scratchInstall(root, lock, { temp, name, tarballs: [tarball], deps });
 }
 
 /**
@@ -545,6 +463,92 @@ describe('@routelock/client/testing', () => {
   });
 });
 
+/**
+ * The request guard (`@routelock/client/middleware`) as a service links it: typed through both conditions
+ * (a node:http service), and run from the installed tarball through `require` and `import`: a node:http
+ * server behind the guard, its route states from the double, answered over real HTTP.
+ */
+const guardTypesSource = (load: string) => `${load}
+import { createServer, type IncomingMessage } from 'node:http';
+const routing = new TestRoutingClient();
+const guard = routeGuard<IncomingMessage>({
+  routing,
+  serving: 'westeurope',
+  target: (req): GuardTarget => ({ resourceId: 'conv-1', operation: req.method === 'GET' ? 'read' : 'write' }),
+  tombstone: () => undefined,
+});
+export const server = createServer(
+  guard.node((req, res, admission?: Admission) => {
+    if (admission && !guard.commitOk(req)) return guard.late(res, req);
+    res.end();
+  }),
+);
+`;
+
+const guardProgram = (load: string) => `${load}
+const { createServer } = require('node:http');
+(async () => {
+  const routing = new TestRoutingClient();
+  const guard = routeGuard({
+    routing,
+    serving: 'westeurope',
+    target: (req) => ({ resourceId: 'conv-1', operation: req.method === 'GET' ? 'read' : 'write' }),
+    tombstone: () => undefined,
+  });
+  const server = createServer(guard.node((req, res) => res.writeHead(guard.commitOk(req) ? 201 : 503).end()));
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const url = 'http://127.0.0.1:' + server.address().port + '/items/conv-1';
+  const out = {};
+  for (const [name, state] of Object.entries({
+    unlocked: states.unlocked({ at: 'westeurope' }),
+    writeLock: states.writeLock({ from: 'westeurope', to: 'eastus', forSeconds: 2 }),
+    notFound: states.notFound(),
+  })) {
+    routing.set('conv-1', state);
+    const res = await fetch(url, { method: 'POST' });
+    const body = await res.text();
+    out[name] = [res.status, res.headers.get('retry-after'), body ? JSON.parse(body).code : null];
+  }
+  server.close();
+  console.log(JSON.stringify(out));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+describe('@routelock/client/middleware', () => {
+  let project: string;
+  beforeAll(() => {
+    project = scratchProject('guard-service', tarballs['@routelock/client'] as string, ['lru-cache']);
+  }, 120_000);
+
+  test('typed through both conditions of the exports map (a node:http service)', () => {
+    const load =
+      "import { routeGuard, type Admission, type GuardTarget } from '@routelock/client/middleware';\nimport { TestRoutingClient } from '@routelock/client/testing';";
+    expect(
+      typeCheck(project, { 'guard.cts': guardTypesSource(load), 'guard.mts': guardTypesSource(load) }),
+    ).toBe('');
+  });
+
+  test.each([
+    [
+      'require',
+      'guard.cjs',
+      "const { routeGuard } = require('@routelock/client/middleware');\nconst { TestRoutingClient, states } = require('@routelock/client/testing');",
+    ],
+    [
+      'import',
+      'guard.mjs',
+      "import { routeGuard } from '@routelock/client/middleware';\nimport { TestRoutingClient, states } from '@routelock/client/testing';\nimport { createRequire } from 'node:module';\nconst require = createRequire(import.meta.url);",
+    ],
+  ])('through %s: a node:http service behind the guard answers each state', async (_how, file, load) => {
+    const out = await runIn(project, file, guardProgram(load), {});
+    expect(out).toEqual({
+      unlocked: [201, null, null],
+      writeLock: [423, '2', 'Locked'],
+      notFound: [404, null, 'NotFound'],
+    });
+  });
+});
+
 describe('@routelock/library', () => {
   let project: string;
   beforeAll(() => {
@@ -662,22 +666,12 @@ describe('@routelock/participant', () => {
   let project: string;
   beforeAll(() => {
     // both tarballs in one install: a second install would prune what only the first needs
-    project = join(temp, 'participant-service');
-    mkdirSync(project);
-    writeFileSync(
-      join(project, 'package.json'),
-      JSON.stringify({ name: 'participant-service', version: '1.0.0', private: true }),
-    );
-    prelink(project, ['lru-cache']);
-    npm(project, [
-      'install',
-      '--offline',
-      '--no-audit',
-      '--no-fund',
-      '--ignore-scripts',
-      tarballs['@routelock/participant'] as string,
-      tarballs['@routelock/client'] as string,
-    ]);
+    project = scratchInstall(root, lock, {
+      temp,
+      name: 'participant-service',
+      tarballs: [tarballs['@routelock/participant'] as string, tarballs['@routelock/client'] as string],
+      deps: ['lru-cache'],
+    });
   }, 120_000);
 
   test('installs offline with no dependency; its JavaScript loads nothing but jose, and only from /entra', () => {

@@ -1,9 +1,9 @@
 import { RouteLockError } from '../errors';
 
-/** The location document (docs/design.md §2): routing and lock state in one item per resource. */
+/** The location document (design §2): routing and lock state in one item per resource. */
 
 /**
- * The schema version this library writes, and the newest it understands (docs/design.md §2.8). A
+ * The schema version this library writes, and the newest it understands (design §2.8). A
  * document of a newer one is read from the fields this version knows and never written.
  */
 export const SCHEMA_VERSION = 1;
@@ -12,6 +12,9 @@ export interface Location {
   region: string;
   account?: string;
 }
+
+/** A resource id routelock accepts (design §4.2): the API refuses any other with 400. */
+export const resourceIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$/;
 
 export const phases = ['prelock', 'hardDelete', 'write'] as const;
 export type Phase = (typeof phases)[number];
@@ -91,7 +94,7 @@ export interface LastMigration {
   /** Lets a swap or release replayed with the token that completed it get 200 instead of 410. */
   tokenHash: string;
   convergenceDelaySeconds: number;
-  /** A release's reason (shared/core/lock/rules.ts checkedReleaseReason): why it was aborted. */
+  /** A release's reason (core/lock/rules checkedReleaseReason): why it was aborted. */
   reason?: string;
 }
 
@@ -99,7 +102,7 @@ export type ChangeOp =
   'create' | 'prelock' | 'escalate' | 'renew' | 'downgrade' | 'swap' | 'release' | 'forceRelease' | 'reclaim';
 
 /**
- * What the write that produced this version did (docs/design.md §2.6). The change feed may
+ * What the write that produced this version did (design §2.6). The change feed may
  * coalesce versions, so telemetry and the audit ledger derive everything from one version alone.
  */
 export interface LastChange {
@@ -165,7 +168,7 @@ export interface StoredDocument {
 }
 
 /**
- * A listed version as a start carries it to the pre-lock that may decide on it (docs/design.md §6.7): it
+ * A listed version as a start carries it to the pre-lock that may decide on it (design §6.7): it
  * is kept on the campaign's member, the migration's input and record, so in the task hub, and carries
  * only what that decision and the write made from it need. `lastChange` goes (who made the last write,
  * its request id and reason: the pre-lock stamps its own), and so do the lock's `idempotencyKeyHash` and

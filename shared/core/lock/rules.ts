@@ -25,13 +25,13 @@ import {
 import { hashesEqual, sha256Hex, tokenMatches } from './token';
 
 /**
- * The lock rules (docs/design.md §3): pure functions of (document, request, now, config). Each returns the
+ * The lock rules (design §3): pure functions of (document, request, now, config). Each returns the
  * next document, or `changed: false` when the request is an idempotent replay that needs no write,
  * or throws a RouteLockError. No I/O, no clock, no randomness: the caller supplies `now` (epoch ms)
  * and, for a pre-lock, the freshly generated token. What a lock means at `now`, clock-skew margins
  * included, is asked of `./state`. Each next document is built from the stored one (`{...doc}`,
  * `{...lock}`), never from a list of known fields, so fields this version does not know survive; a
- * document of a newer schema never reaches them (the router refuses it first: docs/design.md §2.8).
+ * document of a newer schema never reaches them (the router refuses it first: design §2.8).
  */
 
 export interface RuleResult {
@@ -80,7 +80,7 @@ export interface ReleaseRequest {
   /** With `phase: "write"`: the write-lock attempt this downgrade belongs to (as for a swap). */
   writeAt?: string | undefined;
   /**
-   * Why the lock ends (docs/design.md §6.12): human text, at most MAX_RELEASE_REASON_CHARS, stamped on the
+   * Why the lock ends (design §6.12): human text, at most MAX_RELEASE_REASON_CHARS, stamped on the
    * version (`lastChange.reason`, and a full release's `lastMigration.reason`) for the audit ledger.
    * Checked by `checkedReleaseReason`; the workflow bounds its own with `boundedReleaseReason`.
    */
@@ -341,7 +341,7 @@ function swapRule(doc: LocationDocument, req: SwapRequest, now: number, cfg: Tim
 }
 
 // ---------------------------------------------------------------------------------------------
-// A release's reason (docs/design.md §6.12)
+// A release's reason (design §6.12)
 // ---------------------------------------------------------------------------------------------
 
 /** The longest reason a release records (characters, after trimming). */
@@ -555,7 +555,7 @@ export function assertDeletable(doc: LocationDocument, now: number): void {
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/** Order of checks (docs/design.md §3.2): no live lock → 410; another token → 423; only then the phase rules. */
+/** Order of checks (design §3.2): no live lock → 410; another token → 423; only then the phase rules. */
 function heldLock(doc: LocationDocument, token: string, now: number): Lock {
   const lock = liveLock(doc, now);
   if (!lock) {
@@ -629,7 +629,7 @@ function clearLock(
     lock: null,
     secondary: doc.secondary?.role === 'pendingTarget' ? null : doc.secondary,
     // a release's reason lives on with the migration's end, so the change feed's backstop rebuilds
-    // the same audit record from a later version (shared/core/audit.ts auditRecordsRecoverableFrom)
+    // the same audit record from a later version (core/audit auditRecordsRecoverableFrom)
     lastMigration: reason === undefined ? last : { ...last, reason },
   };
 }

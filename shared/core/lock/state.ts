@@ -1,7 +1,7 @@
 import type { Lock, LocationDocument, Secondary } from './document';
 
 /**
- * What a lock means at `now` (docs/design.md §2–§3): the one home of every time predicate the rules, the router's
+ * What a lock means at `now` (design §2–§3): the one home of every time predicate the rules, the router's
  * read path, the route view, Cache-Control, RoutingClient, the sweeper and the probe ask. Pure functions of
  * (lock, now, skew); `now` in epoch ms.
  *
@@ -34,7 +34,7 @@ const SECOND = 1000;
  * read-through, and `Date.parse` costs a tenth of it. The canonical shape `toISOString`
  * writes (`YYYY-MM-DDTHH:MM:SS.sssZ`, year 0100–9999, every field in range) is read digit by digit;
  * anything else (an offset, fewer digits, a day past the month's end, `24:00`) goes to `Date.parse`
- * itself, so the two never disagree (test/lock/instantMs.test.ts checks it against `Date.parse`).
+ * itself, so the two never disagree (a test checks it against `Date.parse`).
  */
 export function instantMs(iso: string): number {
   if (

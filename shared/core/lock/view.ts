@@ -22,7 +22,7 @@ import {
 } from './state';
 
 /**
- * What callers see (docs/design.md §4): the route view with its enforcement decision and Cache-Control,
+ * What callers see (design §4): the route view with its enforcement decision and Cache-Control,
  * and the lock grant. Neither ever carries the token, its hash, or the idempotency key's hash.
  */
 
@@ -121,7 +121,7 @@ export function routeView(stored: StoredDocument, now: number, cfg: ViewTiming):
   const { doc } = stored;
   const lock = liveLock(doc, now);
   const secondary = secondaryInForce(doc, now);
-  // Only the fields this version knows: a newer schema's additions never reach a view (docs/design.md §2.8).
+  // Only the fields this version knows: a newer schema's additions never reach a view (design §2.8).
   return {
     resourceId: doc.id,
     location: normalizeLocation(doc.location),

@@ -10,7 +10,7 @@ import {
 } from './privateFiles';
 
 /**
- * The migration workflow's lock credentials, kept out of orchestration state (docs/design.md
+ * The migration workflow's lock credentials, kept out of orchestration state (design
  * §9). The orchestration carries only a `LockSeed`: a random nonce made at start and
  * the id of the key it is used with. The activities, which alone hold the key ring, derive the
  * fencing token and the Idempotency-Key from it with HMAC-SHA256, so neither ever sits in a Durable
@@ -182,7 +182,7 @@ const OWNER_ONLY = 0o600;
 /**
  * The embedded host's key file: created owner-only (32 random bytes) in a private folder when absent;
  * refused when it is a link, belongs to another user, or anyone else may read or write it or its folder
- * (shared/core/security/privateFiles.ts).
+ * (core/security/privateFiles).
  */
 export function loadTokenKeyFile(path: string): TokenKeyring {
   try {

@@ -1,61 +1,17 @@
-import type { Decision } from '../../core/client';
-import type { Operation } from '../../core/lock/view';
+import { DECISION_METRIC_NAMES } from '../../core/decisions';
 import type { TelemetryMetricName } from './names';
 import type { TelemetrySink } from './sink';
 
 /**
- * Request-path counters (docs/design.md §8): what a service did with one operation, as a metric the
- * workbook's "refusals, tombstoned deletes and store throttling" panel reads. A service calls
- * `recordDecision` with the `Decision` it acted on (from `decide`), so nothing inside the client or the
- * router changes and a service that links the library counts the same way as the example message store.
- * Metrics, not events: nothing redelivers a request's decision, so there is nothing to deduplicate.
- * An allowed operation (and a missing route) is not counted: it is the request rate, which the
- * service's own request telemetry already has.
+ * The request-path counters' rule lives in core (shared/core/decisions.ts), beside the client that
+ * records them; the library re-exports it from here. Every name it counts under must be in the
+ * telemetry catalogue (names.ts): the assignment below fails to compile otherwise.
  */
+export { decisionMetric, recordDecision } from '../../core/decisions';
+export type { DecisionContext } from '../../core/decisions';
 
-/** The metric a decision is counted under; `undefined`: not counted. */
-export function decisionMetric(decision: Decision): TelemetryMetricName | undefined {
-  switch (decision.kind) {
-    case 'deny':
-      return 'writesRefused';
-    case 'tombstone':
-      return 'deletesTombstoned';
-    case 'notHere':
-      return 'requestsMisdirected';
-    case 'unavailable':
-      return 'routingUnavailable';
-    case 'allow':
-    case 'notFound':
-      return undefined;
-  }
-}
-
-export interface DecisionContext {
-  /** The service's name (a dimension: one workbook, several services). */
-  service: string;
-  operation: Operation;
-  /** Where the service serves from (a region name; never an account key or URL with credentials). */
-  region?: string;
-}
-
-/** Count one decision a service acted on (value 1; the workbook sums them). */
-export function recordDecision(
-  sink: Pick<TelemetrySink, 'metric'>,
-  decision: Decision,
-  context: DecisionContext,
-): void {
-  const name = decisionMetric(decision);
-  if (name === undefined) return;
-  sink.metric({
-    name,
-    value: 1,
-    properties: {
-      service: context.service,
-      operation: context.operation,
-      ...(context.region !== undefined ? { region: context.region } : {}),
-    },
-  });
-}
+/** The metrics decisions are counted under, as telemetry names. */
+export const decisionMetricNames: readonly TelemetryMetricName[] = DECISION_METRIC_NAMES;
 
 /** Count one Cosmos DB 429 the store adapter saw (after the SDK's own retries), by what it was about. */
 export function recordStoreThrottled(sink: Pick<TelemetrySink, 'metric'>, about: { kind: string }): void {

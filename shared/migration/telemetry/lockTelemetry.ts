@@ -10,7 +10,7 @@ import { isProbeId } from '../probeId';
 import { EVENT_KEY, type TelemetryEventName, type TelemetryMetricName } from './names';
 
 /**
- * Lock telemetry derived from one document version alone (docs/design.md §8): the change feed may coalesce
+ * Lock telemetry derived from one document version alone (design §8): the change feed may coalesce
  * versions, so nothing here looks at a previous one. `lastChange` says what the write did; the phase
  * timestamps and `lastMigration` carry the durations. Properties are an allowlist: never a token,
  * its hash, or the idempotency key's hash.
@@ -21,7 +21,7 @@ import { EVENT_KEY, type TelemetryEventName, type TelemetryMetricName } from './
  * reason; the metrics stay for Metrics Explorer, which nothing deduplicates.
  */
 
-/** The dedup key of an event derived from one document version (docs/design.md §8.1). */
+/** The dedup key of an event derived from one document version (design §8.1). */
 export function versionEventKey(name: TelemetryEventName, resourceId: string, version: string): string {
   return `${name}:${resourceId}:${version}`;
 }

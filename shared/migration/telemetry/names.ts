@@ -2,7 +2,7 @@
  * The one catalogue of what routelock emits to Application Insights (and the embedded host's log and
  * /api/metrics): every custom event, metric and availability test by name, with the measurements an
  * event carries. `TelemetryEvent.name` and `TelemetryMetric.name` are typed on these lists, so nothing
- * emits a name that is not here, and the workbook's and alerts' KQL (infra/monitoring/) is checked
+ * emits a name that is not here, and the workbook's and alerts' KQL (routelock's infra) is checked
  * against them, so no query reads a name nothing emits.
  *
  * Figures the workbook and alerts derive from the change feed or a workflow's end (hold times,
@@ -16,7 +16,7 @@
 export const EVENT_KEY = 'eventKey';
 
 export const telemetryEventNames = [
-  // From one location-document version (shared/migration/telemetry/lockTelemetry.ts, the change feed).
+  // From one location-document version (migration/telemetry/lockTelemetry, the change feed).
   'LockAcquired',
   'LockReleased',
   'ForceReleased',
@@ -26,7 +26,7 @@ export const telemetryEventNames = [
   // From the write path and the services.
   'AuditRecordDeferred',
   'ClockSkewHigh',
-  // Campaigns (shared/campaign/tick.ts).
+  // Campaigns (campaign/tick).
   'CampaignStarted',
   'CampaignEnded',
   // A migration's end, one per migration attempt that ended (outcome, code, phase reached).
@@ -34,7 +34,7 @@ export const telemetryEventNames = [
   // The reconciliation found a document change the telemetry did not see.
   'TelemetryGap',
   // The sweeper found a lock whose lease has expired, before it tries to reclaim it
-  // (shared/migration/sweeper.ts; eventKey `OrphanedLockFound:${resourceId}:${version}` of the version it read).
+  // (migration/sweeper; eventKey `OrphanedLockFound:${resourceId}:${version}` of the version it read).
   'OrphanedLockFound',
   // A lease renewed (from one document version: phase, the phase's new
   // expiresAt), so the stall alert sees a long copy's renewals as progress. One per renewal (lease/3).
@@ -51,9 +51,9 @@ export const telemetryMetricNames = [
   'changeFeedLagSeconds',
   // Changes the reconciliation found missing from the telemetry, per run.
   'telemetryGaps',
-  // Request-path decisions a service reports (shared/migration/telemetry/decisions.ts), one per
+  // Request-path decisions a service reports (shared/core/decisions.ts), one per
   // refused, tombstoned, misdirected or unserved operation; and Cosmos DB throttling (429) that reached
-  // the store adapter after the SDK's own retries (shared/core/store/cosmos/common.ts).
+  // the store adapter after the SDK's own retries (core/store/cosmos/common).
   'writesRefused',
   'deletesTombstoned',
   'requestsMisdirected',

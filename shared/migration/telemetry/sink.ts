@@ -196,7 +196,7 @@ export interface RecordedEvent {
 }
 
 /**
- * Where the recorder's counts survive a restart (shared/migration/store/sqlite/telemetry.ts on the embedded host);
+ * Where the recorder's counts survive a restart (migration/store/sqlite/telemetry on the embedded host);
  * synchronous, like the sink calls it serves. It trims to the same limits as the recorder.
  */
 export interface RecorderJournal {

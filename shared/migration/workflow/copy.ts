@@ -43,6 +43,13 @@ const REQUEST_MARGIN_MS = 1000;
 export const renewEveryMs = (leaseSeconds: number): number =>
   Math.max(1000, Math.floor((leaseSeconds * 1000) / 3));
 
+/**
+ * How early the real engine may fire a durable timer: the Azure Storage provider delays a timer's message in
+ * whole seconds (docs/design.md §6.7), and a copy loop takes a timer's wake as the instant it slept until, so
+ * a poll may come this much before its wait ends.
+ */
+export const TIMER_EARLY_SECONDS = 1;
+
 /** The Durable extension's default cap on one orchestration's actions (host.json `maxOrchestrationActions`). */
 export const MAX_ORCHESTRATION_ACTIONS = 100_000;
 
@@ -61,15 +68,17 @@ export interface CopyShape {
 /**
  * The most history actions a migration's copies can record: every copy running as long as
  * it may (the bulk copy to the pre-lock cap, each delta attempt its write budget), every participant
- * polled at the poll cap after its backoff from the poll minimum. A poll is one activity and one timer, a POST one activity and its race timer,
+ * polled at the poll cap (less the engine's early wake) after its backoff from the poll minimum. A poll is one activity and one timer, a POST one activity and its race timer,
  * a renewal one activity after the race timer that ended the round. Past the extension's cap an
  * orchestration stops scheduling and hangs (docs/design.md §6.5): config refuses settings that reach it.
  */
 export function worstCaseCopyActions(t: CopyShape): number {
-  // the polls before the backoff reaches the cap (1, 2, 4 … s), then one per cap
+  // the polls before the backoff reaches the cap (1, 2, 4 … s), then one per cap, each woken up to
+  // TIMER_EARLY_SECONDS before it (config keeps the cap above that: settings.ts)
   const rampPolls = Math.ceil(Math.log2(t.pollMaxSeconds / t.pollMinSeconds));
+  const cadenceSeconds = t.pollMaxSeconds - TIMER_EARLY_SECONDS;
   const copy = (seconds: number, leaseSeconds: number) =>
-    t.participants * (2 * (rampPolls + Math.ceil(seconds / t.pollMaxSeconds)) + 2) +
+    t.participants * (2 * (rampPolls + Math.ceil(seconds / cadenceSeconds)) + 2) +
     2 * Math.ceil((seconds * 1000) / renewEveryMs(leaseSeconds));
   const writeWindow = Math.min(t.writeLeaseSeconds, t.writeBudgetSeconds);
   // The verify round after each delta (workflow/verify.ts) runs in the same write lock, whose

@@ -1,9 +1,9 @@
 import type { CampaignMember, CampaignRecord, CampaignState, MemberState } from '../../types';
 
 /**
- * The campaigns port (docs/design.md §6.9): a campaign record under ETag compare-and-swap, and one member row
- * per (campaignId, resourceId). Adapters: shared/campaign/store/sqlite/campaigns.ts (the embedded host) and
- * shared/campaign/store/cosmos/campaigns.ts (container `campaigns`, partition key /campaignId: a campaign and
+ * The campaigns port (design §6.9): a campaign record under ETag compare-and-swap, and one member row
+ * per (campaignId, resourceId). Adapters: campaign/store/sqlite/campaigns (the embedded host) and
+ * campaign/store/cosmos/campaigns (container `campaigns`, partition key /campaignId: a campaign and
  * its members share one logical partition). Failures are RouteLockErrors naming a campaign.
  */
 export interface CampaignRecords {

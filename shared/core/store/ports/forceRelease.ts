@@ -1,9 +1,9 @@
 import type { ForceReleaseRequest } from '../../audit';
 
 /**
- * The force-release requests port. Adapters: shared/core/store/sqlite/forceRelease.ts and
- * shared/core/store/cosmos/forceRelease.ts (beside the ledger, in container `audit`). The approval rules
- * are in shared/core/forceRelease.ts.
+ * The force-release requests port. Adapters: core/store/sqlite/forceRelease and
+ * core/store/cosmos/forceRelease (beside the ledger, in container `audit`). The approval rules
+ * are in core/forceRelease.
  */
 export interface ForceReleaseRequests {
   /** AlreadyExists when a request with this id exists. */

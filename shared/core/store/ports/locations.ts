@@ -1,8 +1,8 @@
 import type { LocationDocument, StoredDocument } from '../../lock/document';
 
 /**
- * The location store port (the routing documents). Adapters: shared/core/store/sqlite/locations.ts (embedded
- * default) and shared/core/store/cosmos/locations.ts (production). Every failure is a
+ * The location store port (the routing documents). Adapters: core/store/sqlite/locations (embedded
+ * default) and core/store/cosmos/locations (production). Every failure is a
  * RouteLockError: NotFound, AlreadyExists, PreconditionFailed, StoreUnavailable (transient, with
  * retry-after), StoreRejected (the store refused the request itself: not retriable) or BadRequest (a
  * continuation no store handed out).
@@ -13,7 +13,7 @@ export type ReadFrom = 'nearest' | 'writeRegion';
 
 /**
  * Cosmos DB priority-based execution: when the container is busy, Cosmos DB throttles `low` requests
- * before `high` ones. The router decides it per operation (docs/design.md §5.7); absent, the account's
+ * before `high` ones. The router decides it per operation (design §5.7); absent, the account's
  * default (`high`). Stores without priorities (SQLite) ignore it.
  */
 export type RequestPriority = 'high' | 'low';
@@ -41,7 +41,7 @@ export interface LocationStore {
   /**
    * Optional: `read`, unless the stored ETag is still `etag` (HTTP and Cosmos DB's If-None-Match), then
    * `'notModified'` with no document sent or parsed. Counted as the read it is. The router's read-through
-   * of a copy it holds uses it (docs/design.md §5.1); a store (or wrapper) without it is read in full.
+   * of a copy it holds uses it (design §5.1); a store (or wrapper) without it is read in full.
    */
   readIfChanged?(id: string, etag: string, options: ReadOptions): Promise<StoredDocument | 'notModified'>;
   create(doc: LocationDocument, options?: PriorityOption): Promise<StoredDocument>;
@@ -72,7 +72,7 @@ export interface ListPage {
 
 /**
  * Documents by the store's own time of their last write, for the telemetry reconciliation
- * (docs/design.md §8): SQLite's `updated_at`, Cosmos DB's `_ts` (whole seconds). Both adapters implement
+ * (design §8): SQLite's `updated_at`, Cosmos DB's `_ts` (whole seconds). Both adapters implement
  * it; it is not on LocationStore because nothing on the request path needs it and wrappers need not
  * forward it (`changeListingOf` looks through them).
  */

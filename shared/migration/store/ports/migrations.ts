@@ -4,8 +4,8 @@ import { decodeNewestFirstCursor, encodeNewestFirstCursor } from '../../../core/
 
 /**
  * The migration records port: migrationId → the instance that runs it, its input and its latest status.
- * Adapters: shared/migration/store/sqlite/migrations.ts (the embedded host, with its runner's journal) and
- * shared/migration/store/cosmos/migrations.ts (container `migrations` in Azure). Failures are RouteLockErrors
+ * Adapters: migration/store/sqlite/migrations (the embedded host, with its runner's journal) and
+ * migration/store/cosmos/migrations (container `migrations` in Azure). Failures are RouteLockErrors
  * naming a migration record.
  */
 export interface MigrationRecords {
@@ -19,7 +19,7 @@ export interface MigrationRecords {
    */
   createIfNoActive(record: MigrationRecord): Promise<ActiveClaim>;
   /**
-   * An operator's retry (docs/design.md §6.3): replace an ended, Failed migration's record with `record`
+   * An operator's retry (design §6.3): replace an ended, Failed migration's record with `record`
    * (same migrationId, a new input and status, not done) under the same per-resource claim, so a retry races
    * starts as safely as a start does. `created: false` with the record that stands when the migration is not
    * an ended Failed one, or the resource has another unfinished migration. NotFound when unknown.
