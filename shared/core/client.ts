@@ -200,7 +200,7 @@ export interface RoutingClientOptions {
    */
   breakerJitter?: number;
   /**
-   * Refresh ahead (shared/core/refreshAhead.ts): a resolve that finds a view in the last this share of
+   * Refresh ahead (core/refreshAhead): a resolve that finds a view in the last this share of
    * its lifetime is answered from the cache and starts one background fetch of the id (none if one is
    * out), so the view is replaced before it expires and no request waits for it. Only requests trigger
    * it (an id nobody asks for is not refreshed), once per cached view: a failed refresh leaves the view
@@ -212,7 +212,7 @@ export interface RoutingClientOptions {
   /**
    * Hooks called as things happen: cache hits and misses, refreshes ahead, each request's duration and
    * outcome, errors by code, the breaker's state, and the decisions `recordDecision` counts
-   * (shared/core/clientMetrics.ts). Each is optional; an unknown hook is refused.
+   * (core/clientMetrics). Each is optional; an unknown hook is refused.
    */
   metrics?: ClientMetrics;
   /**
@@ -265,7 +265,7 @@ export interface ResolvedRoute {
    * Until when (ms, this client's clock) the view is one this client's cache serves: fresh, with no lock
    * started within the skew margin (undefined: it is not, e.g. its lock has started). A write that lands
    * before it needs no grace, as a cache hit at that instant would have dated the view then: the
-   * pre-lock's convergence wait counts this cache's TTL (docs/design.md §5.4). `withinGrace` takes it.
+   * pre-lock's convergence wait counts this cache's TTL (design §5.4). `withinGrace` takes it.
    */
   validUntil?: number;
 }
@@ -367,7 +367,7 @@ export class RoutingClient implements RouteResolver {
   private readonly timeoutMs: number;
   private readonly notFoundTtlMs: number;
   private readonly staleForMs: number;
-  /** The timing in force: the options, then what `ready()` learnt from the server (serverTiming.ts). */
+  /** The timing in force: the options, then what `ready()` learnt from the server (core/serverTiming). */
   private timing: ClientTiming;
   /** The learnable options the team set: `ready()` leaves them. */
   private readonly explicitTiming: ExplicitTiming;

@@ -1,7 +1,7 @@
 import type { Location } from './lock/document';
 import type { Operation } from './lock/view';
 
-/** What a service must do with one operation (docs/design.md §5.5; the HTTP answer: `decisionStatus`). */
+/** What a service must do with one operation (design §5.5; the HTTP answer: `decisionStatus`). */
 export type Decision =
   | { kind: 'allow' }
   /** A delete while the hard-delete lock is in force: record a tombstone instead of removing the item. */
@@ -20,7 +20,7 @@ export type Decision =
   | { kind: 'unavailable'; retryAfterSeconds: number };
 
 /**
- * Request-path counters (docs/design.md §8): what a service did with one operation, as a metric the
+ * Request-path counters (design §8): what a service did with one operation, as a metric the
  * workbook's "refusals, tombstoned deletes and store throttling" panel reads. The one home of the
  * counting rule: the client's `recordDecision` and its metrics hooks, the library's `recordDecision`
  * (a telemetry sink) and the example all count through `decisionMetric`. Metrics, not events: nothing

@@ -40,7 +40,9 @@ async function lateWrite(framework: Framework, careless: boolean, holdMs: number
     gate: () => (entered(), released),
   });
   try {
-    routing.set(id, states.unlocked({ at: from }));
+    // decided on a started lock's view (hard-delete allows writes): every request re-fetches it, so no
+    // cache life covers the write and the grace alone bounds it, the case the check exists for
+    routing.set(id, states.hardDelete({ from, to }));
     const answer = call(`${app.url}/items/${id}`, 'POST');
     await inHandler;
     const decidedAt = clock.now();

@@ -77,7 +77,8 @@ test('no route: 404; routelock unreachable: 503', async () => {
 });
 
 test('a write that reaches its commit after the in-flight grace is not committed', async () => {
-  routing.set(id, states.unlocked({ at: from }));
+  // a started lock's view (hard-delete allows writes): re-fetched by every request, so only the grace covers it
+  routing.set(id, states.hardDelete({ from, to }));
   // A slow request: the clock passes the grace between the route's answer and the handler's commit.
   const decideFor = routing.decideFor.bind(routing);
   routing.decideFor = async (...args) => {

@@ -3,9 +3,9 @@ import type { TelemetryMetricName } from './names';
 import type { TelemetrySink } from './sink';
 
 /**
- * The request-path counters' rule lives in core (shared/core/decisions.ts), beside the client that
+ * The request-path counters' rule lives in core (core/decisions), beside the client that
  * records them; the library re-exports it from here. Every name it counts under must be in the
- * telemetry catalogue (names.ts): the assignment below fails to compile otherwise.
+ * telemetry catalogue (migration/telemetry/names): the assignment below fails to compile otherwise.
  */
 export { decisionMetric, recordDecision } from '../../core/decisions';
 export type { DecisionContext } from '../../core/decisions';
