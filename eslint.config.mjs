@@ -23,15 +23,23 @@ const above = {
     message:
       'The composition (config, stores, the library entries) sits above every layer: take settings as arguments.',
   },
+  participant: {
+    regex: '^(\\.\\./)+participant(/|$)',
+    message:
+      'shared/participant/ (the participant SDK) sits beside the orchestrator, on core: nothing in core, migration or campaign imports it.',
+  },
   hosts: {
     regex: '^(\\.\\./)+(functions|local|cli)(/|$)',
     message: 'shared/ is composed by the hosts, never the other way round.',
   },
 };
 const layerRules = {
-  core: [above.migration, above.campaign, above.composition, above.hosts],
-  migration: [above.campaign, above.composition, above.hosts],
-  campaign: [above.composition, above.hosts],
+  core: [above.migration, above.campaign, above.participant, above.composition, above.hosts],
+  migration: [above.campaign, above.participant, above.composition, above.hosts],
+  campaign: [above.participant, above.composition, above.hosts],
+  // The participant SDK runs in a participant's process: the wire and the route types from core, nothing
+  // of the orchestrator (migration, campaign) or the composition.
+  participant: [above.migration, above.campaign, above.composition, above.hosts],
 };
 
 // A function in shared/ stays short enough to read whole (docs/contributing.md, "Functions stay short"). An
@@ -122,6 +130,15 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         { paths: runtimeFree, patterns: [notTestkit, ...layerRules.campaign] },
+      ],
+    },
+  },
+  {
+    files: ['shared/participant/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: runtimeFree, patterns: [notTestkit, ...layerRules.participant] },
       ],
     },
   },

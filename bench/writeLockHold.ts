@@ -20,6 +20,7 @@ import {
   writeLockHolds,
 } from '../drill/writeLockHold';
 import { MessageStore } from '../examples/message-store/service';
+import { MessageStore as HandWrittenMessageStore } from './handWritten/messageStore';
 import { startLocalHost } from '../local/host';
 import type { LocationDocument, StoredDocument } from '../shared/core/lock/document';
 import type {
@@ -40,7 +41,9 @@ import { table } from './lib';
  * stream; the work is what the message store reports (its copy runs and verify comparisons); the
  * rest is routelock's coordination (drill/writeLockHold.ts). Side by side in one run, alternating: the
  * message store ignoring `Prefer: wait` (202 + Retry-After 1 and a poll, as before) and honouring it
- * (200 as soon as the delta is done). Also where the overhead sits (before the delta starts, between
+ * (200 as soon as the delta is done), and the message store's participant written by hand
+ * (bench/handWritten) beside the same store on `@routelock/participant` (examples/message-store): the SDK
+ * must add no poll (the participant's GETs are counted) and no hold. Also where the overhead sits (before the delta starts, between
  * the delta and verify, after verify until the swap commits) and the store operations started inside
  * each hold (a wrapper counting them per route).
  *
@@ -127,6 +130,8 @@ interface Variant {
   label: string;
   honoursPreferWait: boolean;
   env: Record<string, string>;
+  /** The participant endpoint: @routelock/participant (the example), or the hand-written baseline. */
+  participant: 'sdk' | 'handWritten';
 }
 
 /** The drill's timing: renewed every 3 s, a 2 s participant timeout (`Prefer: wait=1`). */
@@ -137,8 +142,14 @@ const VARIANTS: Variant[] = [
     label: 'ignores Prefer: wait (202 + Retry-After 1, polled)',
     honoursPreferWait: false,
     env: DRILL_TIMING,
+    participant: 'sdk',
   },
-  { label: 'honours Prefer: wait=1 (200 when done)', honoursPreferWait: true, env: DRILL_TIMING },
+  {
+    label: 'honours Prefer: wait=1 (200 when done)',
+    honoursPreferWait: true,
+    env: DRILL_TIMING,
+    participant: 'sdk',
+  },
   {
     // the copy round renews first when a request could outlast the renewal deadline (copy.ts): with
     // the default timeout one second under the cadence, after any millisecond; a 2 s timeout under a
@@ -150,6 +161,13 @@ const VARIANTS: Variant[] = [
       ROUTELOCK_WRITE_BUDGET_SECONDS: '12',
       ROUTELOCK_PARTICIPANT_TIMEOUT_SECONDS: '2',
     },
+    participant: 'sdk',
+  },
+  {
+    label: 'hand-written participant, honours Prefer: wait=1',
+    honoursPreferWait: true,
+    env: DRILL_TIMING,
+    participant: 'handWritten',
   },
 ];
 
@@ -170,6 +188,8 @@ interface VariantResult {
   loopDelayMaxMs: number;
   readsPerHold: number;
   writesPerHold: number;
+  /** GETs of a job's Location the participant answered. */
+  polls: number;
   completed: number;
   migrations: number;
 }
@@ -181,7 +201,8 @@ async function runVariant(
 ): Promise<VariantResult> {
   const { honoursPreferWait } = variant;
   const dir = mkdtempSync(join(tmpdir(), 'routelock-hold-'));
-  const messages = new MessageStore({
+  const Store = variant.participant === 'sdk' ? MessageStore : HandWrittenMessageStore;
+  const messages = new Store({
     regions: { westeurope: join(dir, 'westeurope.db'), eastus: join(dir, 'eastus.db') },
     copyDelayMs: (job) => (job.step === 'deltaCopy' ? options.deltaMs : 50),
     honoursPreferWait,
@@ -287,6 +308,7 @@ async function runVariant(
       steps: holds.map((h) => holdSteps(h, steps, messages.work)),
       readsPerHold: inside('read'),
       writesPerHold: inside('write'),
+      polls: messages.counters.polls,
       completed: statuses.filter((s) => s.status === 'Completed').length,
       unanswered,
       loopDelayP99Ms: loop.percentile(99) / 1e6,
@@ -321,6 +343,7 @@ export async function runWriteLockHold(
       migrations: runs.reduce((s, r) => s + r.migrations, 0),
       readsPerHold: per((r) => r.readsPerHold),
       writesPerHold: per((r) => r.writesPerHold),
+      polls: runs.reduce((sum, r) => sum + r.polls, 0),
       steps: runs.flatMap((r) => r.steps),
       unanswered: runs.flatMap((r) => r.unanswered),
       loopDelay: `${Math.round(Math.max(...runs.map((r) => r.loopDelayP99Ms)))} / ${Math.round(Math.max(...runs.map((r) => r.loopDelayMaxMs)))}`,
@@ -358,6 +381,7 @@ export async function runWriteLockHold(
         'before the delta / between / after verify ms p50 / p99 / max',
         'store reads / writes started inside',
         'requests unanswered (retried)',
+        'polls (GETs of a Location)',
         'event-loop delay ms p99 / max (worst round)',
       ],
       rows.map((r) => [
@@ -371,6 +395,7 @@ export async function runWriteLockHold(
         `${ms(r.report.beforeWorkMs)}; ${ms(r.report.betweenWorkMs)}; ${ms(r.report.afterWorkMs)}`,
         `${r.readsPerHold.toFixed(2)} / ${r.writesPerHold.toFixed(2)}`,
         String(r.unanswered.length),
+        String(r.polls),
         r.loopDelay,
       ]),
     ),
@@ -402,7 +427,10 @@ export async function runWriteLockHold(
       options.staggerMs > 0 ? `started ${options.staggerMs} ms apart` : 'started at once'
     }), ${options.rounds} rounds alternating the variants. Overhead p99 ignoring ÷ honouring: ${ratio(
       (r) => r.report.overheadMs.p99,
-    )}; hold p50: ${ratio((r) => r.report.holdMs.p50)}.`,
+    )}; hold p50: ${ratio((r) => r.report.holdMs.p50)}. Through the SDK against by hand (both honouring ` +
+      `the wait, drill timing): hold − work ms p50 / p99 / max ${ms(after.report.overheadMs)} against ${ms(
+        (rows[3] as (typeof rows)[number]).report.overheadMs,
+      )}, polls ${after.polls} against ${(rows[3] as (typeof rows)[number]).polls}.`,
   ].join('\n');
   return {
     table: text,

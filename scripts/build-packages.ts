@@ -1,12 +1,15 @@
 /**
- * `npm run packages`: the two publishable packages, built from this source tree without moving a file
+ * `npm run packages`: the publishable packages, built from this source tree without moving a file
  * (docs/services.md):
  *
  * - `@routelock/client` (packages/client): shared/core/client.ts and what it imports: HTTP only; and
  *   shared/core/clientTesting.ts (`/testing`), the test double a service's unit tests use; and
  *   shared/core/clientMiddleware.ts (`/middleware`), the request guard for node:http, Express and Fastify;
  * - `@routelock/library` (packages/library): shared/library.ts (Router through createRouter, the lock
- *   views, decide, config parsing, the Cosmos DB store) and shared/librarySqlite.ts (`/sqlite`).
+ *   views, decide, config parsing, the Cosmos DB store) and shared/librarySqlite.ts (`/sqlite`);
+ * - `@routelock/participant` (packages/participant): shared/participant/index.ts, the participant
+ *   contract as a request handler, and shared/participant/entra.ts (`/entra`, the Entra token check,
+ *   which alone loads its optional peer `jose`).
  *
  * For each: tsc compiles the entry points to CommonJS with declarations; only the files the entries
  * reach are kept (run time: `require`s of the emitted JavaScript; types: imports of the emitted
@@ -49,6 +52,7 @@ export interface PackageSpec {
 export const packageSpecs: readonly PackageSpec[] = [
   { folder: 'client', entries: ['core/client', 'core/clientTesting', 'core/clientMiddleware'] },
   { folder: 'library', entries: ['library', 'librarySqlite'] },
+  { folder: 'participant', entries: ['participant/index', 'participant/entra'] },
 ];
 
 /**

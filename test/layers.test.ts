@@ -33,8 +33,15 @@ const refused: Case[] = [
   ['shared/migration/workflow/probe.ts', "export type { Config } from '../../config';"],
   ['shared/campaign/probe.ts', "export { getConfig } from '../config';"],
   ['shared/campaign/probe.ts', "export { startLocalHost } from '../../local/host';"],
+  // the participant SDK: beside the orchestrator, on core alone
+  ['shared/core/probe.ts', "export { createParticipantHandler } from '../participant/handler';"],
+  ['shared/migration/probe.ts', "export type { Job } from '../participant/jobTable';"],
+  ['shared/campaign/probe.ts', "export * from '../participant';"],
+  ['shared/participant/probe.ts', "export { classifyAnswer } from '../migration/participantContract';"],
+  ['shared/participant/probe.ts', "export type { CampaignConfig } from '../campaign/settings';"],
+  ['shared/participant/probe.ts', "export type { Config } from '../config';"],
   // the rules each layer's block repeats (a later block's options replace an earlier one's)
-  ...['core', 'migration', 'campaign'].flatMap((layer) => [
+  ...['core', 'migration', 'campaign', 'participant'].flatMap((layer) => [
     [`shared/${layer}/probe.ts`, "export { app } from '@azure/functions';"] as const,
     [`shared/${layer}/probe.ts`, "export * from '../../testkit/clock';"] as const,
   ]),
@@ -47,6 +54,8 @@ const passed: Case[] = [
   ['shared/migration/telemetry/probe.ts', "export type { MigrationConfig } from '../settings';"],
   ['shared/campaign/probe.ts', "export type { MigrationInput } from '../migration/types';"],
   ['shared/probe.ts', "export type { CampaignConfig } from './campaign/settings';"],
+  ['shared/participant/probe.ts', "export { parseJobRequest } from '../core/participantWire';"],
+  ['shared/participant/probe.ts', "export type { RouteResolver } from '../core/client';"],
 ];
 
 describe('the layer rule', () => {

@@ -58,6 +58,8 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
     // A delta that drops an item, verified (caught by verification: nothing lost) and not.
     'deltaDropsItem',
     'deltaDropsItemUnverified',
+    // Participants whose superseded copies land late (the participant SDK's supersede rule ignored).
+    'participantIgnoresSupersede',
     'cleanUpAtOnce',
     // Coalescing with a join bound longer than the in-flight grace.
     'joinLongerThanGrace',

@@ -11,13 +11,24 @@ import {
 import { ANSWERED, type GuardTarget, type RouteGuard, routeGuard } from '../../shared/core/clientMiddleware';
 import type { Location } from '../../shared/core/lock/document';
 import type { Operation } from '../../shared/core/lock/view';
-import { parsePreferWait } from '../../shared/migration/participantContract';
+import type { JobRequest, PreflightQuestion, VerifyAnswer } from '../../shared/core/participantWire';
+import {
+  type Authenticate,
+  type CleanUp,
+  type ParticipantHandler,
+  type ParticipantJob,
+  createParticipantHandler,
+  handleNodeRequest,
+  jobRefused,
+  loopbackCallerOnly,
+} from '../../shared/participant';
 import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
-import type { VerifyAnswer } from '../../shared/migration/types';
-import { type CopyJob, type CopyJobRequest, CopyJobs, parseJobRequest } from './copyJobs';
-import { type EndNoticeRequest, isEndStep, mayDeleteCopy, parseEndNotice } from './notices';
 import { RegionStore } from './regionStore';
 import { compareRegions } from './verification';
+
+/** A copy job's request, as the store's options (copyDelayMs, failCopy) see it. */
+export type CopyJobRequest = JobRequest;
+export type { CleanUp };
 
 /**
  * A sample participant: a message store that owns conversation messages in two regions (one SQLite file
@@ -26,29 +37,21 @@ import { compareRegions } from './verification';
  *  - deletes turned into tombstones during the hard-delete lock;
  *  - anything sent through a region that is not the route's location (a pending target before the swap,
  *    a retired source after it) refused with 421 and the location to use.
- * It implements every rule of the participant contract (docs/design.md §6.5; the job rules in copyJobs.ts):
- *  - POST /migrate → 202 + an absolute Location and Retry-After while the copy runs, 200 only once it is
- *    done; a repeated POST answers for the same job, a failed job POSTed again runs again;
- *  - `Prefer: wait=N` (RFC 7240) on the POST or a poll: the answer waits until the job ends or N seconds
- *    pass, so a copy that ends within N answers 200 with no poll at all (a short delta under the write
- *    lock); `honoursPreferWait: false` is a build that ignores the header, polled as before;
- *  - a newer job of a resource supersedes an older one (whose copy is then never applied; its poll
- *    answers 409), and a POST of an older job than one seen answers 409;
- *  - `preflight` (a dry run's optional step): 200 with each region's reachability and counts;
- *  - `verify` (under the write lock, after the delta): 200 with both regions' counts and digests of the
- *    resource's items, a match only if they are equal (verification.ts), at once (no job, nothing copied);
- *  - the end notices (`completed`, `failed`, `cancelled`; notices.ts): after `completed` the source's copy
- *    is deleted once `cleanUpSourceAfter` has passed, after `failed` or `cancelled` the target's partial
- *    copy at once; either only if the route, resolved afresh, is not there (never live data). A notice of
- *    a migration it never copied for is a 200 no-op;
- *  - 404 to a step it does not implement (anything else), 404 to a poll of an unknown job, 400 to a
- *    malformed body.
- * Tombstones are carried over and applied at the target.
+ * Its participant endpoint (POST /migrate, GET /jobs/<id>) is `@routelock/participant`
+ * (shared/participant): the SDK keeps every rule of the contract (docs/design.md §6.5: job identity,
+ * re-POSTs, 202 + Location polling, `Prefer: wait`, supersession, the notice rules), and this store gives
+ * it only its store logic:
+ *  - `bulkCopy` / `deltaCopy`: copy the conversation from one region's SQLite file to the other's,
+ *    tombstones included, unless the job's signal aborted (superseded, its migration ended);
+ *  - `verify`: both regions' counts and digests (verification.ts);
+ *  - `preflight`: each region's reachability and counts;
+ *  - `onNotice`: delete a region's copy (the SDK calls it only once the route, resolved afresh, allows it).
+ * `honoursPreferWait: false` is a build that ignores `Prefer: wait`, polled as before.
  *
  * Negative controls: `ignoreWriteLock`, a build that accepts writes during the write lock; and
- * `ignoreSupersede`, one that lets a superseded job's copy land late. Seams for the drill and the tests:
- * `dropItemFromNextDelta`, a delta copy that loses an item (what `verify` must catch); `failNextCopies`
- * and `failCopy`, copies that fail.
+ * `ignoreSupersede`, one whose copy ignores its job's signal, so a superseded job's copy lands late.
+ * Seams for the drill and the tests: `dropItemFromNextDelta`, a delta copy that loses an item (what
+ * `verify` must catch); `failNextCopies` and `failCopy`, copies that fail.
  */
 
 export type Outcome =
@@ -96,23 +99,10 @@ export interface MessageStoreOptions {
   /** Whether `Prefer: wait=N` holds the answer until the job ends (default true; false: 202 at once). */
   honoursPreferWait?: boolean;
   clock?: () => number;
+  /** Who may call the participant endpoint (default: this machine only, as the embedded host calls). */
+  authenticate?: Authenticate;
   /** Where the request-path counters go (refusals, tombstones, misdirected; shared/core/decisions.ts). */
   telemetry?: Pick<TelemetrySink, 'metric'>;
-}
-
-/** One clean-up an end notice asked for, and what became of it. */
-export interface CleanUp {
-  migrationId: string;
-  resourceId: string;
-  step: 'completed' | 'failed' | 'cancelled';
-  /** The region whose copy it is about: the source after `completed`, the target otherwise. */
-  region: string;
-  /** When it may run (epoch ms): `cleanUpSourceAfter`, or the notice's arrival. */
-  notBefore: number;
-  state: 'scheduled' | 'deleted' | 'kept';
-  /** Why a copy was kept (the route there, a lock bringing it there, no route). */
-  why?: string;
-  at?: number;
 }
 
 /**
@@ -129,41 +119,46 @@ export interface ParticipantWork {
   endedAt: number;
 }
 
-/** setTimeout's longest delay (a longer one fires at once). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+/** A wait that ends early when `signal` aborts (then it rejects with the signal's reason). */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason as Error);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason as Error);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
 
 export class MessageStore {
   readonly stores: Map<string, RegionStore>;
   readonly accepted: AcceptedWrite[] = [];
-  readonly counters = {
+  private readonly own = {
     writesRefused: 0,
     deletesTombstoned: 0,
     misdirected: 0,
     verifications: 0,
     mismatches: 0,
     deltaItemsDropped: 0,
-    /** GETs of a job's Location (a participant call that `Prefer: wait` answered needs none). */
-    polls: 0,
   };
-  /** Every clean-up an end notice asked for, by (migrationId, migrationAttempt, resourceId). */
-  readonly cleanUps = new Map<string, CleanUp>();
-  private readonly cleanUpTimers = new Map<string, NodeJS.Timeout>();
   /** The seam's armed resources (dropItemFromNextDelta). */
   private readonly deltaDrops = new Set<string>();
   private routing: RouteResolver;
   private guarded: { routing: RouteResolver; guard: RouteGuard<IncomingMessage> } | undefined;
-  readonly jobs = new CopyJobs();
+  /** The participant endpoint: @routelock/participant with this store's copy, verify and clean-up. */
+  readonly participant: ParticipantHandler;
   /** Every copy applied at a target, in order (what a test checks the supersede rule against). */
   readonly copies: { jobId: string; migrationId: string; step: string; stepAttempt: number }[] = [];
   /** The work of every copy run that ended and every verify, in the order they ended. */
   readonly work: ParticipantWork[] = [];
-  /** Answers held by `Prefer: wait`, by job id: released when the job's run ends or stops. */
-  private readonly waiting = new Map<string, Set<() => void>>();
-  private readonly timers = new Map<string, NodeJS.Timeout>();
   private copyFailures = 0;
   private readonly clock: () => number;
   private server: Server | undefined;
-  private closed = false;
   url = '';
 
   constructor(private readonly options: MessageStoreOptions) {
@@ -175,6 +170,35 @@ export class MessageStore {
     this.routing =
       options.routing ??
       new RoutingClient({ baseUrl: options.routingUrl ?? 'http://127.0.0.1:1/api', clockSkewSeconds: 0 });
+    this.participant = createParticipantHandler({
+      bulkCopy: (job, signal) => this.copy(job, signal),
+      deltaCopy: (job, signal) => this.copy(job, signal),
+      ...(options.implementsVerify === false ? {} : { verify: (job: JobRequest) => this.verify(job) }),
+      preflight: (question) => this.preflight(question),
+      onNotice: (order) => this.stores.get(order.region)?.purge(order.resourceId),
+      // through this.routing at each call: useRouting may replace it after the handler is built
+      routing: { resolve: (id) => this.routing.resolve(id), forget: (id) => this.routing.forget(id) },
+      authenticate: options.authenticate ?? loopbackCallerOnly(),
+      publicUrl: () => this.options.publicUrl ?? this.url,
+      retryAfterSeconds: options.retryAfterSeconds ?? 1,
+      honoursPreferWait: options.honoursPreferWait !== false,
+      clock: this.clock,
+    });
+  }
+
+  /** The request-path and participant counters (polls: GETs of a job's Location). */
+  get counters() {
+    return { ...this.own, polls: this.participant.polls };
+  }
+
+  /** Every clean-up an end notice asked for, by (migrationId, migrationAttempt, resourceId). */
+  get cleanUps(): ReadonlyMap<string, CleanUp> {
+    return this.participant.cleanUps;
+  }
+
+  /** The participant's jobs by id. */
+  get jobs() {
+    return { get: (id: string) => this.participant.job(id) };
   }
 
   /** Point the store at the routing API (when it starts after the store). */
@@ -206,7 +230,7 @@ export class MessageStore {
     const decision = decide(await this.resolve(conversationId), operation, region);
     this.count(decision, operation, region);
     if (decision.kind === 'notHere') {
-      this.counters.misdirected += 1;
+      this.own.misdirected += 1;
       return { refused: { status: 'notHere', location: decision.location } as Outcome, decision };
     }
     if (decision.kind === 'unavailable')
@@ -215,7 +239,7 @@ export class MessageStore {
         decision,
       };
     if (decision.kind === 'deny' && !this.options.ignoreWriteLock) {
-      this.counters.writesRefused += 1;
+      this.own.writesRefused += 1;
       return {
         refused: { status: 'locked', retryAfterSeconds: decision.retryAfterSeconds } as Outcome,
         decision,
@@ -238,7 +262,7 @@ export class MessageStore {
 
   private commitTombstone(region: string, conversationId: string, messageId: string): void {
     this.store(region).tombstone(conversationId, messageId, this.clock());
-    this.counters.deletesTombstoned += 1;
+    this.own.deletesTombstoned += 1;
     this.accepted.push({ conversationId, messageId, region, at: this.clock(), kind: 'tombstone' });
   }
 
@@ -291,27 +315,26 @@ export class MessageStore {
     this.deltaDrops.add(resourceId);
   }
 
-  /** Run one copy job's current run after the copy delay; a superseded or rerun job never applies it. */
-  private runCopy(job: CopyJob): void {
-    const run = job.run;
-    const { request } = job;
-    const { copyDelayMs = 100 } = this.options;
-    const delay = typeof copyDelayMs === 'number' ? copyDelayMs : copyDelayMs(request);
+  /**
+   * One copy run (bulk or delta: this store copies the whole conversation either way), after the copy
+   * delay that lets the phases be watched. A run whose signal aborted (superseded, its migration ended)
+   * never applies its copy; the negative control `ignoreSupersede` ignores the signal.
+   */
+  private async copy(job: ParticipantJob, signal: AbortSignal): Promise<void> {
+    const { copyDelayMs = 100, ignoreSupersede } = this.options;
+    const delay = typeof copyDelayMs === 'number' ? copyDelayMs : copyDelayMs(job);
     const startedAt = this.clock();
-    const timer = setTimeout(() => {
-      this.timers.delete(job.id);
-      try {
-        this.applyCopy(job, run);
-      } finally {
-        this.workDone(request, startedAt);
-        this.release(job.id);
-      }
-    }, delay);
-    this.timers.set(job.id, timer);
+    await sleep(delay, ignoreSupersede ? undefined : signal);
+    try {
+      if (signal.aborted && !ignoreSupersede) throw signal.reason as Error;
+      this.applyCopy(job);
+    } finally {
+      this.workDone(job, startedAt);
+    }
   }
 
   /** A copy run's work, once it ended. */
-  private workDone(request: CopyJobRequest, startedAt: number): void {
+  private workDone(request: JobRequest, startedAt: number): void {
     const { resourceId, migrationId, migrationAttempt, step, stepAttempt } = request;
     this.work.push({
       resourceId,
@@ -324,90 +347,39 @@ export class MessageStore {
     });
   }
 
-  /** The copy itself, unless the run was superseded or rerun meanwhile. */
-  private applyCopy(job: CopyJob, run: number): void {
-    const { request } = job;
-    if (!this.jobs.mayApply(job, run) && !(this.options.ignoreSupersede && job.state === 'superseded'))
-      return;
-    try {
-      if (this.copyFailures > 0) {
-        this.copyFailures -= 1;
-        throw new Error('injected copy failure');
-      }
-      if (this.options.failCopy?.(request)) throw new Error('injected copy failure');
-      const target = this.store(request.to.region);
-      const source = this.store(request.from.region);
-      target.copyFrom(source, request.resourceId);
-      if (request.step === 'deltaCopy' && this.deltaDrops.delete(request.resourceId))
-        this.dropNewestItem(source, target, request);
-      this.copies.push({
-        jobId: job.id,
-        migrationId: request.migrationId,
-        step: request.step,
-        stepAttempt: request.stepAttempt,
-      });
-      this.jobs.finish(job, run, { ok: true });
-    } catch (error) {
-      this.jobs.finish(job, run, { ok: false, error: (error as Error).message });
+  /** The copy itself: the conversation from the source's file to the target's, in one transaction. */
+  private applyCopy(job: ParticipantJob): void {
+    if (this.copyFailures > 0) {
+      this.copyFailures -= 1;
+      throw new Error('injected copy failure');
     }
-  }
-
-  /** Answer the requests held for this job (its run ended, or it stopped). */
-  private release(jobId: string): void {
-    const waiters = this.waiting.get(jobId);
-    this.waiting.delete(jobId);
-    for (const wake of waiters ?? []) wake();
-  }
-
-  /**
-   * Hold an answer while the job runs, at most `waitSeconds` (the request's `Prefer: wait`): resolves
-   * when its run ends or stops, or when the wait is over.
-   */
-  private async whileRunning(job: CopyJob, waitSeconds: number | undefined): Promise<void> {
-    if (waitSeconds === undefined || this.options.honoursPreferWait === false || job.state !== 'running')
-      return;
-    await new Promise<void>((resolve) => {
-      let waiters = this.waiting.get(job.id);
-      if (!waiters) this.waiting.set(job.id, (waiters = new Set()));
-      const wake = () => {
-        clearTimeout(timer);
-        waiters.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, waitSeconds * 1000);
-      waiters.add(wake);
+    if (this.options.failCopy?.(job)) throw new Error('injected copy failure');
+    const target = this.store(job.to.region);
+    const source = this.store(job.from.region);
+    target.copyFrom(source, job.resourceId);
+    if (job.step === 'deltaCopy' && this.deltaDrops.delete(job.resourceId))
+      this.dropNewestItem(source, target, job);
+    this.copies.push({
+      jobId: job.id,
+      migrationId: job.migrationId,
+      step: job.step,
+      stepAttempt: job.stepAttempt,
     });
   }
 
-  private dropNewestItem(source: RegionStore, target: RegionStore, request: CopyJobRequest): void {
+  private dropNewestItem(source: RegionStore, target: RegionStore, request: JobRequest): void {
     const live = source.list(request.resourceId).filter((r) => !r.deleted);
     const newest = live.reduce<(typeof live)[number] | undefined>(
       (a, r) => (!a || r.updatedAt >= a.updatedAt ? r : a),
       undefined,
     );
     if (!newest) return;
-    this.counters.deltaItemsDropped += 1;
+    this.own.deltaItemsDropped += 1;
     target.remove(request.resourceId, newest.messageId);
   }
 
-  /** A superseded job stops: its pending copy is cancelled (unless the negative control keeps it). */
-  private stopCopy(job: CopyJob): void {
-    if (this.options.ignoreSupersede) return;
-    clearTimeout(this.timers.get(job.id));
-    this.timers.delete(job.id);
-    this.release(job.id);
-  }
-
-  /**
-   * A dry run's question (an optional step; no job, nothing copied): 200 with whether it
-   * reaches both regions and what each holds of the resource, tombstones counted apart.
-   */
-  private preflight(body: unknown): { status: number; body: unknown } {
-    const { resourceId, from, to } = (body ?? {}) as { resourceId?: unknown; from?: unknown; to?: unknown };
-    const regionOf = (l: unknown) => (l as { region?: unknown } | null)?.region;
-    const [source, target] = [regionOf(from), regionOf(to)];
-    if (typeof resourceId !== 'string' || typeof source !== 'string' || typeof target !== 'string')
-      return { status: 400, body: { error: 'preflight needs resourceId, from.region and to.region' } };
+  /** A dry run's question: whether it reaches both regions and what each holds of the resource. */
+  private preflight({ resourceId, from, to }: PreflightQuestion) {
     const at = (region: string) => {
       const store = this.stores.get(region);
       if (!store) return { region, reachable: false };
@@ -415,191 +387,24 @@ export class MessageStore {
       const tombstones = rows.filter((r) => r.deleted).length;
       return { region, reachable: true, items: rows.length - tombstones, tombstones };
     };
-    const report = { from: at(source), to: at(target) };
-    return { status: 200, body: { ready: report.from.reachable && report.to.reachable, ...report } };
+    const report = { from: at(from.region), to: at(to.region) };
+    return { ready: report.from.reachable && report.to.reachable, ...report };
   }
 
   /**
    * `verify` (docs/design.md §6.5): the resource's items at the source against the target's, as they stand
    * now (under the write lock, nothing changes them). One SQLite read per region: fast, as it must be.
    */
-  private verify(body: unknown): { status: number; body: unknown } {
-    const parsed = parseJobRequest(body);
-    if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
-    const { resourceId, from, to } = parsed.request;
+  private verify(job: JobRequest): VerifyAnswer {
+    const { resourceId, from, to } = job;
     const [source, target] = [this.stores.get(from.region), this.stores.get(to.region)];
-    if (!source || !target)
-      return { status: 400, body: { error: `no region ${source ? to.region : from.region} here` } };
+    if (!source || !target) throw jobRefused(`no region ${source ? to.region : from.region} here`);
     const startedAt = this.clock();
-    const answer: VerifyAnswer = compareRegions(source.list(resourceId), target.list(resourceId));
-    this.workDone(parsed.request, startedAt);
-    this.counters.verifications += 1;
-    if (!answer.match) this.counters.mismatches += 1;
-    return { status: 200, body: answer };
-  }
-
-  /** The participant contract's POST: the answer for one copy job (starting it when it should run). */
-  migrate(body: unknown): Answer {
-    return this.post(body).answer;
-  }
-
-  /**
-   * The POST as HTTP answers it: with `Prefer: wait=N`, a job that runs is answered once it ends (200,
-   * or what a poll would answer then), or after N seconds with 202 as before.
-   */
-  async migrateWaiting(body: unknown, waitSeconds: number | undefined): Promise<Answer> {
-    const { answer, job } = this.post(body);
-    if (!job || answer.status !== 202) return answer;
-    await this.whileRunning(job, waitSeconds);
-    return this.poll(job.id);
-  }
-
-  /** A poll as HTTP answers it: held like the POST while the job runs (`Prefer: wait`). */
-  async pollWaiting(jobId: string, waitSeconds: number | undefined): Promise<Answer> {
-    this.counters.polls += 1;
-    const job = this.jobs.get(jobId);
-    if (job) await this.whileRunning(job, waitSeconds);
-    return this.poll(jobId);
-  }
-
-  private post(body: unknown): { answer: Answer; job?: CopyJob } {
-    const step = (body as { step?: unknown } | null)?.step;
-    if (step === 'preflight') return { answer: this.preflight(body) };
-    if (step === 'verify' && this.options.implementsVerify !== false) return { answer: this.verify(body) };
-    const parsed = parseJobRequest(body);
-    if (!parsed.ok) return { answer: { status: 400, body: { error: parsed.error } } };
-    const decision = this.jobs.post(parsed.request);
-    switch (decision.kind) {
-      case 'notImplemented':
-        return { answer: { status: 404, body: { error: `step ${decision.step} is not implemented` } } };
-      case 'older':
-        return {
-          answer: {
-            status: 409,
-            body: { error: 'an older job than one already seen', newest: describe(decision.newest) },
-          },
-        };
-      case 'done':
-        return { answer: { status: 200, body: { done: true } } };
-      case 'start':
-        for (const old of decision.superseded) this.stopCopy(old);
-        this.runCopy(decision.job);
-        return { answer: this.running(decision.job), job: decision.job };
-      case 'running':
-        return { answer: this.running(decision.job), job: decision.job };
-    }
-  }
-
-  /** The participant contract's poll (GET of the Location). */
-  poll(jobId: string): Answer {
-    const job = this.jobs.get(jobId);
-    if (!job) return { status: 404, body: { error: 'no such job' } };
-    switch (job.state) {
-      case 'done':
-        return { status: 200, body: { done: true } };
-      case 'running':
-        return this.running(job);
-      case 'failed':
-        // POSTing the job again starts it again
-        return { status: 500, body: { error: job.error } };
-      case 'superseded':
-        return {
-          status: 409,
-          body: { error: 'superseded', supersededBy: job.supersededBy && describe(job.supersededBy) },
-        };
-    }
-  }
-
-  /**
-   * An end notice (docs/design.md §6.11). `completed`: the source's copy is deleted once `cleanUpSourceAfter`
-   * has passed (scheduled; a repeated notice answers for the same clean-up). `failed` / `cancelled`: the
-   * migration's running copies stop, and the target's partial copy is dropped now. Both only if the route,
-   * resolved afresh, is neither at that region nor being brought there by a lock. A routing service that
-   * cannot be reached answers 503 (routelock retries the notice).
-   */
-  async endNotice(body: unknown): Promise<{ status: number; body: unknown }> {
-    const parsed = parseEndNotice(body);
-    if (!parsed.ok) return { status: 400, body: { error: parsed.error } };
-    const notice = parsed.notice;
-    // one clean-up per attempt that ended: a retry (same migrationId, a later attempt) gets its own
-    const key = JSON.stringify([notice.migrationId, notice.migrationAttempt, notice.resourceId]);
-    const known = this.cleanUps.get(key);
-    if (known) return { status: 200, body: { cleanUp: known } };
-    if (!this.jobs.knows(notice.migrationId, notice.resourceId))
-      return { status: 200, body: { ignored: 'no copy of this migration here' } };
-    if (notice.step === 'completed') {
-      const cleanUp = this.newCleanUp(notice, notice.from.region, notice.cleanUpSourceAfter as number);
-      this.cleanUps.set(key, cleanUp);
-      this.scheduleCleanUp(key, cleanUp);
-      return { status: 200, body: { cleanUp } };
-    }
-    for (const job of this.jobs.abandon(notice.migrationId, notice.resourceId, notice.migrationAttempt))
-      this.stopCopy(job);
-    const cleanUp = this.newCleanUp(notice, notice.to.region, this.clock());
-    const done = await this.cleanUpNow(cleanUp);
-    if (done === 'unreachable') return { status: 503, body: { error: 'the routing service is unreachable' } };
-    this.cleanUps.set(key, cleanUp);
-    return { status: 200, body: { cleanUp } };
-  }
-
-  private newCleanUp(notice: EndNoticeRequest, region: string, notBefore: number): CleanUp {
-    const { migrationId, resourceId, step } = notice;
-    return { migrationId, resourceId, step, region, notBefore, state: 'scheduled' };
-  }
-
-  /** Never before `notBefore` (on this store's clock); a routing service that cannot be reached: try again. */
-  private scheduleCleanUp(key: string, cleanUp: CleanUp, delayMs = cleanUp.notBefore - this.clock()): void {
-    if (this.closed) return; // a clean-up in flight at close() must not re-arm itself forever
-    const timer = setTimeout(
-      () => {
-        this.cleanUpTimers.delete(key);
-        if (this.clock() < cleanUp.notBefore) return this.scheduleCleanUp(key, cleanUp);
-        this.cleanUpNow(cleanUp).then(
-          (done) => {
-            if (done === 'unreachable') this.scheduleCleanUp(key, cleanUp, 1000);
-          },
-          () => this.scheduleCleanUp(key, cleanUp, 1000),
-        );
-      },
-      // setTimeout fires at once past 2^31 − 1 ms (24.8 days): wait in steps, the check above re-arms
-      Math.min(MAX_TIMER_MS, Math.max(0, delayMs)),
-    );
-    this.cleanUpTimers.set(key, timer);
-  }
-
-  /** Delete the region's copy if the route, resolved afresh, allows it; else keep it and say why. */
-  private async cleanUpNow(cleanUp: CleanUp): Promise<'done' | 'unreachable'> {
-    this.routing.forget(cleanUp.resourceId);
-    let view;
-    try {
-      view = await this.resolve(cleanUp.resourceId);
-    } catch (error) {
-      if (!(error instanceof RoutingServiceError && error.status === 404)) return 'unreachable';
-      view = null;
-    }
-    const verdict = mayDeleteCopy(view, cleanUp.region);
-    cleanUp.at = this.clock();
-    if (verdict.ok) {
-      this.stores.get(cleanUp.region)?.purge(cleanUp.resourceId);
-      cleanUp.state = 'deleted';
-    } else {
-      cleanUp.state = 'kept';
-      cleanUp.why = verdict.why;
-    }
-    return 'done';
-  }
-
-  private running(job: CopyJob) {
-    const origin = this.options.publicUrl ?? this.url;
-    return {
-      status: 202,
-      body: { done: false },
-      headers: {
-        // absolute: the Durable extension builds the poll URL with `new Uri(location)`
-        Location: new URL(`/jobs/${encodeURIComponent(job.id)}`, origin).href,
-        'Retry-After': String(this.options.retryAfterSeconds ?? 1),
-      },
-    };
+    const answer = compareRegions(source.list(resourceId), target.list(resourceId));
+    this.workDone(job, startedAt);
+    this.own.verifications += 1;
+    if (!answer.match) this.own.mismatches += 1;
+    return answer;
   }
 
   /**
@@ -641,6 +446,8 @@ export class MessageStore {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+    // the participant endpoint first: POST /migrate and GET /jobs/<id> are the SDK's
+    if (await handleNodeRequest(this.participant, req, res)) return;
     const body = await new Promise<string>((resolve) => {
       let data = '';
       req.on('data', (c: Buffer) => (data += c.toString()));
@@ -649,28 +456,6 @@ export class MessageStore {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const send = (status: number, value: unknown, headers: Record<string, string> = {}) =>
       res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(value));
-    if (req.method === 'POST' && url.pathname === '/migrate') {
-      let value: unknown;
-      try {
-        value = JSON.parse(body);
-      } catch {
-        return send(400, { error: 'expected a JSON body' });
-      }
-      if (isEndStep((value as { step?: unknown } | null)?.step)) {
-        const answer = await this.endNotice(value);
-        return send(answer.status, answer.body);
-      }
-      const answer = await this.migrateWaiting(value, parsePreferWait(req.headers.prefer));
-      return send(answer.status, answer.body, answer.headers);
-    }
-    const jobMatch = /^\/jobs\/([^/]+)$/.exec(url.pathname);
-    if (req.method === 'GET' && jobMatch?.[1]) {
-      const answer = await this.pollWaiting(
-        decodeURIComponent(jobMatch[1]),
-        parsePreferWait(req.headers.prefer),
-      );
-      return send(answer.status, answer.body, answer.headers);
-    }
     if (messageRoute(url.pathname)) return this.handleMessages(req, res, body);
     if (req.method === 'POST' && url.pathname === '/janitor')
       return send(200, { purged: await this.janitor() });
@@ -723,8 +508,8 @@ export class MessageStore {
       onDecision: (decision, target, req) => {
         const { region } = messageRoute(req.url ?? '/') as MessageRoute;
         this.count(decision, target.operation, region);
-        if (decision.kind === 'notHere' && target.operation !== 'read') this.counters.misdirected += 1;
-        if (decision.kind === 'deny') this.counters.writesRefused += 1;
+        if (decision.kind === 'notHere' && target.operation !== 'read') this.own.misdirected += 1;
+        if (decision.kind === 'deny') this.own.writesRefused += 1;
       },
     });
     this.guarded = { routing: this.routing, guard };
@@ -732,11 +517,7 @@ export class MessageStore {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    for (const timer of [...this.timers.values(), ...this.cleanUpTimers.values()]) clearTimeout(timer);
-    for (const jobId of [...this.waiting.keys()]) this.release(jobId);
-    this.timers.clear();
-    this.cleanUpTimers.clear();
+    this.participant.close();
     await new Promise<void>((resolve) => {
       if (!this.server) return resolve();
       this.server.closeAllConnections();
@@ -744,15 +525,6 @@ export class MessageStore {
     });
     for (const store of this.stores.values()) store.close();
   }
-}
-
-/** One HTTP answer of the participant contract. */
-type Answer = { status: number; body: unknown; headers?: Record<string, string> };
-
-/** A job as a 409 names it. */
-function describe(job: CopyJob) {
-  const { migrationId, migrationAttempt, step, stepAttempt, sequence } = job.request;
-  return { migrationId, migrationAttempt, step, stepAttempt, sequence };
 }
 
 /** A message route: `/regions/{region}/conversations/{id}/messages[/{messageId}]`. */

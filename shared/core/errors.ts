@@ -8,9 +8,10 @@
 export interface ErrorKind {
   /**
    * Who raises it: the library (a RouteLockError, sent by the API as it is), the HTTP layer alone, or
-   * RoutingClient in the calling service's process (the API never sends it).
+   * RoutingClient in the calling service's process, or a participant built on `@routelock/participant`
+   * (neither is ever sent by the API).
    */
-  raisedBy: 'library' | 'http' | 'client';
+  raisedBy: 'library' | 'http' | 'client' | 'participant';
   /** The status of its problem response (for a client-side code: what a service answering with it should use). */
   status: number;
   /** The problem's `title`. */
@@ -341,6 +342,42 @@ const errorKinds = {
     retriable: false,
     title: 'The test double was given a route state it cannot serve',
   },
+  /** `createParticipantHandler`: an option that is missing, unknown, of the wrong type or out of range. */
+  InvalidParticipantOption: {
+    raisedBy: 'participant',
+    status: 500,
+    retriable: false,
+    title: 'A participant handler option is not valid',
+  },
+  /** A participant's caller sent no bearer token, or one that does not validate (the participant answers 401). */
+  CallerUnauthenticated: {
+    raisedBy: 'participant',
+    status: 401,
+    retriable: false,
+    title: "The caller's bearer token is missing or not valid",
+  },
+  /** A valid token of a caller the participant does not accept (403). */
+  CallerForbidden: {
+    raisedBy: 'participant',
+    status: 403,
+    retriable: false,
+    title: 'The caller is not allowed to drive this participant',
+  },
+  /** The keys to validate a token with cannot be had right now (503: routelock retries). */
+  CallerCheckUnavailable: {
+    raisedBy: 'participant',
+    status: 503,
+    retriable: true,
+    retryAfter: 5,
+    title: "The caller's token cannot be checked right now",
+  },
+  /** A team's function refuses a job's request as malformed for it (a region it does not hold): 400. */
+  JobRefused: {
+    raisedBy: 'participant',
+    status: 400,
+    retriable: false,
+    title: 'The participant refuses the request',
+  },
 } as const satisfies Record<string, ErrorKind>;
 
 type Kinds = typeof errorKinds;
@@ -356,6 +393,8 @@ export type HttpOnlyCode = CodesRaisedBy<'http'>;
 export type ProblemCode = ErrorCode | HttpOnlyCode;
 /** Codes only RoutingClient raises, in the calling service. */
 export type ClientErrorCode = CodesRaisedBy<'client'>;
+/** Codes only a participant built on `@routelock/participant` raises, in the participant's process. */
+export type ParticipantErrorCode = CodesRaisedBy<'participant'>;
 export type AnyErrorCode = keyof Kinds;
 
 const allCodes = Object.keys(errorKinds) as AnyErrorCode[];
@@ -363,7 +402,7 @@ export const errorCodes = allCodes.filter(
   (c) => errorKinds[c].raisedBy === 'library',
 ) as readonly ErrorCode[];
 export const problemCodes = allCodes.filter(
-  (c) => errorKinds[c].raisedBy !== 'client',
+  (c) => errorKinds[c].raisedBy === 'library' || errorKinds[c].raisedBy === 'http',
 ) as readonly ProblemCode[];
 
 export function errorKind(code: AnyErrorCode): ErrorKind {

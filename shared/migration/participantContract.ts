@@ -163,20 +163,5 @@ export function preferWaitSeconds(timeoutSeconds: number): number | undefined {
   return wait >= 1 ? wait : undefined;
 }
 
-/**
- * The `wait` preference of a request's Prefer header(s), as a participant reads it (RFC 7240:
- * comma-separated preferences, names case-insensitive, a value of delta-seconds, possibly quoted;
- * the first `wait` counts). Undefined when absent or malformed.
- */
-export function parsePreferWait(header: string | readonly string[] | null | undefined): number | undefined {
-  const values =
-    header === null || header === undefined ? [] : typeof header === 'string' ? [header] : header;
-  for (const value of values)
-    for (const preference of value.split(',')) {
-      const [token = ''] = preference.split(';');
-      const match = /^\s*wait\s*=\s*"?(\d{1,9})"?\s*$/i.exec(token);
-      if (match) return Number(match[1]);
-      if (/^\s*wait\s*(=|$)/i.test(token)) return undefined;
-    }
-  return undefined;
-}
+/** A participant reads `Prefer: wait` with the wire's parser (one home for both sides). */
+export { parsePreferWait } from '../core/participantWire';

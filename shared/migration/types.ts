@@ -2,6 +2,7 @@ import type { Participant } from './participants';
 import type { Location, StoredDocument } from '../core/lock/document';
 import type { LockSeed, Seal } from '../core/security/tokenKeys';
 import type { LockGrant, RouteView } from '../core/lock/view';
+import type { EndStep, ParticipantRequest } from '../core/participantWire';
 
 /**
  * The migration workflow's vocabulary (design §6). The workflow is a generator that yields `Step`s;
@@ -231,17 +232,7 @@ export interface Verification {
   detail?: string;
 }
 
-/** A participant's 200 answer to `verify` (the body); anything else is a protocol error. */
-export interface VerifyAnswer {
-  match: boolean;
-  sourceCount: number;
-  targetCount: number;
-  digest?: string;
-  detail?: string;
-}
-
-/** How a migration ended, as its participants are told (design §6.11). */
-export type EndStep = 'completed' | 'failed' | 'cancelled';
+export type { EndStep, VerifyAnswer } from '../core/participantWire';
 
 export interface EndNotice {
   participant: string;
@@ -383,32 +374,7 @@ export type ActivityResult<T> =
 // Participants
 // ---------------------------------------------------------------------------------------------
 
-export type CopyStep = 'bulkCopy' | 'deltaCopy';
-/** Every step a participant is asked: the copies, `verify`, and the end notices. */
-export type ParticipantStep = CopyStep | 'verify' | EndStep;
-
-export interface ParticipantRequest {
-  migrationId: string;
-  resourceId: string;
-  from: Location;
-  to: Location;
-  step: ParticipantStep;
-  /**
-   * Which run of the step this is (1 for the bulk copy; the write-lock attempt for the delta): the
-   * alias of `stepAttempt`, kept for participants that key jobs by (migrationId, step, attempt).
-   */
-  attempt: number;
-  /** The job is (migrationId, migrationAttempt, step, stepAttempt) (design §6.5). */
-  migrationAttempt?: number;
-  stepAttempt?: number;
-  /** Increases with every new job of the migration: with `lockAcquiredAt`, orders jobs of a resource. */
-  sequence?: number;
-  lockAcquiredAt?: string;
-  /** `completed` only: when the source's copy may be deleted (the swap plus the retired-source window). */
-  cleanUpSourceAfter?: string;
-  /** `failed` / `cancelled`: why; the target's partial copy may be dropped. */
-  reason?: string;
-}
+export type { CopyStep, ParticipantRequest, ParticipantStep } from '../core/participantWire';
 
 /**
  * The `callParticipant` activity's input: one request. It is stored in the history, so it names the

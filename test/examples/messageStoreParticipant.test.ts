@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { mayDeleteCopy } from '../../examples/message-store/notices';
+import { mayDeleteCopy } from '../../shared/participant';
 import { MessageStore, type MessageStoreOptions } from '../../examples/message-store/service';
 import { compareRegions } from '../../examples/message-store/verification';
 import type { RouteView } from '../../shared/core/lock/view';

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { type CopyJobRequest } from '../../examples/message-store/copyJobs';
+import { type CopyJobRequest } from '../../examples/message-store/service';
 import { MessageStore } from '../../examples/message-store/service';
 import { WORKFLOW_VERSION } from '../../shared/migration/types';
 import { type AzuriteStorage, startAzuriteStorage } from '../support/azurite';

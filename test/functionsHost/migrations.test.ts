@@ -1,4 +1,4 @@
-import { type CopyJobRequest } from '../../examples/message-store/copyJobs';
+import { type CopyJobRequest } from '../../examples/message-store/service';
 import { MessageStore } from '../../examples/message-store/service';
 import { scratchDir } from '../support/scratch';
 import { poll } from '../support/poll';

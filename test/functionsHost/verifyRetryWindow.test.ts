@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { type CopyJobRequest } from '../../examples/message-store/copyJobs';
+import { type CopyJobRequest } from '../../examples/message-store/service';
 import { MessageStore } from '../../examples/message-store/service';
 import type { LocationDocument } from '../../shared/core/lock/document';
 import type { AuditRecord } from '../../shared/core/audit';

@@ -22,7 +22,7 @@ import {
 } from '../../testkit/scratchInstall';
 
 /**
- * The two packages as a service gets them (docs/design.md §5.4): built (`npm run packages`), packed (`npm
+ * The packages as a service gets them (docs/design.md §5.4): built (`npm run packages`), packed (`npm
  * pack`), installed from the tarballs into scratch projects in the OS temporary folder, outside this project
  * (so Node cannot fall back to its node_modules), with `npm install --offline` and an empty npm cache: every
  * dependency must come from this project's own install, copied into the scratch project's node_modules
@@ -627,5 +627,120 @@ createRouter({ store: new SqliteStore(':memory:'), timing: parseConfig({}).timin
           expect(out.packages).not.toContain(name);
       },
     );
+  });
+});
+
+/**
+ * The participant SDK as a participant's service gets it: installed beside the client, typed through both
+ * conditions (the client's `RoutingClient` accepted as its `routing`), and run from the installed tarball
+ * through `require` and `import`: a job POSTed with `Prefer: wait` answered 200 once copied, a superseded
+ * job's signal aborted. `jose` is an optional peer: only `/entra` needs it.
+ */
+const participantProgram = (load: string) => `${load}
+(async () => {
+  const aborted = [];
+  const handler = createParticipantHandler({
+    bulkCopy: async () => {},
+    deltaCopy: (job, signal) => new Promise((resolve) => {
+      signal.addEventListener('abort', () => { aborted.push(job.stepAttempt); resolve(); });
+      if (job.stepAttempt === 2) resolve();
+    }),
+    authenticate: loopbackCallerOnly(),
+  });
+  const server = createServer(nodeListener(handler));
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const url = 'http://127.0.0.1:' + server.address().port + '/migrate';
+  const job = (step, stepAttempt, sequence) => ({ migrationId: 'm', resourceId: 'r', from: { region: 'a' }, to: { region: 'b' }, step, migrationAttempt: 1, stepAttempt, attempt: stepAttempt, sequence, lockAcquiredAt: '2026-12-01T10:00:00Z' });
+  const post = (body, prefer) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...(prefer ? { prefer } : {}) }, body: JSON.stringify(body) });
+  const bulk = await post(job('bulkCopy', 1, 1), 'wait=2');
+  const delta1 = await post(job('deltaCopy', 1, 2));
+  const delta2 = await post(job('deltaCopy', 2, 3), 'wait=2');
+  const older = await post(job('deltaCopy', 1, 2));
+  handler.close();
+  server.close();
+  console.log(JSON.stringify({ bulk: bulk.status, delta1: delta1.status, location: /^http:\\/\\/127\\.0\\.0\\.1:\\d+\\/jobs\\/j-2$/.test(delta1.headers.get('location')), delta2: delta2.status, older: older.status, aborted }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+describe('@routelock/participant', () => {
+  let project: string;
+  beforeAll(() => {
+    // both tarballs in one install: a second install would prune what only the first needs
+    project = scratchInstall(root, lock, {
+      temp,
+      name: 'participant-service',
+      tarballs: [tarballs['@routelock/participant'] as string, tarballs['@routelock/client'] as string],
+      deps: ['lru-cache'],
+    });
+  }, 120_000);
+
+  test('installs offline with no dependency; its JavaScript loads nothing but jose, and only from /entra', () => {
+    const tree = installed(project);
+    expect(tree).toContain('@routelock/participant');
+    for (const name of [...notInClient, 'jose', 'express', 'fastify']) expect(tree).not.toContain(name);
+    const sdk = built.find((b) => b.name === '@routelock/participant') as BuiltPackage;
+    expect(sdk.requires).toEqual(['jose']);
+    const manifest = JSON.parse(readFileSync(join(sdk.dir, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+      peerDependenciesMeta: Record<string, { optional: boolean }>;
+    };
+    expect(manifest.dependencies).toBeUndefined();
+    expect(manifest.peerDependenciesMeta.jose?.optional).toBe(true);
+    const entry = readFileSync(join(sdk.dir, 'dist/participant/index.js'), 'utf8');
+    expect(entry).not.toMatch(/require\("jose"\)/);
+  });
+
+  test("typed through both conditions; the client's RoutingClient and the double are its routing", () => {
+    const source = (load: string) => `${load}
+const routing = new RoutingClient({ baseUrl: 'http://127.0.0.1:7071/api' });
+const options: ParticipantOptions = {
+  bulkCopy: async (job: ParticipantJob, signal: AbortSignal) => { if (signal.aborted) throw new Error(job.id); },
+  deltaCopy: async () => {},
+  verify: async (): Promise<VerifyAnswer> => ({ match: true, sourceCount: 0, targetCount: 0 }),
+  onNotice: async (order: CleanUpOrder) => { void order.region; },
+  routing,
+  authenticate: loopbackCallerOnly(),
+};
+export const handler: ParticipantHandler = createParticipantHandler(options);
+export const withDouble = createParticipantHandler({ ...options, routing: new TestRoutingClient() });
+export const where: Location = { region: 'westeurope' };
+// @ts-expect-error deltaCopy is required
+createParticipantHandler({ bulkCopy: async () => {}, authenticate: loopbackCallerOnly() });
+`;
+    const load = `import { RoutingClient } from '@routelock/client';
+import { TestRoutingClient } from '@routelock/client/testing';
+import { createParticipantHandler, loopbackCallerOnly, type CleanUpOrder, type Location, type ParticipantHandler, type ParticipantJob, type ParticipantOptions, type VerifyAnswer } from '@routelock/participant';
+import type { EntraCallerOptions } from '@routelock/participant/entra';
+export type E = EntraCallerOptions;`;
+    expect(typeCheck(project, { 'sdk.cts': source(load), 'sdk.mts': source(load) })).toBe('');
+  });
+
+  test.each([
+    [
+      'require',
+      'participant.cjs',
+      "const { createServer } = require('node:http');\nconst { createParticipantHandler, loopbackCallerOnly, nodeListener } = require('@routelock/participant');",
+    ],
+    [
+      'import',
+      'participant.mjs',
+      "import { createServer } from 'node:http';\nimport { createParticipantHandler, loopbackCallerOnly, nodeListener } from '@routelock/participant';",
+    ],
+  ])(
+    'through %s: a job answered 200 within Prefer: wait, a superseded one aborted, an older one 409',
+    async (_how, file, load) => {
+      const out = await runIn(project, file, participantProgram(load), {});
+      expect(out).toEqual({ bulk: 200, delta1: 202, location: true, delta2: 200, older: 409, aborted: [1] });
+    },
+  );
+
+  test('/entra without jose names it; with jose installed beside it, it loads', async () => {
+    const probe = `let out; try { out = typeof require('@routelock/participant/entra').entraCaller; } catch (e) { out = { code: e.code, names: /jose/.test(e.message) }; }
+console.log(JSON.stringify({ out }));`;
+    expect(await runIn(project, 'entra-missing.cjs', probe)).toEqual({
+      out: { code: 'MODULE_NOT_FOUND', names: true },
+    });
+    prelink(project, ['jose']);
+    expect(await runIn(project, 'entra.cjs', probe)).toEqual({ out: 'function' });
   });
 });

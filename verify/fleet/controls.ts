@@ -29,6 +29,8 @@ export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, CaughtBy> = 
   deltaDropsItem: CAUGHT_BY_VERIFICATION,
   // Not verified (404): the swap goes ahead without the item, and the data at the target misses it.
   deltaDropsItemUnverified: ['data'],
+  // An overrun delta's copy landing after its successor swapped: the live target overwritten with older data.
+  participantIgnoresSupersede: ['data'],
   regionOnlyDecide: ['decision', 'data'],
   // A phase boundary crossed on one clock and not another: a decision, lost data, or a late swap.
   noSkewMargins: ['decision', 'data', 'version'],

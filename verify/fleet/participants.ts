@@ -1,14 +1,28 @@
 import { createHash } from 'node:crypto';
 import type { HttpCall, HttpResult, ParticipantRequest, VerifyAnswer } from '../../shared/migration/types';
+import { parseJobRequest } from '../../shared/core/participantWire';
+import {
+  type Job,
+  type JobTable,
+  emptyJobTable,
+  finishRun,
+  mayApply,
+  postJob,
+} from '../../shared/participant/jobTable';
 import { controlsWithoutVerify } from './controls';
 import { type Fleet, note, regionData } from './state';
 import { type Item, type Shelf, between, locationKey, logBetween, pick } from './world';
 
-/** The participants' bookkeeping: jobs by attempt, where each bulk copy began, the newest job. */
+/**
+ * The participants' bookkeeping: the job table of `@routelock/participant` (its pure rules: identity,
+ * re-POSTs, a failed job run again, supersession by (lockAcquiredAt, sequence)), each job's answer, where
+ * each bulk copy began.
+ */
 export interface ParticipantState {
-  jobs: Map<string, Promise<HttpResult>>;
+  table: JobTable;
+  /** The answer of each job's current run, by job id: a re-POST while it runs or once done gets it. */
+  answers: Map<string, Promise<HttpResult>>;
   bulkStartedAt: Map<string, number>;
-  currentCopy: Map<string, string>;
   copies: number;
   /** `verify` answered, those that found a mismatch, and items the delta controls dropped. */
   verifications: number;
@@ -17,31 +31,28 @@ export interface ParticipantState {
 }
 
 export const newParticipantState = (): ParticipantState => ({
-  jobs: new Map(),
+  table: emptyJobTable,
+  answers: new Map(),
   bulkStartedAt: new Map(),
-  currentCopy: new Map(),
   copies: 0,
   verifications: 0,
   mismatches: 0,
   itemsDropped: 0,
 });
 
-/** A job (docs/design.md §6.5): (migrationId, migrationAttempt, step, stepAttempt). */
-const jobKey = (body: ParticipantRequest): string =>
+/** A job as the notes name it: (migrationId, migrationAttempt, step, stepAttempt). */
+const jobName = (body: ParticipantRequest): string =>
   `${body.migrationId}/${body.migrationAttempt ?? 1}/${body.step}/${body.stepAttempt ?? body.attempt}`;
 
 /** A participant copying one resource's data between regions, as a real data service would. */
-async function copy(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
+async function copy(f: Fleet, body: ParticipantRequest, started: Job): Promise<HttpResult> {
   const { random, clock } = f;
   const p = f.participants;
   const source = regionData(f, body.from);
   const target = regionData(f, body.to);
-  // The newest job for a resource supersedes every older one (a delta attempt that overran, an older
-  // migration's copy): an older job that finishes later must not land on a target that may be live.
-  const job = jobKey(body);
+  const job = jobName(body);
   // Each migration attempt (a retry with a fresh lock) copies afresh: its own bulk copy, its own deltas.
   const run = `${body.migrationId}/${body.migrationAttempt ?? 1}`;
-  p.currentCopy.set(body.resourceId, job);
   let snapshot: Map<string, Item>;
   if (body.step === 'bulkCopy') {
     p.bulkStartedAt.set(run, source.current);
@@ -59,7 +70,9 @@ async function copy(f: Fleet, body: ParticipantRequest): Promise<HttpResult> {
         : logBetween(random, 10, 600);
   await f.scheduler.timer(clock.now() + Math.round(seconds * 1000)).promise;
   if (random() < 0.02) return { status: 503, body: 'participant busy' };
-  if (p.currentCopy.get(body.resourceId) !== job) {
+  // A newer job for the resource superseded this one (a delta attempt that overran, an older migration's
+  // copy): a copy that finishes later must not land on a target that may be live.
+  if (!mayApply(p.table, started.id, started.run) && f.control !== 'participantIgnoresSupersede') {
     note(f, body.resourceId, `${job} superseded: not applied`);
     return { status: 409, body: 'superseded' };
   }
@@ -156,18 +169,34 @@ export function participantHttp(f: Fleet, call: HttpCall): Promise<HttpResult> {
   // A read, answered afresh each time it is asked (a re-verify after a re-copied delta sees the new data).
   if (call.body.step === 'verify') return verifyResource(f, call.body);
   if (endSteps.has(call.body.step)) return endNotice(f, call.body);
-  // Any other step but the copies: not implemented, never a copy.
-  if (call.body.step !== 'bulkCopy' && call.body.step !== 'deltaCopy')
-    return Promise.resolve({ status: 404, body: `step ${call.body.step} is not implemented` });
-  const { jobs } = f.participants;
-  const key = jobKey(call.body);
-  let job = jobs.get(key);
-  if (!job) {
-    job = copy(f, call.body).then((result) => {
-      if (result.status >= 500) jobs.delete(key); // a failed job runs again when asked again
-      return result;
-    });
-    jobs.set(key, job);
+  const parsed = parseJobRequest(call.body);
+  if (!parsed.ok) return Promise.resolve({ status: 400, body: parsed.error });
+  const p = f.participants;
+  const { table, decision } = postJob(p.table, parsed.value);
+  p.table = table;
+  switch (decision.kind) {
+    // Any other step but the copies: not implemented, never a copy.
+    case 'notImplemented':
+      return Promise.resolve({ status: 404, body: `step ${decision.step} is not implemented` });
+    case 'older':
+      return Promise.resolve({ status: 409, body: 'an older job than one already seen' });
+    case 'running':
+    case 'done':
+      return p.answers.get(decision.job.id) as Promise<HttpResult>;
+    case 'start': {
+      const { job } = decision;
+      const answer = copy(f, call.body, job).then((result) => {
+        // a failed job (5xx) runs again when asked again; a superseded one's ending changes nothing
+        p.table = finishRun(
+          p.table,
+          job.id,
+          job.run,
+          result.status === 200 ? { ok: true } : { ok: false, error: String(result.body) },
+        );
+        return result;
+      });
+      p.answers.set(job.id, answer);
+      return answer;
+    }
   }
-  return job;
 }

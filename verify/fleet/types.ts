@@ -18,6 +18,11 @@ export type FleetControl =
   /** The same bug, the participants answering 404 to `verify`: the data oracle must see the loss. */
   | 'deltaDropsItemUnverified'
   /**
+   * The participants ignore supersession: a copy a newer job superseded (an overrun delta attempt) still
+   * lands when it finishes, over a target that may be live by then.
+   */
+  | 'participantIgnoresSupersede'
+  /**
    * Confirmation switched off (docs/design.md §6.11): the swap's own answer taken for the replica's, so the
    * `completed` notice (and the participants' clean-up of the source) follows a swap a failover dropped.
    */
