@@ -1,6 +1,5 @@
 import type { JobRequest } from '../../shared/core/participantWire';
 import {
-  type Job,
   type ResourceJobs,
   MAX_OLDER_JOBS,
   abandonMigration,
@@ -66,9 +65,6 @@ function post(book: Book, request: JobRequest) {
   if (step.record) book.records.set(request.resourceId, step.record);
   return step;
 }
-
-const jobIn = (book: Book, id: string): Job | undefined =>
-  [...book.records.values()].map((r) => findJob(r, id)).find((j) => j !== undefined);
 
 test.each<[string, Event[], JobRequest, string, string[]?]>([
   ['a new job starts', [], job(), 'start'],
