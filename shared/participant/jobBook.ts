@@ -112,9 +112,9 @@ export class JobBook {
   /** Apply a transition's record: the record, the ids that entered or left it, its place in the endings. */
   private apply(resourceId: string, before: ResourceJobs | undefined, after: ResourceJobs | undefined): void {
     if (after === before) return;
-    const kept = new Set(jobsOf(after).map((j) => j.id));
-    for (const job of jobsOf(before)) if (!kept.has(job.id)) this.resourceOf.delete(job.id);
-    for (const id of kept) this.resourceOf.set(id, resourceId);
+    const [was, is] = [jobsOf(before), jobsOf(after)];
+    for (const job of was) if (!is.some((j) => j.id === job.id)) this.resourceOf.delete(job.id);
+    for (const job of is) if (!was.some((j) => j.id === job.id)) this.resourceOf.set(job.id, resourceId);
     this.ended.delete(resourceId);
     if (after === undefined) {
       this.records.delete(resourceId);
