@@ -20,9 +20,11 @@ import {
  * index only the ids that entered or left it (a record holds at most 1 + MAX_OLDER_JOBS jobs).
  *
  * Memory is bounded by the resources, not the jobs: a record's outranked jobs go after their retention,
- * and a resource whose newest job ended longer than `forgetEndedAfterMs` ago is forgotten whole. The
- * resources that ended are kept in the order they ended (a Map's insertion order), so forgetting reads
- * only the front of that order, a few per call: never a scan of the table.
+ * and a resource whose newest job ended longer than `forgetEndedAfterMs` ago is forgotten whole. Each
+ * resource has one entry in a queue of "look again after": forgetting reads only the queue's front, a few
+ * entries per call, never a scan of the table. An entry that comes due for a resource still running, or
+ * that ended since, goes to the back with the later time (a queue, not a Map moved on each request: a
+ * Map's delete-and-append leaves holes its iteration from the front would walk).
  */
 
 export interface JobBookOptions {
@@ -35,15 +37,20 @@ export interface JobBookOptions {
   steps?: readonly string[];
 }
 
-/** Forgotten per call at most: amortised, each ending is forgotten once, and each call makes at most one. */
-const FORGET_PER_CALL = 4;
+/**
+ * Queue entries read per POST at most: an entry comes due once per retention per resource, so a few per
+ * POST keep up with any participant POSTed more often than its resources / 8 per retention; a slower one
+ * forgets later, never wrongly.
+ */
+const DUE_PER_CALL = 8;
 
 export class JobBook {
   private readonly records = new Map<string, ResourceJobs>();
   /** job id → its resource. */
   private readonly resourceOf = new Map<string, string>();
-  /** resource → when its newest job ended, in the order they ended. */
-  private readonly ended = new Map<string, number>();
+  /** One entry per resource: look at it again once `at` is a retention ago; read from `head`. */
+  private due: { resourceId: string; at: number }[] = [];
+  private head = 0;
   private minted = 0;
 
   constructor(private readonly options: JobBookOptions) {}
@@ -115,24 +122,32 @@ export class JobBook {
     const [was, is] = [jobsOf(before), jobsOf(after)];
     for (const job of was) if (!is.some((j) => j.id === job.id)) this.resourceOf.delete(job.id);
     for (const job of is) if (!was.some((j) => j.id === job.id)) this.resourceOf.set(job.id, resourceId);
-    this.ended.delete(resourceId);
     if (after === undefined) {
       this.records.delete(resourceId);
       return;
     }
     this.records.set(resourceId, after);
-    const at = endedAt(after);
-    if (at !== undefined) this.ended.set(resourceId, at);
+    if (before === undefined && Number.isFinite(this.options.forgetEndedAfterMs))
+      this.due.push({ resourceId, at: this.options.clock() });
   }
 
-  /** Forget the resources whose newest job ended a retention ago: a few, from the front of the endings. */
+  /** Forget the resources whose newest job ended a retention ago: a few due entries per call. */
   private forgetEnded(now: number): void {
-    if (!Number.isFinite(this.options.forgetEndedAfterMs)) return;
-    let forgotten = 0;
-    for (const [resourceId, at] of this.ended) {
-      if (forgotten === FORGET_PER_CALL || now - at < this.options.forgetEndedAfterMs) return;
-      this.apply(resourceId, this.records.get(resourceId), undefined);
-      forgotten += 1;
+    const retention = this.options.forgetEndedAfterMs;
+    for (let read = 0; read < DUE_PER_CALL && this.head < this.due.length; read += 1) {
+      const { resourceId, at } = this.due[this.head] as { resourceId: string; at: number };
+      if (now - at < retention) break;
+      this.head += 1;
+      const record = this.records.get(resourceId);
+      if (record === undefined) continue;
+      const ended = endedAt(record);
+      if (ended !== undefined && now - ended >= retention) this.apply(resourceId, record, undefined);
+      else this.due.push({ resourceId, at: ended ?? now });
+    }
+    // the read part goes once it is half the queue: each entry is moved at most once, O(1) amortised
+    if (this.head > 1024 && this.head * 2 > this.due.length) {
+      this.due = this.due.slice(this.head);
+      this.head = 0;
     }
   }
 }

@@ -91,22 +91,25 @@ test('memory follows the resources: a record holds at most 1 + MAX_OLDER_JOBS jo
 
 test('a resource whose newest job ended a day ago is forgotten, a few per POST, oldest ending first', () => {
   const now = { t: LOCK };
-  const b = filled(10, now);
-  for (let i = 0; i < 10; i += 1) {
-    const newest = b.record(`r-${i}`)?.newest;
-    if (i < 6 && newest) b.finish(newest.id, newest.run, { ok: true });
+  const b = book(now);
+  // r-0 … r-11 copy and end one after the other; r-12, r-13 still run; r-0 runs again (its ending is later)
+  const started = [...Array(14).keys()].map((i) => b.post(request(`r-${i}`)));
+  started.slice(0, 12).forEach((d) => {
+    if (d.kind === 'start') b.finish(d.job.id, d.job.run, { ok: true });
     now.t += 1000;
-  }
-  expect(b.size.resources).toBe(10);
+  });
+  b.post(delta('r-0', 1));
+  expect(b.size.resources).toBe(14);
   now.t += 24 * HOUR;
+  const gone = () => [...Array(14).keys()].filter((i) => b.record(`r-${i}`) === undefined);
   b.post(request('other'));
-  // four of the six that ended, in the order they ended; the running ones are never forgotten
-  expect([...Array(10).keys()].filter((i) => b.record(`r-${i}`) === undefined)).toEqual([0, 1, 2, 3]);
+  // eight entries come due: r-0 runs again (back of the queue with its later time), r-1 … r-7 go
+  expect(gone()).toEqual([1, 2, 3, 4, 5, 6, 7]);
   b.post(request('another'));
-  expect([...Array(10).keys()].filter((i) => b.record(`r-${i}`) === undefined)).toEqual([0, 1, 2, 3, 4, 5]);
-  expect(b.size).toEqual({ resources: 6, jobs: 4 * 2 + 2 });
-  // what forgetting costs: r-0's older bulk copy is no longer refused; it starts, as after a restart
-  expect(b.post(request('r-0')).kind).toBe('start');
+  expect(gone()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+  expect(b.size).toEqual({ resources: 5, jobs: 6 });
+  // what forgetting costs: r-1's bulk copy POSTed again starts again, as after a restart of the process
+  expect(b.post(request('r-1')).kind).toBe('start');
 });
 
 test('forgetEndedAfterMs Infinity keeps every resource', () => {
