@@ -352,6 +352,9 @@ test.each<[string, Record<string, unknown>, RegExp]>([
   ['a path without /', { path: 'migrate' }, /path must be a path/],
   ['a negative Retry-After', { retryAfterSeconds: -1 }, /retryAfterSeconds/],
   ['a publicUrl with a path', { publicUrl: 'https://x.example/api' }, /publicUrl must be an origin/],
+  ['a negative retention of outranked jobs', { retainOlderJobsSeconds: -1 }, /retainOlderJobsSeconds/],
+  ['a forget retention under an hour', { forgetEndedAfterSeconds: 60 }, /forgetEndedAfterSeconds .* 3600/],
+  ['a forget retention not whole', { forgetEndedAfterSeconds: 3600.5 }, /forgetEndedAfterSeconds/],
 ])('options are checked when the handler is built: %s', (_, over, message) => {
   const build = () =>
     createParticipantHandler({
