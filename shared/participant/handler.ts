@@ -86,6 +86,14 @@ class Participant implements ParticipantHandler {
   private readonly waiting = new Map<string, Set<() => void>>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly cleanUpMap = new Map<string, CleanUp>();
+  /**
+   * Ended clean-ups in the order they ended, dropped from `cleanUpMap` once `forgetEndedAfterSeconds` has
+   * passed, as the job book forgets their resources (a repeated notice then finds no copy: a 200 no-op).
+   * An array read from `endedHead`, not shifted, so pruning never walks what it has already dropped.
+   */
+  private endedCleanUps: { key: string; at: number }[] = [];
+  private endedHead = 0;
+  private readonly forgetEndedAfterMs: number;
   private readonly lifetime = new AbortController();
   private readonly path: string;
   private readonly jobsPath: string;
@@ -96,9 +104,10 @@ class Participant implements ParticipantHandler {
     this.path = options.path ?? '/migrate';
     this.jobsPath = options.jobsPath ?? '/jobs';
     this.clock = options.clock ?? Date.now;
+    this.forgetEndedAfterMs = 1000 * (options.forgetEndedAfterSeconds ?? DEFAULT_FORGET_ENDED_AFTER_SECONDS);
     this.jobs = new JobBook({
       retainOlderMs: 1000 * (options.retainOlderJobsSeconds ?? DEFAULT_RETAIN_OLDER_JOBS_SECONDS),
-      forgetEndedAfterMs: 1000 * (options.forgetEndedAfterSeconds ?? DEFAULT_FORGET_ENDED_AFTER_SECONDS),
+      forgetEndedAfterMs: this.forgetEndedAfterMs,
       clock: this.clock,
     });
   }
@@ -307,6 +316,7 @@ class Participant implements ParticipantHandler {
     const parsed = parseEndNotice(body);
     if (!parsed.ok) return json(400, { error: parsed.error });
     const notice = parsed.value;
+    this.pruneCleanUps();
     const key = cleanUpKey(notice);
     const known = this.cleanUpMap.get(key);
     if (known) return json(200, { cleanUp: known });
@@ -325,8 +335,28 @@ class Participant implements ParticipantHandler {
     }
     const done = await this.cleanUpNow(cleanUp);
     if (done === 'retry') return json(503, { error: 'the routing service is unreachable' });
-    this.cleanUpMap.set(key, done);
+    this.cleanUpEnded(key, done);
     return json(200, { cleanUp: done });
+  }
+
+  private cleanUpEnded(key: string, done: CleanUp): void {
+    this.cleanUpMap.set(key, done);
+    if (Number.isFinite(this.forgetEndedAfterMs)) this.endedCleanUps.push({ key, at: this.clock() });
+  }
+
+  /** Forget at most a few ended clean-ups per notice: the cost of a notice stays flat. */
+  private pruneCleanUps(max = 8): void {
+    const cutoff = this.clock() - this.forgetEndedAfterMs;
+    for (let n = 0; n < max && this.endedHead < this.endedCleanUps.length; n += 1) {
+      const oldest = this.endedCleanUps[this.endedHead] as { key: string; at: number };
+      if (oldest.at > cutoff) break;
+      this.cleanUpMap.delete(oldest.key);
+      this.endedHead += 1;
+    }
+    if (this.endedHead > 1024 && this.endedHead * 2 > this.endedCleanUps.length) {
+      this.endedCleanUps = this.endedCleanUps.slice(this.endedHead);
+      this.endedHead = 0;
+    }
   }
 
   private cleanUpNow(cleanUp: CleanUp): Promise<CleanUp | 'retry'> {
@@ -344,7 +374,7 @@ class Participant implements ParticipantHandler {
       this.cleanUpNow(cleanUp).then(
         (done) => {
           if (done === 'retry') this.schedule(key, cleanUp, CLEAN_UP_RETRY_MS);
-          else this.cleanUpMap.set(key, done);
+          else this.cleanUpEnded(key, done);
         },
         () => this.schedule(key, cleanUp, CLEAN_UP_RETRY_MS),
       );
