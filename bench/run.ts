@@ -7,6 +7,7 @@ import { runHttp } from './http';
 import { runInstallSize } from './installSize';
 import { type Machine, machine, writeResult } from './lib';
 import { runMigration } from './migration';
+import { runParticipantJobs } from './participantJobs';
 import { runReadPath } from './readPath';
 import { runWriteLockHold } from './writeLockHold';
 
@@ -108,6 +109,14 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
       deltaMs: 100,
       staggerMs: 150,
     }),
+  'participant-jobs': () =>
+    runParticipantJobs(
+      tiny
+        ? { sizes: [100, 1000], ops: 1000, copiedWork: 100_000 }
+        : quick
+          ? { sizes: [1000, 100_000], ops: 50_000, copiedWork: 2_000_000 }
+          : { sizes: [1000, 100_000], ops: 300_000, copiedWork: 10_000_000 },
+    ),
   // Sizes, not speed: the same at every size (--tiny measures the client alone, to stay short).
   'install-size': () => runInstallSize(tiny ? { folders: ['client'] } : {}),
 };

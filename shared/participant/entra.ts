@@ -1,7 +1,7 @@
 import { type JSONWebKeySet, createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify } from 'jose';
 import type { Authenticate } from './auth';
 import { bearerTokenOf } from './auth';
-import { ParticipantError } from './errors';
+import { ParticipantError, ParticipantOptionError } from './errors';
 
 /**
  * `@routelock/participant/entra`: routelock's bearer token validated as any Entra ID access token
@@ -18,9 +18,11 @@ export interface EntraCallerOptions {
   audience: string | string[];
   /**
    * The callers accepted: object ids (`oid`) or application ids (`azp`, `appid`) of routelock's managed
-   * identity. Without it any identity of the tenant with a token for the audience is accepted.
+   * identity. Required: a token for the audience alone proves little, since any identity of the tenant
+   * may get one unless the app registration requires assignment. `'anyInTenant'` accepts them all, said
+   * out loud.
    */
-  allowedCallers?: string[];
+  allowedCallers: readonly string[] | 'anyInTenant';
   /** Default: the tenant's v2.0 key set at login.microsoftonline.com. */
   jwksUri?: string;
   /** A key set held locally instead of fetched (tests, air-gapped clouds). */
@@ -58,6 +60,21 @@ function refusal(error: unknown): ParticipantError {
   return unauthenticated('it is malformed');
 }
 
+/** The accepted callers, lower-cased; undefined for `'anyInTenant'`. An empty or missing list is refused. */
+function allowedCallersOf(callers: EntraCallerOptions['allowedCallers'] | undefined): string[] | undefined {
+  if (callers === 'anyInTenant') return undefined;
+  if (
+    !Array.isArray(callers) ||
+    callers.length === 0 ||
+    callers.some((c) => typeof c !== 'string' || c === '')
+  )
+    throw new ParticipantOptionError(
+      'allowedCallers',
+      "of entraCaller must list routelock's managed identity (its object or application id), or be 'anyInTenant'",
+    );
+  return callers.map((c) => c.toLowerCase());
+}
+
 export function entraCaller(options: EntraCallerOptions): Authenticate {
   const tenant = options.tenantId.toLowerCase();
   const keys =
@@ -68,7 +85,7 @@ export function entraCaller(options: EntraCallerOptions): Authenticate {
           { timeoutDuration: 5000, cooldownDuration: 30_000, cacheMaxAge: 10 * 60_000 },
         );
   const issuer = [`https://login.microsoftonline.com/${tenant}/v2.0`, `https://sts.windows.net/${tenant}/`];
-  const allowed = options.allowedCallers?.map((c) => c.toLowerCase());
+  const allowed = allowedCallersOf(options.allowedCallers);
   return async (request) => {
     const token = bearerTokenOf(request);
     if (token === undefined)

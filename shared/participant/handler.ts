@@ -7,22 +7,19 @@ import {
 } from '../core/participantWire';
 import type { CallerRequest } from './auth';
 import { isParticipantError } from './errors';
-import {
-  type Job,
-  type JobTable,
-  abandonMigration,
-  describeJob,
-  emptyJobTable,
-  finishRun,
-  knowsMigration,
-  postJob,
-} from './jobTable';
+import { JobBook } from './jobBook';
+import { type Job, describeJob } from './jobTable';
 import { type CleanUp, cleanUpKey, newCleanUp, runCleanUp } from './notices';
-import { type ParticipantOptions, checkOptions } from './options';
+import {
+  DEFAULT_FORGET_ENDED_AFTER_SECONDS,
+  DEFAULT_RETAIN_OLDER_JOBS_SECONDS,
+  type ParticipantOptions,
+  checkOptions,
+} from './options';
 
 /**
  * `createParticipantHandler`: the participant contract (routelock design §6.5) answered for a team that
- * supplies only its copy functions. The rules live in pure functions (the job table: `postJob`, `finishRun`;
+ * supplies only its copy functions. The rules live in pure functions (the job rules, per resource: `postJob`, `finishRun`;
  * the wire: `parseJobRequest`, `parsePreferWait`; the notices' delete guard, `mayDeleteCopy`); this is the shell that runs the copies,
  * aborts superseded ones, holds answers for `Prefer: wait`, schedules clean-ups and answers HTTP. The
  * adapters (`nodeListener`, `expressParticipant`, `fastifyParticipant`) put it on node:http, Express and Fastify.
@@ -82,12 +79,21 @@ export function createParticipantHandler(options: ParticipantOptions): Participa
 }
 
 class Participant implements ParticipantHandler {
-  private table: JobTable = emptyJobTable;
+  /** The jobs, one small record per resource (`JobBook`): a request touches only its resource's. */
+  private readonly jobs: JobBook;
   private readonly controllers = new Map<string, AbortController>();
   /** Answers held by `Prefer: wait`, by job id: released when the job's run ends or stops. */
   private readonly waiting = new Map<string, Set<() => void>>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly cleanUpMap = new Map<string, CleanUp>();
+  /**
+   * Ended clean-ups in the order they ended, dropped from `cleanUpMap` once `forgetEndedAfterSeconds` has
+   * passed, as the job book forgets their resources (a repeated notice then finds no copy: a 200 no-op).
+   * An array read from `endedHead`, not shifted, so pruning never walks what it has already dropped.
+   */
+  private endedCleanUps: { key: string; at: number }[] = [];
+  private endedHead = 0;
+  private readonly forgetEndedAfterMs: number;
   private readonly lifetime = new AbortController();
   private readonly path: string;
   private readonly jobsPath: string;
@@ -98,6 +104,12 @@ class Participant implements ParticipantHandler {
     this.path = options.path ?? '/migrate';
     this.jobsPath = options.jobsPath ?? '/jobs';
     this.clock = options.clock ?? Date.now;
+    this.forgetEndedAfterMs = 1000 * (options.forgetEndedAfterSeconds ?? DEFAULT_FORGET_ENDED_AFTER_SECONDS);
+    this.jobs = new JobBook({
+      retainOlderMs: 1000 * (options.retainOlderJobsSeconds ?? DEFAULT_RETAIN_OLDER_JOBS_SECONDS),
+      forgetEndedAfterMs: this.forgetEndedAfterMs,
+      clock: this.clock,
+    });
   }
 
   get cleanUps(): ReadonlyMap<string, CleanUp> {
@@ -105,7 +117,7 @@ class Participant implements ParticipantHandler {
   }
 
   job(id: string): Job | undefined {
-    return this.table.jobs.get(id);
+    return this.jobs.job(id);
   }
 
   handles(method: string, path: string): boolean {
@@ -168,8 +180,7 @@ class Participant implements ParticipantHandler {
     if (step === 'verify' && this.options.verify !== undefined) return this.verify(body);
     const parsed = parseJobRequest(body);
     if (!parsed.ok) return json(400, { error: parsed.error });
-    const { table, decision } = postJob(this.table, parsed.value);
-    this.table = table;
+    const decision = this.jobs.post(parsed.value);
     switch (decision.kind) {
       case 'notImplemented':
         return json(404, { error: `step ${decision.step} is not implemented` });
@@ -192,7 +203,7 @@ class Participant implements ParticipantHandler {
   /** The poll's answer (and the POST's, for a job that runs): held while the job runs, up to `wait`. */
   private async poll(id: string, wait: number | undefined, origin: string): Promise<ParticipantHttpAnswer> {
     if (wait !== undefined && wait > 0) await this.whileRunning(id, Math.min(wait, MAX_WAIT_SECONDS));
-    const job = this.table.jobs.get(id);
+    const job = this.jobs.job(id);
     if (!job) return json(404, { error: 'no such job' });
     switch (job.state) {
       case 'done':
@@ -211,7 +222,7 @@ class Participant implements ParticipantHandler {
         // POSTing the job again starts it again
         return json(500, { error: job.error });
       case 'superseded': {
-        const by = job.supersededBy === undefined ? undefined : this.table.jobs.get(job.supersededBy);
+        const by = job.supersededBy === undefined ? undefined : this.jobs.job(job.supersededBy);
         return json(409, { error: 'superseded', supersededBy: by && describeJob(by) });
       }
     }
@@ -224,7 +235,7 @@ class Participant implements ParticipantHandler {
     const copy = job.request.step === 'bulkCopy' ? this.options.bulkCopy : this.options.deltaCopy;
     const { id, run } = job;
     const ended = (outcome: { ok: true } | { ok: false; error: string }) => {
-      this.table = finishRun(this.table, id, run, outcome);
+      this.jobs.finish(id, run, outcome);
       if (this.controllers.get(id) === controller) this.controllers.delete(id);
       this.release(id);
     };
@@ -251,7 +262,7 @@ class Participant implements ParticipantHandler {
 
   /** Resolves when the job's run ends or stops, or after `seconds`. */
   private async whileRunning(id: string, seconds: number): Promise<void> {
-    if (this.table.jobs.get(id)?.state !== 'running') return;
+    if (this.jobs.job(id)?.state !== 'running') return;
     await new Promise<void>((resolve) => {
       let waiters = this.waiting.get(id);
       if (!waiters) this.waiting.set(id, (waiters = new Set()));
@@ -305,20 +316,15 @@ class Participant implements ParticipantHandler {
     const parsed = parseEndNotice(body);
     if (!parsed.ok) return json(400, { error: parsed.error });
     const notice = parsed.value;
+    this.pruneCleanUps();
     const key = cleanUpKey(notice);
     const known = this.cleanUpMap.get(key);
     if (known) return json(200, { cleanUp: known });
-    if (!knowsMigration(this.table, notice.migrationId, notice.resourceId))
+    if (!this.jobs.knowsMigration(notice.migrationId, notice.resourceId))
       return json(200, { ignored: 'no copy of this migration here' });
     if (notice.step !== 'completed') {
-      const { table, decision } = abandonMigration(
-        this.table,
-        notice.migrationId,
-        notice.resourceId,
-        notice.migrationAttempt,
-      );
-      this.table = table;
-      for (const job of decision) this.stop(job.id, 'the migration ended');
+      const stopped = this.jobs.abandon(notice.migrationId, notice.resourceId, notice.migrationAttempt);
+      for (const job of stopped) this.stop(job.id, 'the migration ended');
     }
     if (this.options.onNotice === undefined) return json(200, { ignored: 'no clean-up here' });
     const cleanUp = newCleanUp(notice, this.clock());
@@ -329,8 +335,28 @@ class Participant implements ParticipantHandler {
     }
     const done = await this.cleanUpNow(cleanUp);
     if (done === 'retry') return json(503, { error: 'the routing service is unreachable' });
-    this.cleanUpMap.set(key, done);
+    this.cleanUpEnded(key, done);
     return json(200, { cleanUp: done });
+  }
+
+  private cleanUpEnded(key: string, done: CleanUp): void {
+    this.cleanUpMap.set(key, done);
+    if (Number.isFinite(this.forgetEndedAfterMs)) this.endedCleanUps.push({ key, at: this.clock() });
+  }
+
+  /** Forget at most a few ended clean-ups per notice: the cost of a notice stays flat. */
+  private pruneCleanUps(max = 8): void {
+    const cutoff = this.clock() - this.forgetEndedAfterMs;
+    for (let n = 0; n < max && this.endedHead < this.endedCleanUps.length; n += 1) {
+      const oldest = this.endedCleanUps[this.endedHead] as { key: string; at: number };
+      if (oldest.at > cutoff) break;
+      this.cleanUpMap.delete(oldest.key);
+      this.endedHead += 1;
+    }
+    if (this.endedHead > 1024 && this.endedHead * 2 > this.endedCleanUps.length) {
+      this.endedCleanUps = this.endedCleanUps.slice(this.endedHead);
+      this.endedHead = 0;
+    }
   }
 
   private cleanUpNow(cleanUp: CleanUp): Promise<CleanUp | 'retry'> {
@@ -348,7 +374,7 @@ class Participant implements ParticipantHandler {
       this.cleanUpNow(cleanUp).then(
         (done) => {
           if (done === 'retry') this.schedule(key, cleanUp, CLEAN_UP_RETRY_MS);
-          else this.cleanUpMap.set(key, done);
+          else this.cleanUpEnded(key, done);
         },
         () => this.schedule(key, cleanUp, CLEAN_UP_RETRY_MS),
       );

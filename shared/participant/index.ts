@@ -17,16 +17,19 @@ export type { ParticipantErrorCode } from '../core/errors';
 export {
   type Job,
   type JobState,
-  type JobTable,
+  type JobStep,
+  type PostContext,
   type PostDecision,
+  type ResourceJobs,
   abandonMigration,
   describeJob,
-  emptyJobTable,
+  findJob,
   finishRun,
   knowsMigration,
   mayApply,
   postJob,
 } from './jobTable';
+export { JobBook, type JobBookOptions } from './jobBook';
 export {
   type CopyStep,
   type EndNoticeRequest,

@@ -66,8 +66,28 @@ export interface ParticipantOptions {
   retryAfterSeconds?: number;
   /** Whether `Prefer: wait=N` holds the answer until the job ends (default true; false: 202 at once). */
   honoursPreferWait?: boolean;
+  /**
+   * How long a job a newer one outranked is still answered on its poll (`409` when it was superseded,
+   * `200` when it had finished), in seconds (default 3600). After it, the poll answers `404`, and
+   * routelock's re-POST of that job gets the `409` its poll would have: the outcome is the same, one
+   * request later. At most 8 such jobs are kept per resource whatever the retention.
+   */
+  retainOlderJobsSeconds?: number;
+  /**
+   * Forget a resource this long after its newest job ended, in seconds (default 86 400, a day; at least
+   * 3600; `Infinity` keeps every resource). A forgotten resource cannot refuse an older job or answer a
+   * re-POST of its last one from memory, exactly as after a restart of the process: both need a request
+   * delayed by longer than this, and routelock abandons each request within 240 s.
+   */
+  forgetEndedAfterSeconds?: number;
   clock?: () => number;
 }
+
+/** The defaults of the two retentions (seconds): see `retainOlderJobsSeconds`, `forgetEndedAfterSeconds`. */
+export const DEFAULT_RETAIN_OLDER_JOBS_SECONDS = 3600;
+export const DEFAULT_FORGET_ENDED_AFTER_SECONDS = 86_400;
+/** The shortest forget retention: far above routelock's 240 s ceiling on a request and its retries of one. */
+const MIN_FORGET_ENDED_AFTER_SECONDS = 3600;
 
 const known = new Set([
   'bulkCopy',
@@ -82,6 +102,8 @@ const known = new Set([
   'publicUrl',
   'retryAfterSeconds',
   'honoursPreferWait',
+  'retainOlderJobsSeconds',
+  'forgetEndedAfterSeconds',
   'clock',
 ]);
 
@@ -111,6 +133,23 @@ export function checkOptions(options: ParticipantOptions): void {
   const retry = options.retryAfterSeconds;
   if (retry !== undefined && !(Number.isInteger(retry) && retry >= 0))
     throw new ParticipantOptionError('retryAfterSeconds', 'must be a whole number of seconds ≥ 0');
+  checkRetentions(options);
   if (typeof options.publicUrl === 'string' && !/^https?:\/\/[^/]+\/?$/.test(options.publicUrl))
     throw new ParticipantOptionError('publicUrl', 'must be an origin, http(s)://host[:port]');
+}
+
+function checkRetentions(options: ParticipantOptions): void {
+  const retain = options.retainOlderJobsSeconds;
+  if (retain !== undefined && !(Number.isInteger(retain) && retain >= 0))
+    throw new ParticipantOptionError('retainOlderJobsSeconds', 'must be a whole number of seconds ≥ 0');
+  const forget = options.forgetEndedAfterSeconds;
+  if (
+    forget !== undefined &&
+    forget !== Infinity &&
+    !(Number.isInteger(forget) && forget >= MIN_FORGET_ENDED_AFTER_SECONDS)
+  )
+    throw new ParticipantOptionError(
+      'forgetEndedAfterSeconds',
+      `must be a whole number of seconds ≥ ${MIN_FORGET_ENDED_AFTER_SECONDS}, or Infinity`,
+    );
 }

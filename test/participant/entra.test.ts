@@ -84,9 +84,32 @@ test.each<[string, () => Promise<string | undefined>, string, RegExp]>([
 });
 
 test('a key set that cannot be fetched is 503 (CallerCheckUnavailable), not the caller’s fault', async () => {
-  const check = entraCaller({ tenantId: TENANT, audience: AUDIENCE, jwksUri: 'http://127.0.0.1:1/keys' });
+  const check = entraCaller({
+    tenantId: TENANT,
+    audience: AUDIENCE,
+    allowedCallers: [ROUTELOCK_MI],
+    jwksUri: 'http://127.0.0.1:1/keys',
+  });
   await expect(check(request(await sign({})))).rejects.toMatchObject({
     code: 'CallerCheckUnavailable',
     status: 503,
+  });
+});
+
+test('allowedCallers is required: none, an empty list or a blank id is refused at build; anyInTenant is said out loud', async () => {
+  const base = { tenantId: TENANT, audience: AUDIENCE, keys };
+  for (const allowedCallers of [undefined, [], ['']])
+    expect(() =>
+      entraCaller({ ...base, allowedCallers } as unknown as Parameters<typeof entraCaller>[0]),
+    ).toThrow(expect.objectContaining({ code: 'InvalidParticipantOption', option: 'allowedCallers' }));
+  // with the opt-out, another identity of the tenant is accepted: what the required list prevents
+  const other = await sign({ oid: 'bbbbbbbb-0000-0000-0000-000000000002' });
+  await expect(
+    entraCaller({ ...base, allowedCallers: 'anyInTenant' })(request(other)),
+  ).resolves.toBeUndefined();
+  await expect(
+    entraCaller({ ...base, allowedCallers: [ROUTELOCK_MI] })(request(other)),
+  ).rejects.toMatchObject({
+    code: 'CallerForbidden',
   });
 });

@@ -334,6 +334,33 @@ describe('the notice rules', () => {
     expect(down.orders).toEqual([]);
   });
 
+  test.each([
+    [3600, 0],
+    [Infinity, 1],
+  ])(
+    'an ended clean-up is forgotten once forgetEndedAfterSeconds (%s) has passed: %s kept',
+    async (forgetEndedAfterSeconds, kept) => {
+      let now = Date.now();
+      const routing = new TestRoutingClient({ clockSkewSeconds: 0 });
+      routing.set('conv-1', states.unlocked({ at: 'westeurope' }));
+      const p = await serve({
+        routing,
+        clock: () => now,
+        forgetEndedAfterSeconds,
+        onNotice: () => undefined,
+      });
+      await p.post(body());
+      await tick();
+      p.runs[0]?.end();
+      await tick();
+      expect((await p.post(notice('failed', { reason: 'overran' }))).status).toBe(200);
+      expect(p.handler.cleanUps.size).toBe(1);
+      now += 3601_000;
+      await p.post(notice('failed', { migrationId: 'm-other' })); // any notice prunes what has aged out
+      expect(p.handler.cleanUps.size).toBe(kept);
+    },
+  );
+
   test('a notice of a migration it never copied for: a 200 no-op', async () => {
     const { p, orders } = await copied(states.unlocked({ at: 'westeurope' }));
     expect(await p.post(notice('failed', { migrationId: 'm-other' }))).toMatchObject({
@@ -352,6 +379,9 @@ test.each<[string, Record<string, unknown>, RegExp]>([
   ['a path without /', { path: 'migrate' }, /path must be a path/],
   ['a negative Retry-After', { retryAfterSeconds: -1 }, /retryAfterSeconds/],
   ['a publicUrl with a path', { publicUrl: 'https://x.example/api' }, /publicUrl must be an origin/],
+  ['a negative retention of outranked jobs', { retainOlderJobsSeconds: -1 }, /retainOlderJobsSeconds/],
+  ['a forget retention under an hour', { forgetEndedAfterSeconds: 60 }, /forgetEndedAfterSeconds .* 3600/],
+  ['a forget retention not whole', { forgetEndedAfterSeconds: 3600.5 }, /forgetEndedAfterSeconds/],
 ])('options are checked when the handler is built: %s', (_, over, message) => {
   const build = () =>
     createParticipantHandler({

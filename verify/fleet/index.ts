@@ -127,7 +127,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     expected,
     resources,
     reported: new Set(),
-    participants: newParticipantState(),
+    participants: newParticipantState(env.clock),
     stats: newStats(store.faults, { started: 0, swapped: 0 }, serviceOffsets),
     crashPlan: new Map(),
     crashedAt: new Set(),

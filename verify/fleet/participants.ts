@@ -1,25 +1,23 @@
 import { createHash } from 'node:crypto';
 import type { HttpCall, HttpResult, ParticipantRequest, VerifyAnswer } from '../../shared/migration/types';
 import { parseJobRequest } from '../../shared/core/participantWire';
+import type { Job } from '../../shared/participant/jobTable';
+import { JobBook } from '../../shared/participant/jobBook';
 import {
-  type Job,
-  type JobTable,
-  emptyJobTable,
-  finishRun,
-  mayApply,
-  postJob,
-} from '../../shared/participant/jobTable';
+  DEFAULT_FORGET_ENDED_AFTER_SECONDS,
+  DEFAULT_RETAIN_OLDER_JOBS_SECONDS,
+} from '../../shared/participant/options';
 import { controlsWithoutVerify } from './controls';
 import { type Fleet, note, regionData } from './state';
 import { type Item, type Shelf, between, locationKey, logBetween, pick } from './world';
 
 /**
  * The participants' bookkeeping: the job table of `@routelock/participant` (its pure rules: identity,
- * re-POSTs, a failed job run again, supersession by (lockAcquiredAt, sequence)), each job's answer, where
- * each bulk copy began.
+ * re-POSTs, a failed job run again, supersession by (lockAcquiredAt, sequence); its retentions the SDK's
+ * defaults, on the fleet's clock), each job's answer, where each bulk copy began.
  */
 export interface ParticipantState {
-  table: JobTable;
+  jobs: JobBook;
   /** The answer of each job's current run, by job id: a re-POST while it runs or once done gets it. */
   answers: Map<string, Promise<HttpResult>>;
   bulkStartedAt: Map<string, number>;
@@ -30,8 +28,12 @@ export interface ParticipantState {
   itemsDropped: number;
 }
 
-export const newParticipantState = (): ParticipantState => ({
-  table: emptyJobTable,
+export const newParticipantState = (clock: { now(): number }): ParticipantState => ({
+  jobs: new JobBook({
+    retainOlderMs: DEFAULT_RETAIN_OLDER_JOBS_SECONDS * 1000,
+    forgetEndedAfterMs: DEFAULT_FORGET_ENDED_AFTER_SECONDS * 1000,
+    clock: () => clock.now(),
+  }),
   answers: new Map(),
   bulkStartedAt: new Map(),
   copies: 0,
@@ -72,7 +74,7 @@ async function copy(f: Fleet, body: ParticipantRequest, started: Job): Promise<H
   if (random() < 0.02) return { status: 503, body: 'participant busy' };
   // A newer job for the resource superseded this one (a delta attempt that overran, an older migration's
   // copy): a copy that finishes later must not land on a target that may be live.
-  if (!mayApply(p.table, started.id, started.run) && f.control !== 'participantIgnoresSupersede') {
+  if (!p.jobs.mayApply(started.id, started.run) && f.control !== 'participantIgnoresSupersede') {
     note(f, body.resourceId, `${job} superseded: not applied`);
     return { status: 409, body: 'superseded' };
   }
@@ -172,8 +174,7 @@ export function participantHttp(f: Fleet, call: HttpCall): Promise<HttpResult> {
   const parsed = parseJobRequest(call.body);
   if (!parsed.ok) return Promise.resolve({ status: 400, body: parsed.error });
   const p = f.participants;
-  const { table, decision } = postJob(p.table, parsed.value);
-  p.table = table;
+  const decision = p.jobs.post(parsed.value);
   switch (decision.kind) {
     // Any other step but the copies: not implemented, never a copy.
     case 'notImplemented':
@@ -187,8 +188,7 @@ export function participantHttp(f: Fleet, call: HttpCall): Promise<HttpResult> {
       const { job } = decision;
       const answer = copy(f, call.body, job).then((result) => {
         // a failed job (5xx) runs again when asked again; a superseded one's ending changes nothing
-        p.table = finishRun(
-          p.table,
+        p.jobs.finish(
           job.id,
           job.run,
           result.status === 200 ? { ok: true } : { ok: false, error: String(result.body) },
