@@ -9,6 +9,7 @@ import {
   fastifyParticipant,
   loopbackCallerOnly,
 } from '../../shared/participant';
+import { jobBody } from './conformance';
 
 /**
  * The handler on the real frameworks (devDependencies; the package types them structurally and depends
@@ -16,18 +17,7 @@ import {
  * its own routes beside the participant's, and a job runs to 200 through POST, 202 + Location and a poll.
  */
 
-const job = {
-  migrationId: 'm-1',
-  resourceId: 'conv-1',
-  from: { region: 'westeurope' },
-  to: { region: 'eastus' },
-  step: 'bulkCopy',
-  migrationAttempt: 1,
-  stepAttempt: 1,
-  attempt: 1,
-  sequence: 1,
-  lockAcquiredAt: '2026-12-01T10:00:00.000Z',
-};
+const job = jobBody('conv-1');
 
 function participant() {
   const copied: ParticipantJob[] = [];

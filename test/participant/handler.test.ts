@@ -13,6 +13,7 @@ import {
   nodeListener,
 } from '../../shared/participant';
 import { poll } from '../support/poll';
+import { jobBody } from './conformance';
 
 /**
  * `createParticipantHandler` on node:http (shared/participant/handler.ts), each rule of the contract
@@ -20,20 +21,8 @@ import { poll } from '../support/poll';
  * that record their calls and end when the test says.
  */
 
-const LOCK_AT = '2026-12-01T10:00:00.000Z';
-const body = (over: Record<string, unknown> = {}) => ({
-  migrationId: 'm-1',
-  resourceId: 'conv-1',
-  from: { region: 'westeurope' },
-  to: { region: 'eastus' },
-  step: 'bulkCopy',
-  migrationAttempt: 1,
-  stepAttempt: 1,
-  attempt: 1,
-  sequence: 1,
-  lockAcquiredAt: LOCK_AT,
-  ...over,
-});
+/** The job as routelock sends it (the conformance suite's body), sequence 1 whatever its step. */
+const body = (over: Record<string, unknown> = {}) => jobBody('conv-1', { sequence: 1, ...over });
 
 /** A team's copy: runs until the test ends it; records its job and whether its signal aborted. */
 interface Run {
