@@ -33,6 +33,7 @@ describe('config', () => {
       writeBudgetSeconds: 900,
       retryAfterMaxSeconds: 5,
       convergenceDelaySeconds: 7500,
+      announceLeadSeconds: 8105, // 7500 + 5 skew + 600 buffer
       localCacheTtlSeconds: 60,
     });
     expect(store).toEqual({ kind: 'sqlite', path: '.routelock/routelock.db' });
@@ -45,6 +46,7 @@ describe('config', () => {
       cacheTiers: [{ name: 'local', ttlSeconds: 2 }],
       replicationBoundSeconds: 1,
       convergenceDelaySeconds: 3,
+      announceLeadSeconds: 4, // 3 + 0 skew + 1 buffer
       writeLeaseSeconds: 45,
       writeBudgetSeconds: 60,
       localCacheTtlSeconds: 2,

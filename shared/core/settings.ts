@@ -27,6 +27,11 @@ export interface TimingConfig {
   retryAfterMaxSeconds: number;
   /** max cache TTL across the declared tiers + replication bound. */
   convergenceDelaySeconds: number;
+  /**
+   * The announcement lead L (design §3.7): convergence delay + clock skew + safety buffer. An announced
+   * lock writes each tightening at least this long before it takes effect.
+   */
+  announceLeadSeconds: number;
   /** TTL of the service-local tier: what a route view may be cached for, and the router's own cache. */
   localCacheTtlSeconds: number;
   /**

@@ -195,6 +195,8 @@ export function timingSettings(profile: ServingProfile, t: CoreProfileValues): T
     writeBudgetSeconds: t.ROUTELOCK_WRITE_BUDGET_SECONDS,
     retryAfterMaxSeconds: t.ROUTELOCK_RETRY_AFTER_MAX_SECONDS,
     convergenceDelaySeconds: maxTtl + t.ROUTELOCK_REPLICATION_BOUND_SECONDS,
+    announceLeadSeconds:
+      maxTtl + t.ROUTELOCK_REPLICATION_BOUND_SECONDS + t.ROUTELOCK_CLOCK_SKEW_SECONDS + t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
     localCacheTtlSeconds: localTier.ttlSeconds,
     coalesceJoinMs: t.ROUTELOCK_COALESCE_JOIN_MS,
   };

@@ -36,19 +36,38 @@ interface LockBase {
   /** Cap on renewing the parent lease. */
   maxExpiresAt: string;
   convergenceDelaySeconds: number;
+  /**
+   * The announcement lead L (design §3.7): convergence delay + clock skew + safety buffer, fixed when the
+   * lock is taken. Present only on an announced lock, whose every tightening is written at least L before
+   * it takes effect, so a reader serves its cached copy outside the write window. Absent: every reader
+   * follows the read-through rule (design §5.1) from `startsAt`, as before announced locks existed.
+   */
+  announceLeadSeconds?: number;
 }
 
-/** Taken, not yet escalated: no phase lock. */
+/** Taken, not yet escalated: no phase lock. An announced lock is never in this phase (it starts as hardDelete). */
 export interface PrelockLock extends LockBase {
   phase: 'prelock';
   hardDeleteAt?: never;
   hardDeleteExpiresAt?: never;
   writeAt?: never;
   writeExpiresAt?: never;
+  writeWindowAt?: never;
+  writeWindowUntil?: never;
+}
+
+/**
+ * An announced lock's write window (design §5.1): from `writeWindowAt` − skew every reader reads the write
+ * region on each resolve, and the write lock may be granted from `writeWindowAt` + skew until
+ * `writeWindowUntil` − skew. Both or neither; only on an announced lock.
+ */
+interface WriteWindow {
+  writeWindowAt?: string;
+  writeWindowUntil?: string;
 }
 
 /** Escalated to the hard-delete lock, or back to it after a write downgrade (which drops the write fields). */
-export interface HardDeleteLock extends LockBase {
+export interface HardDeleteLock extends LockBase, WriteWindow {
   phase: 'hardDelete';
   hardDeleteAt: string;
   /** Stays at least as late as any write lock it held (deletes stay intercepted after a downgrade). */
@@ -58,7 +77,7 @@ export interface HardDeleteLock extends LockBase {
 }
 
 /** Escalated to the write lock: the hard-delete lock's fields stay. */
-export interface WriteLock extends LockBase {
+export interface WriteLock extends LockBase, WriteWindow {
   phase: 'write';
   hardDeleteAt: string;
   hardDeleteExpiresAt: string;
@@ -69,6 +88,11 @@ export interface WriteLock extends LockBase {
 
 /** The lock, by highest phase held: each phase's fields exist exactly in the phases that write them. */
 export type Lock = PrelockLock | HardDeleteLock | WriteLock;
+
+/** Whether `lock` is announced (lock rule 2, design §3.7), so its tightenings are written a lead ahead. */
+export function isAnnounced(lock: Lock): boolean {
+  return typeof lock.announceLeadSeconds === 'number';
+}
 
 export type SecondaryRole = 'pendingTarget' | 'retiredSource';
 
@@ -94,6 +118,8 @@ export interface LastMigration {
   /** Lets a swap or release replayed with the token that completed it get 200 instead of 410. */
   tokenHash: string;
   convergenceDelaySeconds: number;
+  /** The ended lock's announcement lead, when it was announced. */
+  announceLeadSeconds?: number;
   /** A release's reason (core/lock/rules checkedReleaseReason): why it was aborted. */
   reason?: string;
 }
