@@ -51,7 +51,7 @@ export const profiles = {
     ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
     ROUTELOCK_DELTA_ATTEMPTS: '3',
     ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
-    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0',
+    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '1',
     // No grace, so no time to join within: only reads begun in the same instant are shared.
     ROUTELOCK_COALESCE_JOIN_MS: '0',
     ROUTELOCK_RETRY_ATTEMPTS: '5',
