@@ -52,7 +52,8 @@ export const profiles = {
     ROUTELOCK_DELTA_ATTEMPTS: '3',
     ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
     ROUTELOCK_INFLIGHT_GRACE_SECONDS: '1',
-    // No grace, so no time to join within: only reads begun in the same instant are shared.
+    // Embedded reads finish in microseconds, so there is no read in flight worth joining (the 1 s grace
+    // would allow up to 100 ms: migration/settings timingInequalities).
     ROUTELOCK_COALESCE_JOIN_MS: '0',
     ROUTELOCK_RETRY_ATTEMPTS: '5',
     ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',
