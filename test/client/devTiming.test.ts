@@ -86,5 +86,7 @@ test('on a started lock, a write within the learnt 1 s grace of its resolve comm
   await new Promise((r) => setTimeout(r, 5));
   const grace = client.inFlightGraceSeconds;
   expect(withinGrace(route.resolvedAt, grace, Date.now(), route.validUntil)).toBe(true);
-  expect(withinGrace(route.resolvedAt, grace, route.resolvedAt + grace * 1000 + 1, route.validUntil)).toBe(false);
+  expect(withinGrace(route.resolvedAt, grace, route.resolvedAt + grace * 1000 + 1, route.validUntil)).toBe(
+    false,
+  );
 }, 15_000);
