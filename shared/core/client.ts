@@ -1054,8 +1054,8 @@ function isOutage(error: unknown): error is RoutingServiceError {
  * committed just after the resolve start that long after the lock (design §6.3) and would miss
  * it. Both instants are this service's clock: only their difference counts, so clock skew does not.
  * With the route's `validUntil` (`ResolvedRoute`), a write landing before it is within grace whatever
- * the grace: the cache would have served that view at that instant (a server whose grace is 0, the
- * dev profile, otherwise refuses every write whose view took a millisecond to fetch).
+ * the grace: the cache would have served that view at that instant (under a short grace, such as the
+ * dev profile's 1 s, a write whose preparation outlasts the grace otherwise fails though its view holds).
  */
 export function withinGrace(
   resolvedAt: number,
