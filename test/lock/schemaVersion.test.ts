@@ -3,6 +3,7 @@ import { RouteLockError, errorKind } from '../../shared/core/errors';
 import {
   type Location,
   type LocationDocument,
+  LEGACY_SCHEMA_VERSION,
   SCHEMA_VERSION,
   assertWritableSchema,
   knowsSchemaOf,
@@ -33,19 +34,19 @@ import { productionTiming as cfg } from '../support/timing';
  */
 
 const v1 = loadFixture('v1');
-const v2 = loadFixture('v2');
-/** The next version's documents as version 1 would carry them: its fields, plus some it does not know. */
+const v3 = loadFixture('v3');
+/** The next version's documents as a known version would carry them: its fields, plus some it does not know. */
 const v1WithUnknown = (name: CaseName): LocationDocument => ({
-  ...structuredClone(v2.cases[name].doc),
+  ...structuredClone(v3.cases[name].doc),
   schemaVersion: SCHEMA_VERSION,
 });
 
 describe('the fixtures', () => {
   test.each(caseNames)('%s: the next version is the current one plus fields it does not know', (name) => {
-    const next = v2.cases[name];
+    const next = v3.cases[name];
     expect(next.at).toBe(v1.cases[name].at);
-    expect({ ...withoutPaths(next.doc, v2.unknown), schemaVersion: 1 }).toEqual(v1.cases[name].doc);
-    for (const path of v2.unknown) {
+    expect({ ...withoutPaths(next.doc, v3.unknown), schemaVersion: 1 }).toEqual(v1.cases[name].doc);
+    for (const path of v3.unknown) {
       if (path.startsWith('lock.') && next.doc.lock === null) continue;
       expect(valueAt(next.doc, path)).toBeDefined();
     }
@@ -67,7 +68,8 @@ describe('the fixtures', () => {
 describe('the one check', () => {
   test.each([
     [1, true],
-    [2, false],
+    [2, true],
+    [3, false],
     [0, false],
     [1.5, false],
     ['1', false],
@@ -83,12 +85,14 @@ describe('the one check', () => {
       );
   });
 
-  test('this library writes version 1, and its refusal is a 409 that names the route and no secret', () => {
-    expect(SCHEMA_VERSION).toBe(1);
-    expect(newLocationDocument('r', { region: 'westeurope' }).schemaVersion).toBe(SCHEMA_VERSION);
+  test('this library knows version 2, creates routes at 1, and its refusal is a 409 that names the route and no secret', () => {
+    expect(SCHEMA_VERSION).toBe(2);
+    // a new route carries nothing version 1 would misread: a library without announced locks can change it
+    expect(newLocationDocument('r', { region: 'westeurope' }).schemaVersion).toBe(LEGACY_SCHEMA_VERSION);
+    expect(LEGACY_SCHEMA_VERSION).toBe(1);
     let refusal: unknown;
     try {
-      assertWritableSchema(v2.cases.write.doc);
+      assertWritableSchema(v3.cases.write.doc);
     } catch (error) {
       refusal = error;
     }
@@ -96,8 +100,8 @@ describe('the one check', () => {
     const error = refusal as RouteLockError;
     expect(error).toMatchObject({ code: 'UnsupportedSchemaVersion', resourceId: 'conv-1', retriable: false });
     expect(errorKind(error.code).status).toBe(409);
-    expect(error.message).toContain('schemaVersion 2');
-    expect(error.message).not.toContain(v2.cases.write.doc.lock!.tokenHash);
+    expect(error.message).toContain('schemaVersion 3');
+    expect(error.message).not.toContain(v3.cases.write.doc.lock!.tokenHash);
   });
 });
 
@@ -127,19 +131,19 @@ describe('reads never break: the next version routes and enforces as the current
 
   test.each(caseNames)('%s: same view, headers and decisions as version 1', (name) => {
     const current = answers(v1.cases[name]);
-    const next = answers(v2.cases[name]);
+    const next = answers(v3.cases[name]);
     expect(next).toEqual(current);
     expect(current).toMatchObject(pinned[name]);
     expect(current.elsewhere).toEqual(['notHere', 'notHere', 'notHere']);
   });
 
   test.each(caseNames)('%s: the view shows none of the fields this version does not know', (name) => {
-    const text = JSON.stringify(routeView({ doc: v2.cases[name].doc, etag: 'e' }, v2.cases[name].at, cfg));
-    for (const path of v2.unknown) expect(text).not.toContain(`"${path.split('.').pop()!}"`);
+    const text = JSON.stringify(routeView({ doc: v3.cases[name].doc, etag: 'e' }, v3.cases[name].at, cfg));
+    for (const path of v3.unknown) expect(text).not.toContain(`"${path.split('.').pop()!}"`);
   });
 
   test('a field the next version adds inside a location stays out of the view (its Location is closed)', () => {
-    const c = v2.cases.prelock;
+    const c = v3.cases.prelock;
     const zoned = (l: Location) => ({ ...l, zone: '2' });
     const doc = {
       ...c.doc,
@@ -169,7 +173,7 @@ describe('reads never break: the next version routes and enforces as the current
       sink: a,
       declaredConvergenceDelaySeconds: 7500,
     });
-    const next = await handleDocumentVersions(docs(v2), { sink: b, declaredConvergenceDelaySeconds: 7500 });
+    const next = await handleDocumentVersions(docs(v3), { sink: b, declaredConvergenceDelaySeconds: 7500 });
     expect(next).toEqual(current);
     expect(next.skipped).toBe(0);
     expect(b.seen).toEqual(a.seen);
@@ -252,7 +256,7 @@ describe('unknown fields survive every write of a known version', () => {
     const result = rule(structuredClone(before), v1.cases[on].at);
     expect(result.changed).toBe(true);
     expect(result.doc.schemaVersion).toBe(SCHEMA_VERSION);
-    expect(lostUnknownFields(before, result.doc, effect, v2.unknown)).toEqual([]);
+    expect(lostUnknownFields(before, result.doc, effect, v3.unknown)).toEqual([]);
     expect(result.doc.lock === null).toBe(effect === 'endsLock');
   });
 
@@ -269,7 +273,7 @@ describe('unknown fields survive every write of a known version', () => {
     for (const [name, on, effect, rule] of ruleCases) {
       const before = v1WithUnknown(on);
       const after = rebuilt(rule(structuredClone(before), v1.cases[on].at).doc);
-      const lost = lostUnknownFields(before, after, effect, v2.unknown);
+      const lost = lostUnknownFields(before, after, effect, v3.unknown);
       expect({ name, lost }).toEqual({
         name,
         lost: effect === 'keepsLock' ? ['placement', 'labels', 'lock.quorum'] : ['placement', 'labels'],
