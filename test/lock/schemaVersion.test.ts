@@ -13,11 +13,15 @@ import * as rules from '../../shared/core/lock/rules';
 import { type Operation, cacheHeaders, routeView } from '../../shared/core/lock/view';
 import { handleDocumentVersions } from '../../shared/migration/telemetry/changeHandler';
 import type { TelemetrySink } from '../../shared/migration/telemetry/sink';
+import { announcedCases } from '../fixtures/schema/announcedSteps';
 import {
+  type AnnouncedCaseName,
   type CaseName,
   type Effect,
   type SchemaCase,
+  announcedCaseNames,
   caseNames,
+  loadAnnouncedFixture,
   loadFixture,
   lostUnknownFields,
   valueAt,
@@ -279,5 +283,114 @@ describe('unknown fields survive every write of a known version', () => {
         lost: effect === 'keepsLock' ? ['placement', 'labels', 'lock.quorum'] : ['placement', 'labels'],
       });
     }
+  });
+});
+
+/**
+ * Version 2: the documents of announced locks (announced.json), each written by the real rules. A
+ * document carrying one is version 2, and stays 2 when the lock ends; a legacy write keeps the version
+ * stored, so a route that never held an announced lock stays writable by a version-1 library.
+ */
+describe('version 2: announced locks', () => {
+  const v2 = loadAnnouncedFixture();
+
+  test('the fixture is what the rules write, and every state is version 2', () => {
+    expect(announcedCases(v1, cfg)).toEqual(
+      Object.fromEntries(
+        announcedCaseNames.map((n) => [
+          n,
+          { at: new Date(v2.cases[n].at).toISOString(), doc: v2.cases[n].doc },
+        ]),
+      ),
+    );
+    for (const name of announcedCaseNames) {
+      expect({ name, version: v2.cases[name].doc.schemaVersion }).toEqual({ name, version: 2 });
+      expect(knowsSchemaOf(v2.cases[name].doc)).toBe(true);
+    }
+  });
+
+  // What each state means at its instant: the view's decisions at the source and the target.
+  const pinned: Record<AnnouncedCaseName, { atSource: string[]; atTarget: string[]; lock: object | null }> = {
+    pending: {
+      atSource: ['allow', 'allow', 'allow'],
+      atTarget: ['notHere', 'notHere', 'notHere'],
+      lock: { phase: 'hardDelete', announced: true },
+    },
+    hardDelete: {
+      atSource: ['allow', 'allow', 'tombstone'],
+      atTarget: ['notHere', 'notHere', 'notHere'],
+      lock: { phase: 'hardDelete', announced: true },
+    },
+    writeWindow: {
+      atSource: ['allow', 'allow', 'tombstone'],
+      atTarget: ['notHere', 'notHere', 'notHere'],
+      lock: { phase: 'hardDelete', announced: true, writeWindowAt: expect.any(String) },
+    },
+    write: {
+      atSource: ['allow', 'deny', 'deny'],
+      atTarget: ['notHere', 'notHere', 'notHere'],
+      lock: { phase: 'write', announced: true, writeWindowAt: expect.any(String) },
+    },
+    swapped: {
+      atSource: ['notHere', 'notHere', 'notHere'],
+      atTarget: ['allow', 'allow', 'allow'],
+      lock: null,
+    },
+    released: {
+      atSource: ['allow', 'allow', 'allow'],
+      atTarget: ['notHere', 'notHere', 'notHere'],
+      lock: null,
+    },
+  };
+
+  test.each(announcedCaseNames)('%s: its view and decisions', (name) => {
+    const c = v2.cases[name];
+    const view = routeView({ doc: c.doc, etag: 'e' }, c.at, cfg);
+    const from = (serving: Location) =>
+      (['read', 'write', 'delete'] as const).map((op) => decide(view, op, serving).kind);
+    expect({ atSource: from(v2.source), atTarget: from(v2.target), lock: view.lock }).toMatchObject(
+      pinned[name],
+    );
+  });
+
+  test('an ended announced lock keeps its lead in lastMigration, and the document keeps version 2', () => {
+    for (const name of ['swapped', 'released'] as const) {
+      expect(v2.cases[name].doc.lastMigration).toMatchObject({
+        announceLeadSeconds: cfg.announceLeadSeconds,
+      });
+    }
+    // a legacy pre-lock after the announced migration ended: version 2 stays (it never goes back down)
+    const c = v2.cases.released;
+    const next = rules.prelock(
+      c.doc,
+      { migrationId: 'm-2', owner: 'o', target: v2.target, newToken: 't2' },
+      c.at,
+      cfg,
+    );
+    expect(next.doc.lock).not.toHaveProperty('announceLeadSeconds');
+    expect(next.doc.schemaVersion).toBe(2);
+  });
+
+  test('a legacy lock on a version-1 route keeps version 1; an announced one raises it to 2', () => {
+    const c = v1.cases.unlocked;
+    const req = { migrationId: 'm-2', owner: 'o', target: v1.target, newToken: 't2' };
+    expect(rules.prelock(c.doc, req, c.at, cfg).doc.schemaVersion).toBe(1);
+    expect(rules.prelock(c.doc, { ...req, announced: true }, c.at, cfg).doc.schemaVersion).toBe(2);
+  });
+
+  test('negative control: a stamp that keeps the stored version leaves an announced lock writable by version 1', () => {
+    const c = v1.cases.unlocked;
+    const req = {
+      migrationId: 'm-2',
+      owner: 'o',
+      target: v1.target,
+      newToken: 't2',
+      announced: true as const,
+    };
+    const unstamped = { ...rules.prelock(c.doc, req, c.at, cfg).doc, schemaVersion: c.doc.schemaVersion };
+    // what a version-1 library asks before it writes: it would take this document for one it knows
+    const versionOneKnows = (doc: LocationDocument) => doc.schemaVersion === 1;
+    expect(versionOneKnows(unstamped)).toBe(true);
+    expect(versionOneKnows(rules.prelock(c.doc, req, c.at, cfg).doc)).toBe(false);
   });
 });
