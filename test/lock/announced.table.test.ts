@@ -222,6 +222,13 @@ const rows: Row[] = [
     'InvalidTransition',
   ],
   [
+    'announce with an at that is not an instant',
+    pending,
+    announcedAt,
+    (d, n) => announce(d, { token: RIGHT, phase: 'write', at: 'soon' }, n, cfg),
+    'BadRequest',
+  ],
+  [
     'announce with another token',
     pending,
     announcedAt,

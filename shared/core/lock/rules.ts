@@ -461,10 +461,9 @@ function announceRule(
   if (lock.phase !== 'hardDelete')
     throw invalidTransition(doc.id, 'announce the write window under the hard-delete lock');
   const lead = (lock.announceLeadSeconds ?? cfg.announceLeadSeconds) * SECOND;
-  const wanted = req.at === undefined ? Number.NaN : ms(req.at);
-  if (req.at !== undefined && !Number.isFinite(wanted))
-    throw new RouteLockError('BadRequest', `at: not an instant (${req.at}).`, { resourceId: doc.id });
-  const windowAt = Number.isFinite(wanted) ? Math.max(now + lead, wanted) : now + lead;
+  // Never less than the lead ahead, whatever the caller asks: an earlier window could open before some
+  // reader holds the announcement.
+  const windowAt = Math.max(now + lead, requestedInstant(doc.id, req.at) ?? now);
   const windowUntil = windowAt + skew + Math.min(cfg.writeLeaseSeconds, cfg.writeBudgetSeconds) * SECOND;
   if (windowUntil > ms(lock.maxExpiresAt) - skew) {
     throw invalidTransition(
@@ -476,6 +475,15 @@ function announceRule(
     doc: withLock(doc, { ...lock, writeWindowAt: iso(windowAt), writeWindowUntil: iso(windowUntil) }),
     changed: true,
   };
+}
+
+/** A caller's ISO instant, or undefined when absent; 400 when it is not one. */
+function requestedInstant(id: string, at: string | undefined): number | undefined {
+  if (at === undefined) return undefined;
+  const instant = ms(at);
+  if (!Number.isFinite(instant))
+    throw new RouteLockError('BadRequest', `at: not an instant (${at}).`, { resourceId: id });
+  return instant;
 }
 
 // ---------------------------------------------------------------------------------------------
