@@ -287,7 +287,7 @@ describe('unknown fields survive every write of a known version', () => {
 });
 
 /**
- * Version 2: the documents of announced locks (announced.json), each written by the real rules. A
+ * The schema of announced locks: the documents of announced.json, each written by the real rules. A
  * document carrying one is version 2, and stays 2 when the lock ends; a legacy write keeps the version
  * stored, so a route that never held an announced lock stays writable by a version-1 library.
  */
