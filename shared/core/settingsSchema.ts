@@ -199,7 +199,10 @@ export function timingSettings(profile: ServingProfile, t: CoreProfileValues): T
     retryAfterMaxSeconds: t.ROUTELOCK_RETRY_AFTER_MAX_SECONDS,
     convergenceDelaySeconds: maxTtl + t.ROUTELOCK_REPLICATION_BOUND_SECONDS,
     announceLeadSeconds:
-      maxTtl + t.ROUTELOCK_REPLICATION_BOUND_SECONDS + t.ROUTELOCK_CLOCK_SKEW_SECONDS + t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
+      maxTtl +
+      t.ROUTELOCK_REPLICATION_BOUND_SECONDS +
+      t.ROUTELOCK_CLOCK_SKEW_SECONDS +
+      t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
     localCacheTtlSeconds: localTier.ttlSeconds,
     coalesceJoinMs: t.ROUTELOCK_COALESCE_JOIN_MS,
     announcedLocks: false,
