@@ -25,6 +25,7 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
 export const activityNames: ActivityName[] = [
   'prelock',
   'escalate',
+  'announce',
   'renew',
   'swap',
   'release',

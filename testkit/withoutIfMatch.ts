@@ -9,6 +9,7 @@ export function withoutIfMatch(activities: Activities): Activities {
   return {
     ...activities,
     escalate: (input) => activities.escalate(strip(input)),
+    announce: (input) => activities.announce(strip(input)),
     renew: (input) => activities.renew(strip(input)),
     swap: (input) => activities.swap(strip(input)),
     release: (input) => activities.release(strip(input)),

@@ -209,6 +209,10 @@ export function createActivities(
     prelock: prelockActivity(router, keyring, dependencies.onUnsealedCopy ?? warnUnsealed),
     escalate: ({ resourceId, ifMatch, lock, ...req }) =>
       conditional(ifMatch, (m) => router.escalate(resourceId, { ...req, token: tokenOf(lock) }, opts(m))),
+    announce: ({ resourceId, ifMatch, lock, at }) =>
+      conditional(ifMatch, (m) =>
+        router.announce(resourceId, { token: tokenOf(lock), phase: 'write', at }, opts(m)),
+      ),
     renew: ({ resourceId, ifMatch, lock, ...req }) =>
       conditional(ifMatch, (m) => router.renew(resourceId, { ...req, token: tokenOf(lock) }, opts(m))),
     swap: ({ resourceId, ifMatch, lock, writeAt }) =>

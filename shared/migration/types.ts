@@ -49,6 +49,14 @@ export interface MigrationSettings {
    * fails the attempt before its pre-lock. Absent: not checked before the pre-lock.
    */
   prelockMaxSeconds?: number;
+  /**
+   * Take announced locks (lock rule 2, docs/design.md §3.7): decided at the migration's start from
+   * ROUTELOCK_ANNOUNCED_LOCKS, so a flag change never changes a running instance. Only an instance of a
+   * version with `announcedEscalations` (workflow/capabilities.ts) asks for them. Absent: legacy locks.
+   */
+  announcedLocks?: true;
+  /** The announcement lead L (seconds) the workflow plans its waits with; set with `announcedLocks`. */
+  announceLeadSeconds?: number;
 }
 
 /**
@@ -56,7 +64,7 @@ export interface MigrationSettings {
  * it started with, so a redeploy never changes a history under way; which versions this code replays,
  * and what each may do, is workflow/capabilities (design §6.7).
  */
-export const WORKFLOW_VERSION = 6;
+export const WORKFLOW_VERSION = 7;
 
 /** What starts a migration: a queue message or `POST /migrations`, completed by the starter. */
 export interface MigrationInput {
@@ -172,6 +180,12 @@ export interface MigrationTimeline {
   hardDeleteAt: string | null;
   writeAt: string | null;
   swappedAt: string | null;
+  /**
+   * An announced lock's write window (its `writeWindowAt`), as last announced: readers read the write
+   * region from it (less the skew margin), and the write lock is taken from it plus the margin. Present
+   * only on a migration that takes announced locks.
+   */
+  writeWindowAt?: string | null;
 }
 
 /** design §6 status, as `GET /migrations/{id}` returns it. */
@@ -290,8 +304,18 @@ export interface ActivityInputs {
     known?: StoredDocument;
     /** `known`'s seal (the input's `listedSeal`): without one that holds, `known` is not decided on. */
     knownSeal?: Seal;
+    /**
+     * Take an announced lock (lock rule 2): the hard-delete lock, in force a lead after the grant.
+     * Optional: histories scheduled without it replay unchanged.
+     */
+    announced?: true;
   };
   escalate: { resourceId: string; lock: AttemptLockSeed; phase: 'hardDelete' | 'write'; ifMatch?: string };
+  /**
+   * Announce an announced lock's write window: from `writeWindowAt` the write lock may be taken (plus the
+   * skew margin). `at`: the earliest window start wanted (ISO), a cutover window's slot less the margin.
+   */
+  announce: { resourceId: string; lock: AttemptLockSeed; ifMatch?: string; at?: string };
   renew: {
     resourceId: string;
     lock: AttemptLockSeed;
@@ -344,6 +368,7 @@ export type PrelockGrant = SeededGrant & { location?: Location };
 export interface ActivityOutputs {
   prelock: PrelockGrant;
   escalate: SeededGrant;
+  announce: SeededGrant;
   renew: SeededGrant;
   swap: SwapOutcome;
   release: RouteView;

@@ -1,10 +1,11 @@
 import type { TimingConfig } from '../core/settings';
 import type { MigrationConfig } from './settings';
-import { convergenceWaitUntil } from '../core/lock/state';
+import { announcedWaitUntil, convergenceWaitUntil } from '../core/lock/state';
 import type { MigrationInput, MigrationSettings, MigrationStatus, Step } from './types';
 import { attemptingMigration } from './workflow/attempts';
 import { workflowCapabilities } from './workflow/capabilities';
 import { convergencePhase } from './workflow/converge';
+import { announcedHardDeletePhase, isAnnouncedGrant } from './workflow/announced';
 import { hardDeletePhase } from './workflow/hardDelete';
 import type { Ending, Prelocked } from './workflow/state';
 import { writePhase } from './workflow/write';
@@ -90,6 +91,10 @@ export function migrationSettings(config: MigrationConfigParts): MigrationSettin
     attemptActionsBound: attemptActionsBound(config),
     prelockMaxSeconds: config.timing.prelockMaxSeconds,
     requireVerify: config.migration.requireVerify,
+    // fixed into the input at the start, so a later flag change never moves a running instance
+    ...(config.timing.announcedLocks
+      ? { announcedLocks: true as const, announceLeadSeconds: config.timing.announceLeadSeconds }
+      : {}),
   };
 }
 
@@ -107,6 +112,7 @@ export function attemptActionsBound(config: MigrationConfigParts): number {
     pollMinSeconds: m.participantPollMinSeconds,
     pollMaxSeconds: m.participantPollMaxSeconds,
     retryAttempts: m.retryAttempts,
+    announcedLocks: t.announcedLocks,
   });
 }
 
@@ -121,12 +127,23 @@ export function* migrationWorkflow(input: MigrationInput): Workflow {
   return yield* attemptingMigration(input, withPrelock);
 }
 
-/** Steps 2–6 with the pre-lock held, each phase on the state the one before returned. */
+/**
+ * Steps 2–6 with the pre-lock held, each phase on the state the one before returned. An announced
+ * grant (asked for by an instance with `announcedEscalations` and `settings.announcedLocks`) is the
+ * hard-delete lock itself: one wait, to its start on every clock, serves both, and there is nothing to
+ * escalate before the bulk copy (docs/design.md §6, announced locks).
+ */
 function* withPrelock(prelocked: Prelocked): Generator<Step, Ending, unknown> {
-  const waitUntil = convergenceWaitUntil(prelocked.grant, prelocked.input.settings);
+  const { grant, input } = prelocked;
+  const announced = isAnnouncedGrant(grant);
+  const waitUntil = announced
+    ? announcedWaitUntil(grant, input.settings.clockSkewSeconds ?? 0)
+    : convergenceWaitUntil(grant, input.settings);
   const converged = yield* convergencePhase(prelocked, waitUntil);
   if (converged.kind !== 'next') return converged;
-  const copied = yield* hardDeletePhase(converged.state);
+  const copied = announced
+    ? yield* announcedHardDeletePhase(converged.state, grant)
+    : yield* hardDeletePhase(converged.state);
   if (copied.kind !== 'next') return copied;
-  return yield* writePhase(copied.state);
+  return yield* writePhase(copied.state, announced);
 }

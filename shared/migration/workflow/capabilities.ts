@@ -28,8 +28,15 @@ export const WORKFLOW_FLOOR = 5;
  *   for as reached. The engine fires a timer up to a second early (queue visibility is whole
  *   seconds); without it the loop reads the clock, finds nothing due and sleeps again to the same
  *   instant, an episode and an action per repeat (docs/design.md §6.7).
+ * - `announcedEscalations`: with `settings.announcedLocks` (fixed at the start from the host's flag) the
+ *   pre-lock asks for an announced lock, the hard-delete lock from its grant, and each write-lock attempt
+ *   announces its window a lead ahead, renewing the hard-delete lock while it waits (docs/design.md §3.7,
+ *   §6). Without the setting the instance runs the path of version 6.
  */
-export const CAPABILITIES = { timerFiredIsDue: 6 } as const satisfies Record<string, number>;
+export const CAPABILITIES = { timerFiredIsDue: 6, announcedEscalations: 7 } as const satisfies Record<
+  string,
+  number
+>;
 
 export type Capability = keyof typeof CAPABILITIES;
 

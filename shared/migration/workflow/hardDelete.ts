@@ -34,7 +34,8 @@ function* escalateToHardDelete(state: Moving): Generator<Step, PhaseResult<Movin
   return yield* guarded(escalated, bulkCopy);
 }
 
-function* bulkCopy(state: Escalated): Generator<Step, PhaseResult<Moving>, unknown> {
+/** The bulk copy under a hard-delete lock held: after the in-flight grace, at every participant. */
+export function* bulkCopy(state: Escalated): Generator<Step, PhaseResult<Moving>, unknown> {
   const s = state.input.settings;
   yield* inFlightGrace(s, state.input);
   const copy = yield* copyAll(state, {

@@ -11,6 +11,7 @@ import type {
 import { type Cancelled, type Prelocked, cancelled, messageOf } from './state';
 import { CancelRequested, activity, publish, waitingOutConvergence } from './steps';
 import { releaseReason } from './cleanUp';
+import { takesAnnouncedLocks } from './announced';
 
 /** A pre-lock refused: another lock or a swap just now is a conflict; the resource already there, none. */
 export const prelockRefusal = (code: string): MigrationState =>
@@ -47,6 +48,7 @@ export function* tryPrelock(
     lock,
     ...prelockSaving,
     ...listedFor(input),
+    ...(takesAnnouncedLocks(input) ? { announced: true as const } : {}),
   };
   let pre: ActivityResult<PrelockGrant>;
   try {

@@ -1,8 +1,9 @@
 import { holderEndsAt } from '../../core/lock/state';
 import type { MigrationInput, MigrationSettings, Step } from '../types';
 import { nextWriteSlot } from '../window';
+import { takesAnnouncedLocks } from './announced';
 import { renewEveryMs, renewLock } from './copy';
-import { type Moving, type PhaseResult, failed, next, refused } from './state';
+import { type Ending, type Moving, type PhaseResult, failed, next, refused } from './state';
 import { now, publish, sleepUntil } from './steps';
 
 /**
@@ -30,7 +31,9 @@ const unreachableReason = (slot: number, s: MigrationSettings, cap: number, whos
 /**
  * At an attempt's start, before its pre-lock: a window closed for good, or whose next slot a new lock's
  * cap (now + ROUTELOCK_PRELOCK_MAX_SECONDS, less the clock-skew margin: rules.ts sets maxExpiresAt so)
- * could not reach, fails the attempt before any lock is taken. Null: go on to the pre-lock.
+ * could not reach, fails the attempt before any lock is taken. Null: go on to the pre-lock. Under
+ * announced locks the write lock comes two leads after the pre-lock at the earliest (the hard-delete
+ * lock's, then the window's: `announcedWriteLockAfterMs`), so the slot is sought from then.
  */
 export function* windowShutBeforePrelock(
   input: MigrationInput,
@@ -39,7 +42,8 @@ export function* windowShutBeforePrelock(
   if (window === undefined) return null;
   const s = input.settings;
   const t = yield* now();
-  const slot = nextWriteSlot(window, t, holdMsOf(s));
+  const from = takesAnnouncedLocks(input) ? t + announcedWriteLockAfterMs(s) : t;
+  const slot = nextWriteSlot(window, from, holdMsOf(s));
   if (slot === null) return { reason: `${closedReason(s)}; no lock was taken`, code: 'WindowClosed' };
   if (s.prelockMaxSeconds === undefined) return null;
   const cap = t + (s.prelockMaxSeconds - (s.clockSkewSeconds ?? 0)) * 1000;
@@ -58,6 +62,39 @@ export function* windowShutBeforePrelock(
  * all.
  */
 export function* windowPhase(state: Moving): Generator<Step, PhaseResult<Moving>, unknown> {
+  return yield* slotPhase(state, 0);
+}
+
+/**
+ * The earliest write lock after an announced pre-lock, with a bulk copy of no length: the lead to the
+ * hard-delete lock, the skew margin and the in-flight grace to the copy, then the window's lead and
+ * margin (2L + 2S + G).
+ */
+export const announcedWriteLockAfterMs = (s: MigrationSettings): number =>
+  2 * announcementLeadMs(s) + (s.inFlightGraceSeconds ?? 0) * 1000;
+
+/** A slot reached: the state, and the slot's start (absent: no window). */
+export type Slotted = { kind: 'next'; state: Moving; slot?: number } | Ending;
+
+/**
+ * The same wait for an announced lock: its write window is announced a lead L before the window opens
+ * and the write lock taken the skew margin after, so the slot is sought from now + L + S and the wait
+ * ends L + S before it (design §4, cutover windows). Answers the slot, which the announcement asks for
+ * (less the skew margin) so the write lock is taken at the slot itself.
+ */
+export function* announcedWindowPhase(state: Moving): Generator<Step, Slotted, unknown> {
+  return yield* slotPhase(state, announcementLeadMs(state.input.settings));
+}
+
+/** How long before a slot an announced lock's window is announced: the lead and the skew margin. */
+export const announcementLeadMs = (s: MigrationSettings): number =>
+  ((s.announceLeadSeconds ?? 0) + (s.clockSkewSeconds ?? 0)) * 1000;
+
+/**
+ * The wait, `leadMs` ahead of the slot (0: until the slot itself). The slot is sought from now +
+ * `leadMs`, so the write lock taken that long after the wait ends still falls at a slot.
+ */
+function* slotPhase(state: Moving, leadMs: number): Generator<Step, Slotted, unknown> {
   const { window } = state.input;
   if (window === undefined) return next(state);
   const s = state.input.settings;
@@ -66,9 +103,9 @@ export function* windowPhase(state: Moving): Generator<Step, PhaseResult<Moving>
   let capEndsAt: number | undefined;
   for (;;) {
     const t = yield* now();
-    const slot = nextWriteSlot(window, t, holdMs);
+    const slot = nextWriteSlot(window, t + leadMs, holdMs);
     if (slot === null) return failed(notWaiting(current), closedReason(s), 'WindowClosed');
-    if (slot <= t) return next(yield* opened(current));
+    if (slot - leadMs <= t) return { ...next(yield* opened(current)), ...(leadMs > 0 ? { slot } : {}) };
     const renewed = yield* renewLock(current, 'hardDelete');
     if (renewed.ok) {
       current = { ...current, etag: renewed.value.etag };
@@ -94,7 +131,7 @@ export function* windowPhase(state: Moving): Generator<Step, PhaseResult<Moving>
     const nextOpening = iso(slot);
     if (current.status.waitingForWindow?.nextOpening !== nextOpening)
       current = { ...current, status: yield* publish(current.status, { waitingForWindow: { nextOpening } }) };
-    yield* sleepUntil(Math.min(slot, t + renewEveryMs(s.hardDeleteLeaseSeconds)), current.input);
+    yield* sleepUntil(Math.min(slot - leadMs, t + renewEveryMs(s.hardDeleteLeaseSeconds)), current.input);
   }
 }
 
@@ -116,14 +153,17 @@ function* opened(state: Moving): Generator<Step, Moving, unknown> {
  * The history actions the waits of one attempt can record (attemptActionsBound's own term): all its
  * waits lie within the hard-delete lock's cap (the pre-lock cap), in rounds of one renewal and one
  * cancellable timer (3 actions) no longer than the renewal period, plus one short round per wait (one
- * before each write-lock attempt).
+ * before each write-lock attempt; under announced locks two: the cutover window's and the
+ * announcement's, workflow/announced.ts).
  */
 export function worstCaseWindowActions(t: {
   prelockMaxSeconds: number;
   hardDeleteLeaseSeconds: number;
   deltaAttempts: number;
+  announcedLocks?: boolean | undefined;
 }): number {
+  const shortRounds = (t.announcedLocks ? 2 : 1) * t.deltaAttempts;
   const rounds =
-    Math.ceil((t.prelockMaxSeconds * 1000) / renewEveryMs(t.hardDeleteLeaseSeconds)) + t.deltaAttempts;
+    Math.ceil((t.prelockMaxSeconds * 1000) / renewEveryMs(t.hardDeleteLeaseSeconds)) + shortRounds;
   return 3 * rounds;
 }

@@ -10,10 +10,11 @@ import {
   next,
   refused,
 } from './state';
-import { activity, publish, sleep, stopIfCancelled } from './steps';
+import { activity, now, publish, sleep, stopIfCancelled, waitingOutConvergence } from './steps';
+import { announceWriteWindow, holdHardDeleteUntil } from './announced';
 import { releaseReason } from './cleanUp';
 import { swapPhase } from './swap';
-import { windowPhase } from './window';
+import { announcedWindowPhase, windowPhase } from './window';
 import { verifyRound } from './verify';
 
 /**
@@ -32,23 +33,31 @@ interface Overran {
  * `deltaAttempts` times. A delta that overruns, or a verify that finds a mismatch: release the write
  * lock (writes resume, the hard-delete lock stays), wait, renew the hard-delete lock, try again; after
  * the last attempt, fail (`VerificationFailed` when the last one found a mismatch).
+ *
+ * `announced` (an announced lock is held): each attempt announces its write window first and holds the
+ * hard-delete lock until it opens (workflow/announced.ts); after an overrun the retry delay runs inside
+ * that wait instead of before it. The write lock, delta, verify, swap and downgrade are as without.
  */
-export function* writePhase(state: Moving): Generator<Step, Ending, unknown> {
+export function* writePhase(state: Moving, announced = false): Generator<Step, Ending, unknown> {
   const s = state.input.settings;
   let current = state;
   let lastOverrun = '';
   let lastMismatched = false;
   for (let attempt = 1; attempt <= s.deltaAttempts; attempt += 1) {
-    if (attempt > 1) {
+    // announced: the retry delay runs inside the announcement's wait, which starts at once
+    const delayEndsAt = attempt > 1 && announced ? yield* retryDelayEndsAt(current) : undefined;
+    if (attempt > 1 && !announced) {
       const renewed = yield* guarded(current, renewBetweenAttempts);
       if (renewed.kind !== 'next') return renewed;
       current = renewed.state;
     }
     // the write lock only inside the cutover window (workflow/window.ts)
-    const open = yield* guarded(current, windowPhase);
+    const open = announced
+      ? yield* guarded(current, (held) => announcedWindow(held, delayEndsAt))
+      : yield* guarded(current, windowPhase);
     if (open.kind !== 'next') return open;
     current = open.state;
-    const tried = yield* guarded(current, (held) => writeAttempt(held, attempt));
+    const tried = yield* guarded(current, (held) => writeAttempt(held, attempt, announced));
     if (tried.kind !== 'overran') return tried;
     current = tried.state;
     lastOverrun = tried.overrun;
@@ -79,10 +88,42 @@ function* renewBetweenAttempts(state: Moving): Generator<Step, PhaseResult<Movin
   return next(state);
 }
 
-function* writeAttempt(state: Moving, attempt: number): Generator<Step, Ending | Overran, unknown> {
+/** When the delay after an overrun attempt ends (its own clock), for an announced lock's next attempt. */
+function* retryDelayEndsAt(state: Moving): Generator<Step, number, unknown> {
+  return (yield* now()) + state.input.settings.deltaRetryDelaySeconds * 1000;
+}
+
+/**
+ * Before each write-lock attempt on an announced lock: the cutover window's slot (if any) an
+ * announcement's lead ahead, the announcement, then the hard-delete lock held (renewed) until the
+ * window opens on every clock and the retry delay, if any, is over.
+ */
+function* announcedWindow(
+  state: Moving,
+  delayEndsAt: number | undefined,
+): Generator<Step, PhaseResult<Moving>, unknown> {
+  const slotted = yield* announcedWindowPhase(state);
+  if (slotted.kind !== 'next') return slotted;
+  const skewMs = (state.input.settings.clockSkewSeconds ?? 0) * 1000;
+  const at = slotted.slot === undefined ? undefined : slotted.slot - skewMs;
+  const announced = yield* announceWriteWindow(slotted.state, at);
+  if (announced.kind !== 'announced') return announced;
+  return yield* holdHardDeleteUntil(announced.state, Math.max(announced.opensAt, delayEndsAt ?? 0));
+}
+
+function* writeAttempt(
+  state: Moving,
+  attempt: number,
+  announced: boolean,
+): Generator<Step, Ending | Overran, unknown> {
   const { resourceId, lock } = state.input;
   yield* stopIfCancelled();
-  const w = yield* activity('escalate', { resourceId, lock, phase: 'write', ifMatch: state.etag });
+  const request = { resourceId, lock, phase: 'write' as const, ifMatch: state.etag };
+  // An announced lock's write lock opens with the window on every clock: an activity on a clock behind
+  // the workflow's is told to wait (ConvergencePending, Retry-After), and waits it out.
+  const w = announced
+    ? yield* waitingOutConvergence('escalate', request, state.input.settings, state.input)
+    : yield* activity('escalate', request);
   if (!w.ok) return refused(state, 'escalate to write', w);
   const writing: Escalated = {
     ...state,
