@@ -80,6 +80,13 @@ const VERSIONS: VersionRow[] = [
     resumes: { method: 'GET', postsAgain: false },
     extraScenarios: ['window-wait'],
   },
+  // announcedEscalations, recorded with announced locks on; one more stopped in the announcement's wait
+  {
+    prefix: 'v7',
+    workflowVersion: 7,
+    resumes: { method: 'GET', postsAgain: false },
+    extraScenarios: ['window-wait', 'announcement-wait'],
+  },
 ];
 
 const scenariosOf = (prefix: string) => SCENARIOS.filter((s) => s.name.startsWith(`${prefix}-`));
@@ -259,43 +266,84 @@ if (!recording)
     });
   });
 
+/** A stopped fixture resumed: replayed to its recorded actions, then run on; answers the final status. */
+async function resumeStopped(name: string): Promise<{ output: MigrationStatus; calls: { job: string }[] }> {
+  const scenario = SCENARIOS.find((s) => s.name === name);
+  if (!scenario) throw new Error('scenario missing');
+  const recorded = readHistory(scenario.name);
+  expect(recorded.result.runtimeStatus).toBe('Running');
+  const m = await scenarioMigration(scenario);
+  expect(await replayActivities(recorded, (fn, input, now) => m.runActivity(fn, input, now))).toEqual([]);
+  const participant = participantJobs({
+    answers: scenario.version.answers,
+    durationMs: () => scenario.jobMs,
+    ...(scenario.verify ? { verify: scenario.verify } : {}),
+  });
+  primeParticipant(recorded, participant.http);
+  participant.calls.splice(0);
+  const seen: unknown[][] = [];
+  const result = await m
+    .make({
+      history: recorded.history,
+      observe: (_run, actions) => seen.push(actions),
+      http: participant.http,
+    })
+    .run();
+  expect(seen[0]).toEqual(recorded.orchestratorActions);
+  expect(result.error).toBeUndefined();
+  return { output: result.output as MigrationStatus, calls: participant.calls };
+}
+
 if (!recording)
-  test('v5-window-wait: the history stopped in a window wait replays to its actions, then takes the write lock when the window opens', async () => {
-    const scenario = SCENARIOS.find((s) => s.name === 'v5-window-wait');
-    if (!scenario) throw new Error('scenario missing');
-    const recorded = readHistory(scenario.name);
-    expect(recorded.result.runtimeStatus).toBe('Running');
-    const m = await scenarioMigration(scenario);
-    expect(await replayActivities(recorded, (fn, input, now) => m.runActivity(fn, input, now))).toEqual([]);
-    const participant = participantJobs({
-      answers: scenario.version.answers,
-      durationMs: () => scenario.jobMs,
-      ...(scenario.verify ? { verify: scenario.verify } : {}),
-    });
-    primeParticipant(recorded, participant.http);
-    participant.calls.splice(0);
-    const seen: unknown[][] = [];
-    const result = await m
-      .make({
-        history: recorded.history,
-        observe: (_run, actions) => seen.push(actions),
-        http: participant.http,
-      })
-      .run();
-    expect(seen[0]).toEqual(recorded.orchestratorActions);
-    expect(result.error).toBeUndefined();
-    const output = result.output as MigrationStatus;
-    expect(output).toMatchObject({ status: 'Completed', phase: 'swapped' });
-    expect(output).not.toHaveProperty('waitingForWindow');
-    // 06:00 Europe/Berlin on 2026-03-01 is 05:00Z: the write lock not before it
-    expect(Date.parse(output.timeline.writeAt as string)).toBeGreaterThanOrEqual(
-      Date.parse('2026-03-01T05:00:00Z'),
-    );
-    expect(Date.parse(output.timeline.writeAt as string)).toBeLessThan(Date.parse('2026-03-01T07:00:00Z'));
-    // the delta copied after the wait, then verified
-    expect(participant.calls.some((c) => c.job.startsWith('messages.test:deltaCopy'))).toBe(true);
+  test('v7-announcement-wait: the history stopped in the announcement wait replays to its actions, then takes the write lock when the window opens', async () => {
+    const { output, calls } = await resumeStopped('v7-announcement-wait');
+    expect(output).toMatchObject({ status: 'Completed', phase: 'swapped', deltaAttempts: 1 });
+    // dev timing: the write lock at the announced window (plus a skew margin of 0)
+    expect(output.timeline.writeAt).toBe(output.timeline.writeWindowAt);
+    expect(calls.some((c) => c.job.startsWith('messages.test:deltaCopy'))).toBe(true);
     expect(output.verifications?.map((v) => v.outcome)).toEqual(['match']);
   });
+
+if (!recording)
+  test.each(['v5-window-wait', 'v7-window-wait'])(
+    '%s: the history stopped in a window wait replays to its actions, then takes the write lock when the window opens',
+    async (name) => {
+      const scenario = SCENARIOS.find((s) => s.name === name);
+      if (!scenario) throw new Error('scenario missing');
+      const recorded = readHistory(scenario.name);
+      expect(recorded.result.runtimeStatus).toBe('Running');
+      const m = await scenarioMigration(scenario);
+      expect(await replayActivities(recorded, (fn, input, now) => m.runActivity(fn, input, now))).toEqual([]);
+      const participant = participantJobs({
+        answers: scenario.version.answers,
+        durationMs: () => scenario.jobMs,
+        ...(scenario.verify ? { verify: scenario.verify } : {}),
+      });
+      primeParticipant(recorded, participant.http);
+      participant.calls.splice(0);
+      const seen: unknown[][] = [];
+      const result = await m
+        .make({
+          history: recorded.history,
+          observe: (_run, actions) => seen.push(actions),
+          http: participant.http,
+        })
+        .run();
+      expect(seen[0]).toEqual(recorded.orchestratorActions);
+      expect(result.error).toBeUndefined();
+      const output = result.output as MigrationStatus;
+      expect(output).toMatchObject({ status: 'Completed', phase: 'swapped' });
+      expect(output).not.toHaveProperty('waitingForWindow');
+      // 06:00 Europe/Berlin on 2026-03-01 is 05:00Z: the write lock not before it
+      expect(Date.parse(output.timeline.writeAt as string)).toBeGreaterThanOrEqual(
+        Date.parse('2026-03-01T05:00:00Z'),
+      );
+      expect(Date.parse(output.timeline.writeAt as string)).toBeLessThan(Date.parse('2026-03-01T07:00:00Z'));
+      // the delta copied after the wait, then verified
+      expect(participant.calls.some((c) => c.job.startsWith('messages.test:deltaCopy'))).toBe(true);
+      expect(output.verifications?.map((v) => v.outcome)).toEqual(['match']);
+    },
+  );
 
 describe('recorded histories, every version', () => {
   if (recording) return;

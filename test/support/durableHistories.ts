@@ -9,7 +9,7 @@ import {
   type WireEvent,
 } from '../../testkit/durableReplay';
 import { activityFunctionName } from '../../functions/durable/runOnDurable';
-import { type InputVersion, V5, V6, durableMigration, participantJobs } from './durableMigrations';
+import { type InputVersion, V5, V6, V7, durableMigration, participantJobs } from './durableMigrations';
 
 /**
  * Durable histories recorded with the orchestrator of the day through the faithful harness, kept as
@@ -127,8 +127,55 @@ const V6_SCENARIOS: HistoryScenario[] = V5_SCENARIOS.map((scenario) => ({
   version: { ...scenario.version, label: V6.label, toInput: (i) => V6.toInput(scenario.version.toInput(i)) },
 }));
 
+/**
+ * Version 7's histories, with announced locks on: the dev profile's lead (L = 4 s) and leases, so that a
+ * renewal lands its lead before the lease's end (a 300 s lease could not: L ≤ ⅔ lease), and a pre-lock
+ * cap of a day, so the daily window is in reach. Each shape as before, and one stopped in the
+ * announcement's wait (the hard-delete lock renewed while the window is announced, not yet open).
+ */
+const ANNOUNCED = {
+  ROUTELOCK_PROFILE: 'dev',
+  ROUTELOCK_ANNOUNCED_LOCKS: 'true',
+  ROUTELOCK_PRELOCK_MAX_SECONDS: '86400',
+};
+const isAnnounce = (a: { name?: string }) => a.name === activityFunctionName('announce');
+/** Jobs within the dev write budget (60 s), still longer than a renewal period (40 s, 10 s for write). */
+const DEV_JOB_MS: Record<string, number> = { 'v5-one-participant': 45_000, 'v5-mid-bulk-copy': 50_000 };
+const V7_SCENARIOS: HistoryScenario[] = [
+  ...V5_SCENARIOS.map((scenario) => ({
+    ...scenario,
+    name: scenario.name.replace(/^v5-/, 'v7-'),
+    jobMs: DEV_JOB_MS[scenario.name] ?? scenario.jobMs,
+    description: `${scenario.description}; announced locks (dev timing, a day's pre-lock cap)`,
+    // the window's five hours in rounds of a third of an hour's lease, not of dev's 120 s
+    env:
+      scenario.name === 'v5-window-wait'
+        ? { ...ANNOUNCED, ROUTELOCK_HARD_DELETE_LEASE_SECONDS: '3600' }
+        : ANNOUNCED,
+    version: {
+      ...scenario.version,
+      label: V7.label,
+      toInput: (i: MigrationInput) => V7.toInput(scenario.version.toInput(i)),
+    },
+  })),
+  {
+    name: 'v7-announcement-wait',
+    version: V7,
+    description:
+      'one participant (20 s copies), announced locks (dev timing: L = 4 s, 120 s hard-delete lease): the bulk copy done, the write window announced; stopped in the wait for it to open, after the first renewal there',
+    participants: MESSAGES,
+    env: ANNOUNCED,
+    jobMs: 20_000,
+    verify: MATCH,
+    stopWhen: ({ actions }) => {
+      const announced = actions.findIndex(isAnnounce);
+      return announced >= 0 && actions.slice(announced).some((a) => a.name === 'migrationRenew');
+    },
+  },
+];
+
 /** Every version's histories still replayed (WORKFLOW_FLOOR to WORKFLOW_VERSION). */
-export const SCENARIOS: HistoryScenario[] = [...V5_SCENARIOS, ...V6_SCENARIOS];
+export const SCENARIOS: HistoryScenario[] = [...V5_SCENARIOS, ...V6_SCENARIOS, ...V7_SCENARIOS];
 
 export interface RecordedHistory {
   name: string;

@@ -137,6 +137,17 @@ export const V6: InputVersion = {
   toInput: (i) => ({ ...i, workflowVersion: 6 }),
 };
 
+/**
+ * Inputs of workflow version 7 (`announcedEscalations`): the participants connected as for version 6.
+ * Its scenarios start with ROUTELOCK_ANNOUNCED_LOCKS on (durableHistories.ts), so the input's
+ * settings carry `announcedLocks` and the path is the announced one.
+ */
+export const V7: InputVersion = {
+  ...V5,
+  label: 'v7 (workflowVersion 7)',
+  toInput: (i) => ({ ...i, workflowVersion: 7 }),
+};
+
 /** A reply's body as the callParticipant activity hands it on: JSON parsed, anything else as text. */
 function jsonOrText(content: string): unknown {
   try {
