@@ -52,6 +52,7 @@ export {
   MAX_MIGRATION_ATTEMPTS,
   simpleSchedulePeriodSeconds,
   timingInequalities,
+  announcedInequalities,
 } from './migration/settings';
 
 export interface Config {

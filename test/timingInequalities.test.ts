@@ -1,4 +1,4 @@
-import { type Config, parseConfig, timingInequalities } from '../shared/config';
+import { type Config, announcedInequalities, parseConfig, timingInequalities } from '../shared/config';
 import { profiles } from '../shared/core/profiles';
 import { renewEveryMs } from '../shared/migration/workflow';
 import type { HttpCall } from '../shared/migration/types';
@@ -31,6 +31,77 @@ test.each(['production', 'dev', 'probe'] as const)(
     expect(timingInequalities(numbers(p), 0)).toEqual([]);
   },
 );
+
+test.each(['production', 'dev', 'probe'] as const)(
+  'the shipped %s profile satisfies every inequality under announced locks',
+  (p) => {
+    const config = parseConfig({ ...profiles[p], ROUTELOCK_ANNOUNCED_LOCKS: 'true' });
+    expect(announcedInequalities(numbers(p), config.timing.announceLeadSeconds)).toEqual([]);
+  },
+);
+
+describe('under announced locks each inequality broken is refused at start-up, naming its variables', () => {
+  const refused = (env: Record<string, string>) => {
+    try {
+      parseConfig({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_ANNOUNCED_LOCKS: 'true', ...env });
+      return '';
+    } catch (error) {
+      return (error as Error).message;
+    }
+  };
+  // dev: L = 4 s (convergence delay 3 + skew 0 + buffer 1), G = 1, budget 60, 3 attempts, delay 1, lease 120
+  test.each([
+    // 1: the cap against 4 + 0 + 1 + 3 × (4 + 0 + 60) + 0 = 197 s (the buffer's 1 s more: 200)
+    [
+      'pre-lock cap at the bound',
+      { ROUTELOCK_PRELOCK_MAX_SECONDS: '197' },
+      /ROUTELOCK_PRELOCK_MAX_SECONDS: under announced locks must exceed the announcement lead L \(4 s.*\(197 s\), got 197/,
+    ],
+    ['pre-lock cap 1 s above', { ROUTELOCK_PRELOCK_MAX_SECONDS: '198' }, null],
+    // 4: ⅔ of 120 = 80 against 4 + 1 + 60 + delay + 0: a delay of 15 reaches it
+    [
+      'retry delay at the bound',
+      { ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '15' },
+      /ROUTELOCK_HARD_DELETE_LEASE_SECONDS: under announced locks two thirds of it \(80 s\) must outlast the announcement lead L \(4 s.*ROUTELOCK_DELTA_RETRY_DELAY_SECONDS \+ ROUTELOCK_CLOCK_SKEW_SECONDS \(80 s\)/,
+    ],
+    ['retry delay 1 s under', { ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '14' }, null],
+    [
+      'one delta attempt never renews after an overrun',
+      { ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '15', ROUTELOCK_DELTA_ATTEMPTS: '1' },
+      null,
+    ],
+    // 6: a safety buffer of 76 s makes L = 79 against ⅔ lease − 2S − G = 79: holds; 77 breaks it
+    [
+      'lead 1 s over what a renewal leaves',
+      {
+        ROUTELOCK_SAFETY_BUFFER_SECONDS: '77',
+        ROUTELOCK_DELTA_ATTEMPTS: '1',
+        ROUTELOCK_PRELOCK_MAX_SECONDS: '86400',
+      },
+      /ROUTELOCK_HARD_DELETE_LEASE_SECONDS: under announced locks two thirds of it \(80 s, what a renewal leaves\) must be at least the announcement lead L \(80 s.*\(81 s\)/,
+    ],
+    [
+      'lead at what a renewal leaves',
+      {
+        ROUTELOCK_SAFETY_BUFFER_SECONDS: '76',
+        ROUTELOCK_DELTA_ATTEMPTS: '1',
+        ROUTELOCK_PRELOCK_MAX_SECONDS: '86400',
+      },
+      null,
+    ],
+  ] as [string, Record<string, string>, RegExp | null][])('%s', (_label, env, expected) => {
+    const message = refused(env);
+    if (expected === null) expect(message).toBe('');
+    else expect(message).toMatch(expected);
+  });
+
+  test('negative control: with announced locks off the same values start', () => {
+    expect(refused({ ROUTELOCK_ANNOUNCED_LOCKS: 'false', ROUTELOCK_PRELOCK_MAX_SECONDS: '197' })).toBe('');
+    expect(refused({ ROUTELOCK_ANNOUNCED_LOCKS: 'false', ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '15' })).toBe(
+      '',
+    );
+  });
+});
 
 test('each inequality broken is refused at start-up, the message naming its variables', () => {
   const refused = (env: Record<string, string>) => {

@@ -149,6 +149,49 @@ export function timingInequalities(t: TimingNumbers, earliestEscalationSeconds: 
   return problems;
 }
 
+/** How the announcement lead L is named in a message: its value and the variables it is made of. */
+const leadNamed = (lead: number): string =>
+  `the announcement lead L (${lead} s: the convergence delay + ROUTELOCK_CLOCK_SKEW_SECONDS + ROUTELOCK_SAFETY_BUFFER_SECONDS)`;
+
+/**
+ * The inequalities under announced locks (ROUTELOCK_ANNOUNCED_LOCKS; docs/design.md §3.7), checked
+ * besides `timingInequalities` (whose 1 and 4 they tighten); L = `lead`, k = delta attempts:
+ *
+ * 1. the pre-lock cap holds one attempt with an empty bulk copy: L to the hard-delete lock, S + G to the
+ *    copy, then per write-lock attempt L + S to the window and the budget, and the holder's S;
+ * 4. (k > 1) what a renewal leaves (⅔ of the hard-delete lease) outlasts an overrun attempt and still
+ *    finds L left: L + G + budget + delay + S;
+ * 6. a renewal lands at least L before the lease's end (the rule refuses it otherwise): the bulk copy's
+ *    first renewal comes a third of the lease after the copy starts, S + G after the lease's start, on a
+ *    clock up to S from the rule's, so ⅔ lease ≥ L + 2S + G. (Later ones, a third of the lease after the
+ *    one before, leave more.)
+ */
+export function announcedInequalities(t: TimingNumbers, lead: number): string[] {
+  const problems: string[] = [];
+  const skew = t.ROUTELOCK_CLOCK_SKEW_SECONDS;
+  const grace = t.ROUTELOCK_INFLIGHT_GRACE_SECONDS;
+  const budget = t.ROUTELOCK_WRITE_BUDGET_SECONDS;
+  const k = t.ROUTELOCK_DELTA_ATTEMPTS;
+  const attempt = lead + skew + grace + k * (lead + skew + budget) + skew;
+  if (t.ROUTELOCK_PRELOCK_MAX_SECONDS <= attempt)
+    problems.push(
+      `ROUTELOCK_PRELOCK_MAX_SECONDS: under announced locks must exceed ${leadNamed(lead)} + ROUTELOCK_CLOCK_SKEW_SECONDS + ROUTELOCK_INFLIGHT_GRACE_SECONDS + ROUTELOCK_DELTA_ATTEMPTS × (L + ROUTELOCK_CLOCK_SKEW_SECONDS + ROUTELOCK_WRITE_BUDGET_SECONDS) + ROUTELOCK_CLOCK_SKEW_SECONDS (${attempt} s), got ${t.ROUTELOCK_PRELOCK_MAX_SECONDS}`,
+    );
+  const lease = t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS;
+  const leaseLeft = lease - renewEveryMs(lease) / 1000;
+  const overrun = lead + grace + budget + t.ROUTELOCK_DELTA_RETRY_DELAY_SECONDS + skew;
+  if (k > 1 && leaseLeft <= overrun)
+    problems.push(
+      `ROUTELOCK_HARD_DELETE_LEASE_SECONDS: under announced locks two thirds of it (${leaseLeft} s) must outlast ${leadNamed(lead)} + ROUTELOCK_INFLIGHT_GRACE_SECONDS + ROUTELOCK_WRITE_BUDGET_SECONDS + ROUTELOCK_DELTA_RETRY_DELAY_SECONDS + ROUTELOCK_CLOCK_SKEW_SECONDS (${overrun} s), or the renewal after an overrun delta attempt is refused for the lead`,
+    );
+  const renewal = lead + 2 * skew + grace;
+  if (leaseLeft < renewal)
+    problems.push(
+      `ROUTELOCK_HARD_DELETE_LEASE_SECONDS: under announced locks two thirds of it (${leaseLeft} s, what a renewal leaves) must be at least ${leadNamed(lead)} + 2 × ROUTELOCK_CLOCK_SKEW_SECONDS + ROUTELOCK_INFLIGHT_GRACE_SECONDS (${renewal} s), or each renewal is refused for the lead`,
+    );
+  return problems;
+}
+
 /**
  * A migration's attempts with a fresh lock (design §6.3): each one may record a whole copy's history.
  */
@@ -395,6 +438,7 @@ export function migrationLayerSettings(
     ROUTELOCK_COALESCE_JOIN_MS: t.coalesceJoinMs,
   };
   problems.push(...timingInequalities(numbers, earliestEscalationSeconds(t)));
+  if (t.announcedLocks) problems.push(...announcedInequalities(numbers, t.announceLeadSeconds));
   const reconciliation: ReconciliationConfig = {
     schedule: e.ROUTELOCK_RECONCILE_SCHEDULE,
     intervalSeconds: e.ROUTELOCK_RECONCILE_INTERVAL_SECONDS,
@@ -403,7 +447,7 @@ export function migrationLayerSettings(
   };
   problems.push(...reconciliationProblems(reconciliation, core.store.kind, core.host));
   const participantTimeoutSeconds = participantTimeout(numbers, e, problems);
-  problems.push(...historyBoundProblems(numbers, m, e));
+  problems.push(...historyBoundProblems(numbers, m, e, t.announcedLocks));
   return {
     migration: {
       participants: e.ROUTELOCK_PARTICIPANTS,
@@ -472,8 +516,14 @@ function participantTimeout(t: TimingNumbers, e: MigrationEnvValues, problems: s
 }
 
 /** A whole attempt's worst-case orchestration actions must fit under the Durable extension's cap. */
-function historyBoundProblems(t: TimingNumbers, m: MigrationProfileValues, e: MigrationEnvValues): string[] {
+function historyBoundProblems(
+  t: TimingNumbers,
+  m: MigrationProfileValues,
+  e: MigrationEnvValues,
+  announcedLocks: boolean,
+): string[] {
   const attemptActions = worstCaseAttemptActions({
+    announcedLocks,
     participants: e.ROUTELOCK_PARTICIPANTS.length,
     prelockMaxSeconds: t.ROUTELOCK_PRELOCK_MAX_SECONDS,
     hardDeleteLeaseSeconds: t.ROUTELOCK_HARD_DELETE_LEASE_SECONDS,
