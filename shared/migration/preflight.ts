@@ -2,8 +2,14 @@ import type { TimingConfig } from '../core/settings';
 import { type Participant, participantsFor } from './participants';
 import { isRouteLockError } from '../core/errors';
 import { type Location, type LocationDocument, normalizeLocation, sameLocation } from '../core/lock/document';
-import { prelockStartsAt } from '../core/lock/rules';
-import { earliestEscalationAt, liveLock, phaseExpiresAt, retiredSourceWindow } from '../core/lock/state';
+import { announcedStartsAt, prelockStartsAt } from '../core/lock/rules';
+import {
+  announcedWaitUntil,
+  earliestEscalationAt,
+  liveLock,
+  phaseExpiresAt,
+  retiredSourceWindow,
+} from '../core/lock/state';
 import { type AllowedRegions, isAllowedRegion } from '../core/regions';
 import type { Router } from '../core/router';
 import type { MigrationRecords } from './store/ports/migrations';
@@ -206,11 +212,26 @@ export function preflightTiming(facts: PreflightFacts, now: number, s: Preflight
     writeBudgetSeconds: s.migration.writeBudgetSeconds,
     migrationAttempts: s.migration.migrationAttempts ?? 1,
     ...(slot === undefined ? {} : { nextWriteSlotAt: slot === null ? null : new Date(slot).toISOString() }),
+    ...(slot === null ? {} : writeWindowAt(slot ?? Date.parse(earliestWriteLockAt(facts, now, s)), s)),
   };
 }
 
-/** The earliest a first escalation can succeed after a pre-lock taken now (the workflow's rule). */
+/**
+ * Whether a migration started now takes announced locks: the settings it would start with (the flag,
+ * fixed into its input, workflow/announced.ts).
+ */
+const announced = (s: PreflightSettings): boolean => s.migration.announcedLocks === true;
+
+/**
+ * The earliest a first escalation can succeed after a pre-lock taken now (the workflow's rule). Under
+ * announced locks: when the pre-lock, the hard-delete lock itself, is in force on every clock.
+ */
 function escalationAt(now: number, s: PreflightSettings): number {
+  if (announced(s))
+    return announcedWaitUntil(
+      { startsAt: new Date(announcedStartsAt(now, s.timing)).toISOString() },
+      s.timing.clockSkewSeconds,
+    );
   const startsAt = prelockStartsAt(now, s.timing);
   return earliestEscalationAt(
     { acquiredAt: new Date(now).toISOString(), startsAt: new Date(startsAt).toISOString() },
@@ -222,12 +243,26 @@ function escalationAt(now: number, s: PreflightSettings): number {
   );
 }
 
-/** now + convergence wait + in-flight grace (the bulk copy's duration, unknown, comes on top). */
+/**
+ * now + convergence wait + in-flight grace (the bulk copy's duration, unknown, comes on top). Under
+ * announced locks the write window is announced when the bulk copy ends and the write lock taken a
+ * lead and a skew margin later: now + L + S + G + L + S (docs/design.md §4).
+ */
 function earliestWriteLockAt(facts: PreflightFacts, now: number, s: PreflightSettings): string {
   const copying = participantsFor(facts.resourceId, s.migration.participants).length > 0;
   // the in-flight grace guards each copy; a lock-only migration skips it (docs/design.md §6.3)
   const grace = copying ? (s.migration.inFlightGraceSeconds ?? 0) * 1000 : 0;
-  return new Date(escalationAt(now, s) + grace).toISOString();
+  const window = announced(s) ? (s.timing.announceLeadSeconds + s.timing.clockSkewSeconds) * 1000 : 0;
+  return new Date(escalationAt(now, s) + grace + window).toISOString();
+}
+
+/**
+ * Under announced locks, the write window the write lock would be taken in: from the earliest write lock
+ * (or the cutover slot) less the skew margin, when readers start reading the write region through.
+ */
+function writeWindowAt(writeLockAt: number, s: PreflightSettings): { writeWindowAt?: string } {
+  if (!announced(s)) return {};
+  return { writeWindowAt: new Date(writeLockAt - s.timing.clockSkewSeconds * 1000).toISOString() };
 }
 
 /** The pure core: (facts, now, settings) → the report. `rules` is a seam for the negative control. */

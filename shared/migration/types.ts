@@ -539,7 +539,10 @@ export interface PreflightCheck {
 }
 
 export interface PreflightTiming {
-  /** The workflow's convergence wait after the pre-lock (convergenceWaitUntil, escalation rule included). */
+  /**
+   * The workflow's convergence wait after the pre-lock (convergenceWaitUntil, escalation rule included);
+   * under announced locks, to the hard-delete lock in force on every clock (L + S).
+   */
   convergenceWaitSeconds: number;
   /** now + convergence wait + in-flight grace: the bulk copy's duration comes on top, and is unknown. */
   earliestWriteLockAt: string;
@@ -551,6 +554,11 @@ export interface PreflightTiming {
    * (migration/window nextWriteSlot); null when it has none.
    */
   nextWriteSlotAt?: string | null;
+  /**
+   * Under announced locks (ROUTELOCK_ANNOUNCED_LOCKS): the write window the write lock would be taken
+   * in, at the earliest (or at the cutover slot), less the skew margin. Absent without them.
+   */
+  writeWindowAt?: string;
 }
 
 export interface PreflightReport {

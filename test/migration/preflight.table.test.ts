@@ -175,5 +175,35 @@ describe('preflight: timing', () => {
     const t = preflight(facts(), NOW, withParticipant).timing;
     expect(t.earliestWriteLockAt).toBe(iso(t.convergenceWaitSeconds + 5));
     expect(t.bulkCopyDuration).toBe('unknown');
+    expect(t).not.toHaveProperty('writeWindowAt');
+  });
+
+  describe('under announced locks (production: L = 8105 s, S = 5 s, G = 5 s)', () => {
+    const on = parseConfig({ ROUTELOCK_ANNOUNCED_LOCKS: 'true' });
+    const announced = (participants: boolean): PreflightSettings => ({
+      timing: on.timing,
+      migration: {
+        ...migrationSettings(on),
+        inFlightGraceSeconds: 5,
+        participants: participants ? [{ name: 'messages', url: 'http://127.0.0.1:1/migrate' }] : [],
+      },
+      allowedRegions: null,
+    });
+    test.each([
+      // the hard-delete lock in force on every clock at L + S; the window L after the bulk copy, the write lock S after
+      ['with a participant', true, 8110, 8110 + 5 + 8110],
+      ['lock-only: no in-flight grace', false, 8110, 8110 + 8110],
+    ])('%s', (_label, participants, wait, writeLock) => {
+      const t = preflight(facts(), NOW, announced(participants)).timing;
+      expect(t.convergenceWaitSeconds).toBe(wait);
+      expect(t.earliestWriteLockAt).toBe(iso(writeLock));
+      expect(t.writeWindowAt).toBe(iso(writeLock - 5));
+    });
+    test('with a cutover window: its slot from the earliest write lock, the window S before it', () => {
+      const window = { notBefore: iso(86_400) };
+      const t = preflight(facts({ window }), NOW, announced(true)).timing;
+      expect(t.nextWriteSlotAt).toBe(iso(86_400));
+      expect(t.writeWindowAt).toBe(iso(86_400 - 5));
+    });
   });
 });
