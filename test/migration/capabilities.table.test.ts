@@ -1,3 +1,5 @@
+import type { MigrationInput } from '../../shared/migration/types';
+import { takesAnnouncedLocks } from '../../shared/migration/workflow/announced';
 import { WORKFLOW_VERSION } from '../../shared/migration/types';
 import {
   CAPABILITIES,
@@ -60,9 +62,20 @@ test('a new migration (WORKFLOW_VERSION) is replayed; a version below the floor 
   expect(workflowCapabilities({ workflowVersion: WORKFLOW_VERSION })).toBeInstanceOf(Set);
   expect(supportsVersion(WORKFLOW_FLOOR - 1)).toBe(false);
   expect(() => workflowCapabilities({ workflowVersion: WORKFLOW_FLOOR - 1 })).toThrow(
-    /workflow version 4 is not replayed by this deployment, which runs versions 5 to 6/,
+    /workflow version 4 is not replayed by this deployment, which runs versions 5 to 7/,
   );
   expect(() => workflowCapabilities({})).toThrow(UnsupportedWorkflowVersion);
+});
+
+test('announcedEscalations: an instance of version 7 has it; it asks for announced locks only with the flag in its input', () => {
+  expect(has(workflowCapabilities({ workflowVersion: 7 }), 'announcedEscalations')).toBe(true);
+  expect(has(workflowCapabilities({ workflowVersion: 6 }), 'announcedEscalations')).toBe(false);
+  const input = (workflowVersion: number, announcedLocks?: true) =>
+    ({ workflowVersion, settings: announcedLocks ? { announcedLocks } : {} }) as unknown as MigrationInput;
+  expect(takesAnnouncedLocks(input(7, true))).toBe(true);
+  expect(takesAnnouncedLocks(input(7))).toBe(false);
+  // negative control: a version-6 input that somehow carries the setting keeps version 6's path
+  expect(takesAnnouncedLocks(input(6, true))).toBe(false);
 });
 
 test('timerFiredIsDue: an instance of version 6 has it, one of version 5 keeps the old path', () => {
