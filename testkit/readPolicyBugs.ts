@@ -1,4 +1,4 @@
-import { type HeldCopy, readAction, windowFrom } from '../shared/core/lock/readPolicy';
+import { type HeldCopy, readAction, windowFrom, withinTtl } from '../shared/core/lock/readPolicy';
 
 /**
  * Broken read policies, planted through the router's `readAction` seam (shared/core/router.ts
@@ -22,7 +22,7 @@ export function plantedReadAction(bug: ReadPolicyBug): typeof readAction {
       return readAction({ ...copy, provenance: 'writeRegion' }, now, timing);
     if (bug === 'legacyForAll') return readAction(asLegacy(copy), now, timing);
     const real = readAction(copy, now, timing);
-    const fresh = now < copy.readStartedAt + timing.localCacheTtlSeconds * 1000;
+    const fresh = withinTtl(copy, now, timing);
     const inWindow = now >= windowFrom(copy, timing.clockSkewSeconds);
     if (bug === 'servedPastTtl') return !inWindow && !fresh ? { kind: 'serve' } : real;
     if (!inWindow) return real;

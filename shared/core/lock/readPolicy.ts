@@ -94,12 +94,12 @@ export function windowFrom(copy: HeldCopy, skewSeconds: number): number {
   return Number.POSITIVE_INFINITY;
 }
 
-/** Until when `copy` may be served from cache at all: the earlier of its window and its TTL's end. */
-export function servableUntil(copy: HeldCopy, timing: ReadTiming): number {
-  return Math.min(
-    windowFrom(copy, timing.clockSkewSeconds),
-    copy.readStartedAt + timing.localCacheTtlSeconds * SECOND,
-  );
+/**
+ * Whether `copy` is within its TTL at `now`: at most the local TTL old, counted from its read's start (the
+ * TTL's last millisecond included, as the router's cache always counted it).
+ */
+export function withinTtl(copy: Pick<HeldCopy, 'readStartedAt'>, now: number, timing: ReadTiming): boolean {
+  return now - copy.readStartedAt <= timing.localCacheTtlSeconds * SECOND;
 }
 
 /**
@@ -114,7 +114,7 @@ export function servableUntil(copy: HeldCopy, timing: ReadTiming): number {
  */
 export function readAction(copy: HeldCopy | undefined, now: number, timing: ReadTiming): ReadAction {
   if (copy === undefined) return REFRESH;
-  const fresh = now < copy.readStartedAt + timing.localCacheTtlSeconds * SECOND;
+  const fresh = withinTtl(copy, now, timing);
   const lock = copy.doc.lock;
   if (lock !== null && !announcedForReads(lock) && !fresh) return REFRESH;
   if (now >= windowFrom(copy, timing.clockSkewSeconds)) return READ_THROUGH;
