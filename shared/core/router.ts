@@ -403,8 +403,10 @@ export class Router {
     const copy = this.heldCopy(nearest.stored, 'replica', nearest.startedAt);
     if (this.actionFor(copy, now) === 'readThrough') return this.sharedWriteRegionRead(id, priority);
     // Callers that shared the read share its entry: one cache write, one `cachedAt`.
+    // (The same read, not only the same object: a replica may hand back the very copy held, to be re-dated.)
     const entry = this.cache.peek(id);
-    if (entry !== undefined && entry.stored === nearest.stored) return entry;
+    if (entry !== undefined && entry.stored === nearest.stored && entry.cachedAt === nearest.startedAt)
+      return entry;
     return this.remember(nearest.stored, 'replica', nearest.startedAt);
   }
 
