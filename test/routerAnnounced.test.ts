@@ -234,6 +234,23 @@ describe('an announced hard-delete lock, 10 minutes at 100 resolves a second', (
   });
 });
 
+test('a revalidation (a client’s refresh ahead) of an announced copy outside the window reads the nearest replica', async () => {
+  const world = await announcedWorld();
+  const router = world.reader();
+  await world.advanceTo(STARTS + seconds(60));
+  await router.view(ID);
+  const before = world.reads();
+  const view = await router.view(ID, { revalidate: true });
+  expect(world.reads()).toEqual({ nearest: before.nearest + 1, writeRegion: before.writeRegion });
+  expect(view).toMatchObject({ cacheControl: 'private, max-age=60', ageSeconds: 0 });
+  // In the window a revalidation reads the write region, as every resolve does.
+  await world.advanceTo(W);
+  await router.view(ID);
+  const inWindow = world.reads();
+  await router.view(ID, { revalidate: true });
+  expect(world.reads()).toEqual({ nearest: inWindow.nearest, writeRegion: inWindow.writeRegion + 1 });
+});
+
 // ---------------------------------------------------------------------------------------------
 // The write window: the write region on every resolve, left only on its word
 // ---------------------------------------------------------------------------------------------
