@@ -41,11 +41,11 @@ test('each inequality broken is refused at start-up, the message naming its vari
       return (error as Error).message;
     }
   };
-  // dev: two thirds of the 120 s lease (80 s) against 0 + 60 + 1 + 0 s: 20 s more delay breaks it
-  expect(refused({ ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '20' })).toMatch(
+  // dev: two thirds of the 120 s lease (80 s) against 1 + 60 + 1 + 0 s: 19 s more delay breaks it
+  expect(refused({ ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '19' })).toMatch(
     /ROUTELOCK_HARD_DELETE_LEASE_SECONDS: two thirds of it \(80 s.*ROUTELOCK_INFLIGHT_GRACE_SECONDS \+ ROUTELOCK_WRITE_BUDGET_SECONDS \+ ROUTELOCK_DELTA_RETRY_DELAY_SECONDS \+ ROUTELOCK_CLOCK_SKEW_SECONDS \(80 s\)/,
   );
-  expect(refused({ ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '19' })).toBe('');
+  expect(refused({ ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '18' })).toBe('');
   // one delta attempt never waits between attempts
   expect(refused({ ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '20', ROUTELOCK_DELTA_ATTEMPTS: '1' })).toBe('');
   expect(refused({ ROUTELOCK_CLOCK_SKEW_SECONDS: '10' })).toMatch(
@@ -85,9 +85,10 @@ test('the coalescing join bound fits in a tenth of the in-flight grace (producti
   expect(refused({ ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0' })).toMatch(
     /ROUTELOCK_COALESCE_JOIN_MS: must be at most a tenth of ROUTELOCK_INFLIGHT_GRACE_SECONDS \(0 ms\).*got 50/,
   );
-  // dev: no grace, so only same-instant joins (0)
-  expect(refused({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_COALESCE_JOIN_MS: '1' })).toMatch(
-    /ROUTELOCK_COALESCE_JOIN_MS: .*\(0 ms\).*got 1/,
+  // dev: a 1 s grace allows joins up to 100 ms
+  expect(refused({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_COALESCE_JOIN_MS: '100' })).toBe('');
+  expect(refused({ ROUTELOCK_PROFILE: 'dev', ROUTELOCK_COALESCE_JOIN_MS: '101' })).toMatch(
+    /ROUTELOCK_COALESCE_JOIN_MS: .*\(100 ms\).*got 101/,
   );
   expect(refused({ ROUTELOCK_COALESCE_JOIN_MS: '5ms' })).toMatch(
     /ROUTELOCK_COALESCE_JOIN_MS: expected a whole number of milliseconds/,
@@ -164,8 +165,8 @@ test('measured (dev): an overrunning delta keeps its hard-delete lock to every a
   expect(dev.status).toMatchObject({ status: 'Failed', deltaAttempts: 3 });
   expect(dev.status.error).toMatch(/^write budget exceeded on all 3 attempts/);
   // the hard-delete lease left at the renewal before attempts 2 and 3 (printed for the docs)
-  // 120 s lease: 39 s of bulk copy, 60 s of write budget, 1 s of delay leave 20 s at the first renewal
-  expect(dev.margins).toEqual([20, 59]);
+  // 120 s lease: 39 s of bulk copy, 1 s of grace, 60 s of write budget, 1 s of delay leave 19 s at the first renewal
+  expect(dev.margins).toEqual([19, 59]);
   process.stdout.write(
     `dev hard-delete lease left at the renewals between delta attempts: ${dev.margins.join(', ')} s\n`,
   );

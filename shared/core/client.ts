@@ -303,19 +303,12 @@ type CacheEntry =
   | { kind: 'notFound'; fetchedAt: number; freshUntil: number; error: RoutingServiceError };
 
 /**
- * A route view's lock as the wire may carry it: an announced lock (design §5.4) adds `announced: true`, and
- * `writeWindowAt` once its write window is announced. A server that predates announced locks sends
- * neither, and its views are read by the legacy rule.
- */
-type WireLockView = LockView & { announced?: true; writeWindowAt?: string };
-
-/**
  * Until when a cached view of an announced lock, fetched at `fetchedAt`, may be served (before its
  * freshness runs out): the first boundary its snapshot may be stale at (the lock's start and the write
  * window's, each less the skew) that the server, whose clock may be `skewMs` behind this one, may not yet
  * have passed when it built the view: one at or after `fetchedAt − skew`. +∞ when there is none.
  */
-function announcedServableUntil(lock: WireLockView, fetchedAt: number, skewMs: number): number {
+function announcedServableUntil(lock: LockView, fetchedAt: number, skewMs: number): number {
   const boundaries = [enforcedFrom(lock, skewMs / 1000)];
   if (lock.writeWindowAt !== undefined) boundaries.push(Date.parse(lock.writeWindowAt) - skewMs);
   return Math.min(...boundaries.filter((b) => b >= fetchedAt - skewMs), Number.POSITIVE_INFINITY);
@@ -721,7 +714,7 @@ export class RoutingClient implements RouteResolver {
    * a legacy lock's start less the skew, or an announced lock's next boundary (`announcedServableUntil`).
    */
   private servableUntil(view: RouteView, freshUntil: number, fetchedAt: number): number {
-    const lock = view.lock as WireLockView | null;
+    const lock = view.lock;
     if (lock === null) return freshUntil;
     const skew = this.timing.clockSkewSeconds;
     if (lock.announced === true)
@@ -737,7 +730,7 @@ export class RoutingClient implements RouteResolver {
    * lock's view with a max-age is the server's word, from the write region, that the write lock is dead.
    */
   private viewServable(view: RouteView, fetchedAt: number, now: number): boolean {
-    const lock = view.lock as WireLockView | null;
+    const lock = view.lock;
     if (lock === null) return true;
     const skew = this.timing.clockSkewSeconds;
     if (lock.announced === true) return now < announcedServableUntil(lock, fetchedAt, skew * 1000);
@@ -1094,8 +1087,8 @@ function isOutage(error: unknown): error is RoutingServiceError {
  * committed just after the resolve start that long after the lock (design §6.3) and would miss
  * it. Both instants are this service's clock: only their difference counts, so clock skew does not.
  * With the route's `validUntil` (`ResolvedRoute`), a write landing before it is within grace whatever
- * the grace: the cache would have served that view at that instant (a server whose grace is 0, the
- * dev profile, otherwise refuses every write whose view took a millisecond to fetch).
+ * the grace: the cache would have served that view at that instant (under a short grace, such as the
+ * dev profile's 1 s, a write whose preparation outlasts the grace otherwise fails though its view holds).
  */
 export function withinGrace(
   resolvedAt: number,

@@ -51,8 +51,9 @@ export const profiles = {
     ROUTELOCK_RETRY_AFTER_MAX_SECONDS: '1',
     ROUTELOCK_DELTA_ATTEMPTS: '3',
     ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: '1',
-    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '0',
-    // No grace, so no time to join within: only reads begun in the same instant are shared.
+    ROUTELOCK_INFLIGHT_GRACE_SECONDS: '1',
+    // Embedded reads finish in microseconds, so there is no read in flight worth joining (the 1 s grace
+    // would allow up to 100 ms: migration/settings timingInequalities).
     ROUTELOCK_COALESCE_JOIN_MS: '0',
     ROUTELOCK_RETRY_ATTEMPTS: '5',
     ROUTELOCK_RETRY_INTERVAL_SECONDS: '1',

@@ -14,12 +14,14 @@ import {
   sameLocation,
 } from './lock/document';
 import {
+  type AnnounceRequest,
   type EscalateRequest,
   type PrelockRequest,
   type ReleaseRequest,
   type RenewRequest,
   type RuleResult,
   type SwapRequest,
+  announce,
   assertDeletable,
   escalate,
   forceRelease,
@@ -155,6 +157,7 @@ export interface MutationOptions {
 export interface LockRules {
   prelock: typeof prelock;
   escalate: typeof escalate;
+  announce: typeof announce;
   renew: typeof renew;
   swap: typeof swap;
   release: typeof release;
@@ -162,7 +165,7 @@ export interface LockRules {
   reclaim: typeof reclaim;
 }
 
-const defaultRules: LockRules = { prelock, escalate, renew, swap, release, forceRelease, reclaim };
+const defaultRules: LockRules = { prelock, escalate, announce, renew, swap, release, forceRelease, reclaim };
 
 /** A route view with its caching headers (`Cache-Control`, `Age`), as GET /routes/{id} sends it. */
 export interface RoutedView {
@@ -648,6 +651,13 @@ export class Router {
   async escalate(id: string, req: EscalateRequest, options: MutationOptions = {}): Promise<LockGrant> {
     return lockGrant(
       await this.mutate(id, (doc, now) => this.rules.escalate(doc, req, now, this.timing), options),
+    );
+  }
+
+  /** Announce an announced lock's write window (the grant carries `writeWindowAt` and `writeWindowUntil`). */
+  async announce(id: string, req: AnnounceRequest, options: MutationOptions = {}): Promise<LockGrant> {
+    return lockGrant(
+      await this.mutate(id, (doc, now) => this.rules.announce(doc, req, now, this.timing), options),
     );
   }
 

@@ -69,10 +69,10 @@ test('no route is a 404 problem; an id routelock refuses is a 400 problem, not a
   expect(reserved.body).toMatchObject({ code: 'UnroutableRequest' });
 });
 
-test('with the dev timing learnt by ready() (grace 0), a write the cache would still serve commits; past the view, 503', async () => {
+test('with the dev timing learnt by ready() (grace 1 s), a write past the grace that the cache would still serve commits; past the view too, 503', async () => {
   const learnt = new RoutingClient({ baseUrl: h.api, clock: h.clock.now, clockSkewSeconds: 0 });
   await learnt.ready();
-  expect(learnt.inFlightGraceSeconds).toBe(0);
+  expect(learnt.inFlightGraceSeconds).toBe(1);
   const slowBy = { ms: 0 };
   const dev = await startApp('node', {
     routing: learnt,
@@ -84,9 +84,9 @@ test('with the dev timing learnt by ready() (grace 0), a write the cache would s
     h.clock.set(T + 3_600_000);
     await learnt.putRoute('conv-learnt', SOURCE);
     await learnt.resolve('conv-learnt'); // cached: the write below decides on a view the cache serves
-    slowBy.ms = 100;
+    slowBy.ms = 1_500; // past the 1 s grace, within the 2 s the dev cache serves a view
     expect((await call(`${dev.url}/items/conv-learnt`, 'POST')).status).toBe(201);
-    // control: preparation outlasting the cached view's life is refused, as a grace of 0 says
+    // control: preparation outlasting both the grace and the cached view's life is refused
     slowBy.ms = 60_000;
     const late = await call(`${dev.url}/items/conv-learnt`, 'POST');
     expect(late.status).toBe(503);

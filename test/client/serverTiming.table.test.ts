@@ -19,7 +19,7 @@ const production: ClientTiming = {
   coalesceJoinMs: 50,
 };
 const dev: ServerTiming = {
-  inFlightGraceSeconds: 0,
+  inFlightGraceSeconds: 1,
   coalesceJoinMs: 0,
   clockSkewSeconds: 0,
   cacheTtlSeconds: 2,
@@ -33,8 +33,20 @@ const rows: [string, Partial<ServerTiming>, Partial<Record<keyof ClientTiming, b
     production,
   ],
   [
-    'the dev host: grace 0, joins 0, a 2 s cache; the skew margin stays 5 s',
+    'the dev host: grace 1 s, server join 0, a 2 s cache; the client join stays 50 ms, the skew margin 5 s',
     dev,
+    {},
+    {
+      inFlightGraceSeconds: 1,
+      clockSkewSeconds: 5,
+      maxCacheSeconds: 2,
+      serverCoalesceJoinMs: 0,
+      coalesceJoinMs: 50,
+    },
+  ],
+  [
+    'a grace of 0 leaves no join on either side',
+    { ...dev, inFlightGraceSeconds: 0 },
     {},
     {
       inFlightGraceSeconds: 0,

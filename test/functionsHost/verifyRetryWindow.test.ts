@@ -237,7 +237,9 @@ describe('verify, retry and cutover window on the real Durable extension', () =>
             migrationId,
             (b) => b.waitingForWindow !== undefined || ENDED.includes(String(b.status)),
           );
-          expect(waiting.body.waitingForWindow).toEqual({ nextOpening: notBefore });
+          // the engine's status drops an instant's trailing zeros (…05.450Z → …05.45Z): compare instants
+          const { nextOpening } = waiting.body.waitingForWindow as { nextOpening: string };
+          expect(Date.parse(nextOpening)).toBe(Date.parse(notBefore));
           expect(waiting.body.timeline).toMatchObject({ writeAt: null, swappedAt: null });
           const { body } = await watchMigration(host, migrationId, undefined, WINDOW_OPENS_IN_MS + 90_000);
           process.stdout.write(

@@ -1,5 +1,10 @@
 import { RouteLockError, errorKind } from '../../shared/core/errors';
-import { type LocationDocument, SCHEMA_VERSION, type StoredDocument } from '../../shared/core/lock/document';
+import {
+  LEGACY_SCHEMA_VERSION,
+  type LocationDocument,
+  SCHEMA_VERSION,
+  type StoredDocument,
+} from '../../shared/core/lock/document';
 import * as rules from '../../shared/core/lock/rules';
 import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { SqliteStore } from '../../shared/core/store/sqlite/locations';
@@ -30,7 +35,7 @@ import { productionTiming as timing } from '../support/timing';
  */
 
 const v1 = loadFixture('v1');
-const v2 = loadFixture('v2');
+const v3 = loadFixture('v3');
 const servers = useCosmosServers();
 
 /** The fixture's document under another id, as a version `schemaVersion` writer stored it. */
@@ -44,7 +49,7 @@ function changes(before: StoredDocument, after: StoredDocument | undefined): str
   if (!after) return ['deleted'];
   const found: string[] = [];
   if (after.etag !== before.etag) found.push('etag');
-  for (const path of v2.unknown) {
+  for (const path of v3.unknown) {
     const at = (d: unknown) =>
       JSON.stringify(path.split('.').reduce<unknown>((o, k) => (o as never)?.[k], d));
     if (at(after.doc) !== at(before.doc)) found.push(`${path} changed`);
@@ -85,10 +90,10 @@ describe.each(adapters)('%s', (_name, open) => {
   });
 
   test.each(caseNames)('%s: the next version is read whole and routed as the current one', async (name) => {
-    const [idNext, idCurrent] = [nextId(`read-${name}-v2`), nextId(`read-${name}-v1`)];
-    await store.create(seedDoc(v2, name, idNext));
+    const [idNext, idCurrent] = [nextId(`read-${name}-v3`), nextId(`read-${name}-v1`)];
+    await store.create(seedDoc(v3, name, idNext));
     await store.create(seedDoc(v1, name, idCurrent));
-    clock.set(v2.cases[name].at);
+    clock.set(v3.cases[name].at);
     const r = router();
     const same = (doc: LocationDocument) => ({ ...doc, id: 'x' });
     // every read path returns the document as stored: nothing validated away, nothing stripped
@@ -98,22 +103,26 @@ describe.each(adapters)('%s', (_name, open) => {
       await r.readReplica(idNext),
       (await r.listRoutes({ lockedOnly: false, limit: 100 })).items.find((i) => i.doc.id === idNext)!,
     ]) {
-      expect(stored.doc).toEqual(seedDoc(v2, name, idNext));
+      expect(stored.doc).toEqual(seedDoc(v3, name, idNext));
     }
     const [next, current] = [await r.view(idNext), await r.view(idCurrent)];
     const known = (v: typeof next) => ({ ...v, view: { ...v.view, resourceId: 'x', etag: 'e' } });
     expect(known(next)).toEqual(known(current));
-    expect(same(withoutPaths((await r.resolve(idNext)).doc, v2.unknown))).toEqual({
+    expect(same(withoutPaths((await r.resolve(idNext)).doc, v3.unknown))).toEqual({
       ...same(v1.cases[name].doc),
-      schemaVersion: 2,
+      schemaVersion: 3,
     });
   });
 
   const byCase = (m: Mutation) => [`${m.name} on ${m.on}`, m] as const;
 
-  test.each(mutations.map(byCase))('version 1: %s works and keeps the unknown fields', async (_n, m) => {
-    const id = nextId(`v1-${m.name}`);
-    const before = seedDoc(v2, m.on, id, SCHEMA_VERSION); // version 1, carrying fields it does not know
+  // Every known version: a write that takes no announced lock keeps the version the route was stored at.
+  const known = [LEGACY_SCHEMA_VERSION, SCHEMA_VERSION] as const;
+  const byKnownVersion = known.flatMap((version) => mutations.map((m) => [version, ...byCase(m)] as const));
+
+  test.each(byKnownVersion)('version %p: %s works and keeps the unknown fields', async (version, _n, m) => {
+    const id = nextId(`v${version}-${m.name}`);
+    const before = seedDoc(v3, m.on, id, version); // a known version, carrying fields it does not know
     await store.create(before);
     clock.set(m.at ? m.at(v1.cases[m.on]) : v1.cases[m.on].at);
     await m.run(router(), id, v1);
@@ -122,20 +131,20 @@ describe.each(adapters)('%s', (_name, open) => {
       expect(after).toBeUndefined();
       return;
     }
-    expect(after!.doc.schemaVersion).toBe(SCHEMA_VERSION);
-    expect(lostUnknownFields(before, after!.doc, m.effect, v2.unknown)).toEqual([]);
+    expect(after!.doc.schemaVersion).toBe(version);
+    expect(lostUnknownFields(before, after!.doc, m.effect, v3.unknown)).toEqual([]);
     expect(after!.doc.lock === null).toBe(
       m.effect === 'endsLock' || (m.effect === 'noWrite' && !before.lock),
     );
   });
 
-  test.each(mutations.map(byCase))('version 2: %s is refused, nothing written', async (_n, m) => {
-    const id = nextId(`v2-${m.name}`);
-    await store.create(seedDoc(v2, m.on, id));
+  test.each(mutations.map(byCase))('version 3: %s is refused, nothing written', async (_n, m) => {
+    const id = nextId(`v3-${m.name}`);
+    await store.create(seedDoc(v3, m.on, id));
     const before = await store.read(id, { from: 'writeRegion' });
     const { replaces, deletes } = store.counters;
-    clock.set(m.at ? m.at(v2.cases[m.on]) : v2.cases[m.on].at);
-    await expect(m.run(router(), id, v2)).rejects.toMatchObject({
+    clock.set(m.at ? m.at(v3.cases[m.on]) : v3.cases[m.on].at);
+    await expect(m.run(router(), id, v3)).rejects.toMatchObject({
       code: 'UnsupportedSchemaVersion',
       resourceId: id,
     });
@@ -145,12 +154,12 @@ describe.each(adapters)('%s', (_name, open) => {
 
   test('a rule planted through the rules seam cannot write a newer document either', async () => {
     const id = nextId('planted');
-    await store.create(seedDoc(v2, 'write', id));
+    await store.create(seedDoc(v3, 'write', id));
     const before = await store.read(id, { from: 'writeRegion' });
-    clock.set(v2.cases.write.at);
+    clock.set(v3.cases.write.at);
     // a release that ignores everything, the version included: it would clear the lock and its quorum
     const planted = router({ rules: { release: (doc) => ({ doc: { ...doc, lock: null }, changed: true }) } });
-    await expect(planted.release(id, { token: v2.token })).rejects.toMatchObject({
+    await expect(planted.release(id, { token: v3.token })).rejects.toMatchObject({
       code: 'UnsupportedSchemaVersion',
     });
     expect(changes(before, await readOrUndefined(store, id))).toEqual([]);
@@ -159,13 +168,13 @@ describe.each(adapters)('%s', (_name, open) => {
   test('negative control: a library that ignores the version drops the next version’s fields, and is caught', async () => {
     // What the check guards against: the real rules, their result written as a version-blind library would.
     for (const [name, rule] of [
-      ['release', (d: LocationDocument, at: number) => rules.release(d, { token: v2.token }, at)],
-      ['swap', (d: LocationDocument, at: number) => rules.swap(d, { token: v2.token }, at, timing)],
+      ['release', (d: LocationDocument, at: number) => rules.release(d, { token: v3.token }, at)],
+      ['swap', (d: LocationDocument, at: number) => rules.swap(d, { token: v3.token }, at, timing)],
     ] as const) {
       const id = nextId(`blind-${name}`);
-      await store.create(seedDoc(v2, 'write', id));
+      await store.create(seedDoc(v3, 'write', id));
       const before = await store.read(id, { from: 'writeRegion' });
-      await store.replace(rule(before.doc, v2.cases.write.at).doc, before.etag);
+      await store.replace(rule(before.doc, v3.cases.write.at).doc, before.etag);
       // the same oracle the refusals pass: here it reports the write, and the lock's quorum gone with it
       expect(changes(before, await readOrUndefined(store, id))).toEqual([
         'etag',
@@ -173,27 +182,27 @@ describe.each(adapters)('%s', (_name, open) => {
         'document',
       ]);
     }
-    // and a new lock written by version 1 on a version-2 route lacks the field version 2 puts in every lock
+    // and a new lock written by version 2 on a version-3 route lacks the field version 3 puts in every lock
     const id = nextId('blind-prelock');
-    await store.create(seedDoc(v2, 'unlocked', id));
+    await store.create(seedDoc(v3, 'unlocked', id));
     const before = await store.read(id, { from: 'writeRegion' });
     const locked = rules.prelock(
       before.doc,
-      { migrationId: 'm-2', owner: 'o', target: v2.target, newToken: 't' },
-      v2.cases.unlocked.at,
+      { migrationId: 'm-2', owner: 'o', target: v3.target, newToken: 't' },
+      v3.cases.unlocked.at,
       timing,
     ).doc;
     await store.replace(locked, before.etag);
     const after = await store.read(id, { from: 'writeRegion' });
-    expect(after.doc.schemaVersion).toBe(2);
+    expect(after.doc.schemaVersion).toBe(3);
     expect(after.doc.lock).not.toHaveProperty('quorum');
     expect(changes(before, after)).toContain('etag');
   });
 
   test('the sweeper reclaims a version-1 orphan and leaves a newer one to a library that knows it', async () => {
-    const [old, next] = [nextId('orphan-v1'), nextId('orphan-v2')];
+    const [old, next] = [nextId('orphan-v1'), nextId('orphan-v3')];
     await store.create(seedDoc(v1, 'prelock', old));
-    await store.create(seedDoc(v2, 'prelock', next));
+    await store.create(seedDoc(v3, 'prelock', next));
     const before = await store.read(next, { from: 'writeRegion' });
     clock.set(Date.parse(v1.cases.prelock.doc.lock!.expiresAt) + 1000);
     const swept = await sweepOrphans({ router: router(), clock: clock.now });
@@ -215,40 +224,40 @@ describe('the HTTP API', () => {
     [
       'PUT (the identical route)',
       'unlocked',
-      (id) => call('putRoute', { params: { id }, body: { location: v2.source } }),
+      (id) => call('putRoute', { params: { id }, body: { location: v3.source } }),
     ],
     ['DELETE', 'unlocked', (id) => call('deleteRoute', { params: { id } })],
     [
       'prelock',
       'unlocked',
       (id) =>
-        call('prelock', { params: { id }, body: { migrationId: 'm-2', owner: 'o', target: v2.target } }),
+        call('prelock', { params: { id }, body: { migrationId: 'm-2', owner: 'o', target: v3.target } }),
     ],
     [
       'escalate',
       'prelock',
-      (id) => call('escalate', { params: { id }, body: { token: v2.token, phase: 'hardDelete' } }),
+      (id) => call('escalate', { params: { id }, body: { token: v3.token, phase: 'hardDelete' } }),
     ],
-    ['renew', 'hardDelete', (id) => call('renew', { params: { id }, body: { token: v2.token } })],
+    ['renew', 'hardDelete', (id) => call('renew', { params: { id }, body: { token: v3.token } })],
     [
       'swap',
       'write',
       (id) =>
         call('swap', {
           params: { id },
-          body: { token: v2.token, writeAt: v2.cases.write.doc.lock!.writeAt },
+          body: { token: v3.token, writeAt: v3.cases.write.doc.lock!.writeAt },
         }),
     ],
-    ['release', 'write', (id) => call('release', { params: { id }, body: { token: v2.token } })],
+    ['release', 'write', (id) => call('release', { params: { id }, body: { token: v3.token } })],
   ];
 
   test.each(requests)(
-    '%s of a version-2 route: a 409 problem with the code, nothing written',
+    '%s of a version-3 route: a 409 problem with the code, nothing written',
     async (_n, on, send) => {
       const id = nextId(`http-${on}`);
-      await store.create(seedDoc(v2, on, id));
+      await store.create(seedDoc(v3, on, id));
       const before = await store.read(id, { from: 'writeRegion' });
-      clock.set(v2.cases[on].at);
+      clock.set(v3.cases[on].at);
       const res = await send(id);
       expect(res.status).toBe(errorKind('UnsupportedSchemaVersion').status);
       expect(res.headers.get('content-type')).toBe('application/problem+json');
@@ -257,16 +266,16 @@ describe('the HTTP API', () => {
         code: 'UnsupportedSchemaVersion',
         type: 'urn:routelock:problem:UnsupportedSchemaVersion',
       });
-      expect(res.text).not.toContain(v2.token);
+      expect(res.text).not.toContain(v3.token);
       expect(changes(before, await readOrUndefined(store, id))).toEqual([]);
     },
   );
 
-  test('GET of a version-2 route answers as for version 1; a version-1 write keeps unknown fields', async () => {
-    const [next, current] = [nextId('http-get-v2'), nextId('http-get-v1')];
-    await store.create(seedDoc(v2, 'write', next));
+  test('GET of a version-3 route answers as for version 1; a known version’s write keeps unknown fields', async () => {
+    const [next, current] = [nextId('http-get-v3'), nextId('http-get-v1')];
+    await store.create(seedDoc(v3, 'write', next));
     await store.create(seedDoc(v1, 'write', current));
-    clock.set(v2.cases.write.at);
+    clock.set(v3.cases.write.at);
     const [a, b] = [
       await call('getRoute', { params: { id: next } }),
       await call('getRoute', { params: { id: current } }),
@@ -277,7 +286,7 @@ describe('the HTTP API', () => {
     expect(a.headers.get('cache-control')).toBe(b.headers.get('cache-control'));
 
     const id = nextId('http-v1-escalate');
-    await store.create(seedDoc(v2, 'prelock', id, SCHEMA_VERSION));
+    await store.create(seedDoc(v3, 'prelock', id, SCHEMA_VERSION));
     clock.set(v1.cases.prelock.at);
     const escalated = await call('escalate', {
       params: { id },
@@ -286,21 +295,21 @@ describe('the HTTP API', () => {
     expect(escalated.status).toBe(200);
     const after = await store.read(id, { from: 'writeRegion' });
     expect(after.doc.lock?.phase).toBe('hardDelete');
-    expect(lostUnknownFields(seedDoc(v2, 'prelock', id), after.doc, 'keepsLock', v2.unknown)).toEqual([]);
+    expect(lostUnknownFields(seedDoc(v3, 'prelock', id), after.doc, 'keepsLock', v3.unknown)).toEqual([]);
   });
 });
 
-test('a migration of a version-2 route fails its pre-lock, once (final), and writes nothing', async () => {
+test('a migration of a version-3 route fails its pre-lock, once (final), and writes nothing', async () => {
   const h = virtualRunner({
     env: {
       ROUTELOCK_PROFILE: 'dev',
       ROUTELOCK_PARTICIPANTS: JSON.stringify([{ name: 'p', url: 'https://p.test/m' }]),
     },
   });
-  const id = nextId('migrate-v2');
-  await h.store.create(seedDoc(v2, 'unlocked', id));
+  const id = nextId('migrate-v3');
+  await h.store.create(seedDoc(v3, 'unlocked', id));
   const before = await h.store.read(id, { from: 'writeRegion' });
-  const { record } = h.runner.start({ resourceId: id, target: v2.target });
+  const { record } = h.runner.start({ resourceId: id, target: v3.target });
   await h.settle();
   const status = await h.runner.status(record.migrationId);
   expect(status).toMatchObject({

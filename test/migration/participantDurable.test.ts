@@ -139,8 +139,9 @@ test('two participants answering 202: POST once, poll on durable timers, renew t
     renewals: sequence.filter((n) => n === 'migrationRenew').length,
     // besides the copies: the first cancel check's timer (before the pre-lock; docs/design.md §6.8);
     // the verify round, a POST each (404: not implemented) and its race timer; the confirmation's timer
-    // and replica read; the two end notices and their race timer; no re-read after the pre-lock
-  }).toEqual({ actions: 57, callParticipant: 23, timers: 22, renewals: 5 });
+    // and replica read; the two end notices and their race timer; the 1 s in-flight grace after each
+    // escalation; no re-read after the pre-lock
+  }).toEqual({ actions: 59, callParticipant: 23, timers: 24, renewals: 5 });
 });
 
 test('crash mid-copy: a fresh orchestrator process replays the polls from history and finishes the same way', async () => {

@@ -3,10 +3,23 @@ import { RouteLockError } from '../errors';
 /** The location document (design §2): routing and lock state in one item per resource. */
 
 /**
- * The schema version this library writes, and the newest it understands (design §2.8). A
- * document of a newer one is read from the fields this version knows and never written.
+ * The newest schema version this library understands and writes (design §2.8). A document of a newer
+ * one is read from the fields this version knows and never written.
  */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
+
+/**
+ * The version a document is written at when it carries nothing a version-1 library would misread: new
+ * routes, and every write of a route that never held an announced lock. Kept there so a library without
+ * announced locks can still change those routes while both run (design §2.8).
+ */
+export const LEGACY_SCHEMA_VERSION = 1;
+
+/**
+ * The lowest version that describes an announced lock (design §3.7): a version-1 library must not write
+ * such a document, since it would grant a write lock without the window its readers rely on.
+ */
+export const ANNOUNCED_SCHEMA_VERSION = 2;
 
 export interface Location {
   region: string;
@@ -125,7 +138,16 @@ export interface LastMigration {
 }
 
 export type ChangeOp =
-  'create' | 'prelock' | 'escalate' | 'renew' | 'downgrade' | 'swap' | 'release' | 'forceRelease' | 'reclaim';
+  | 'create'
+  | 'prelock'
+  | 'escalate'
+  | 'announce'
+  | 'renew'
+  | 'downgrade'
+  | 'swap'
+  | 'release'
+  | 'forceRelease'
+  | 'reclaim';
 
 /**
  * What the write that produced this version did (design §2.6). The change feed may
@@ -227,7 +249,7 @@ export function newLocationDocument(
 ): LocationDocument {
   return {
     id,
-    schemaVersion: SCHEMA_VERSION,
+    schemaVersion: LEGACY_SCHEMA_VERSION,
     location: normalizeLocation(location),
     lock: null,
     secondary: null,

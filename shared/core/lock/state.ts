@@ -228,3 +228,74 @@ export function earliestEscalationAt(
 ): number {
   return Math.max(convergenceWaitUntil(grant, margins), startedEverywhereAt(grant, margins.clockSkewSeconds));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Announced locks (design §3.7)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * When readers start reading an announced lock's write window through (the write region on every
+ * resolve): its `writeWindowAt` less the skew margin, so a reader whose clock is behind is already in
+ * the window when the holder may activate (`activationOpensAt`). +∞ without a window.
+ */
+export function windowOpensAt(lock: Pick<Lock, 'writeWindowAt'>, skewSeconds: number): number {
+  return lock.writeWindowAt === undefined
+    ? Number.POSITIVE_INFINITY
+    : ms(lock.writeWindowAt) - skewSeconds * SECOND;
+}
+
+/**
+ * The holder's first instant to activate the write lock inside the window: `writeWindowAt` plus the skew
+ * margin, when every clock reads at least `writeWindowAt` and so every reader reads through. +∞ without
+ * a window.
+ */
+export function activationOpensAt(lock: Pick<Lock, 'writeWindowAt'>, skewSeconds: number): number {
+  return lock.writeWindowAt === undefined
+    ? Number.POSITIVE_INFINITY
+    : ms(lock.writeWindowAt) + skewSeconds * SECOND;
+}
+
+/**
+ * The holder's last instant to activate: `writeWindowUntil` less the skew margin, so an activation never
+ * lands on a clock that may already have left the window (readers leave it from `writeWindowUntil` + 2
+ * skew, `windowDeadInWriteRegion`). −∞ without a window.
+ */
+export function activationClosesAt(lock: Pick<Lock, 'writeWindowUntil'>, skewSeconds: number): number {
+  return lock.writeWindowUntil === undefined
+    ? Number.NEGATIVE_INFINITY
+    : ms(lock.writeWindowUntil) - skewSeconds * SECOND;
+}
+
+/**
+ * Seen by a copy of an announced lock read from the write region at `fetchedAt`: nothing on it can
+ * tighten without a new announcement, so the reader may leave the write window (design §1.4, case 3).
+ * The parent is dead (`deadInWriteRegion`); or the write lock's lease ended more than twice the skew
+ * margin ago (no renewal or swap can still be decided, `beforeEnd`); or, in the hard-delete phase, there
+ * is no window or it closed more than twice the margin ago (no activation can still land,
+ * `activationClosesAt`). The margins are doubled for the reason `deadInWriteRegion` gives.
+ */
+export function windowDeadInWriteRegion(lock: Lock, fetchedAt: number, skewSeconds: number): boolean {
+  if (deadInWriteRegion(lock, fetchedAt, skewSeconds)) return true;
+  const margin = 2 * skewSeconds * SECOND;
+  if (lock.phase === 'write') return ms(lock.writeExpiresAt) + margin <= fetchedAt;
+  if (lock.writeWindowUntil === undefined) return true;
+  return ms(lock.writeWindowUntil) + margin <= fetchedAt;
+}
+
+/**
+ * Whether a renewal at `now` of an announced lock's lease ending at `end` reaches every reader before
+ * its old end: at least the announcement lead `L` left, so a reader whose copy still shows the old end
+ * holds the new one before it would stop enforcing (design §3.7).
+ */
+export function renewalLeadOk(end: string, now: number, leadSeconds: number): boolean {
+  return ms(end) - now >= leadSeconds * SECOND;
+}
+
+/**
+ * When the holder of an announced pre-lock may rely on its hard-delete lock (start the bulk copy, less
+ * the in-flight grace it adds): `startsAt` plus the skew margin, when every reader's clock has passed
+ * `startsAt`. The lead already holds the convergence delay and the buffer, so nothing is added after it.
+ */
+export function announcedWaitUntil(grant: Pick<Lock, 'startsAt'>, skewSeconds: number): number {
+  return startedEverywhereAt(grant, skewSeconds);
+}

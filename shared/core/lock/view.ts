@@ -8,6 +8,7 @@ import {
   type Secondary,
   type StoredDocument,
   bareEtag,
+  isAnnounced,
   normalizeLocation,
 } from './document';
 import {
@@ -45,6 +46,13 @@ export interface LockView {
   expiresAt: string;
   hardDeleteExpiresAt?: string;
   writeExpiresAt?: string;
+  /**
+   * An announced lock (design §3.7): every tightening of it is announced a lead ahead, so a copy of this
+   * view may be served until its next announced instant. Absent on a legacy lock.
+   */
+  announced?: true;
+  /** An announced lock's write window: from this instant less the skew margin, read it through. */
+  writeWindowAt?: string;
 }
 
 export interface RouteView {
@@ -70,6 +78,12 @@ export interface LockGrant {
   acquiredAt: string;
   hardDeleteAt?: string;
   writeAt?: string;
+  /** An announced lock's lead (seconds): each tightening of it is written at least this long ahead. */
+  announceLeadSeconds?: number;
+  /** The announced write window: the write lock may be granted from its start plus the skew margin… */
+  writeWindowAt?: string;
+  /** …until its end less the skew margin. */
+  writeWindowUntil?: string;
   etag: string;
 }
 
@@ -115,6 +129,8 @@ export function lockView(lock: Lock): LockView {
     expiresAt: lock.expiresAt,
     ...(lock.hardDeleteExpiresAt === undefined ? {} : { hardDeleteExpiresAt: lock.hardDeleteExpiresAt }),
     ...(lock.writeExpiresAt === undefined ? {} : { writeExpiresAt: lock.writeExpiresAt }),
+    ...(isAnnounced(lock) ? { announced: true as const } : {}),
+    ...(lock.writeWindowAt === undefined ? {} : { writeWindowAt: lock.writeWindowAt }),
   };
 }
 
@@ -218,6 +234,9 @@ export function lockGrant(stored: StoredDocument, token?: string): LockGrant {
     acquiredAt: lock.acquiredAt,
     ...(lock.hardDeleteAt === undefined ? {} : { hardDeleteAt: lock.hardDeleteAt }),
     ...(lock.writeAt === undefined ? {} : { writeAt: lock.writeAt }),
+    ...(lock.announceLeadSeconds === undefined ? {} : { announceLeadSeconds: lock.announceLeadSeconds }),
+    ...(lock.writeWindowAt === undefined ? {} : { writeWindowAt: lock.writeWindowAt }),
+    ...(lock.writeWindowUntil === undefined ? {} : { writeWindowUntil: lock.writeWindowUntil }),
     etag: bareEtag(stored.etag),
   };
 }

@@ -107,6 +107,16 @@ function whileLocked(
     const properties = { ...held, target: region(lock.target), expiresAt: phaseExpiresAt(lock) };
     return { events: [{ name: 'LockAcquired', properties }], metrics: [] };
   }
+  if (change.op === 'announce') {
+    // Progress too: the write lock follows once the window opens, the lead after this write.
+    const properties = {
+      ...held,
+      phase: 'write',
+      windowAt: lock.writeWindowAt ?? '',
+      windowUntil: lock.writeWindowUntil ?? '',
+    };
+    return { events: [{ name: 'LockAnnounced', properties }], metrics: [] };
+  }
   if (change.op === 'renew') {
     // Progress for the stall alert: a long hard-delete copy writes nothing else for hours.
     const properties = { ...held, expiresAt: phaseExpiresAt(lock) };

@@ -39,6 +39,9 @@ export const telemetryEventNames = [
   // A lease renewed (from one document version: phase, the phase's new
   // expiresAt), so the stall alert sees a long copy's renewals as progress. One per renewal (lease/3).
   'LockRenewed',
+  // An announced lock's write window announced (from one document version: phase `write`, `windowAt`,
+  // `windowUntil`): the write lock may follow from windowAt plus the skew margin.
+  'LockAnnounced',
 ] as const;
 export type TelemetryEventName = (typeof telemetryEventNames)[number];
 
