@@ -427,3 +427,54 @@ describe('a legacy lock', () => {
     expect(violations.length).toBeGreaterThan(0);
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Through the real rules: an announced migration written by the router, read by another
+// ---------------------------------------------------------------------------------------------
+
+test('an announced migration written by the real rules: write-region reads only in the window (10 resolves/s)', async () => {
+  const clock = new ManualClock(T0);
+  const store = new LaggingStore(new SqliteStore(':memory:'), clock.now, () => R);
+  const orchestrator = seamedRouter({ store, timing, clock: clock.now, newToken: () => 'token-1' });
+  const reader = seamedRouter({ store, timing, clock: clock.now });
+  await orchestrator.createRoute(ID, SOURCE);
+  const grant = await orchestrator.prelock(ID, {
+    migrationId: 'm',
+    owner: 'o',
+    target: TARGET,
+    announced: true,
+  });
+  const reads: { at: number; writeRegion: number }[] = [];
+  const resolveUntil = async (until: number) => {
+    for (; clock.now() < until; clock.advance(100)) {
+      const before = store.counters.writeRegionReads;
+      await reader.resolve(ID);
+      reads.push({ at: clock.now(), writeRegion: store.counters.writeRegionReads - before });
+    }
+  };
+  const writeRegionReads = (from: number, to: number) =>
+    reads.filter((r) => r.at >= from && r.at < to).reduce((n, r) => n + r.writeRegion, 0);
+
+  const starts = Date.parse(grant.startsAt);
+  clock.set(starts - seconds(60));
+  await resolveUntil(starts + S + seconds(60));
+  const announced = await orchestrator.announce(ID, { token: 'token-1', phase: 'write' });
+  const w = Date.parse(announced.writeWindowAt!);
+  clock.set(w - S - seconds(60));
+  await resolveUntil(w + S);
+  const write = await orchestrator.escalate(ID, { token: 'token-1', phase: 'write' });
+  await resolveUntil(w + S + seconds(30));
+  await orchestrator.swap(ID, { token: 'token-1', writeAt: write.writeAt });
+  const swapped = clock.now();
+  await resolveUntil(swapped + R + 2 * TTL);
+
+  // Outside the window: none (the lock's start, the announcement) but the orchestrator's own reads.
+  expect(writeRegionReads(starts - seconds(60), w - S)).toBe(0);
+  // In the window, up to the swap: every resolve.
+  const inWindow = reads.filter((r) => r.at >= w - S && r.at <= swapped);
+  expect(inWindow.every((r) => r.writeRegion === 1)).toBe(true);
+  // From the swap: the first resolve reads it through, then hits; while the replica (R behind) still shows
+  // the write lock, each TTL's refresh reads through once more: ⌈R/T⌉ = 5 in all, then none.
+  expect(writeRegionReads(swapped, swapped + R + 2 * TTL)).toBe(Math.ceil(R / TTL));
+  expect(writeRegionReads(swapped + R + TTL, swapped + R + 2 * TTL)).toBe(0);
+});
