@@ -115,6 +115,8 @@ param deltaRetryDelaySeconds int = 60
 param inFlightGraceSeconds int = 5
 @description('Milliseconds after a store read began that a concurrent resolve of the same route may still join it; at most a tenth of inFlightGraceSeconds.')
 param coalesceJoinMs int = 50
+@description('ROUTELOCK_ANNOUNCED_LOCKS: take announced locks (design §3.7). Turn on only once every library that changes routes understands schema version 2.')
+param announcedLocks bool = false
 param retryAttempts int = 5
 @description('Attempts of a migration, each with a fresh lock, before it ends Failed (1-10).')
 param migrationAttempts int = 3
@@ -350,6 +352,7 @@ module api 'modules/functionapp.bicep' = {
       ROUTELOCK_DELTA_RETRY_DELAY_SECONDS: string(deltaRetryDelaySeconds)
       ROUTELOCK_INFLIGHT_GRACE_SECONDS: string(inFlightGraceSeconds)
       ROUTELOCK_COALESCE_JOIN_MS: string(coalesceJoinMs)
+      ROUTELOCK_ANNOUNCED_LOCKS: string(announcedLocks)
       ROUTELOCK_RETRY_ATTEMPTS: string(retryAttempts)
       ROUTELOCK_RETRY_INTERVAL_SECONDS: string(retryIntervalSeconds)
       ROUTELOCK_MIGRATION_ATTEMPTS: string(migrationAttempts)

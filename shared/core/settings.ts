@@ -32,6 +32,11 @@ export interface TimingConfig {
    * lock writes each tightening at least this long before it takes effect.
    */
   announceLeadSeconds: number;
+  /**
+   * ROUTELOCK_ANNOUNCED_LOCKS: whether this host's migrations and pre-lock callers take announced locks
+   * (design §3.7). Off by default while libraries that cannot change a version-2 document may still run.
+   */
+  announcedLocks: boolean;
   /** TTL of the service-local tier: what a route view may be cached for, and the router's own cache. */
   localCacheTtlSeconds: number;
   /**

@@ -152,6 +152,9 @@ export const coreEnvShape = {
   COSMOS_CAMPAIGNS_CONTAINER: containerName.default('campaigns'),
   COSMOS_PREFERRED_REGION: z.string().min(1).optional(),
   REGION_NAME: z.string().min(1).optional(),
+  // Whether this host takes announced locks (design §3.7). Off until every library that changes routes
+  // understands schema version 2: one that does not would refuse to change a route carrying one.
+  ROUTELOCK_ANNOUNCED_LOCKS: flag.default(false),
   // The key ring the workflow's lock credentials are derived under (core/security/tokenKeys).
   // In Azure a Key Vault reference; the embedded host keeps a 0600 key file beside its database. Checked
   // here so a bad set names its variable; the ring is opened when the host composes its services.
@@ -196,9 +199,13 @@ export function timingSettings(profile: ServingProfile, t: CoreProfileValues): T
     retryAfterMaxSeconds: t.ROUTELOCK_RETRY_AFTER_MAX_SECONDS,
     convergenceDelaySeconds: maxTtl + t.ROUTELOCK_REPLICATION_BOUND_SECONDS,
     announceLeadSeconds:
-      maxTtl + t.ROUTELOCK_REPLICATION_BOUND_SECONDS + t.ROUTELOCK_CLOCK_SKEW_SECONDS + t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
+      maxTtl +
+      t.ROUTELOCK_REPLICATION_BOUND_SECONDS +
+      t.ROUTELOCK_CLOCK_SKEW_SECONDS +
+      t.ROUTELOCK_SAFETY_BUFFER_SECONDS,
     localCacheTtlSeconds: localTier.ttlSeconds,
     coalesceJoinMs: t.ROUTELOCK_COALESCE_JOIN_MS,
+    announcedLocks: false,
   };
 }
 
@@ -262,7 +269,12 @@ export function coreSettings(
   const problems: string[] = [];
   const store = storeSettings(s, problems);
   const tokenKeys = tokenKeySource(s, store, env, problems);
-  return { timing: timingSettings(profile, t), store, tokenKeys, problems };
+  return {
+    timing: { ...timingSettings(profile, t), announcedLocks: s.ROUTELOCK_ANNOUNCED_LOCKS },
+    store,
+    tokenKeys,
+    problems,
+  };
 }
 
 const guidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
