@@ -35,12 +35,12 @@ import {
   type HeldCopy,
   type Provenance,
   type ReadAction,
-  announcedDeadInWriteRegion,
   announcedForReads,
   readAction,
   windowFrom,
   withinTtl,
 } from './lock/readPolicy';
+import { windowDeadInWriteRegion } from './lock/state';
 import { newFencingToken } from './lock/token';
 import { type LockGrant, type RouteView, cacheHeaders, lockGrant, routeView } from './lock/view';
 import { type AllowedRegions, assertAllowedRegion } from './regions';
@@ -498,7 +498,7 @@ export class Router {
       if (
         lock &&
         announcedForReads(lock) &&
-        announcedDeadInWriteRegion(lock, readStartedAt, this.timing.clockSkewSeconds)
+        windowDeadInWriteRegion(lock, readStartedAt, this.timing.clockSkewSeconds)
       )
         this.deadVersions.set(versionKey(stored), true);
     }

@@ -1,6 +1,6 @@
 import type { TimingConfig } from '../settings';
 import { type Lock, type LocationDocument, isAnnounced } from './document';
-import { deadInWriteRegion, enforcedFrom, instantMs } from './state';
+import { deadInWriteRegion, enforcedFrom, windowDeadInWriteRegion, windowOpensAt } from './state';
 
 /**
  * The read decision (design §5.1): when a held copy of a location document may be served from cache,
@@ -54,25 +54,11 @@ export function announcedForReads(lock: Lock): boolean {
 }
 
 /**
- * An announced lock the write region showed at `fetchedAt` can tighten nothing more without a new
- * announcement a lead ahead: its parent lease dead, or its write lock past its end by twice the skew (no
- * renewal or swap can land: the holder stops a skew early, and the two clocks may differ by one more),
- * or, with no write lock, no window or a window past its last activation instant by twice the skew.
- */
-export function announcedDeadInWriteRegion(lock: Lock, fetchedAt: number, skewSeconds: number): boolean {
-  const margin = 2 * skewSeconds * SECOND;
-  if (deadInWriteRegion(lock, fetchedAt, skewSeconds)) return true;
-  if (lock.phase === 'write') return instantMs(lock.writeExpiresAt) + margin <= fetchedAt;
-  if (lock.writeWindowUntil === undefined) return true;
-  return instantMs(lock.writeWindowUntil) + margin <= fetchedAt;
-}
-
-/**
  * When `copy` stops being servable from cache, whatever its TTL: from then on only the write region's copy
  * will do. +∞: never (served to its TTL); −∞: already.
  * 1. no lock: never;
  * 2. a legacy lock: never if the write region showed it dead, else from its start less the skew;
- * 3. an announced lock the write region showed dead (`announcedDeadInWriteRegion`): never;
+ * 3. an announced lock the write region showed dead (`state.windowDeadInWriteRegion`): never;
  * 4. an announced lock in phase `write`, in force or lapsed, on any copy not judged by case 3: already
  *    (a replica copy's lapsed write lock may have been renewed since);
  * 5. an announced lock with a write window: from the window's start less the skew;
@@ -87,11 +73,10 @@ export function windowFrom(copy: HeldCopy, skewSeconds: number): number {
       return Number.POSITIVE_INFINITY;
     return enforcedFrom(lock, skewSeconds);
   }
-  if (fromWriteRegion && announcedDeadInWriteRegion(lock, copy.readStartedAt, skewSeconds))
+  if (fromWriteRegion && windowDeadInWriteRegion(lock, copy.readStartedAt, skewSeconds))
     return Number.POSITIVE_INFINITY;
   if (lock.phase === 'write') return Number.NEGATIVE_INFINITY;
-  if (lock.writeWindowAt !== undefined) return instantMs(lock.writeWindowAt) - skewSeconds * SECOND;
-  return Number.POSITIVE_INFINITY;
+  return windowOpensAt(lock, skewSeconds);
 }
 
 /**
