@@ -132,7 +132,7 @@ export interface RouterSeams {
   coalesceReads?: boolean;
   /**
    * The read decision (lock/readPolicy `readAction`): verify plants the broken read policies its negative
-   * controls must catch (testkit/readPolicyBugs), and an old-version reader (the legacy rule for every lock).
+   * controls must catch, and an old-version reader (the legacy rule for every lock).
    */
   readAction?: typeof readAction;
 }
