@@ -190,3 +190,30 @@ test('raw HTTP: bad announce bodies and a bad announced value are 400 problems, 
     await res.arrayBuffer();
   }
 });
+
+test('RoutingClient sends `announced` and `at` only when given: a caller that does not ask sends what it always did', async () => {
+  const sent: Record<string, unknown>[] = [];
+  const recording: typeof fetch = (input, init) => {
+    if (typeof init?.body === 'string') sent.push(JSON.parse(init.body) as Record<string, unknown>);
+    return fetch(input, init);
+  };
+  const client = new RoutingClient({ baseUrl: `${on.url}/api`, clock: clock.now, fetch: recording });
+  await client.putRoute('ann-6', SOURCE);
+  await client.putRoute('ann-7', SOURCE);
+  const legacy = await client.prelock('ann-6', { migrationId: 'm-6', owner: 'orch', target: TARGET });
+  const announced = await client.prelock('ann-7', {
+    migrationId: 'm-7',
+    owner: 'orch',
+    target: TARGET,
+    announced: true,
+  });
+  tokens.push(legacy.token!, announced.token!);
+  clock.set(Date.parse(announced.startsAt) + S);
+  await client.announce('ann-7', { token: announced.token!, phase: 'write' });
+  expect(sent.slice(2).map((body) => Object.keys(body).sort())).toEqual([
+    ['migrationId', 'owner', 'target'],
+    ['announced', 'migrationId', 'owner', 'target'],
+    ['phase', 'token'],
+  ]);
+  expect(sent[3]).toMatchObject({ announced: true });
+});
