@@ -656,9 +656,13 @@ export class RoutingClient implements RouteResolver {
     }
   }
 
+  /**
+   * `announced: true` asks for an announced lock (design §3.7): a host whose ROUTELOCK_ANNOUNCED_LOCKS is
+   * off answers 400. Sent only when given, so a caller that does not ask takes the pre-lock it always did.
+   */
   async prelock(
     id: string,
-    request: { migrationId: string; owner: string; target: Location },
+    request: { migrationId: string; owner: string; target: Location; announced?: true },
     options: { idempotencyKey?: string; ifMatch?: string } = {},
   ): Promise<LockGrant> {
     const path = `/routes/${encodeURIComponent(id)}/prelock`;
@@ -673,6 +677,21 @@ export class RoutingClient implements RouteResolver {
   ) {
     const path = `/routes/${encodeURIComponent(id)}/escalate`;
     return (await this.call('POST', path, { token, phase }, options, isLockGrant)).body as LockGrant;
+  }
+
+  /**
+   * Announce an announced lock's write window: the grant carries `writeWindowAt` (no sooner than the lead
+   * from now, nor than `at`) and `writeWindowUntil`; `escalate(id, token, 'write')` is granted between them.
+   */
+  async announce(
+    id: string,
+    request: { token: string; phase: 'write'; at?: string },
+    options: { ifMatch?: string } = {},
+  ): Promise<LockGrant> {
+    const { token, phase, at } = request;
+    const body = at === undefined ? { token, phase } : { token, phase, at };
+    const path = `/routes/${encodeURIComponent(id)}/announce`;
+    return (await this.call('POST', path, body, options, isLockGrant)).body as LockGrant;
   }
 
   async renew(
