@@ -108,14 +108,12 @@ export async function setupReadPath(resources: number, lockedCount: number) {
   const timing = parseConfig({}).timing;
   const clock = new ManualClock();
   const store = new SqliteStore(':memory:');
-  // The production cache setting (1 ms TTL resolution); the bench's clock does not move during a run.
   const routerOver = (coalesceReads: boolean) =>
     seamedRouter({
       store,
       timing,
       clock: clock.now,
       cacheMax: resources + 10,
-      ttlResolutionMs: 1,
       coalesceReads,
     });
   const router = routerOver(true);

@@ -11,19 +11,10 @@ import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { type CosmosTestServer, startCosmosServer } from '../testkit/cosmosServer';
 import { LaggingStore } from '../testkit/laggingStore';
 import { devTiming, productionTiming, seconds } from './support/timing';
+import { codeOf } from './support/errorCode';
 
 const SOURCE = { region: 'westeurope', account: 'chatweu01' };
 const TARGET = { region: 'eastus', account: 'chatuse01' };
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'ok';
-  } catch (error) {
-    if (error instanceof RouteLockError) return error.code;
-    throw error;
-  }
-}
 
 function setup(timing: TimingConfig = productionTiming) {
   const clock = new ManualClock();

@@ -1,8 +1,8 @@
 import { ManualClock } from '../testkit/clock';
-import { RouteLockError } from '../shared/core/errors';
 import { Router } from '../shared/core/router';
 import { SqliteStore } from '../shared/core/store/sqlite/locations';
 import { productionTiming as timing, seconds } from './support/timing';
+import { codeOf } from './support/errorCode';
 
 /**
  * The router's announce mutation (shared/core/router.ts `announce`): one ETag-conditional write of the
@@ -20,16 +20,6 @@ function setup() {
   const store = new SqliteStore(':memory:');
   const router = new Router({ store, timing, clock: clock.now, newToken: () => 'token-1' });
   return { clock, store, router };
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'ok';
-  } catch (error) {
-    if (error instanceof RouteLockError) return error.code;
-    throw error;
-  }
 }
 
 test('an announced migration through the router: pre-lock, announce, activation, swap', async () => {

@@ -9,11 +9,12 @@ import { Router, type RouterOptions, type RouterSeams } from '../shared/core/rou
 export type SeamedRouterOptions = RouterOptions & RouterSeams;
 
 export function seamedRouter(options: SeamedRouterOptions): Router {
-  const { rules, cacheHeaders, coalesceReads, ...routerOptions } = options;
+  const { rules, cacheHeaders, coalesceReads, readAction, ...routerOptions } = options;
   return new Router(routerOptions, {
     ...(rules === undefined ? {} : { rules }),
     ...(cacheHeaders === undefined ? {} : { cacheHeaders }),
     ...(coalesceReads === undefined ? {} : { coalesceReads }),
+    ...(readAction === undefined ? {} : { readAction }),
   });
 }
 

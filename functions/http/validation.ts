@@ -41,8 +41,18 @@ const label = z
   .regex(/^[\x21-\x7e][\x20-\x7e]*$/, { message: 'must be printable ASCII' });
 
 export const putRouteBody = z.strictObject({ location });
-export const prelockBody = z.strictObject({ migrationId: resourceId, owner: label, target: location });
+export const prelockBody = z.strictObject({
+  migrationId: resourceId,
+  owner: label,
+  target: location,
+  /** An announced lock (design §3.7); `false` is the same as absent. The host's flag decides whether it is taken. */
+  announced: z.boolean({ message: 'must be true or false' }).optional(),
+});
 export const escalateBody = z.strictObject({ token, phase: z.enum(['hardDelete', 'write']) });
+/** An instant a caller names: ISO 8601 with `Z` or an offset, as the rules compare instants. */
+const instant = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 instant' });
+/** POST /routes/{id}/announce: the write window of an announced lock, no earlier than the lead allows. */
+export const announceBody = z.strictObject({ token, phase: z.literal('write'), at: instant.optional() });
 export const renewBody = z.strictObject({
   token,
   phase: z.enum(['prelock', 'hardDelete', 'write']).optional(),

@@ -33,7 +33,7 @@ import {
   adoptTiming,
   parseTiming,
 } from './serverTiming';
-import type { Enforcement, LockGrant, Operation, RouteView } from './lock/view';
+import type { Enforcement, LockGrant, LockView, Operation, RouteView } from './lock/view';
 
 // The package's public types: everything its functions take or return, importable by a consumer.
 export type { Clock } from './clock';
@@ -81,8 +81,10 @@ export { API_VERSION, API_VERSION_HEADER, SUPPORTED_API_VERSIONS } from './apiVe
  *
  * `resolve(id)` keeps an in-process cache (lru-cache) that follows the read path of design §5: it
  * honours the server's Cache-Control (`no-store`, `max-age`) and `Age` (a view stays fresh for
- * max-age − Age from the request, RFC 9111 §4.2.3: this cache is in series with the server's), and a
- * cached view whose lock has started (or is about to, within the skew margin) is always fetched again.
+ * max-age − Age from the request, RFC 9111 §4.2.3: this cache is in series with the server's). A cached
+ * view whose legacy lock has started (or is about to, within the skew margin) is always fetched again; an
+ * announced lock's view is served while fresh, and fetched again once its start or its write window (less
+ * the skew) comes (design §5.4).
  * Concurrent resolves of one id share one request (core/inflight), a 404 is remembered briefly, a
  * request gives up after `timeoutMs`, and `whenUnreachable` says what happens when no answer comes. After
  * `breakerFailures` timeouts or connection failures in a row a circuit breaker (core/breaker)
@@ -300,6 +302,18 @@ type CacheEntry =
     }
   | { kind: 'notFound'; fetchedAt: number; freshUntil: number; error: RoutingServiceError };
 
+/**
+ * Until when a cached view of an announced lock, fetched at `fetchedAt`, may be served (before its
+ * freshness runs out): the first boundary its snapshot may be stale at (the lock's start and the write
+ * window's, each less the skew) that the server, whose clock may be `skewMs` behind this one, may not yet
+ * have passed when it built the view: one at or after `fetchedAt − skew`. +∞ when there is none.
+ */
+function announcedServableUntil(lock: LockView, fetchedAt: number, skewMs: number): number {
+  const boundaries = [enforcedFrom(lock, skewMs / 1000)];
+  if (lock.writeWindowAt !== undefined) boundaries.push(Date.parse(lock.writeWindowAt) - skewMs);
+  return Math.min(...boundaries.filter((b) => b >= fetchedAt - skewMs), Number.POSITIVE_INFINITY);
+}
+
 /** A stale view's enforcement: reads only (design §5.4, "when routelock is unreachable"). */
 const STALE_ENFORCEMENT: Enforcement = Object.freeze({
   read: 'allow',
@@ -511,7 +525,8 @@ export class RoutingClient implements RouteResolver {
       if (hit instanceof RoutingServiceError) throw hit;
       const entry = this.cache.peek(id);
       const freshUntil = entry?.kind === 'view' && entry.view === hit ? entry.freshUntil : now;
-      return { view: hit, resolvedAt: now, validUntil: this.servableUntil(hit, freshUntil) };
+      const fetchedAt = entry?.kind === 'view' && entry.view === hit ? entry.fetchedAt : now;
+      return { view: hit, resolvedAt: now, validUntil: this.servableUntil(hit, freshUntil, fetchedAt) };
     }
     this.metrics?.cacheMiss?.();
     return this.shared(id, options.signal);
@@ -552,14 +567,15 @@ export class RoutingClient implements RouteResolver {
   }
 
   /**
-   * What the cache may answer at `now` without a request: a fresh view with no started lock, or a 404.
-   * A view it answers in its last stretch is refreshed in the background (refresh ahead).
+   * What the cache may answer at `now` without a request: a fresh view the read rule lets it serve
+   * (`viewServable`), or a 404. A view it answers in its last stretch is refreshed in the background
+   * (refresh ahead): only a view the rule serves, so never one in an announced lock's window.
    */
   private servable(id: string, now: number): RouteView | RoutingServiceError | undefined {
     const hit = this.cache.get(id);
     if (hit === undefined || now >= hit.freshUntil) return undefined;
     if (hit.kind === 'notFound') return hit.error;
-    if (this.lockMayBeInForce(hit.view, now)) return undefined;
+    if (!this.viewServable(hit.view, hit.fetchedAt, now)) return undefined;
     const state = cachedFreshness(now - hit.fetchedAt, hit.freshUntil - hit.fetchedAt, this.refreshAhead);
     if (state === 'refreshAhead') this.refreshInBackground(id, hit);
     return hit.view;
@@ -640,9 +656,13 @@ export class RoutingClient implements RouteResolver {
     }
   }
 
+  /**
+   * `announced: true` asks for an announced lock (design §3.7): a host whose ROUTELOCK_ANNOUNCED_LOCKS is
+   * off answers 400. Sent only when given, so a caller that does not ask takes the pre-lock it always did.
+   */
   async prelock(
     id: string,
-    request: { migrationId: string; owner: string; target: Location },
+    request: { migrationId: string; owner: string; target: Location; announced?: true },
     options: { idempotencyKey?: string; ifMatch?: string } = {},
   ): Promise<LockGrant> {
     const path = `/routes/${encodeURIComponent(id)}/prelock`;
@@ -657,6 +677,21 @@ export class RoutingClient implements RouteResolver {
   ) {
     const path = `/routes/${encodeURIComponent(id)}/escalate`;
     return (await this.call('POST', path, { token, phase }, options, isLockGrant)).body as LockGrant;
+  }
+
+  /**
+   * Announce an announced lock's write window: the grant carries `writeWindowAt` (no sooner than the lead
+   * from now, nor than `at`) and `writeWindowUntil`; `escalate(id, token, 'write')` is granted between them.
+   */
+  async announce(
+    id: string,
+    request: { token: string; phase: 'write'; at?: string },
+    options: { ifMatch?: string } = {},
+  ): Promise<LockGrant> {
+    const { token, phase, at } = request;
+    const body = at === undefined ? { token, phase } : { token, phase, at };
+    const path = `/routes/${encodeURIComponent(id)}/announce`;
+    return (await this.call('POST', path, body, options, isLockGrant)).body as LockGrant;
   }
 
   async renew(
@@ -693,15 +728,32 @@ export class RoutingClient implements RouteResolver {
     return (await this.call('POST', path, body, options, isRouteView)).body as RouteView;
   }
 
-  /** Until when the cache would serve `view`, fresh until `freshUntil`: that, or its lock's start less the skew. */
-  private servableUntil(view: RouteView, freshUntil: number): number {
-    if (view.lock === null) return freshUntil;
-    return Math.min(freshUntil, enforcedFrom(view.lock, this.timing.clockSkewSeconds));
+  /**
+   * Until when the cache would serve `view`, fetched at `fetchedAt` and fresh until `freshUntil`: that, or
+   * a legacy lock's start less the skew, or an announced lock's next boundary (`announcedServableUntil`).
+   */
+  private servableUntil(view: RouteView, freshUntil: number, fetchedAt: number): number {
+    const lock = view.lock;
+    if (lock === null) return freshUntil;
+    const skew = this.timing.clockSkewSeconds;
+    if (lock.announced === true)
+      return Math.min(freshUntil, announcedServableUntil(lock, fetchedAt, skew * 1000));
+    return Math.min(freshUntil, enforcedFrom(lock, skew));
   }
 
-  /** A started lock (within the skew margin) may change at any moment: never serve it from cache. */
-  private lockMayBeInForce(view: RouteView, now: number): boolean {
-    return view.lock !== null && hasStarted(view.lock, now, this.timing.clockSkewSeconds);
+  /**
+   * Whether a fresh cached view may be served at `now` (design §5.4). A legacy lock that has started (within
+   * the skew margin) may change at any moment: never served. An announced lock's view is served while fresh
+   * (the server sends `no-store` in its window, and a max-age clamped to its next boundary) unless a
+   * boundary has come since the view was fetched (less the skew: the server's clock may lag). A write
+   * lock's view with a max-age is the server's word, from the write region, that the write lock is dead.
+   */
+  private viewServable(view: RouteView, fetchedAt: number, now: number): boolean {
+    const lock = view.lock;
+    if (lock === null) return true;
+    const skew = this.timing.clockSkewSeconds;
+    if (lock.announced === true) return now < announcedServableUntil(lock, fetchedAt, skew * 1000);
+    return !hasStarted(lock, now, skew);
   }
 
   /** One GET of the route (shared by the resolves that join it), its answer cached as its headers allow. */
@@ -746,7 +798,7 @@ export class RoutingClient implements RouteResolver {
     // serve reads from: kept with no freshness, under serveStaleReads only.
     const freshUntil = startedAt + fresh * 1000;
     this.remember(id, { kind: 'view', view, fetchedAt: startedAt, freshUntil });
-    const validUntil = this.servableUntil(view, freshUntil);
+    const validUntil = this.servableUntil(view, freshUntil, startedAt);
     return validUntil > this.clock() ? { view, resolvedAt, validUntil } : { view, resolvedAt };
   }
 

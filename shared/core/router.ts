@@ -31,7 +31,16 @@ import {
   renew,
   swap,
 } from './lock/rules';
-import { deadInWriteRegion, enforcedFrom } from './lock/state';
+import {
+  type HeldCopy,
+  type Provenance,
+  type ReadAction,
+  announcedForReads,
+  readAction,
+  windowFrom,
+  withinTtl,
+} from './lock/readPolicy';
+import { windowDeadInWriteRegion } from './lock/state';
 import { newFencingToken } from './lock/token';
 import { type LockGrant, type RouteView, cacheHeaders, lockGrant, routeView } from './lock/view';
 import { type AllowedRegions, assertAllowedRegion } from './regions';
@@ -41,10 +50,12 @@ import type { ListOptions, ListPage, LocationStore, RequestPriority } from './st
  * The router (design §5): resolves location documents through a local cache and performs every lock
  * mutation as one ETag-conditional write.
  *
- * Read path:
- *  - cache hit whose document has no lock that may be in force → returned, zero store reads;
- *  - cache hit whose document carries a started lock → read from the write region, every time;
- *  - miss → nearest replica; if that copy carries a started lock → read again from the write region.
+ * Read path (the decision is lock/readPolicy's `readAction`, design §5.1):
+ *  - a held copy within its TTL and before its window → returned, zero store reads;
+ *  - a held copy in its window (a legacy lock that has started; an announced lock's write window or write
+ *    lock, until the write region shows it dead) → read from the write region, every time;
+ *  - no copy, or one past its TTL outside the window → nearest replica; if that copy is in its window →
+ *    read again from the write region at once.
  * Concurrent resolves of one id share each of those store reads while it is in flight, joining only a
  * read begun no more than `timing.coalesceJoinMs` ago (core/inflight; design §5.8).
  */
@@ -86,11 +97,6 @@ export interface RouterOptions {
    * leave it unset.
    */
   readOnly?: boolean;
-  /**
-   * How long the cache may reuse one reading of the clock for TTL checks (lru-cache's ttlResolution).
-   * Default: 1 ms on the system clock, 0 (read every time) on an injected clock.
-   */
-  ttlResolutionMs?: number;
   /** Told when a write's store timestamp and this process's clock disagree by more than the skew bound. */
   onClockSkew?: (resourceId: string, skewSeconds: number) => void;
   /** ROUTELOCK_REGIONS: where a route may be placed, locked towards or swapped to; null/absent = anywhere. */
@@ -124,6 +130,11 @@ export interface RouterSeams {
    * it off, to measure the read path as it was side by side.
    */
   coalesceReads?: boolean;
+  /**
+   * The read decision (lock/readPolicy `readAction`): verify plants the broken read policies its negative
+   * controls must catch, and an old-version reader (the legacy rule for every lock).
+   */
+  readAction?: typeof readAction;
 }
 
 export interface MutationOptions {
@@ -190,9 +201,11 @@ interface TimedRead {
 
 interface CacheEntry {
   stored: StoredDocument;
-  /** From this instant on, the cached copy may show stale lock state: read through to the write region. */
-  readThroughFrom: number;
-  /** When the copy entered the cache (its TTL counts from here): a served copy's Age. */
+  /** The copy as the read policy judges it: its document, where it was read, when that read began. */
+  copy: HeldCopy;
+  /** From this instant the copy is read through (lock/readPolicy `windowFrom`), whatever its age. */
+  windowFrom: number;
+  /** When the read that fetched the copy began (its TTL counts from here): a served copy's Age. */
   cachedAt: number;
 }
 
@@ -212,7 +225,18 @@ export class Router {
     };
   }
   private readonly clock: Clock;
+  /**
+   * The read cache. It has no TTL of its own: the read policy is the one judge of a copy's age, so a copy
+   * in its window is never dropped at its TTL into a nearest read (design §5.1).
+   */
   private readonly cache: LRUCache<string, CacheEntry>;
+  /**
+   * Versions (id and ETag) of announced locks the write region showed dead: a replica's copy of the same
+   * version inherits the judgement (same ETag, same content; a dead write lock or window cannot be renewed
+   * or activated), so a dead workflow's lapsed write lock costs one write-region read per version, not
+   * one per TTL.
+   */
+  private readonly deadVersions: LRUCache<string, true>;
   /**
    * The last version this router wrote or read from the write region, by id, kept past the read cache's
    * TTL. A mutation whose If-Match names it decides on it without a read: the write is conditional on
@@ -244,14 +268,8 @@ export class Router {
     this.clock = options.clock ?? systemClock;
     this.newToken = options.newToken ?? newFencingToken;
     const clock = this.clock;
-    this.cache = new LRUCache<string, CacheEntry>({
-      max: options.cacheMax ?? 100_000,
-      // The local tier's TTL is part of the declared convergence delay, so an entry cached before a
-      // pre-lock is gone before that lock can start.
-      ttl: options.timing.localCacheTtlSeconds * 1000,
-      ttlResolution: options.ttlResolutionMs ?? (clock === systemClock ? 1 : 0),
-      perf: { now: clock },
-    });
+    this.cache = new LRUCache<string, CacheEntry>({ max: options.cacheMax ?? 100_000 });
+    this.deadVersions = new LRUCache<string, true>({ max: options.cacheMax ?? 100_000 });
     this.versions = new LRUCache<string, StoredDocument>({ max: options.cacheMax ?? 100_000 });
     const joining = { joinBoundMs: options.timing.coalesceJoinMs, clock };
     this.sharedReads = { nearest: new SharedReads(joining), writeRegion: new SharedReads(joining) };
@@ -271,11 +289,7 @@ export class Router {
    */
   peek(id: string): StoredDocument | undefined {
     const hit = this.cache.get(id);
-    if (hit === undefined) return undefined;
-    // An unlocked document (readThroughFrom = ∞) needs no clock at all.
-    return hit.readThroughFrom === Number.POSITIVE_INFINITY || this.clock() < hit.readThroughFrom
-      ? hit.stored
-      : undefined;
+    return this.servable(hit, this.clock()) ? hit.stored : undefined;
   }
 
   async resolve(id: string): Promise<StoredDocument> {
@@ -311,12 +325,13 @@ export class Router {
     const requestedAt = this.clock();
     const hit = this.cache.get(id);
     const served = !revalidate && this.servable(hit, requestedAt);
-    const entry = served ? hit : await this.readPath(id, hit, requestedAt, priority);
+    const entry = served ? hit : await this.readPath(id, hit, requestedAt, priority, revalidate);
     const now = this.clock();
     // A copy's age counts from when the read that fetched it began (a slow or joined read's answer is
     // that old already), so a cache downstream never holds it past the one local TTL.
     const heldMs = Math.max(0, now - entry.cachedAt);
-    const headers = (this.seams.cacheHeaders ?? cacheHeaders)(entry.stored.doc, now, this.timing, heldMs);
+    const build = this.seams.cacheHeaders ?? cacheHeaders;
+    const headers = build(entry.stored.doc, now, this.timing, heldMs, entry.copy.provenance);
     const resolvedAt = served ? requestedAt : Math.min(requestedAt, entry.cachedAt);
     return { view: routeView(entry.stored, now, this.timing), ...headers, resolvedAt };
   }
@@ -330,38 +345,56 @@ export class Router {
     this.forgetReadsInFlight(id);
   }
 
-  /**
-   * When a copy fetched at `fetchedAt` stops being safe to serve from cache. A lock whose start has
-   * come (within the skew margin) may have been escalated, renewed or released since the copy was
-   * taken, so from then on only the write region's copy will do. A lock the write region itself
-   * showed as dead cannot come back: a new lock would have to start over, after this entry's TTL.
-   */
-  private readThroughFrom(stored: StoredDocument, fetchedAt: number, fromWriteRegion: boolean): number {
-    const lock = stored.doc.lock;
-    const skew = this.timing.clockSkewSeconds;
-    if (!lock) return Number.POSITIVE_INFINITY;
-    if (fromWriteRegion && deadInWriteRegion(lock, fetchedAt, skew)) return Number.POSITIVE_INFINITY;
-    return enforcedFrom(lock, skew);
+  /** What a resolve at `now` does with `copy` (lock/readPolicy; the `readAction` seam may replace it). */
+  private actionFor(copy: HeldCopy, now: number): ReadAction['kind'] {
+    return (this.seams.readAction ?? readAction)(copy, now, this.timing).kind;
   }
 
   /** A cache hit the read path may serve without a store read at `now`. */
   private servable(hit: CacheEntry | undefined, now: number): hit is CacheEntry {
-    return hit !== undefined && now < hit.readThroughFrom;
+    if (hit === undefined) return false;
+    // The hot path: the entry carries the instant the real policy stops serving it.
+    if (this.seams.readAction === undefined)
+      return now < hit.windowFrom && withinTtl(hit.copy, now, this.timing);
+    return this.actionFor(hit.copy, now) === 'serve';
   }
 
   /**
-   * The read path past the cache: the entry made by the read it takes (`cached`: the copy held, too old
-   * to serve). Both store reads are shared with concurrent resolves of the id (§5.8); each caller decides
-   * the escalation to the write region on its own clock reading `now`, so a caller that came after the
-   * lock's start never takes a nearest copy that an earlier caller could still use.
+   * The store read a resolve at `now` makes past the cache: a read-through of the held copy, or a refresh
+   * from the nearest replica. `revalidate` (a view's `no-cache`, a client's refresh ahead) asks past a copy
+   * the policy would serve: an announced lock's copy is renewed from the nearest replica, as its TTL's end
+   * would renew it (no write-region read outside the window); any other is confirmed on the write region.
+   */
+  private nextRead(
+    cached: CacheEntry | undefined,
+    now: number,
+    revalidate: boolean,
+  ): 'readThrough' | 'refresh' {
+    if (cached === undefined) return 'refresh';
+    const kind = this.actionFor(cached.copy, now);
+    if (kind !== 'serve') return kind;
+    // Without `revalidate` a servable copy never gets here (`servable` asked the same policy, same `now`).
+    if (!revalidate) return 'refresh';
+    const lock = cached.copy.doc.lock;
+    return lock !== null && announcedForReads(lock) ? 'refresh' : 'readThrough';
+  }
+
+  /**
+   * The read path past the cache: the entry made by the read it takes (`cached`: the copy held, which the
+   * policy will not serve as it is). Both store reads are shared with concurrent resolves of the id (§5.8);
+   * each caller decides the escalation to the write region on its own clock reading `now`, so a caller that
+   * came after the window opened never takes a nearest copy that an earlier caller could still use. A
+   * nearest copy in its window is read through at once: it never enters the cache.
    */
   private async readPath(
     id: string,
     cached: CacheEntry | undefined,
     now: number,
     priority: RequestPriority,
+    revalidate = false,
   ): Promise<CacheEntry> {
-    if (cached !== undefined) return this.sharedWriteRegionRead(id, priority, cached.stored);
+    if (this.nextRead(cached, now, revalidate) === 'readThrough')
+      return this.sharedWriteRegionRead(id, priority, cached?.stored);
 
     const readNearest = async (): Promise<TimedRead> => {
       const startedAt = this.clock();
@@ -370,12 +403,14 @@ export class Router {
     const nearest = await (this.seams.coalesceReads === false
       ? readNearest()
       : this.sharedReads.nearest.run(`nearest ${priority} ${id}`, readNearest));
-    if (now >= this.readThroughFrom(nearest.stored, now, false))
-      return this.sharedWriteRegionRead(id, priority);
+    const copy = this.heldCopy(nearest.stored, 'replica', nearest.startedAt);
+    if (this.actionFor(copy, now) === 'readThrough') return this.sharedWriteRegionRead(id, priority);
     // Callers that shared the read share its entry: one cache write, one `cachedAt`.
+    // (The same read, not only the same object: a replica may hand back the very copy held, to be re-dated.)
     const entry = this.cache.peek(id);
-    if (entry !== undefined && entry.stored === nearest.stored) return entry;
-    return this.remember(nearest.stored, now, false, nearest.startedAt);
+    if (entry !== undefined && entry.stored === nearest.stored && entry.cachedAt === nearest.startedAt)
+      return entry;
+    return this.remember(nearest.stored, 'replica', nearest.startedAt);
   }
 
   /**
@@ -414,7 +449,7 @@ export class Router {
     if (this.store.readIfChanged === undefined) return this.readEntry(id, 'writeRegion', priority);
     const startedAt = this.clock();
     const answer = await this.store.readIfChanged(id, held.etag, { from: 'writeRegion', priority });
-    return this.remember(answer === 'notModified' ? held : answer, startedAt, true, startedAt);
+    return this.remember(answer === 'notModified' ? held : answer, 'writeRegion', startedAt);
   }
 
   private async readAndCache(
@@ -432,7 +467,7 @@ export class Router {
   ): Promise<CacheEntry> {
     const startedAt = this.clock();
     const stored = await this.store.read(id, { from, priority });
-    return this.remember(stored, startedAt, from === 'writeRegion', startedAt);
+    return this.remember(stored, from === 'writeRegion' ? 'writeRegion' : 'replica', startedAt);
   }
 
   /**
@@ -443,21 +478,47 @@ export class Router {
    */
   private remember(
     stored: StoredDocument,
-    fetchedAt: number,
-    fromWriteRegion: boolean,
+    provenance: Provenance,
     readStartedAt: number = this.clock(),
   ): CacheEntry {
     // Callers are handed this very object (resolve, peek, view): frozen, so none can change what the
     // cache serves others, nor what a conditional read-through keeps while the version is unchanged.
     deepFreeze(stored);
+    const copy = this.heldCopy(stored, provenance, readStartedAt);
     const entry: CacheEntry = {
       stored,
-      readThroughFrom: this.readThroughFrom(stored, fetchedAt, fromWriteRegion),
+      copy,
+      windowFrom: windowFrom(copy, this.timing.clockSkewSeconds),
       cachedAt: readStartedAt,
     };
-    this.cache.set(stored.doc.id, entry, { start: readStartedAt });
-    if (fromWriteRegion) this.versions.set(stored.doc.id, stored);
+    this.cache.set(stored.doc.id, entry);
+    if (provenance === 'writeRegion') {
+      this.versions.set(stored.doc.id, stored);
+      const lock = stored.doc.lock;
+      if (
+        lock &&
+        announcedForReads(lock) &&
+        windowDeadInWriteRegion(lock, readStartedAt, this.timing.clockSkewSeconds)
+      )
+        this.deadVersions.set(versionKey(stored), true);
+    }
     return entry;
+  }
+
+  /**
+   * A copy as the read policy judges it. A replica's copy of a version the write region showed dead (an
+   * announced lock's, `deadVersions`) is judged as the write region's: the same version, and dead for good.
+   */
+  private heldCopy(stored: StoredDocument, provenance: Provenance, readStartedAt: number): HeldCopy {
+    const judged =
+      provenance === 'replica' && this.deadVersions.has(versionKey(stored)) ? 'writeRegion' : provenance;
+    return { doc: stored.doc, provenance: judged, readStartedAt };
+  }
+
+  /** The cached copy within its TTL (a copy a mutation may decide on, or name as If-Match), if any. */
+  private freshCopy(id: string): StoredDocument | undefined {
+    const hit = this.cache.get(id);
+    return hit !== undefined && withinTtl(hit.copy, this.clock(), this.timing) ? hit.stored : undefined;
   }
 
   /**
@@ -493,7 +554,7 @@ export class Router {
       const stored = await this.write(id, () =>
         this.store.create(newLocationDocument(id, location, this.clock(), options.createdBy), { priority }),
       );
-      this.remember(stored, this.clock(), true);
+      this.remember(stored, 'writeRegion');
       return { stored, created: true };
     } catch (error) {
       if (!isRouteLockError(error, 'AlreadyExists')) throw error;
@@ -578,7 +639,7 @@ export class Router {
    * region, else its read cache's copy): a mutation naming it as If-Match is decided without a read.
    */
   heldEtag(id: string): string | undefined {
-    return (this.versions.get(id) ?? this.cache.get(id)?.stored)?.etag;
+    return (this.versions.get(id) ?? this.freshCopy(id))?.etag;
   }
 
   /** Whether this router holds version `etag` of the route (a caller's ETag: `heldEtag`). */
@@ -702,7 +763,7 @@ export class Router {
       try {
         const written = await this.write(id, () => this.store.replace(doc, current.etag, { priority }));
         const now = this.clock();
-        this.remember(written, now, true);
+        this.remember(written, 'writeRegion', now);
         this.checkSkew(id, written, now);
         return written;
       } catch (error) {
@@ -757,7 +818,7 @@ export class Router {
   ): Promise<VersionedCopy> {
     if (ifMatch !== undefined) {
       const given = known !== undefined && known.doc.id === id ? known : undefined;
-      const held = this.versions.get(id) ?? this.cache.get(id)?.stored;
+      const held = this.versions.get(id) ?? this.freshCopy(id);
       const copy = [given, held].find((c) => c !== undefined && sameEtag(c.etag, ifMatch));
       if (copy) return { stored: copy, fromCache: true };
     }
@@ -783,6 +844,11 @@ export class Router {
     if (attempt > 0) throw preconditionFailed(id, 'again while this request was deciding; retry it');
     return this.readAndCache(id, 'writeRegion', priority);
   }
+}
+
+/** A version's key in `deadVersions`: its id and ETag. */
+function versionKey(stored: StoredDocument): string {
+  return `${stored.doc.id} ${stored.etag}`;
 }
 
 function preconditionFailed(id: string, why: string): RouteLockError {

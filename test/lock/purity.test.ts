@@ -26,7 +26,7 @@ function impurities(source: string): string[] {
  */
 describe('lock rules and the migration workflow are pure', () => {
   const lockDir = join(__dirname, '../../shared/core/lock');
-  const ruleFiles = ['rules.ts', 'state.ts', 'view.ts', 'document.ts'];
+  const ruleFiles = ['rules.ts', 'state.ts', 'view.ts', 'document.ts', 'readPolicy.ts'];
   const phaseDir = join(__dirname, '../../shared/migration/workflow');
   const pureFiles = [
     ...ruleFiles.map((f) => join(lockDir, f)),

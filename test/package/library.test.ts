@@ -21,6 +21,7 @@ const mutations: Record<string, (router: Router, id: string) => Promise<unknown>
   deleteRoute: (r, id) => r.deleteRoute(id),
   prelock: (r, id) => r.prelock(id, { migrationId: 'm1', owner: 'test', target: there }),
   escalate: (r, id) => r.escalate(id, { token, phase: 'write' }),
+  announce: (r, id) => r.announce(id, { token, phase: 'write' }),
   renew: (r, id) => r.renew(id, { token }),
   swap: (r, id) => r.swap(id, { token }),
   swapWithTime: (r, id) => r.swapWithTime(id, { token }),

@@ -6,22 +6,13 @@ import { newLocationDocument } from '../../shared/core/lock/document';
 import type { LocationStore } from '../../shared/core/store/ports/locations';
 import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { useCosmosServers } from '../support/cosmosServers';
+import { codeOf } from '../support/errorCode';
 
 /**
  * One contract, two adapters: what the router relies on from any store. The Cosmos adapter runs
  * against @vercel/cosmosdb-server (the Cosmos wire protocol, with real ETags and 412s), twice: as it
  * ships (bare ETags) and issuing ETags in quotes as Cosmos DB does (testkit/cosmosServer.ts).
  */
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'ok';
-  } catch (error) {
-    if (error instanceof RouteLockError) return error.code;
-    throw error;
-  }
-}
 
 const servers = useCosmosServers();
 const dirs: string[] = [];

@@ -21,6 +21,7 @@ import {
   secondaryInForce,
   writeLockInForce,
 } from './state';
+import { type Provenance, announcedForReads, nextTighteningFrom, windowFrom } from './readPolicy';
 
 /**
  * What callers see (design §4): the route view with its enforcement decision and Cache-Control,
@@ -153,17 +154,36 @@ export function routeView(stored: StoredDocument, now: number, cfg: ViewTiming):
 }
 
 /**
- * Cache-Control for a route view. A plain HTTP cache must never hold a document past the moment its
- * lock starts: `no-store` once a live lock has started (within the clock-skew margin), otherwise what
- * is left of the local tier's TTL, clamped to the time left before a pending lock starts.
+ * Cache-Control for a route view. A plain HTTP cache must never hold a document past the moment it must
+ * be read through (design §5.3):
+ * - a legacy lock: `no-store` once a live lock has started (within the clock-skew margin), otherwise what
+ *   is left of the local tier's TTL, clamped to the time left before a pending lock starts;
+ * - an announced lock (lock/readPolicy): `no-store` only in its window (the write window, or a write lock
+ *   the write region has not shown dead); otherwise what is left of the TTL, clamped to the window's start
+ *   and to the next instant the view's enforcement, a snapshot, may tighten (the lock's start).
  *
  * `heldMs`: how long the serving tier's cache has held this copy (0 for a copy read from the store for
  * this request). A cache downstream is in series with that tier, and the convergence delay counts the
  * local TTL once, so max-age is never more than the TTL less the time held (whole seconds, rounded down).
+ * `provenance`: where the serving tier read the copy; a replica (the default) is never taken for the
+ * write region's word that a write lock or window is dead.
  */
-export function cacheControl(doc: LocationDocument, now: number, cfg: ViewTiming, heldMs = 0): string {
-  const lock = liveLock(doc, now);
+export function cacheControl(
+  doc: LocationDocument,
+  now: number,
+  cfg: ViewTiming,
+  heldMs = 0,
+  provenance: Provenance = 'replica',
+): string {
   const ttl = Math.max(0, Math.floor((cfg.localCacheTtlSeconds * 1000 - Math.max(0, heldMs)) / 1000));
+  if (doc.lock !== null && announcedForReads(doc.lock)) {
+    const skew = cfg.clockSkewSeconds;
+    const window = windowFrom({ doc, provenance, readStartedAt: now - Math.max(0, heldMs) }, skew);
+    if (now >= window) return 'no-store';
+    const until = Math.min(window, nextTighteningFrom(doc, now, skew));
+    return `private, max-age=${Math.max(0, Math.min(ttl, Math.floor((until - now) / 1000)))}`;
+  }
+  const lock = liveLock(doc, now);
   if (!lock) return `private, max-age=${ttl}`;
   if (hasStarted(lock, now, cfg.clockSkewSeconds)) return 'no-store';
   const untilStart = Math.floor((enforcedFrom(lock, cfg.clockSkewSeconds) - now) / 1000);
@@ -182,15 +202,19 @@ export interface CacheHeaders {
   ageSeconds: number;
 }
 
-/** Cache-Control and Age for a copy the serving tier has held for `heldMs` (see `cacheControl`). */
+/**
+ * Cache-Control and Age for a copy the serving tier has held for `heldMs`, read from `provenance` (see
+ * `cacheControl`).
+ */
 export function cacheHeaders(
   doc: LocationDocument,
   now: number,
   cfg: TimingConfig,
   heldMs = 0,
+  provenance: Provenance = 'replica',
 ): CacheHeaders {
   return {
-    cacheControl: cacheControl(doc, now, cfg, heldMs),
+    cacheControl: cacheControl(doc, now, cfg, heldMs, provenance),
     ageSeconds: Math.floor(Math.max(0, heldMs) / 1000),
   };
 }
