@@ -13,7 +13,9 @@ import { migrationFixture } from '../testkit/migrationFixture';
  * Counted from the actions the orchestration issued and the runs it took; the harness throws on any
  * other action type (sub-orchestration, external event, entity), so those are 0 by construction.
  *
- * `npm run bench:durable` prints the table; test/migration/durableWorkItems.test.ts pins the numbers.
+ * `npm run bench:durable` prints two tables, the migration as it runs by default and the same migration
+ * under announced locks (ROUTELOCK_ANNOUNCED_LOCKS=true, docs/design.md §6.3); the two differ only in
+ * that setting. test/migration/durableWorkItems.test.ts pins the numbers.
  */
 
 export interface WorkItemCount {
@@ -27,6 +29,8 @@ export interface WorkItemCount {
   httpCalls: number;
   /** Lock renewals among the activities (a long copy renews its phase lock every third of the lease). */
   renewals: number;
+  /** Write windows announced (`announce` activities): one per write-lock attempt under announced locks. */
+  announces: number;
   subOrchestrations: 0;
   externalEvents: 0;
   /** Orchestrator executions (episodes): each replays the history and issues the next actions. */
@@ -111,6 +115,7 @@ export async function countWorkItems(options: {
     timers,
     httpCalls,
     renewals: result.actions.filter((a) => a.name === 'migrationRenew').length,
+    announces: result.actions.filter((a) => a.name === 'migrationAnnounce').length,
     subOrchestrations: 0,
     externalEvents: 0,
     episodes: result.runs,
@@ -120,13 +125,24 @@ export async function countWorkItems(options: {
   };
 }
 
-/** The cases the README quotes: 0, 1 and 2 participants under each serving profile. */
-export async function measureAll(): Promise<WorkItemCount[]> {
+/**
+ * The cases the operators' guide quotes: 0, 1 and 2 participants under each serving profile, as the
+ * profile runs them (`env` adds settings to every case).
+ */
+export async function measureAll(env?: Record<string, string>): Promise<WorkItemCount[]> {
   const rows: WorkItemCount[] = [];
   for (const profile of ['dev', 'production'] as const)
-    for (const participants of [0, 1, 2]) rows.push(await countWorkItems({ profile, participants }));
+    for (const participants of [0, 1, 2])
+      rows.push(await countWorkItems({ profile, participants, ...(env ? { env } : {}) }));
   return rows;
 }
+
+/**
+ * The same cases under announced locks: the only difference is the flag, so the two tables' difference
+ * is what announcing costs (the announce activity, the hold's renewals and waits, no hard-delete escalation).
+ */
+export const measureAnnounced = (): Promise<WorkItemCount[]> =>
+  measureAll({ ROUTELOCK_ANNOUNCED_LOCKS: 'true' });
 
 export function table(rows: WorkItemCount[]): string {
   const head =
@@ -139,6 +155,11 @@ export function table(rows: WorkItemCount[]): string {
   return [head, line, ...body].join('\n');
 }
 
-if (require.main === module) {
-  void measureAll().then((rows) => process.stdout.write(`${table(rows)}\n`));
+async function main(): Promise<void> {
+  const [plain, announced] = [await measureAll(), await measureAnnounced()];
+  process.stdout.write(
+    `${table(plain)}\n\nUnder announced locks (ROUTELOCK_ANNOUNCED_LOCKS=true):\n\n${table(announced)}\n`,
+  );
 }
+
+if (require.main === module) void main();

@@ -1,4 +1,4 @@
-import { countWorkItems, measureAll, table } from '../../bench/durableWorkItems';
+import { countWorkItems, measureAll, measureAnnounced, table } from '../../bench/durableWorkItems';
 
 /**
  * The Durable work items one migration costs, measured through the real executor (bench/durableWorkItems.ts)
@@ -24,6 +24,43 @@ test('work items per migration: 0, 1 and 2 participants under the dev and produc
     ].join('\n'),
   );
   // no sub-orchestrations or external events: the harness fails on any action but activity, timer, HTTP
+  expect(rows.every((r) => r.subOrchestrations === 0 && r.externalEvents === 0)).toBe(true);
+});
+
+test('under announced locks: the same cases with ROUTELOCK_ANNOUNCED_LOCKS=true', async () => {
+  const [plain, rows] = [await measureAll(), await measureAnnounced()];
+  expect(rows.every((r) => r.status === 'Completed')).toBe(true);
+  // Against the table above (docs/design.md §6.3): the pre-lock is already the hard-delete lock, so no
+  // escalation to it (one activity fewer); the write-lock attempt announces its window (the announce
+  // activity) and holds the hard-delete lock until W + S, a round per third of the hard-delete lease, each a
+  // renewal and a timer (L + S = 4 s in dev: one round; 8110 s in production against a third of 2 h: two).
+  // The activation's wait-out rounds (ConvergencePending, asked again after Retry-After) add none here:
+  // the harness fires the hold's last timer at W + S exactly; a timer that fires early (Azure Storage: up
+  // to 1 s) adds an escalation and a timer per round. Episodes follow the activities and timers.
+  expect(table(rows)).toBe(
+    [
+      '| profile | participants | activities | timers | HTTP calls | episodes | work items | DTS actions |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|',
+      '| dev | 0 | 7 | 4 | 0 | 12 | 19 | 19 |',
+      '| dev | 1 | 10 | 15 | 7 | 27 | 44 | 50 |',
+      '| dev | 2 | 10 | 15 | 14 | 34 | 58 | 64 |',
+      '| production | 0 | 8 | 5 | 0 | 14 | 22 | 22 |',
+      '| production | 1 | 9 | 16 | 7 | 32 | 48 | 49 |',
+      '| production | 2 | 9 | 16 | 14 | 39 | 62 | 63 |',
+    ].join('\n'),
+  );
+  // the difference, row by row, is exactly that: one announcement, the hold's rounds, one escalation fewer
+  const holdRounds = { dev: 1, production: 2 };
+  rows.forEach((r, i) => {
+    const before = plain[i]!;
+    const rounds = holdRounds[r.profile as keyof typeof holdRounds];
+    expect(r.announces).toBe(1);
+    expect(r.renewals - before.renewals).toBe(rounds);
+    expect(r.activities - before.activities).toBe(1 + rounds - 1);
+    expect(r.timers - before.timers).toBe(rounds);
+    expect(r.httpCalls).toBe(before.httpCalls);
+  });
+  expect(plain.every((r) => r.announces === 0)).toBe(true);
   expect(rows.every((r) => r.subOrchestrations === 0 && r.externalEvents === 0)).toBe(true);
 });
 
