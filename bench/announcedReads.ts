@@ -50,6 +50,8 @@ export interface AnnouncedReadsOptions {
   replicaReadMs: number;
   /** How long the write lock is held before the swap (the delta copy), the same under both rules. */
   writeHoldSeconds: number;
+  /** Traffic after the swap (s); absent: R + 2 local TTLs, while the replica still shows the write lock. */
+  afterSwapSeconds?: number;
 }
 
 type Rule = 'legacy' | 'announced';
@@ -273,7 +275,7 @@ interface WritePhase {
   /** [W − S, activation): read through, nothing denied yet (announced only). */
   window: Span | null;
   writeLock: Span & { notReadThrough: number; writesAllowed: { afterCommit: number; beforeCommit: number } };
-  /** From the swap, R + 2 local TTLs. */
+  /** From the swap, `afterSwapSeconds`. */
   afterSwap: Span;
   /** The orchestrator's write lock, commit to swap, and the freeze as the reader's answers showed it. */
   writeLockSeconds: number;
@@ -321,7 +323,9 @@ async function writePhase(
     writeLockAt = activationOpensAt(announced, timing.clockSkewSeconds);
   }
   const swapAt = writeLockAt + options.writeHoldSeconds * SECOND;
-  const end = swapAt + timing.replicationBoundSeconds * SECOND + 2 * timing.localCacheTtlSeconds * SECOND;
+  const afterSwap =
+    options.afterSwapSeconds ?? timing.replicationBoundSeconds + 2 * timing.localCacheTtlSeconds;
+  const end = swapAt + afterSwap * SECOND;
   const stamps = { writeAt: '', committedAt: 0, swappedAt: 0 };
   const events: Event[] = [
     {
@@ -593,7 +597,9 @@ function writeTable(data: Data): string {
         `${w.writeLock.notReadThrough} not read through; writes allowed: ${w.writeLock.writesAllowed.afterCommit} on a read begun after the commit, ${w.writeLock.writesAllowed.beforeCommit} joining one begun before it; denied from +${w.firstDenialAfterCommitMs} ms for ${w.deniedSeconds} s`,
       ),
     );
-    rows.push(cells('after the swap (R + 2 TTL)', w.afterSwap));
+    rows.push(
+      cells(`after the swap, ${w.afterSwap.resolves / data.options.resolvesPerSecond} s`, w.afterSwap),
+    );
   }
   return table(
     [

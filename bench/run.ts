@@ -121,12 +121,13 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
   // Virtual time: counts and virtual latencies, the same on any machine; only the run's length changes.
   'announced-reads': () =>
     runAnnouncedReads({
-      holdSeconds: tiny ? 30 : quick ? 120 : 600,
-      httpHoldSeconds: tiny ? 10 : quick ? 60 : 600,
+      holdSeconds: tiny ? 10 : quick ? 120 : 600,
+      httpHoldSeconds: tiny ? 5 : quick ? 60 : 600,
       resolvesPerSecond: 100,
       writeRegionReadMs: 50,
       replicaReadMs: 5,
       writeHoldSeconds: tiny ? 10 : 60,
+      ...(tiny ? { afterSwapSeconds: 5 } : {}),
     }),
   // Sizes, not speed: the same at every size (--tiny measures the client alone, to stay short).
   'install-size': () => runInstallSize(tiny ? { folders: ['client'] } : {}),

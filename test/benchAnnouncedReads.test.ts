@@ -14,6 +14,7 @@ test('announced-reads: 0 write-region reads outside the window, every resolve re
     writeRegionReadMs: 50,
     replicaReadMs: 5,
     writeHoldSeconds: 5,
+    afterSwapSeconds: 5,
   });
   const [legacy, announced] = data.library;
   expect(legacy!.rule).toBe('legacy');
