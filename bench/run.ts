@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { runAnnouncedReads } from './announcedReads';
 import { runCampaign } from './campaign';
 import { runClient } from './client';
 import { runGrowth } from './growth';
@@ -117,6 +118,17 @@ const benchmarks: Record<string, () => Promise<{ table: string; data: unknown }>
           ? { sizes: [1000, 100_000], ops: 50_000, copiedWork: 2_000_000 }
           : { sizes: [1000, 100_000], ops: 300_000, copiedWork: 10_000_000 },
     ),
+  // Virtual time: counts and virtual latencies, the same on any machine; only the run's length changes.
+  'announced-reads': () =>
+    runAnnouncedReads({
+      holdSeconds: tiny ? 10 : quick ? 120 : 600,
+      httpHoldSeconds: tiny ? 5 : quick ? 60 : 600,
+      resolvesPerSecond: 100,
+      writeRegionReadMs: 50,
+      replicaReadMs: 5,
+      writeHoldSeconds: tiny ? 10 : 60,
+      ...(tiny ? { afterSwapSeconds: 5 } : {}),
+    }),
   // Sizes, not speed: the same at every size (--tiny measures the client alone, to stay short).
   'install-size': () => runInstallSize(tiny ? { folders: ['client'] } : {}),
 };

@@ -46,6 +46,12 @@ test('every benchmark runs and writes bench/results-style JSON', async () => {
     ]);
     for (const r of [...campaign.embedded, ...campaign.virtual])
       expect(r.peakRunning.members).toBeLessThanOrEqual(r.peakRunning.limit);
+    type AnnouncedRun = { rule: string; hold: { writeRegionReads: number } };
+    const announcedReads = read('announced-reads').data as { library: AnnouncedRun[] };
+    expect(announcedReads.library.map((r) => [r.rule, r.hold.writeRegionReads > 0])).toEqual([
+      ['legacy', true],
+      ['announced', false],
+    ]);
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
