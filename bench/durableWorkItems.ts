@@ -6,7 +6,7 @@ import { DurableReplay } from '../testkit/durableReplay';
 import { migrationFixture } from '../testkit/migrationFixture';
 
 /**
- * What one migration costs the Durable backend, measured (README "Sizing the Durable backend"): the real
+ * What one migration costs the Durable backend, measured (docs/operators.md "Sizing the Durable backend"): the real
  * orchestrator replayed through durable-functions' own executor (testkit/durableReplay.ts), the real
  * activities against a real store, participants that finish each copy in `copySeconds` of virtual time
  * (answering 202 + Location and polled, as new migrations (workflow version 2) call them).
