@@ -154,7 +154,7 @@ const leadNamed = (lead: number): string =>
   `the announcement lead L (${lead} s: the convergence delay + ROUTELOCK_CLOCK_SKEW_SECONDS + ROUTELOCK_SAFETY_BUFFER_SECONDS)`;
 
 /**
- * The inequalities under announced locks (ROUTELOCK_ANNOUNCED_LOCKS; docs/design.md §3.7), checked
+ * The inequalities under announced locks (ROUTELOCK_ANNOUNCED_LOCKS; design §3.7), checked
  * besides `timingInequalities` (whose 1 and 4 they tighten); L = `lead`, k = delta attempts:
  *
  * 1. the pre-lock cap holds one attempt with an empty bulk copy: L to the hard-delete lock, S + G to the

@@ -50,9 +50,9 @@ export interface MigrationSettings {
    */
   prelockMaxSeconds?: number;
   /**
-   * Take announced locks (lock rule 2, docs/design.md §3.7): decided at the migration's start from
+   * Take announced locks (lock rule 2, design §3.7): decided at the migration's start from
    * ROUTELOCK_ANNOUNCED_LOCKS, so a flag change never changes a running instance. Only an instance of a
-   * version with `announcedEscalations` (workflow/capabilities.ts) asks for them. Absent: legacy locks.
+   * version with `announcedEscalations` (migration/workflow/capabilities) asks for them. Absent: legacy locks.
    */
   announcedLocks?: true;
   /** The announcement lead L (seconds) the workflow plans its waits with; set with `announcedLocks`. */
