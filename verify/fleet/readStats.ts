@@ -1,0 +1,73 @@
+import { type LocationDocument, isAnnounced } from '../../shared/core/lock/document';
+import { type Fleet, harnessError, truthOrNull, violation } from './state';
+import type { WriteRegionReadKind } from './types';
+
+/**
+ * The services' write-region reads on the request path, each classified by what the write region shows
+ * at the instant it begins (true time): the announced read rule's goal is none outside a write window but
+ * the cases design note §4 lists. An announced resource's read outside them is `unexplained`, and a
+ * violation of its own kind (`reads`) in every run that is not a control of the read path.
+ */
+
+/** A lock, or an announced lock's write window, that is on the document: its write lock or its window. */
+const holdsWindow = (doc: LocationDocument | null): boolean => {
+  const lock = doc?.lock;
+  if (!lock) return false;
+  return !isAnnounced(lock) || lock.phase === 'write' || lock.writeWindowAt !== undefined;
+};
+
+/**
+ * After each committed version: when a lock, write lock or window left the write region. A replica up to
+ * R behind may still show it, and a reader refreshing from that replica reads through once more.
+ */
+export function noteWindowEnd(f: Fleet, before: LocationDocument, after: LocationDocument | null): void {
+  if (holdsWindow(before) && !holdsWindow(after)) f.windowEndedAt.set(before.id, f.clock.now());
+}
+
+/** Classify one write-region read a service's tier begins now (`oldReader`: the legacy-policy service). */
+export function countWriteRegionRead(f: Fleet, id: string, oldReader: boolean): void {
+  const at = f.clock.now();
+  void truthOrNull(f, id)
+    .then((doc) => {
+      const kind = oldReader ? 'oldReader' : classify(f, id, doc, at);
+      f.stats.writeRegionReads[kind] += 1;
+      if (kind === 'unexplained' && !READ_PATH_CONTROLS.has(f.control))
+        violation(f, id, `a write-region read outside the write window: ${describe(doc)}`, 'reads');
+    })
+    .catch(harnessError(f, id));
+}
+
+/** The controls that break the read path on purpose: their extra reads are not this check's to report. */
+const READ_PATH_CONTROLS: ReadonlySet<string> = new Set([
+  'noReadThrough',
+  'leaveOnOwnTimestamps',
+  'replicaInWindow',
+  'servedPastTtl',
+  'noSkewMargins',
+]);
+
+function classify(f: Fleet, id: string, doc: LocationDocument | null, at: number): WriteRegionReadKind {
+  const skewMs = f.timing.clockSkewSeconds * 1000;
+  const lock = doc?.lock;
+  if (lock && !isAnnounced(lock)) return 'legacyLock';
+  if (lock && (lock.phase === 'write' || lock.writeWindowAt !== undefined)) {
+    const end =
+      lock.phase === 'write'
+        ? Date.parse(lock.writeExpiresAt ?? '')
+        : Date.parse(lock.writeWindowUntil ?? '');
+    const opens = lock.phase === 'write' ? -Infinity : Date.parse(lock.writeWindowAt ?? '') - 2 * skewMs;
+    // Readers leave on the write region's word that it is dead: its end and twice the skew (and a read's own).
+    if (at >= end + 3 * skewMs) return 'deadWindow';
+    if (at >= opens) return 'inWindow';
+  }
+  const ended = f.windowEndedAt.get(id);
+  if (ended !== undefined && at - ended <= f.timing.replicationBoundSeconds * 1000 + 2 * skewMs)
+    return 'afterWindow';
+  return 'unexplained';
+}
+
+function describe(doc: LocationDocument | null): string {
+  const lock = doc?.lock;
+  if (!lock) return doc ? 'no lock' : 'no route';
+  return `${lock.migrationId} ${lock.phase} from ${lock.startsAt}${lock.writeWindowAt ? `, window ${lock.writeWindowAt}–${lock.writeWindowUntil}` : ''}`;
+}
