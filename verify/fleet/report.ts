@@ -188,7 +188,7 @@ function summarize(s: FleetStats): string {
       `request-path write-region reads: ${n(r.inWindow)} in a write window, outside it ${n(r.legacyLock)} ` +
       `under legacy locks, ${n(r.oldReader)} by the old-version service, ${n(r.afterWindow)} within R after a ` +
       `lock or window left the write region, ${n(r.deadWindow)} of a dead write lock or window, ` +
-      `${n(r.unexplained)} unexplained`,
+      `${n(r.noLock)} of a route with no lock, ${n(r.unexplained)} of an announced lock unexplained`,
   );
   const c = s.campaign;
   if (c)

@@ -233,6 +233,7 @@ export function newStats(
       oldReader: 0,
       afterWindow: 0,
       deadWindow: 0,
+      noLock: 0,
       unexplained: 0,
     },
     clockOffsetsMs: {

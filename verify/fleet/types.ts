@@ -199,7 +199,9 @@ export type WriteRegionReadKind =
   | 'afterWindow'
   /** A write lock or window past its end still on the document (a dead workflow's, until reclaimed). */
   | 'deadWindow'
-  /** An announced lock outside its window, or no lock: none is expected. */
+  /** No lock on the write region (and none left it within R): counted, not checked. */
+  | 'noLock'
+  /** An announced lock outside its window and none of the above: none is expected (a violation). */
   | 'unexplained';
 
 export interface FleetResult extends ScenarioResult {
