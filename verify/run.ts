@@ -63,6 +63,12 @@ export async function verify(options: { quick: boolean; seed: number; soakSecond
     'cleanUpAtOnce',
     // Coalescing with a join bound longer than the in-flight grace.
     'joinLongerThanGrace',
+    // The announced rule's: a short lead, a late renewal, and three broken read policies.
+    'shortAnnouncement',
+    'lateRenewal',
+    'leaveOnOwnTimestamps',
+    'replicaInWindow',
+    'servedPastTtl',
   ] as const) {
     results.push(await fleetControl(control, fleetSize, options.seed));
   }

@@ -6,7 +6,10 @@ import type { MigrationSettings } from '../../shared/migration/types';
 import { migrationSettings } from '../../shared/migration/workflow';
 import type { Router } from '../../shared/core/router';
 import type { Activities } from '../../shared/migration/activities';
+import * as realRules from '../../shared/core/lock/rules';
+import type { LockRules } from '../../shared/core/router';
 import { plantUnconfirmedSwap } from '../../testkit/plantedBugs';
+import { type ReadPolicyBug, plantedReadAction } from '../../testkit/readPolicyBugs';
 import type { FleetControl, FleetStats, ViolationKind } from './types';
 import { edgeTtlSeconds } from './world';
 
@@ -45,7 +48,61 @@ export const controlCaughtBy: Record<Exclude<FleetControl, 'none'>, CaughtBy> = 
   // Joined answers older than the grace: writes decided before the write lock land after the copies,
   // or a decision made on a copy older than the request (the late answer cached and served again).
   joinLongerThanGrace: ['data', 'decision'],
+  // The announced rule's own controls: a tightening some copy does not show yet when it takes effect, or a
+  // copy kept (or left) when the rule says read the write region. A physical delete during a copy, a write
+  // under the write lock, or the data that loses either.
+  shortAnnouncement: ['decision', 'data'],
+  lateRenewal: ['decision', 'data'],
+  leaveOnOwnTimestamps: ['decision', 'data'],
+  replicaInWindow: ['decision', 'data'],
+  servedPastTtl: ['decision', 'data'],
 };
+
+/** The controls of the announced rule: every one of their migrations asks for announced locks. */
+const ANNOUNCED_CONTROLS: ReadonlySet<FleetControl> = new Set([
+  'shortAnnouncement',
+  'lateRenewal',
+  'leaveOnOwnTimestamps',
+  'replicaInWindow',
+  'servedPastTtl',
+]);
+
+/** The share of migrations started with announced locks: half (the rest legacy), all in their controls. */
+export const announcedShare = (control: FleetControl): number => (ANNOUNCED_CONTROLS.has(control) ? 1 : 0.5);
+
+/**
+ * The read policy a service's routers run: a control's broken one in every service; otherwise the real
+ * one, but the old-version service reads every lock by the legacy rule (a reader built before announced
+ * locks, design §2.8: as strict, and it reads the write region from every lock's start).
+ */
+export function controlReadAction(
+  control: FleetControl,
+  oldReader: boolean,
+): ReturnType<typeof plantedReadAction> | undefined {
+  const bugs: readonly string[] = ['leaveOnOwnTimestamps', 'replicaInWindow', 'servedPastTtl'];
+  if (bugs.includes(control)) return plantedReadAction(control as ReadPolicyBug);
+  return oldReader ? plantedReadAction('legacyForAll') : undefined;
+}
+
+/**
+ * The orchestrators' lock rules: the real ones, or (lateRenewal) a renewal without the announcement lead's
+ * check: the lock judged as if it were legacy, its announcement kept on the document the rule returns.
+ */
+export function controlRules(control: FleetControl): Partial<LockRules> | undefined {
+  if (control !== 'lateRenewal') return undefined;
+  return {
+    renew: (doc, req, now, cfg) => {
+      const lock = doc.lock;
+      if (!lock || lock.announceLeadSeconds === undefined) return realRules.renew(doc, req, now, cfg);
+      const { announceLeadSeconds: lead, ...legacy } = lock;
+      const result = realRules.renew({ ...doc, lock: legacy }, req, now, cfg);
+      const after = result.doc.lock;
+      return after?.migrationId === lock.migrationId
+        ? { ...result, doc: { ...result.doc, lock: { ...after, announceLeadSeconds: lead } } }
+        : result;
+    },
+  };
+}
 
 /**
  * Controls whose participants answer 404 to `verify`: the unverified delta, and the in-flight grace,
@@ -143,24 +200,66 @@ export function controlTimings(
   const ruleTiming: TimingConfig = control === 'noSkewMargins' ? { ...timing, clockSkewSeconds: 0 } : timing;
   const edge = edgeTtlSeconds(timing);
   // Control: the declaration forgot the largest tier (edge), as a service that added a CDN might.
-  const orchestratorTiming: TimingConfig =
-    control === 'convergenceShorterThanCacheTtl'
-      ? {
-          ...ruleTiming,
-          convergenceDelaySeconds:
-            Math.max(0, ...timing.cacheTiers.map((t) => t.ttlSeconds).filter((s) => s < edge)) +
-            timing.replicationBoundSeconds,
-        }
-      : ruleTiming;
-  return { timing, ruleTiming, orchestratorTiming };
+  if (control === 'convergenceShorterThanCacheTtl') {
+    const convergenceDelaySeconds =
+      Math.max(0, ...timing.cacheTiers.map((t) => t.ttlSeconds).filter((s) => s < edge)) +
+      timing.replicationBoundSeconds;
+    // The lead follows the declaration (L = D + S + B), as the settings derive it.
+    const announceLeadSeconds =
+      convergenceDelaySeconds + ruleTiming.clockSkewSeconds + ruleTiming.safetyBufferSeconds;
+    return {
+      timing,
+      ruleTiming,
+      orchestratorTiming: { ...ruleTiming, convergenceDelaySeconds, announceLeadSeconds },
+    };
+  }
+  // Control: an announcement lead of the convergence delay less the edge tier's TTL (an edge copy taken
+  // just before the announcement is served past the instant it announced).
+  if (control === 'shortAnnouncement')
+    return {
+      timing,
+      ruleTiming,
+      orchestratorTiming: { ...ruleTiming, announceLeadSeconds: timing.convergenceDelaySeconds - edge },
+    };
+  // Control: an hour's hard-delete lease (under the lead: the real rule refuses every renewal of it), so
+  // renewals land late within the copies; with the lead check planted away they are accepted.
+  if (control === 'lateRenewal')
+    return {
+      timing,
+      ruleTiming,
+      orchestratorTiming: { ...ruleTiming, hardDeleteLeaseSeconds: LATE_RENEWAL_LEASE_SECONDS },
+    };
+  return { timing, ruleTiming, orchestratorTiming: ruleTiming };
 }
 
-/** The workflow's settings: copies that start the moment their lock commits, or no clock-skew margins. */
-export function controlSettings(control: FleetControl, config: Config): MigrationSettings {
+/** The lateRenewal control's hard-delete lease, and when in it its renewals land (0.95 of it). */
+const LATE_RENEWAL_LEASE_SECONDS = 3600;
+const LATE_RENEWAL_AT = 0.95;
+
+/**
+ * The workflow's settings, legacy or announced: copies that start the moment their lock commits, no
+ * clock-skew margins, the lead the orchestrators' rules grant (a control's), or (lateRenewal) renewals
+ * planned against a lease three times 0.95 of the real one, so each lands at 0.95 of it.
+ */
+export function controlSettings(
+  control: FleetControl,
+  config: Config,
+  orchestratorTiming: TimingConfig,
+  announced: boolean,
+): MigrationSettings {
+  const base = announced
+    ? {
+        ...migrationSettings({ ...config, timing: { ...config.timing, announcedLocks: true } }),
+        announceLeadSeconds: orchestratorTiming.announceLeadSeconds,
+      }
+    : migrationSettings(config);
   return {
-    ...migrationSettings(config),
+    ...base,
     ...(control === 'noInFlightGrace' ? { inFlightGraceSeconds: 0 } : {}),
     ...(control === 'noSkewMargins' ? { clockSkewSeconds: 0 } : {}),
+    ...(control === 'lateRenewal'
+      ? { hardDeleteLeaseSeconds: 3 * LATE_RENEWAL_AT * LATE_RENEWAL_LEASE_SECONDS }
+      : {}),
   };
 }
 

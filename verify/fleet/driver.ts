@@ -1,5 +1,6 @@
 import { type Location, sameLocation } from '../../shared/core/lock/document';
 import { campaignEnded, createCampaign, rivalStart } from './campaign';
+import { announcedShare } from './controls';
 import { traffic } from './users';
 import { type Fleet, harnessError, note, truth } from './state';
 import { CRASH_STEPS, DRIVER_EVERY_MS, LOCATIONS, TRAFFIC_EVERY_MS, locationKey, pick } from './world';
@@ -35,8 +36,13 @@ async function startOne(f: Fleet, busy: Set<string>): Promise<boolean> {
       : sameRegion.length > 0 && random() < 0.5
         ? pick(random, sameRegion)
         : pick(random, elsewhere);
+  // Half the migrations (all, in the announced rule's controls) ask for announced locks: the runner's
+  // settings read this at the start.
+  f.announceNext = f.announceRandom() < announcedShare(f.control);
   const { record, created } = by.start({ resourceId, target });
   if (!created) return false;
+  if (f.announceNext) f.stats.announced.migrations += 1;
+  else f.stats.announced.legacy += 1;
   if (target.region === here.region && !sameLocation(target, here)) f.stats.accountMoves.started += 1;
   f.started += 1;
   busy.add(resourceId);
@@ -46,7 +52,7 @@ async function startOne(f: Fleet, busy: Set<string>): Promise<boolean> {
   note(
     f,
     resourceId,
-    `${record.migrationId} started ${locationKey(here)} → ${locationKey(target)}${rivalRace ? ' (rival)' : ''}`,
+    `${record.migrationId} started ${locationKey(here)} → ${locationKey(target)}${rivalRace ? ' (rival)' : ''}${f.announceNext ? ' (announced)' : ''}`,
   );
   return true;
 }

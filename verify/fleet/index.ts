@@ -4,6 +4,7 @@ import { Router } from '../../shared/core/router';
 import { TokenKeyring } from '../../shared/core/security/tokenKeys';
 import { SqliteStore } from '../../shared/core/store/sqlite/locations';
 import { LaggingStore } from '../../testkit/laggingStore';
+import { prng } from '../../testkit/prng';
 import { operatorNow } from './routeDeleter';
 import { checkCampaignStep, judgeCampaign, newCampaignActor, startCampaignInstance } from './campaign';
 import { controlSettings } from './controls';
@@ -13,7 +14,8 @@ import { CommitWatchingStore, checkData, swapped } from './oracles';
 import { CrashingState, journaled, newRunner } from './orchestrator';
 import { newParticipantState } from './participants';
 import { countEnd, fleetResult, judgeOutcomes } from './report';
-import { createServices } from './services';
+import { countWriteRegionRead, noteWindowEnd } from './readStats';
+import { createServices, startServiceRestarts } from './services';
 import {
   type Fleet,
   type FleetEnv,
@@ -96,6 +98,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     },
     (id) => retiredUntil.get(id),
     env.maxOffsetMs,
+    (before, after) => noteWindowEnd(f, before, after),
   );
   const replicas = new LaggingStore(watched, clock.now, () =>
     Math.floor(random() * timing.replicationBoundSeconds * 1000),
@@ -111,7 +114,9 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     onFailover: (resourceId, message) => note(env, resourceId, message),
     onError: (resourceId) => harnessError(env, resourceId),
   });
-  const { services, serviceOffsets, tierNames, decideAs } = createServices(env, store);
+  const { services, serviceOffsets, tierNames, decideAs } = createServices(env, store, (id, oldReader) =>
+    countWriteRegionRead(f, id, oldReader),
+  );
   const { resources, expected } = await seedRoutes(env, replicas, store);
 
   const f: Fleet = {
@@ -132,7 +137,8 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     crashPlan: new Map(),
     crashedAt: new Set(),
     journalLength: new Map(),
-    settings: controlSettings(env.control, env.config),
+    settings: controlSettings(env.control, env.config, env.orchestratorTiming, false),
+    announcedSettings: controlSettings(env.control, env.config, env.orchestratorTiming, true),
     keyring: TokenKeyring.ephemeral(),
     serial: 0,
     // Stamped in virtual time, so `recent()` orders by it, not by how fast this machine ran the turn.
@@ -152,6 +158,10 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
     lastBusyAt: new Map(),
     running: new Map(),
     ...(options.campaign ? { campaign: newCampaignActor(options.campaign) } : {}),
+    windowEndedAt: new Map(),
+    announceNext: false,
+    // Its own generator: drawing per start leaves every other draw of the run where it was.
+    announceRandom: prng(options.seed ^ 0x5eed34),
   };
   // Clock offsets are drawn in this order: the orchestrator, its rival, then the route-deleting actor.
   f.runner = newRunner(f, f.state, 'm');
@@ -164,6 +174,7 @@ export async function fleet(options: FleetOptions): Promise<FleetResult> {
   // the counts are read at the same turns as they always were.
   const startedAtMs = clock.now();
   startDriving(f);
+  startServiceRestarts(f);
   const limitMs = startedAtMs + 5000 * 3600_000;
   while (!f.done) {
     await f.scheduler.runUntilIdle({ maxTimers: 1 });

@@ -20,6 +20,8 @@ export class CommitWatchingStore extends ForwardingStore {
     private readonly retiredUntil: (resourceId: string) => number | undefined,
     /** The most any clock is ahead of (or behind) true time: the declared skew's half. */
     private readonly maxOffsetMs: number,
+    /** Every committed version after the one before it (the harness's read statistics). */
+    private readonly onCommit: (before: LocationDocument, after: LocationDocument) => void = () => undefined,
   ) {
     super(inner);
   }
@@ -32,7 +34,10 @@ export class CommitWatchingStore extends ForwardingStore {
     const stored = await this.inner.replace(doc, ifMatch);
     const before = this.last.get(doc.id);
     this.last.set(doc.id, stored.doc);
-    if (before) this.checkVersion(before, stored.doc);
+    if (before) {
+      this.checkVersion(before, stored.doc);
+      this.onCommit(before, stored.doc);
+    }
     return stored;
   }
 

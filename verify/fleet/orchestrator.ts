@@ -5,11 +5,11 @@ import { InProcessRunner } from '../../shared/migration/inProcess';
 import type { MigrationRecord } from '../../shared/migration/records';
 import type { JournalEntry } from '../../shared/migration/store/ports/migrations';
 import { SqliteMigrationState } from '../../shared/migration/store/sqlite/migrations';
-import { Router } from '../../shared/core/router';
+import { seamedRouter } from '../../testkit/router';
 import { killCampaignInstance, startCampaignInstance } from './campaign';
 import { InstanceScheduler } from './faults';
 import { participantHttp } from './participants';
-import { controlActivities } from './controls';
+import { controlActivities, controlRules } from './controls';
 import { type Fleet, drawOffset, harnessError, note, truthOrNull, violation } from './state';
 import { BOUNDARY_RESTART_SHARE, STALL_SHARE, between, pick } from './world';
 
@@ -52,19 +52,25 @@ export function newRunner(f: Fleet, migrationState: SqliteMigrationState, prefix
   o.max = Math.max(o.max, offsetMs);
   o.count += 1;
   const instanceClock = () => f.clock.now() + offsetMs;
+  const rules = controlRules(f.control);
+  const router = seamedRouter({
+    store: f.store,
+    timing: f.orchestratorTiming,
+    clock: instanceClock,
+    ...(rules ? { rules } : {}),
+  });
   return new InProcessRunner({
     activities: controlActivities(
       f.control,
-      createActivities(
-        new Router({ store: f.store, timing: f.orchestratorTiming, clock: instanceClock }),
-        f.orchestratorTiming,
-        { keyring: f.keyring, records: migrationState },
-      ),
+      createActivities(router, f.orchestratorTiming, { keyring: f.keyring, records: migrationState }),
     ),
     keyring: f.keyring,
     state: migrationState,
     scheduler: new InstanceScheduler(f.scheduler, offsetMs, () => stallFor(f, migrationState)),
-    settings: f.settings,
+    // Read at each start: the driver draws per migration whether it asks for announced locks.
+    get settings() {
+      return f.announceNext ? f.announcedSettings : f.settings;
+    },
     http: (call) => participantHttp(f, call),
     newId: () => `${prefix}${++f.serial}`,
     log: (message, fields) => {

@@ -180,6 +180,16 @@ function summarize(s: FleetStats): string {
       `${n(s.clockOffsetsMs.orchestrators.count)} orchestrator instances, offsets ` +
       `${s.clockOffsetsMs.orchestrators.min} … ${s.clockOffsetsMs.orchestrators.max} ms`,
   ];
+  const a = s.announced;
+  const r = s.writeRegionReads;
+  lines.push(
+    `announced locks: ${n(a.migrations)} migrations started with them, ${n(a.legacy)} legacy; ` +
+      `${n(a.serviceRestarts)} service restarts (every copy forgotten: first sight mid-migration); ` +
+      `request-path write-region reads: ${n(r.inWindow)} in a write window, outside it ${n(r.legacyLock)} ` +
+      `under legacy locks, ${n(r.oldReader)} by the old-version service, ${n(r.afterWindow)} within R after a ` +
+      `lock or window left the write region, ${n(r.deadWindow)} of a dead write lock or window, ` +
+      `${n(r.noLock)} of a route with no lock, ${n(r.unexplained)} of an announced lock unexplained`,
+  );
   const c = s.campaign;
   if (c)
     lines.push(

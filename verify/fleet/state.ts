@@ -75,7 +75,9 @@ export interface Fleet extends FleetEnv {
   crashPlan: Map<string, number>;
   crashedAt: Set<number>;
   journalLength: Map<string, number>;
+  /** The workflow's settings for a legacy migration, and for one that asks for announced locks. */
   settings: MigrationSettings;
+  announcedSettings: MigrationSettings;
   keyring: TokenKeyring;
   /** Migration ids handed out so far, by both orchestrators. */
   serial: number;
@@ -100,6 +102,14 @@ export interface Fleet extends FleetEnv {
   running: Map<string, string>;
   /** The campaign and its oracles' bookkeeping (FleetOptions.campaign). */
   campaign?: CampaignActor;
+  /** When a lock, write lock or window last left each route's write region (readStats.ts). */
+  windowEndedAt: Map<string, number>;
+  /**
+   * Whether the next migration started asks for announced locks: drawn per start by the driver from a
+   * generator of its own (the run's other draws stay as they were), read by the runners' settings.
+   */
+  announceNext: boolean;
+  announceRandom: Random;
 }
 
 export function fleetEnv(options: FleetOptions): FleetEnv {
@@ -216,6 +226,16 @@ export function newStats(
     accountMoves,
     routeDeletes: { attempts: 0, refusedConvergencePending: 0, refusedLocked: 0, deleted: 0, recreated: 0 },
     clientTier: { decisions: 0, reads: 0, redirects: 0, requests: 0, maxAgeSeconds: 0 },
+    announced: { migrations: 0, legacy: 0, serviceRestarts: 0 },
+    writeRegionReads: {
+      inWindow: 0,
+      legacyLock: 0,
+      oldReader: 0,
+      afterWindow: 0,
+      deadWindow: 0,
+      noLock: 0,
+      unexplained: 0,
+    },
     clockOffsetsMs: {
       services: serviceOffsets,
       orchestrators: { min: Number.POSITIVE_INFINITY, max: Number.NEGATIVE_INFINITY, count: 0 },

@@ -31,7 +31,22 @@ export type FleetControl =
    * Coalescing with a join bound longer than the in-flight grace (2 × grace, which config refuses): a
    * request joins a slow read begun before a lock committed, and lands after the copies started.
    */
-  | 'joinLongerThanGrace';
+  | 'joinLongerThanGrace'
+  /**
+   * Announced locks whose lead is shorter than the convergence delay (the edge tier's TTL short of it):
+   * a copy taken before the pre-lock or the window's announcement is served past the instant it starts.
+   */
+  | 'shortAnnouncement'
+  /**
+   * Renewals of an announced lock's hard-delete lease accepted with less than the lead left (the rule's
+   * lead check dropped), landing late (at 0.95 of an hour's lease): a copy showing the old end stops
+   * enforcing before the renewal reaches it.
+   */
+  | 'lateRenewal'
+  /** The read policies of testkit/readPolicyBugs.ts, planted in every service's routers. */
+  | 'leaveOnOwnTimestamps'
+  | 'replicaInWindow'
+  | 'servedPastTtl';
 
 export interface FleetOptions {
   migrations: number;
@@ -157,9 +172,37 @@ export interface FleetStats {
   campaign?: FleetCampaignStats;
   /** Write-region failovers (verify/fleet/faults.ts WriteRegionFailover), and the swaps they took back. */
   failovers?: { count: number; swapsLost: number };
+  /**
+   * Announced locks (lock rule 2): migrations started asking for them, and legacy ones; and the services'
+   * restarts (every tier's copies forgotten at once: a reader that first sees a resource mid-migration).
+   */
+  announced: { migrations: number; legacy: number; serviceRestarts: number };
+  /**
+   * The services' write-region reads on the request path, by what the write region showed when each was
+   * made (readStats.ts): in an announced lock's write window, and outside it by the reason design note
+   * §4 gives (or `unexplained`).
+   */
+  writeRegionReads: Record<WriteRegionReadKind, number>;
   /** Clock offsets drawn (ms): per service, and per orchestrator instance (each restart draws anew). */
   clockOffsetsMs: { services: number[]; orchestrators: { min: number; max: number; count: number } };
 }
+
+/** Why a request-path write-region read was made (readStats.ts classifies it against the write region). */
+export type WriteRegionReadKind =
+  /** An announced lock's write window (from its `writeWindowAt` less the skew) or its write lock. */
+  | 'inWindow'
+  /** A legacy lock (today's rule: from its start). */
+  | 'legacyLock'
+  /** The old-version service (every lock read by the legacy rule). */
+  | 'oldReader'
+  /** Within the replication bound (and the skew) after a lock, write lock or window left the write region. */
+  | 'afterWindow'
+  /** A write lock or window past its end still on the document (a dead workflow's, until reclaimed). */
+  | 'deadWindow'
+  /** No lock on the write region (and none left it within R): counted, not checked. */
+  | 'noLock'
+  /** An announced lock outside its window and none of the above: none is expected (a violation). */
+  | 'unexplained';
 
 export interface FleetResult extends ScenarioResult {
   stats: FleetStats;
@@ -178,4 +221,6 @@ export type ViolationKind =
   | 'lifecycle'
   | 'harness'
   /** A campaign limit exceeded, or two campaign migrations of one resource. */
-  | 'campaign';
+  | 'campaign'
+  /** A request-path write-region read of an announced resource outside its write window (readStats.ts). */
+  | 'reads';
