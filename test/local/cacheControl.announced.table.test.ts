@@ -1,14 +1,20 @@
-import type {
-  HardDeleteLock,
-  Lock,
-  LocationDocument,
-  PrelockLock,
-  WriteLock,
-} from '../../shared/core/lock/document';
+import type { HardDeleteLock, Lock, LocationDocument } from '../../shared/core/lock/document';
 import type { Provenance } from '../../shared/core/lock/readPolicy';
 import { enforcedFrom, hasStarted, liveLock } from '../../shared/core/lock/state';
 import { type ViewTiming, cacheControl, cacheHeaders } from '../../shared/core/lock/view';
-import { T0, productionTiming, seconds } from '../support/timing';
+import {
+  WRITE_END,
+  W,
+  announcedHardDelete as announced,
+  announcedWindow as windowed,
+  announcedWrite as activated,
+  at,
+  docUnder,
+  iso,
+  legacyPrelock,
+  lockBase as base,
+} from '../support/announcedLocks';
+import { productionTiming, seconds } from '../support/timing';
 
 /**
  * Cache-Control and Age of a route view (docs/design.md §5.3) for announced locks, as a table with
@@ -21,37 +27,8 @@ import { T0, productionTiming, seconds } from '../support/timing';
 const timing = productionTiming;
 const S = seconds(timing.clockSkewSeconds);
 const L = timing.announceLeadSeconds;
-const t = (s: number) => T0 + seconds(s);
-const iso = (s: number) => new Date(t(s)).toISOString();
+const t = at;
 
-const base = {
-  tokenHash: 'h',
-  migrationId: 'm-1',
-  owner: 'o',
-  target: { region: 'eastus' },
-  acquiredAt: iso(0),
-  expiresAt: iso(100_000),
-  maxExpiresAt: iso(200_000),
-  convergenceDelaySeconds: timing.convergenceDelaySeconds,
-};
-const announced: HardDeleteLock = {
-  ...base,
-  announceLeadSeconds: L,
-  phase: 'hardDelete',
-  startsAt: iso(L),
-  hardDeleteAt: iso(L),
-  hardDeleteExpiresAt: iso(L + 21_600),
-};
-const W = 20_000;
-const windowed: HardDeleteLock = { ...announced, writeWindowAt: iso(W), writeWindowUntil: iso(W + 305) };
-const WRITE_END = W + 305;
-const activated: WriteLock = {
-  ...windowed,
-  phase: 'write',
-  writeAt: iso(W + 5),
-  writeExpiresAt: iso(WRITE_END),
-};
-const legacyPrelock: PrelockLock = { ...base, phase: 'prelock', startsAt: iso(7500) };
 const legacyHardDelete: HardDeleteLock = {
   ...base,
   phase: 'hardDelete',
@@ -60,14 +37,7 @@ const legacyHardDelete: HardDeleteLock = {
   hardDeleteExpiresAt: iso(30_000),
 };
 
-const doc = (lock: Lock | null): LocationDocument => ({
-  id: 'r',
-  schemaVersion: 2,
-  location: { region: 'westeurope' },
-  lock,
-  secondary: null,
-  lastMigration: null,
-});
+const doc = docUnder;
 
 type Row = [name: string, lock: Lock, now: number, heldMs: number, provenance: Provenance, expected: string];
 

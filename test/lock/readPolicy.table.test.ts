@@ -1,7 +1,6 @@
 import type {
   HardDeleteLock,
   Lock,
-  LocationDocument,
   PrelockLock,
   StoredDocument,
   WriteLock,
@@ -16,7 +15,20 @@ import {
 } from '../../shared/core/lock/readPolicy';
 import { deadInWriteRegion, enforcedFrom } from '../../shared/core/lock/state';
 import { type ReadPolicyBug, plantedReadAction } from '../../testkit/readPolicyBugs';
-import { T0, productionTiming, seconds } from '../support/timing';
+import {
+  WINDOW_UNTIL,
+  WRITE_END,
+  W,
+  announcedHardDelete,
+  announcedWindow,
+  announcedWrite,
+  at,
+  docUnder,
+  iso,
+  legacyPrelock,
+  lockBase as base,
+} from '../support/announcedLocks';
+import { productionTiming, seconds } from '../support/timing';
 
 /**
  * The read decision (shared/core/lock/readPolicy.ts) as a table over (document state × provenance ×
@@ -30,23 +42,10 @@ const timing = productionTiming;
 const S = seconds(timing.clockSkewSeconds);
 const TTL = seconds(timing.localCacheTtlSeconds);
 const L = timing.announceLeadSeconds;
-const t = (s: number) => T0 + seconds(s);
-const iso = (s: number) => new Date(t(s)).toISOString();
+const t = at;
 const ms = (isoText: string) => Date.parse(isoText);
 
-const base = {
-  tokenHash: 'h',
-  migrationId: 'm-1',
-  owner: 'o',
-  target: { region: 'eastus' },
-  acquiredAt: iso(0),
-  expiresAt: iso(100_000),
-  maxExpiresAt: iso(200_000),
-  convergenceDelaySeconds: timing.convergenceDelaySeconds,
-};
-
 // Legacy locks: the pre-lock starts a convergence delay after it is taken.
-const legacyPrelock: PrelockLock = { ...base, phase: 'prelock', startsAt: iso(7500) };
 const legacyHardDelete: HardDeleteLock = {
   ...base,
   phase: 'hardDelete',
@@ -61,40 +60,10 @@ const legacyWrite: WriteLock = {
   writeExpiresAt: iso(20_300),
 };
 
-// Announced locks: in hard-delete from the pre-lock, in force from acquiredAt + L.
-const announcedHardDelete: HardDeleteLock = {
-  ...base,
-  announceLeadSeconds: L,
-  phase: 'hardDelete',
-  startsAt: iso(L),
-  hardDeleteAt: iso(L),
-  hardDeleteExpiresAt: iso(L + 21_600),
-};
-const W = 20_000; // the window: readers from W − S, activation from W + S to W + A − S (A = 305 s)
-const WINDOW_UNTIL = W + 305;
-const announcedWindow: HardDeleteLock = {
-  ...announcedHardDelete,
-  writeWindowAt: iso(W),
-  writeWindowUntil: iso(WINDOW_UNTIL),
-};
-const WRITE_END = W + 5 + 300;
-const announcedWrite: WriteLock = {
-  ...announcedWindow,
-  phase: 'write',
-  writeAt: iso(W + 5),
-  writeExpiresAt: iso(WRITE_END),
-};
 /** Not written by the rules (an announced lock starts in hard-delete): read by the stricter legacy rule. */
 const announcedPrelock: PrelockLock = { ...legacyPrelock, announceLeadSeconds: L };
 
-const doc = (lock: Lock | null): LocationDocument => ({
-  id: 'r',
-  schemaVersion: 2,
-  location: { region: 'westeurope' },
-  lock,
-  secondary: null,
-  lastMigration: null,
-});
+const doc = docUnder;
 const copy = (lock: Lock | null, provenance: Provenance, readStartedAt: number): HeldCopy => ({
   doc: doc(lock),
   provenance,
