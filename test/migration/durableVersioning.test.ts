@@ -308,30 +308,7 @@ if (!recording)
   test.each(['v5-window-wait', 'v7-window-wait'])(
     '%s: the history stopped in a window wait replays to its actions, then takes the write lock when the window opens',
     async (name) => {
-      const scenario = SCENARIOS.find((s) => s.name === name);
-      if (!scenario) throw new Error('scenario missing');
-      const recorded = readHistory(scenario.name);
-      expect(recorded.result.runtimeStatus).toBe('Running');
-      const m = await scenarioMigration(scenario);
-      expect(await replayActivities(recorded, (fn, input, now) => m.runActivity(fn, input, now))).toEqual([]);
-      const participant = participantJobs({
-        answers: scenario.version.answers,
-        durationMs: () => scenario.jobMs,
-        ...(scenario.verify ? { verify: scenario.verify } : {}),
-      });
-      primeParticipant(recorded, participant.http);
-      participant.calls.splice(0);
-      const seen: unknown[][] = [];
-      const result = await m
-        .make({
-          history: recorded.history,
-          observe: (_run, actions) => seen.push(actions),
-          http: participant.http,
-        })
-        .run();
-      expect(seen[0]).toEqual(recorded.orchestratorActions);
-      expect(result.error).toBeUndefined();
-      const output = result.output as MigrationStatus;
+      const { output, calls } = await resumeStopped(name);
       expect(output).toMatchObject({ status: 'Completed', phase: 'swapped' });
       expect(output).not.toHaveProperty('waitingForWindow');
       // 06:00 Europe/Berlin on 2026-03-01 is 05:00Z: the write lock not before it
@@ -340,7 +317,7 @@ if (!recording)
       );
       expect(Date.parse(output.timeline.writeAt as string)).toBeLessThan(Date.parse('2026-03-01T07:00:00Z'));
       // the delta copied after the wait, then verified
-      expect(participant.calls.some((c) => c.job.startsWith('messages.test:deltaCopy'))).toBe(true);
+      expect(calls.some((c) => c.job.startsWith('messages.test:deltaCopy'))).toBe(true);
       expect(output.verifications?.map((v) => v.outcome)).toEqual(['match']);
     },
   );
